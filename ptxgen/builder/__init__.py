@@ -1,0 +1,1 @@
+"""The Python builder: traces a kernel function into the IR."""

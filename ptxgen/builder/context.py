@@ -1,0 +1,125 @@
+"""The tracing context: where statements go while a kernel function runs once.
+
+Errors raised while tracing carry the user's file and line, found by walking the
+stack to the first frame outside the ptxgen package.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import sys
+import threading
+
+from ..errors import TraceError
+from ..ir import (BinOp, BufferPtr, Cast, Load, Not, PrimFunc, Select, Stmt, Var)
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_local = threading.local()
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
+
+
+def _user_frame():
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    return f
+
+
+def user_src() -> str:
+    f = _user_frame()
+    if f is None:
+        return "<unknown>"
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def assigned_name(default: str) -> str:
+    """The variable name on the left of the user's `name = pg.something(...)` line."""
+    f = _user_frame()
+    if f is not None:
+        line = linecache.getline(f.f_code.co_filename, f.f_lineno)
+        m = _ASSIGN.match(line)
+        if m:
+            return m.group(1)
+    return default
+
+
+def fail(msg: str) -> TraceError:
+    """A TraceError located at the user's line (raise the returned object)."""
+    return TraceError(f"{user_src()}: {msg}")
+
+
+class TraceContext:
+    def __init__(self, func: PrimFunc):
+        self.func = func
+        self.bodies = [func.body]
+        self.live_loop_vars: set[int] = set()
+        self.dead_loop_vars: dict[int, str] = {}
+        self.arena = None
+        self.block_set: dict[int, str] = {}    # dim index -> where it was set
+        self.grid_set: dict[int, str] = {}
+        self.last_closed_if = None
+        self.names: dict[str, int] = {}
+        self.pools: list = []
+        self.finalizers: list = []             # callables run when tracing ends
+        self.active_mask: list = []            # conditions of enclosing if_ blocks
+        self.resources: dict = {}
+
+    @property
+    def body(self) -> list:
+        return self.bodies[-1]
+
+    def append(self, s: Stmt):
+        s.src = s.src or user_src()
+        self.body.append(s)
+        self.last_closed_if = None
+        return s
+
+    def unique(self, name: str) -> str:
+        n = self.names.get(name, 0)
+        self.names[name] = n + 1
+        return name if n == 0 else f"{name}_{n}"
+
+    def check_live(self, *exprs):
+        """Reject a loop variable used after its loop, at the user's line."""
+        for e in exprs:
+            self._check(e)
+
+    def _check(self, e):
+        t = type(e)
+        if t is Var:
+            where = self.dead_loop_vars.get(e.uid)
+            if where is not None:
+                raise fail(f"loop variable '{e.name}' is used after its loop ended "
+                           f"(the loop is at {where}); bind the value inside the loop")
+        elif t is BinOp:
+            self._check(e.a)
+            self._check(e.b)
+        elif t is Load or t is BufferPtr and e.indices is not None:
+            for i in e.indices:
+                self._check(i)
+        elif t in (Cast, Not):
+            self._check(e.a)
+        elif t is Select:
+            self._check(e.cond)
+            self._check(e.t)
+            self._check(e.f)
+
+
+def current() -> TraceContext:
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        raise TraceError(f"{user_src()}: this call is only valid inside a @pg.kernel function "
+                         f"while it is being traced")
+    return ctx
+
+
+def push(ctx: TraceContext):
+    if getattr(_local, "ctx", None) is not None:
+        raise TraceError("a @pg.kernel is already being traced on this thread "
+                         "(kernels cannot be defined inside kernels)")
+    _local.ctx = ctx
+
+
+def pop():
+    _local.ctx = None

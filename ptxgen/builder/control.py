@@ -1,0 +1,247 @@
+"""Control flow, values and thread structure for the builder (API.md sections
+"Kernels" and "Control flow and values")."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from ..dtypes import dtype as _dtype
+from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, SpecialReg, Var, While,
+                  as_expr)
+from .context import assigned_name, current, fail, user_src
+
+_DIMS = {"x": 0, "y": 1, "z": 2}
+
+
+def _let(name: str, value: Expr, bounds=None) -> Var:
+    ctx = current()
+    v = Var(ctx.unique(name), value.dtype)
+    ctx.append(Let(v, value, bounds))
+    return v
+
+
+def _set_extent(which: str, dim: str, n: int):
+    ctx = current()
+    if dim not in _DIMS:
+        raise fail(f"dim must be 'x', 'y' or 'z', got {dim!r}")
+    if not isinstance(n, int) or n <= 0:
+        raise fail(f"{which} extent must be a positive int, got {n!r}")
+    k = _DIMS[dim]
+    f = ctx.func
+    seen = ctx.block_set if which == "block" else ctx.grid_set
+    cur = list(f.block if which == "block" else f.grid)
+    if k in seen and cur[k] != n:
+        raise fail(f"{which}Dim.{dim} was declared as {cur[k]} at {seen[k]}; now {n}")
+    cur[k] = n
+    seen[k] = user_src()
+    if which == "block":
+        f.block = tuple(cur)
+    else:
+        f.grid = tuple(cur)
+
+
+def thread_id(n: int, dim: str = "x") -> Var:
+    """Declare blockDim.<dim> = n and return %tid.<dim> (bounded to [0, n))."""
+    _set_extent("block", dim, n)
+    return _let(assigned_name(f"t{dim}"), SpecialReg(f"tid.{dim}"), (0, n - 1))
+
+
+def cta_id(n: int, dim: str = "x") -> Var:
+    """Declare gridDim.<dim> = n and return %ctaid.<dim>."""
+    _set_extent("grid", dim, n)
+    return _let(assigned_name(f"b{dim}"), SpecialReg(f"ctaid.{dim}"), (0, n - 1))
+
+
+def lane_id() -> Var:
+    return _let(assigned_name("lane"), SpecialReg("laneid"), (0, 31))
+
+
+def _block_x():
+    return current().func.block[0]
+
+
+def warp_id() -> Var:
+    """tid.x / 32 (stable, unlike %warpid)."""
+    bx = _block_x()
+    return _let(assigned_name("warp"), SpecialReg("tid.x") // 32, (0, max(bx // 32 - 1, 0)))
+
+
+def warpgroup_id() -> Var:
+    bx = _block_x()
+    return _let(assigned_name("wg"), SpecialReg("tid.x") // 128, (0, max(bx // 128 - 1, 0)))
+
+
+def grid_dim(dim: str = "x"):
+    return SpecialReg(f"nctaid.{dim}")
+
+
+def block_dim(dim: str = "x"):
+    return SpecialReg(f"ntid.{dim}")
+
+
+def launch(grid=None, block=None, dynamic_smem_bytes=None):
+    """Set the launch inside the body (overrides the decorator's)."""
+    ctx = current()
+    f = ctx.func
+    if grid is not None:
+        f.grid = (tuple(grid) + (1, 1, 1))[:3]
+        ctx.grid_set = {k: user_src() for k in range(3)}
+    if block is not None:
+        f.block = (tuple(block) + (1, 1, 1))[:3]
+        ctx.block_set = {k: user_src() for k in range(3)}
+    if dynamic_smem_bytes is not None:
+        f.dynamic_smem_reserve = int(dynamic_smem_bytes)
+
+
+def let(value, dtype=None) -> Var:
+    """Immutable binding; facts about its value (bounds, divisibility) reach every use."""
+    ctx = current()
+    value = as_expr(value) if dtype is None else as_expr(value, _dtype(dtype))
+    if dtype is not None and value.dtype != _dtype(dtype):
+        raise fail(f"pg.let value is {value.dtype}, declared {dtype}; use pg.cast")
+    ctx.check_live(value)
+    return _let(assigned_name("v"), value)
+
+
+def _loop(kind, args):
+    ctx = current()
+    if len(args) == 1:
+        lo, hi, step = 0, args[0], 1
+    elif len(args) == 2:
+        (lo, hi), step = args, 1
+    elif len(args) == 3:
+        lo, hi, step = args
+    else:
+        raise fail(f"pg.{kind} takes (stop), (start, stop) or (start, stop, step)")
+    if not isinstance(step, int) or step <= 0:
+        raise fail(f"pg.{kind} step must be a positive int constant, got {step!r}")
+    hi = as_expr(hi)
+    lo = as_expr(lo, hi.dtype if not isinstance(lo, Expr) else None)
+    if lo.dtype != hi.dtype:
+        raise fail(f"pg.{kind} bounds differ in dtype: {lo.dtype} vs {hi.dtype}")
+    if not lo.dtype.is_int:
+        raise fail(f"pg.{kind} bounds must be integers, got {lo.dtype}")
+    if kind == "unroll" and not (isinstance(lo, Const) and isinstance(hi, Const)):
+        raise fail("pg.unroll needs constant bounds (it copies the body at trace time); "
+                   "use pg.serial for a runtime trip count")
+    ctx.check_live(lo, hi)
+    src = user_src()
+    var = Var(ctx.unique(assigned_loop_name()), lo.dtype)
+    body: list = []
+    ctx.bodies.append(body)
+    ctx.live_loop_vars.add(var.uid)
+    try:
+        yield var
+    finally:
+        ctx.bodies.pop()
+        ctx.live_loop_vars.discard(var.uid)
+        ctx.dead_loop_vars[var.uid] = src
+        ctx.append(For(var, lo, hi, step, kind, body, src=src))
+
+
+def assigned_loop_name() -> str:
+    import linecache
+    import re
+
+    from .context import _user_frame
+
+    f = _user_frame()
+    if f is not None:
+        m = re.match(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b",
+                     linecache.getline(f.f_code.co_filename, f.f_lineno))
+        if m:
+            return m.group(1)
+    return "i"
+
+
+def serial(*args):
+    """A real PTX loop (never unrolled silently)."""
+    return _loop("serial", args)
+
+
+def unroll(*args):
+    """Fully unrolled by the generator: the body is copied per iteration."""
+    return _loop("unroll", args)
+
+
+def _cond(c, what):
+    if isinstance(c, bool):
+        return Const(c, BOOL)
+    c = as_expr(c)
+    if c.dtype != BOOL:
+        raise fail(f"pg.{what} condition must be a comparison (bool), got {c.dtype}")
+    current().check_live(c)
+    return c
+
+
+@contextmanager
+def if_(cond):
+    ctx = current()
+    c = _cond(cond, "if_")
+    src = user_src()
+    body: list = []
+    ctx.bodies.append(body)
+    ctx.active_mask.append(c)
+    try:
+        yield
+    finally:
+        ctx.active_mask.pop()
+        ctx.bodies.pop()
+        stmt = If(c, body, None, src=src)
+        ctx.append(stmt)
+        ctx.last_closed_if = stmt
+
+
+@contextmanager
+def else_():
+    ctx = current()
+    stmt = ctx.last_closed_if
+    if stmt is None or not ctx.body or ctx.body[-1] is not stmt or stmt.else_ is not None:
+        raise fail("pg.else_() must come directly after a `with pg.if_(...)` block")
+    body: list = []
+    ctx.bodies.append(body)
+    from ..ir import Not
+    ctx.active_mask.append(Not(stmt.cond))
+    try:
+        yield
+    finally:
+        ctx.active_mask.pop()
+        ctx.bodies.pop()
+        stmt.else_ = body
+        ctx.last_closed_if = None
+
+
+@contextmanager
+def while_(cond):
+    ctx = current()
+    c = _cond(cond, "while_")
+    src = user_src()
+    body: list = []
+    ctx.bodies.append(body)
+    try:
+        yield
+    finally:
+        ctx.bodies.pop()
+        ctx.append(While(c, body, src=src))
+
+
+def cta_sync():
+    """bar.sync 0: every thread of the CTA waits; shared-memory writes become visible."""
+    current().append(Barrier("cta"))
+
+
+def warp_sync():
+    current().append(Barrier("warp"))
+
+
+def var(name: str, dtype="int32") -> Var:
+    """A symbolic shape extent: an implicit scalar kernel parameter bound from tensor shapes."""
+    dt = _dtype(dtype)
+    if not dt.is_int or dt.bits < 32:
+        raise fail(f"pg.var dtype must be int32/int64 (or unsigned), got {dt}")
+    v = Var(name, dt)
+    v.__dict__["symbol"] = True
+    return v
+
+
+__all__ = ["thread_id", "cta_id", "lane_id", "warp_id", "warpgroup_id", "launch", "let",
+           "serial", "unroll", "if_", "else_", "while_", "cta_sync", "var", "INT32"]

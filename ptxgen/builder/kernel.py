@@ -1,0 +1,273 @@
+"""@pg.kernel: trace a Python function once into a PrimFunc; build, assemble, launch it."""
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+import typing
+
+from ..dtypes import dtype as _dtype
+from ..errors import PtxgenError, TraceError
+from ..ir import Param, PrimFunc, Var, walk
+from . import context
+from .tensor import Tensor, TensorHandle, make_buffer
+
+
+class ScalarType:
+    """pg.int32, pg.float32, ...: scalar parameter annotations and literal constructors."""
+
+    def __init__(self, name):
+        self.ptxgen_dtype = name
+
+    def __call__(self, value):
+        from ..ir import cast, const
+
+        return const(value, self.ptxgen_dtype) if isinstance(value, (int, float)) \
+            else cast(value, self.ptxgen_dtype)
+
+    def __repr__(self):
+        return f"pg.{self.ptxgen_dtype}"
+
+    def __str__(self):
+        return self.ptxgen_dtype
+
+
+def _param_from_annotation(name, ann, fn):
+    if isinstance(ann, str):
+        try:
+            ann = eval(ann, fn.__globals__)   # `from __future__ import annotations`
+        except Exception as e:
+            raise TraceError(f"{fn.__name__}: cannot evaluate the annotation of '{name}': {e}") from None
+    return ann
+
+
+class Kernel:
+    """A traced kernel: .ir, .ptx(arch), .compile(arch), and a launch by calling it."""
+
+    def __init__(self, fn, grid=None, block=None, name=None, dynamic_smem_bytes=None):
+        self.fn = fn
+        self.name = name or fn.__name__
+        self._ptx_cache: dict = {}
+        self._lock = threading.Lock()
+        self._launchers: dict = {}
+        self.ir = self._trace(grid, block, dynamic_smem_bytes)
+
+    # ---- tracing --------------------------------------------------------------------
+    def _trace(self, grid, block, dyn) -> PrimFunc:
+        fn = self.fn
+        func = PrimFunc(self.name, [], [])
+        if grid is not None:
+            func.grid = (tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)) + (1, 1)
+            func.grid = func.grid[:3]
+        if block is not None:
+            func.block = ((tuple(block) if isinstance(block, (tuple, list)) else (block,)) + (1, 1))[:3]
+        if dyn is not None:
+            func.dynamic_smem_reserve = int(dyn)
+        ctx = context.TraceContext(func)
+        if grid is not None:
+            ctx.grid_set = {k: "the @pg.kernel decorator" for k in range(3)}
+        if block is not None:
+            ctx.block_set = {k: "the @pg.kernel decorator" for k in range(3)}
+        args = []
+        symbols: dict[int, Var] = {}
+        src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
+        for pname, p in inspect.signature(fn).parameters.items():
+            ann = _param_from_annotation(pname, p.annotation, fn)
+            if isinstance(ann, Tensor):
+                for s in ann.shape:
+                    if isinstance(s, Var):
+                        symbols.setdefault(s.uid, s)
+                context.push(ctx)
+                try:
+                    b = make_buffer(pname, ann.shape, ann.dtype, "global", ann.layout,
+                                    ann.elem_offset, ann.byte_offset, ann.align, param=True)
+                finally:
+                    context.pop()
+                func.params.append(Param(pname, "tensor", None, b))
+                args.append(TensorHandle(b))
+            elif isinstance(ann, ScalarType) or (isinstance(ann, str) and ann):
+                dt = _dtype(ann.ptxgen_dtype if isinstance(ann, ScalarType) else ann)
+                if dt.lanes != 1 or dt.kind not in ("int", "uint", "float"):
+                    raise TraceError(f"{src}: scalar parameter '{pname}' must be an int or float "
+                                     f"type, got {dt}")
+                v = Var(pname, dt)
+                func.params.append(Param(pname, "scalar", v))
+                args.append(v)
+            else:
+                raise TraceError(f"{src}: parameter '{pname}' needs an annotation: "
+                                 f"pg.Tensor(shape, dtype) or a scalar type such as pg.int32")
+        for v in symbols.values():
+            func.params.append(Param(v.name, "symbol", v))
+        context.push(ctx)
+        try:
+            fn(*args)
+            for fin in ctx.finalizers:
+                fin()
+        finally:
+            context.pop()
+        self._ctx_resources = ctx.resources
+        if func.dynamic_smem_reserve is not None and func.dynamic_smem_reserve < func.dynamic_smem_bytes:
+            raise TraceError(f"{src}: pg.launch(dynamic_smem_bytes={func.dynamic_smem_reserve}) "
+                             f"is less than the {func.dynamic_smem_bytes} bytes the shared.dyn "
+                             f"arena needs")
+        return func
+
+    # ---- building ------------------------------------------------------------------
+    def _build(self, arch):
+        from ..emit.codegen import Codegen
+        from ..emit.target import parse_target
+        from ..passes.lower import register_buffers, unroll
+
+        target = parse_target(arch)
+        body = unroll(self.ir.body)
+        func = PrimFunc(self.ir.name, self.ir.params, body, self.ir.grid, self.ir.block,
+                        self.ir.dynamic_smem_bytes, self.ir.dynamic_smem_reserve, self.ir.attrs)
+        cg = Codegen(func, target)
+        cg.local_in_regs = register_buffers(body)
+        text = cg.run()
+        return _Built(text, cg, target)
+
+    def built(self, arch="sm_90a"):
+        b = self._ptx_cache.get(arch)
+        if b is None:
+            with self._lock:
+                b = self._ptx_cache.get(arch)
+                if b is None:
+                    b = self._build(arch)
+                    self._ptx_cache[arch] = b
+        return b
+
+    def ptx(self, arch: str = "sm_90a") -> str:
+        """The whole PTX module, ready for cuModuleLoadData or nvJitLink."""
+        return self.built(arch).text
+
+    def line_origin(self, arch="sm_90a"):
+        return self.built(arch).origin
+
+    @property
+    def resources(self) -> dict:
+        r = {"dynamic_smem_bytes": self.ir.dynamic_smem_bytes}
+        r.update(self._ctx_resources)
+        return r
+
+    def compile(self, arch: str = "sm_90a"):
+        """Assemble offline with nvJitLink; no GPU needed."""
+        from ..runtime import compile_ptx
+
+        b = self.built(arch)
+        res = compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
+        try:
+            res.resources = dict(self.resources, static_smem_bytes=b.codegen.smem_static,
+                                 registers=res.registers, spill_bytes=res.spill_bytes)
+        except AttributeError:
+            pass
+        return res
+
+    @property
+    def params(self):
+        from ..runtime import ParamSpec
+        from ..emit.codegen import reg_type_of
+
+        out = []
+        for p in self.ir.params:
+            if p.kind == "tensor":
+                b = p.buffer
+                shape = tuple(s.name if isinstance(s, Var) else s for s in b.shape)
+                out.append(ParamSpec(p.name, "tensor", b.dtype.name, ".u64", shape,
+                                     _expected_strides(b), b.align))
+            else:
+                out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + reg_type_of(p.var.dtype)))
+        return out
+
+    def __call__(self, *args, grid=None, block=None, stream=None, dynamic_smem_bytes=None, **kw):
+        from ..runtime import Launcher, Module, device_arch
+
+        arch = device_arch()
+        launcher = self._launchers.get(arch)
+        if launcher is None:
+            with self._lock:
+                launcher = self._launchers.get(arch)
+                if launcher is None:
+                    b = self.built(arch)
+                    mod = Module.load(ptx=b.text, name=b.entry, line_origin=b.origin)
+                    f = self.ir
+                    dyn = max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0)
+                    launcher = Launcher(mod.function(b.entry), self.params, name=self.name,
+                                        dynamic_smem_bytes=dyn)
+                    launcher.module = mod
+                    self._launchers[arch] = launcher
+        launcher(args, kw, grid=grid if grid is not None else self.ir.grid,
+                 block=block if block is not None else self.ir.block, stream=stream,
+                 dynamic_smem_bytes=dynamic_smem_bytes)
+
+    def unload(self):
+        for l in self._launchers.values():
+            l.module.unload()
+        self._launchers.clear()
+
+    def __repr__(self):
+        return f"<pg.Kernel {self.name}>"
+
+
+def _expected_strides(b):
+    """Callable of bound symbols -> expected element strides (row-major or from the layout)."""
+    if b.layout is not None:
+        lay = b.layout
+        shape = b.shape
+        if not all(isinstance(s, int) for s in shape):
+            return None
+
+        def strides(_sym, lay=lay, shape=shape):
+            out = []
+            zero = [0] * len(shape)
+            base = lay.apply(*zero, shape=shape)["m"]
+            for d in range(len(shape)):
+                if shape[d] == 1:
+                    out.append(None)
+                    continue
+                c = list(zero)
+                c[d] = 1
+                out.append(lay.apply(*c, shape=shape)["m"] - base)
+            return tuple(out)
+        return strides
+    shape = b.shape
+
+    def strides(sym, shape=shape):
+        dims = [s if isinstance(s, int) else sym[s.name] for s in shape]
+        out, acc = [], 1
+        for d in reversed(dims):
+            out.insert(0, acc)
+            acc *= d
+        return tuple(out)
+    return strides
+
+
+class _Built:
+    """PTX text plus the map from PTX line numbers to IR statements."""
+
+    def __init__(self, text, cg, target):
+        self.text = text
+        self.codegen = cg
+        self.entry = cg.kernel_name
+        self.target = target
+        first_body = cg.lines[0] if cg.lines else None
+        self._start = text[:text.index(first_body)].count("\n") if first_body else 0
+
+    def origin(self, lineno: int):
+        k = lineno - 1 - self._start
+        cg = self.codegen
+        if 0 <= k < len(cg.line_stmt):
+            idx = cg.line_stmt[k]
+            if 0 <= idx < len(cg.stmts):
+                text, src = cg.stmts[idx]
+                return f"IR statement: {text}" + (f"  (from {src})" if src else "")
+        return None
+
+
+def kernel(fn=None, *, grid=None, block=None, name=None, dynamic_smem_bytes=None):
+    """Decorator: trace the function once into a pg.Kernel."""
+    def wrap(f):
+        return Kernel(f, grid=grid, block=block, name=name, dynamic_smem_bytes=dynamic_smem_bytes)
+    if fn is not None and callable(fn):
+        return wrap(fn)
+    return wrap

@@ -1,0 +1,101 @@
+"""`pg.ptx[...]`: the raw-PTX escape hatch, and the namespace for checked helpers.
+
+`pg.ptx["add.s32"](d, a, b)` emits one instruction verbatim.  Operands: expressions
+(registers or immediates; an element of a local buffer is its register, so an
+instruction may write it), pointers from `.data`/`.ptr_to` (rendered as `[addr]`;
+wrap with `pg.addr(p)` for the address value), lists (a `{a, b}` vector) and str
+(labels or literal operands).  Structured helpers (`pg.ptx.mbarrier.init`, ...)
+register themselves in sub-namespaces and check operand types and arch.
+"""
+from __future__ import annotations
+
+import re
+
+from ..ir import BufferPtr, Instr, Mem, VecOperand, as_expr
+from .context import current, fail
+from .tensor import LocalScalar, TensorHandle
+
+_OPCODE = re.compile(r"[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*")
+
+
+class _AddrOf:
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+def addr(ptr):
+    """Use a pointer as an address *value* operand instead of a `[mem]` operand."""
+    if isinstance(ptr, TensorHandle):
+        ptr = ptr.data
+    return _AddrOf(ptr)
+
+
+def operand(o):
+    if isinstance(o, (Mem, VecOperand)):
+        return o
+    if isinstance(o, _AddrOf):
+        return as_expr(o.ptr)
+    if isinstance(o, BufferPtr):
+        return Mem(o)
+    if isinstance(o, TensorHandle):
+        return Mem(o.data)
+    if isinstance(o, (list, tuple)):
+        return VecOperand(tuple(operand(x) for x in o))
+    if isinstance(o, str):
+        if not re.fullmatch(r"[A-Za-z0-9_$%.:]+", o):
+            raise fail(f"string operand {o!r} may only hold a label or a literal token")
+        return o
+    if isinstance(o, LocalScalar):
+        return o.__ptxgen_expr__()
+    return as_expr(o)
+
+
+def emit_instr(opcode: str, operands, *, guard=None, gate=None):
+    ctx = current()
+    if not isinstance(opcode, str) or not _OPCODE.fullmatch(opcode):
+        raise fail(f"{opcode!r} is not a PTX opcode (letters, digits, '_', '.' and '::' only)")
+    ops = tuple(operand(o) for o in operands)
+    ctx.check_live(*[o for o in ops if not isinstance(o, (str, Mem, VecOperand))])
+    g = as_expr(guard) if guard is not None else None
+    return ctx.append(Instr(opcode, ops, attrs={"gate": gate} if gate else None, guard=g))
+
+
+class _Namespace:
+    def __init__(self, path=""):
+        self._path = path
+        self._helpers = {}
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        h = self._helpers.get(name)
+        if h is not None:
+            return h
+        raise AttributeError(f"pg.ptx{'.' + self._path if self._path else ''} has no helper "
+                             f"'{name}'; use pg.ptx['{self._path + '.' if self._path else ''}{name}...'] "
+                             f"for raw PTX")
+
+
+class PtxNamespace(_Namespace):
+    def __getitem__(self, opcode: str):
+        def instr(*operands, guard=None):
+            return emit_instr(opcode, operands, guard=guard)
+        return instr
+
+    def register(self, dotted: str, fn):
+        """Add a checked helper, e.g. register("mbarrier.init", fn) -> pg.ptx.mbarrier.init."""
+        ns = self
+        parts = dotted.split(".")
+        for p in parts[:-1]:
+            nxt = ns._helpers.get(p)
+            if nxt is None:
+                nxt = _Namespace((ns._path + "." if ns._path else "") + p)
+                ns._helpers[p] = nxt
+            ns = nxt
+        ns._helpers[parts[-1]] = fn
+        return fn
+
+
+ptx = PtxNamespace()

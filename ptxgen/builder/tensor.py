@@ -1,0 +1,467 @@
+"""Tensors in the builder: parameters, allocations, views, element access.
+
+A `TensorHandle` wraps an ir.Buffer and turns Python indexing into Load/Store
+statements; every view (view/permute/local/decl_buffer) is metadata only.
+"""
+from __future__ import annotations
+
+import math
+
+from ..dtypes import DType, dtype as _dtype
+from ..errors import PtxgenError
+from ..ir import (BOOL, Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load,
+                  SCOPES, Store, Var, as_expr, format_expr)
+from .context import assigned_name, current, fail
+
+_ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
+
+
+class Tensor:
+    """Annotation for a tensor parameter: pg.Tensor(shape, dtype, layout=..., ...)."""
+
+    def __init__(self, shape, dtype, layout=None, elem_offset=0, byte_offset=None, align=16,
+                 scope="global"):
+        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        self.dtype = _dtype(dtype)
+        self.layout = layout
+        self.elem_offset = elem_offset
+        self.byte_offset = byte_offset
+        self.align = align
+        self.scope = scope
+        _check_align(align)
+        if scope != "global":
+            raise PtxgenError(f"tensor parameters live in global memory; got scope={scope!r}")
+        for s in self.shape:
+            if not (isinstance(s, int) and s > 0) and not isinstance(s, Var):
+                raise PtxgenError(f"tensor shape entries must be positive ints or pg.var(...) "
+                                  f"symbols, got {s!r}")
+
+    def __repr__(self):
+        return f"pg.Tensor({self.shape}, {self.dtype})"
+
+
+def _check_align(align):
+    if not isinstance(align, int) or align <= 0 or align & (align - 1):
+        raise PtxgenError(f"align must be a power of two in bytes, got {align!r}")
+
+
+def _resolve_offset(dt: DType, elem_offset, byte_offset, name):
+    if byte_offset is None:
+        return elem_offset
+    if not (isinstance(elem_offset, int) and elem_offset == 0):
+        raise fail(f"'{name}': give elem_offset or byte_offset, not both")
+    bits = dt.bits
+    if isinstance(byte_offset, int):
+        if (byte_offset * 8) % bits:
+            raise fail(f"'{name}': byte_offset={byte_offset} is not a whole number of {dt} elements")
+        return byte_offset * 8 // bits
+    return as_expr(byte_offset) * 8 // bits
+
+
+def _check_layout(layout, shape, name):
+    if layout is None:
+        return None
+    if isinstance(layout, str):
+        if layout == "default":
+            return None
+        raise fail(f"'{name}': unknown layout {layout!r}")
+    if not hasattr(layout, "apply"):
+        from ..layout import TileLayout
+
+        layout = TileLayout(layout)
+    size = layout.size()
+    n = math.prod(shape) if all(isinstance(s, int) for s in shape) else None
+    if n is not None and size != n:
+        raise fail(f"'{name}': layout {layout!r} has {size} elements but the shape "
+                   f"{tuple(shape)} has {n}")
+    return layout
+
+
+def make_buffer(name, shape, dt, scope, layout=None, elem_offset=0, byte_offset=None, align=16,
+                data=None, param=False) -> Buffer:
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    dt = _dtype(dt)
+    _check_align(align)
+    if scope not in SCOPES:
+        raise fail(f"unknown scope {scope!r}; scopes are {', '.join(SCOPES)}")
+    for s in shape:
+        if isinstance(s, bool) or not (isinstance(s, int) and s > 0 or isinstance(s, Expr)):
+            raise fail(f"'{name}': shape entries must be positive ints, got {s!r}")
+    layout = _check_layout(layout, shape, name)
+    eo = _resolve_offset(dt, elem_offset, byte_offset, name)
+    return Buffer(name, shape, dt, scope, layout, eo, align, data, param)
+
+
+class TensorHandle:
+    """What the user indexes: A[i, j], A[0:32, 0:32], A.data, A.ptr_to, A.vload, ..."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: Buffer):
+        self.buffer = buffer
+
+    # ---- metadata ------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self.buffer.shape
+
+    @property
+    def dtype(self):
+        return self.buffer.dtype
+
+    @property
+    def scope(self):
+        return self.buffer.scope
+
+    @property
+    def layout(self):
+        return self.buffer.layout
+
+    @property
+    def name(self):
+        return self.buffer.name
+
+    @property
+    def data(self) -> BufferPtr:
+        return BufferPtr(self.buffer, None)
+
+    def __repr__(self):
+        return f"<tensor {self.buffer.name} {self.shape} {self.dtype} {self.scope}>"
+
+    # ---- indexing -------------------------------------------------------------------
+    def _indices(self, key, allow_slices=True):
+        if not isinstance(key, tuple):
+            key = (key,)
+        b = self.buffer
+        if len(key) != b.ndim:
+            raise fail(f"shape mismatch: '{b.name}' has {b.ndim} dimension(s) "
+                       f"{tuple(b.shape)} but was indexed with {len(key)}")
+        ctx = current()
+        out = []
+        has_slice = False
+        for d, (k, ext) in enumerate(zip(key, b.shape)):
+            if isinstance(k, slice):
+                if not allow_slices:
+                    raise fail(f"'{b.name}': a region (slice) cannot be used here")
+                has_slice = True
+                out.append(self._slice(k, ext, d))
+                continue
+            if isinstance(k, TensorHandle) or isinstance(k, float):
+                raise fail(f"'{b.name}': index {d} must be an integer expression, got {k!r}")
+            e = as_expr(k)
+            if not e.dtype.is_int:
+                raise fail(f"'{b.name}': index {d} must be an integer, got {e.dtype}")
+            if isinstance(e, Const) and isinstance(ext, int) and not 0 <= e.value < ext:
+                raise fail(f"index {e.value} is out of range for dimension {d} of '{b.name}' "
+                           f"(extent {ext})")
+            ctx.check_live(e)
+            out.append(e)
+        return out, has_slice
+
+    def _slice(self, k: slice, ext, d):
+        b = self.buffer
+        if k.step not in (None, 1):
+            raise fail(f"'{b.name}': region slices must have step 1")
+        start = 0 if k.start is None else k.start
+        stop = ext if k.stop is None else k.stop
+        if isinstance(start, Expr) or isinstance(stop, Expr):
+            from ..passes.simplify import Analyzer
+
+            extent = Analyzer().simplify(as_expr(stop) - as_expr(start))
+            if not isinstance(extent, Const):
+                raise fail(f"'{b.name}': region extent along dim {d} must be a constant "
+                           f"(write A[i0:i0+32] with a constant 32)")
+            extent = extent.value
+        else:
+            extent = stop - start
+            if start < 0 or (isinstance(ext, int) and stop > ext) or extent <= 0:
+                raise fail(f"region {start}:{stop} is out of bounds for dimension {d} of "
+                           f"'{b.name}' (extent {ext})")
+        return (start if isinstance(start, int) else as_expr(start), extent)
+
+    def __getitem__(self, key):
+        idx, has_slice = self._indices(key)
+        if has_slice:
+            region = tuple(i if isinstance(i, tuple) else (i, 1) for i in idx)
+            return BufferRegion(self.buffer, region)
+        return Load(self.buffer, tuple(idx), self.buffer.dtype)
+
+    def __setitem__(self, key, value):
+        idx, has_slice = self._indices(key, allow_slices=False)
+        store(self.buffer, tuple(idx), value)
+
+    def region(self):
+        """The whole tensor as a region."""
+        return BufferRegion(self.buffer, tuple((0, e) for e in self.shape))
+
+    def ptr_to(self, indices):
+        idx, _ = self._indices(tuple(indices), allow_slices=False)
+        return BufferPtr(self.buffer, tuple(idx))
+
+    # ---- vector access ----------------------------------------------------------------
+    def _vec_check(self, indices, vdt):
+        b = self.buffer
+        if vdt.scalar != b.dtype.scalar:
+            raise fail(f"'{b.name}' holds {b.dtype}; a {vdt} access must use {b.dtype}x<N>")
+        if vdt.lanes == 1:
+            raise fail(f"vload/vstore need a vector dtype such as {b.dtype}x4, got {vdt}")
+        idx, _ = self._indices(tuple(indices), allow_slices=False)
+        last = idx[-1]
+        ext = b.shape[-1]
+        if isinstance(last, Const) and isinstance(ext, int) and last.value + vdt.lanes > ext:
+            raise fail(f"{vdt} access at index {last.value} of '{b.name}' runs past the last "
+                       f"dimension (extent {ext})")
+        if b.layout is not None and not _last_dim_contiguous(b):
+            raise fail(f"'{b.name}': vector access needs unit stride on the last dimension "
+                       f"of its layout")
+        return tuple(idx)
+
+    def vload(self, indices, dtype):
+        vdt = _dtype(dtype)
+        return Load(self.buffer, self._vec_check(indices, vdt), vdt)
+
+    def vstore(self, indices, value):
+        value = as_expr(value)
+        idx = self._vec_check(indices, value.dtype)
+        current().append(Store(self.buffer, idx, value))
+
+    # ---- views (metadata only) --------------------------------------------------------
+    def view(self, *shape, layout=None, dtype=None):
+        b = self.buffer
+        dt = _dtype(dtype) if dtype is not None else b.dtype
+        n_new = math.prod(shape)
+        n_old = b.numel()
+        if layout is None and n_old is not None and n_new * dt.bits != n_old * b.dtype.bits:
+            raise fail(f"view of '{b.name}' as {shape} has {n_new} elements but the storage has "
+                       f"{n_old}; a view must cover the same storage")
+        if dt != b.dtype and (b.layout is not None or layout is not None):
+            raise fail("a view that changes dtype needs row-major layouts on both sides")
+        lay = layout if layout is not None else b.layout
+        eo = b.elem_offset
+        if dt != b.dtype:
+            eo = eo * b.dtype.bits // dt.bits if isinstance(eo, int) else eo * b.dtype.bits // dt.bits
+        nb = make_buffer(current().unique(assigned_name(b.name + "_view")), shape, dt, b.scope,
+                         layout=lay, elem_offset=eo, align=b.align,
+                         data=b.data)
+        return _declare(nb)
+
+    def permute(self, *dims):
+        from ..layout import S, TileLayout
+
+        b = self.buffer
+        if sorted(dims) != list(range(b.ndim)):
+            raise fail(f"permute of '{b.name}' needs a permutation of 0..{b.ndim - 1}, got {dims}")
+        if not all(isinstance(s, int) for s in b.shape):
+            raise fail("permute needs a constant shape")
+        lay = b.layout
+        if lay is None:
+            strides, acc = [], 1
+            for s in reversed(b.shape):
+                strides.insert(0, acc)
+                acc *= s
+            lay = TileLayout(S[tuple(b.shape):tuple(strides)])
+        new = lay.permute_dims(*dims)
+        shape = tuple(b.shape[d] for d in dims)
+        nb = make_buffer(current().unique(assigned_name(b.name + "_t")), shape, b.dtype, b.scope,
+                         layout=new, elem_offset=b.elem_offset, align=b.align, data=b.data)
+        return _declare(nb)
+
+    def local(self, *shape, layout=None):
+        """This thread's registers of a thread-axis local layout (physical order)."""
+        b = self.buffer
+        if b.scope != "local":
+            raise fail(f"local() is for local buffers; '{b.name}' is {b.scope}")
+        span = b.layout.span("m") if b.layout is not None else b.numel()
+        if not shape:
+            shape = (span,)
+        if layout is None and math.prod(shape) != span:
+            raise fail(f"local{shape} of '{b.name}' has {math.prod(shape)} elements but this "
+                       f"thread holds {span}")
+        nb = make_buffer(current().unique(assigned_name(b.name + "_local")), shape, b.dtype,
+                         "local", layout=layout, elem_offset=b.elem_offset, align=b.align,
+                         data=BufferPtr(b, None))
+        return _declare(nb)
+
+
+def _last_dim_contiguous(b):
+    lay = b.layout
+    try:
+        z = lay.apply(*([0] * b.ndim), shape=b.shape)
+        one = lay.apply(*([0] * (b.ndim - 1) + [1]), shape=b.shape)
+        return one["m"] - z["m"] == 1
+    except Exception:
+        return False
+
+
+def _declare(b: Buffer) -> TensorHandle:
+    current().append(DeclBuffer(b))
+    return TensorHandle(b)
+
+
+def store(buf: Buffer, idx: tuple, value):
+    ctx = current()
+    dt = buf.dtype
+    if isinstance(value, float) and dt.is_int:
+        raise fail(f"storing float {value!r} into {dt} buffer '{buf.name}' needs an explicit "
+                   f"pg.cast(value, '{dt}')")
+    if isinstance(value, TensorHandle):
+        raise fail(f"cannot store a tensor into an element of '{buf.name}'; use pg.tile.*.copy")
+    if dt.kind == "storage" and not isinstance(value, Expr):
+        raise fail(f"'{buf.name}' is {dt}, a storage-only type: store values loaded from "
+                   f"another {dt} buffer")
+    v = as_expr(value, dt) if not isinstance(value, Expr) else value
+    if v.dtype != dt:
+        if v.dtype.is_float and dt.is_int:
+            raise fail(f"storing a {v.dtype} value into {dt} buffer '{buf.name}' needs an explicit "
+                       f"pg.cast(value, '{dt}')")
+        raise fail(f"storing a {v.dtype} value into {dt} buffer '{buf.name}'; use "
+                   f"pg.cast(value, '{dt}')")
+    ctx.check_live(v)
+    ctx.append(Store(buf, idx, v))
+
+
+# ---- allocation ------------------------------------------------------------------------
+def alloc_buffer(shape, dtype, scope="global", layout=None, align=16, elem_offset=0,
+                 byte_offset=None, name=None):
+    ctx = current()
+    name = ctx.unique(name or assigned_name("buf"))
+    if scope not in _ALLOC_SCOPES:
+        raise fail(f"alloc_buffer scope must be one of {', '.join(_ALLOC_SCOPES)}, got {scope!r} "
+                   f"(global tensors are kernel parameters)")
+    if scope == "tmem":
+        raise fail("tensor memory is allocated with tcgen05.alloc: use pg.TMEMPool(...).alloc or "
+                   "pg.decl_buffer(..., scope='tmem', allocated_addr=...)")
+    b = make_buffer(name, shape, dtype, scope, layout, elem_offset, byte_offset, align)
+    if scope == "shared.dyn":
+        if ctx.arena is not None:
+            raise fail(f"only one shared.dyn allocation (the dynamic arena) is allowed per kernel; "
+                       f"'{ctx.arena.name}' already is it. Declare views into it with "
+                       f"pg.decl_buffer(..., data={ctx.arena.name}.data, elem_offset=...) or use "
+                       f"pg.SMEMPool")
+        ctx.arena = b
+        nbytes = b.span_elems()
+        if nbytes is None:
+            raise fail("the shared.dyn arena needs a constant shape")
+        ctx.func.dynamic_smem_bytes = math.ceil(nbytes * b.dtype.bits / 8)
+    elif b.span_elems() is None:
+        raise fail(f"'{name}': {scope} allocations need a constant shape")
+    ctx.append(Alloc(b))
+    return TensorHandle(b)
+
+
+def alloc_shared(shape, dtype, layout=None, align=16, name=None):
+    return alloc_buffer(shape, dtype, "shared", layout, align, name=name or assigned_name("smem"))
+
+
+def alloc_local(shape, dtype, layout=None, align=16, name=None):
+    return alloc_buffer(shape, dtype, "local", layout, align, name=name or assigned_name("local"))
+
+
+def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None, byte_offset=None,
+                align=None, allocated_addr=None, name=None):
+    """A view over existing storage (data=ptr); with data=None it allocates like alloc_buffer."""
+    ctx = current()
+    name = name or assigned_name("view")
+    if data is None:
+        if scope == "tmem":
+            if allocated_addr is None:
+                raise fail("a tmem view needs allocated_addr= (the TMEM address of its first column)")
+            b = make_buffer(ctx.unique(name), shape, dtype, "tmem", layout, 0, None, 16)
+            b.tmem_addr = as_expr(allocated_addr)
+            ctx.append(DeclBuffer(b))
+            return TensorHandle(b)
+        return alloc_buffer(shape, dtype, scope or "local", layout, align or 16, elem_offset,
+                            byte_offset, name=name)
+    if isinstance(data, TensorHandle):
+        data = data.data
+    if not isinstance(data, BufferPtr):
+        raise fail(f"decl_buffer data= must be a tensor's .data or .ptr_to([...]), got {data!r}")
+    parent = data.buffer
+    root = parent.root
+    if scope is None:
+        scope = root.scope
+    if scope != root.scope and not (scope, root.scope) in (("shared", "shared.dyn"),):
+        raise fail(f"view '{name}' declares scope {scope!r} over {root.scope!r} storage "
+                   f"'{root.name}'")
+    b = make_buffer(ctx.unique(name), shape, dtype, root.scope, layout, elem_offset, byte_offset,
+                    align or root.align, data=data)
+    _check_view_bounds(b, root)
+    ctx.append(DeclBuffer(b))
+    return TensorHandle(b)
+
+
+def _check_view_bounds(b: Buffer, root: Buffer):
+    """A view that reaches past its storage is an error (constant extents only)."""
+    from ..emit.memory import byte_offset
+
+    total = root.nbytes() if root.layout is None else (
+        math.ceil(root.layout.cosize() * root.dtype.bits / 8) if root.numel() else None)
+    span = b.span_elems()
+    if total is None or span is None:
+        return
+    start = byte_offset(b, tuple(0 for _ in b.shape)) if b.layout is None else None
+    if start is None or not isinstance(start, int):
+        return
+    end = start + math.ceil(span * b.dtype.bits / 8)
+    if start < 0 or end > total:
+        raise fail(f"view '{b.name}' covers bytes [{start}, {end}) but its storage "
+                   f"'{root.name}' has {total} bytes")
+
+
+class LocalScalar:
+    """A one-element local buffer read and written by name: sugar for `buf[0]`."""
+
+    def __init__(self, handle: TensorHandle):
+        object.__setattr__(self, "_h", handle)
+
+    def __ptxgen_expr__(self):
+        return Load(self._h.buffer, (Const(0),), self._h.buffer.dtype)
+
+    @property
+    def buffer(self):
+        return self._h.buffer
+
+    def set(self, value):
+        self._h[0] = value
+        return self
+
+    def _update(self, op, other):
+        self._h[0] = getattr(self.__ptxgen_expr__(), op)(other)
+        return self
+
+    def __iadd__(self, o): return self._update("__add__", o)
+    def __isub__(self, o): return self._update("__sub__", o)
+    def __imul__(self, o): return self._update("__mul__", o)
+    def __ifloordiv__(self, o): return self._update("__floordiv__", o)
+    def __imod__(self, o): return self._update("__mod__", o)
+    def __iand__(self, o): return self._update("__and__", o)
+    def __ior__(self, o): return self._update("__or__", o)
+    def __ixor__(self, o): return self._update("__xor__", o)
+    def __ilshift__(self, o): return self._update("__lshift__", o)
+    def __irshift__(self, o): return self._update("__rshift__", o)
+
+    def __repr__(self):
+        return f"<local scalar {self._h.buffer.name}: {self._h.buffer.dtype}>"
+
+
+def _forward(name):
+    def f(self, *a):
+        return getattr(self.__ptxgen_expr__(), name)(*a)
+    f.__name__ = name
+    return f
+
+
+for _n in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+           "__rfloordiv__", "__mod__", "__rmod__", "__truediv__", "__rtruediv__", "__and__",
+           "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__", "__rshift__",
+           "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__neg__", "__invert__"):
+    setattr(LocalScalar, _n, _forward(_n))
+LocalScalar.__hash__ = object.__hash__
+
+
+def local_scalar(dtype, init=None, name=None):
+    """A mutable scalar: `phase += 1`, `phase.set(expr)`; same IR as alloc_local((1,)) + [0]."""
+    h = alloc_buffer((1,), dtype, "local", name=name or assigned_name("scalar"))
+    if init is not None:
+        h[0] = init
+    return LocalScalar(h)

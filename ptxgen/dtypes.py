@@ -1,0 +1,159 @@
+"""Element types: one table, shared by the IR, the emitter and the runtime.
+
+A dtype knows its bit width, its kind (int/uint/float/storage-only float), the
+PTX register class and the PTX "container" type used to move its bits without
+conversion.  Vector types (``float32x4``) are a scalar dtype plus a lane count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .errors import PtxgenError
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str          # canonical name, e.g. "float16", "float32x4"
+    kind: str          # "int", "uint", "float", "storage" (fp8/fp4: bits only), "bool", "handle"
+    bits: int          # bits of one lane
+    lanes: int = 1
+
+    # ---- derived facts -------------------------------------------------
+    @property
+    def scalar(self) -> "DType":
+        return self if self.lanes == 1 else dtype(self.name.rsplit("x", 1)[0])
+
+    @property
+    def nbytes(self) -> float:
+        """Bytes of the whole value (fractional for float4_e2m1fn)."""
+        return self.bits * self.lanes / 8
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int"
+
+    def with_lanes(self, lanes: int) -> "DType":
+        return dtype(self.scalar.name if lanes == 1 else f"{self.scalar.name}x{lanes}")
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"dtype({self.name!r})"
+
+
+_SCALARS = {
+    "bool": ("bool", 1),
+    "int8": ("int", 8), "int16": ("int", 16), "int32": ("int", 32), "int64": ("int", 64),
+    "uint8": ("uint", 8), "uint16": ("uint", 16), "uint32": ("uint", 32), "uint64": ("uint", 64),
+    "float16": ("float", 16), "bfloat16": ("float", 16), "float32": ("float", 32),
+    "float64": ("float", 64),
+    "float8_e4m3fn": ("storage", 8), "float8_e5m2": ("storage", 8),
+    "float4_e2m1fn": ("storage", 4),
+    "handle": ("handle", 64),
+}
+
+_ALIASES = {
+    "float": "float32", "half": "float16", "double": "float64", "int": "int32",
+    "bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "f16": "float16", "f32": "float32",
+    "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "float8_e4m3": "float8_e4m3fn",
+}
+
+
+@lru_cache(maxsize=None)
+def _parse(name: str) -> DType:
+    name = _ALIASES.get(name, name)
+    if name in _SCALARS:
+        kind, bits = _SCALARS[name]
+        return DType(name, kind, bits)
+    base, sep, lanes = name.rpartition("x")
+    if sep and lanes.isdigit() and base in _SCALARS and int(lanes) in (1, 2, 4, 8, 16, 32):
+        kind, bits = _SCALARS[base]
+        return DType(name, kind, bits, int(lanes))
+    known = ", ".join(k for k in _SCALARS if k != "handle")
+    raise PtxgenError(f"unknown dtype {name!r}; known dtypes: {known} "
+                      f"(vector forms add a lane count, e.g. 'float32x4')")
+
+
+def dtype(x) -> DType:
+    """Normalize a dtype spec: a DType, a name, a numpy/torch dtype, or a ptxgen scalar type."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        return _parse(x)
+    name = getattr(x, "ptxgen_dtype", None)  # pg.int32 and friends
+    if isinstance(name, str):
+        return _parse(name)
+    s = str(x)
+    if s.startswith("torch."):
+        s = s[6:]
+    s = {"float8_e4m3fn": "float8_e4m3fn", "bool_": "bool"}.get(s, s)
+    try:
+        return _parse(s)
+    except PtxgenError:
+        raise PtxgenError(f"unknown dtype {x!r}") from None
+
+
+# ---- PTX facts per scalar dtype ------------------------------------------
+# register class: the typed virtual register family that holds a *value* of the dtype.
+# Sub-32-bit integers live in 32-bit registers (as in C); f16/bf16/fp8 values live
+# in b16 registers (fp8 is storage only: it is moved, never computed on).
+_REG = {
+    "bool": "pred",
+    "int8": "s32", "int16": "s32", "int32": "s32", "int64": "s64",
+    "uint8": "u32", "uint16": "u32", "uint32": "u32", "uint64": "u64",
+    "float16": "b16", "bfloat16": "b16", "float32": "f32", "float64": "f64",
+    "float8_e4m3fn": "u32", "float8_e5m2": "u32", "float4_e2m1fn": "u32",
+    "handle": "u64",
+}
+
+# memory type used by ld/st of one element (bits only, never a float conversion for 16-bit floats)
+_MEM = {
+    "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "b16", "bfloat16": "b16", "float32": "f32", "float64": "f64",
+    "float8_e4m3fn": "u8", "float8_e5m2": "u8", "handle": "u64", "bool": "u8",
+}
+
+
+def reg_type(dt: DType) -> str:
+    return _REG[dtype(dt).scalar.name]
+
+
+def mem_type(dt: DType) -> str:
+    dt = dtype(dt).scalar
+    if dt.name not in _MEM:
+        raise PtxgenError(f"{dt.name} has no single-element load/store form; move it in a "
+                          f"wider container (e.g. a uint8 view of packed pairs)")
+    return _MEM[dt.name]
+
+
+def container_type(nbits: int) -> tuple[str, int]:
+    """(PTX type, count) that moves `nbits` of raw bits: u8/u16/u32, v2/v4 of u32, v4 of b64."""
+    table = {8: ("u8", 1), 16: ("u16", 1), 32: ("u32", 1), 64: ("u32", 2),
+             128: ("u32", 4), 256: ("u32", 8)}
+    if nbits not in table:
+        raise PtxgenError(f"no PTX container moves {nbits} bits; widths are 8/16/32/64/128/256")
+    return table[nbits]
+
+
+def numpy_dtype(dt: DType):
+    """numpy dtype for host-side checks; fp8/bf16 map to same-width unsigned ints."""
+    import numpy as np
+
+    dt = dtype(dt).scalar
+    if dt.kind == "storage" or dt.name == "bfloat16":
+        return np.dtype({8: "uint8", 16: "uint16", 4: "uint8"}[dt.bits])
+    return np.dtype("bool" if dt.name == "bool" else dt.name)
+
+
+ALL_SCALARS = tuple(k for k in _SCALARS if k != "handle")

@@ -1,0 +1,287 @@
+"""Statements -> PTX lines, and the module around them.
+
+Input is a lowered PrimFunc (unrolled loops already expanded, see passes/lower.py).
+Output is the whole PTX module text plus a line -> IR-statement map used by error
+reports.  Every IR statement is preceded by a `// <statement>` comment.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from .. import __version__ as _version
+from ..dtypes import container_type, mem_type
+from ..errors import ArchError, PtxgenError
+from ..ir import (BOOL, Alloc, Barrier, BinOp, BufferPtr, Comment, Const, DeclBuffer, For,
+                  If, Instr, Let, Load, Mem, Store, VecOperand, Var, While, expr_key,
+                  format_expr, format_stmt)
+from ..passes.simplify import Analyzer
+from .isa import form, module_template
+from .memory import MemoryEmitter
+from .target import Target, check_opcode
+from .values import ValueEmitter, reg_class
+
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+PTX_KEYWORDS = {"ret", "exit", "bra", "call", "entry", "func", "reg", "param", "global",
+                "shared", "local", "const", "tex", "version", "target", "align"}
+
+
+def sanitize(name: str, used: set) -> str:
+    """A valid, unique PTX identifier derived from `name`; nothing in it can inject PTX."""
+    s = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
+    if not s or not (s[0].isalpha() or s[0] == "_"):
+        s = "_" + s
+    if s in PTX_KEYWORDS or s.startswith("_ptxgen"):
+        s = s + "_"
+    base, n = s, 1
+    while s in used:
+        n += 1
+        s = f"{base}_{n}"
+    used.add(s)
+    return s
+
+
+class Codegen(ValueEmitter, MemoryEmitter):
+    def __init__(self, func, target: Target):
+        self.func = func
+        self.target = target
+        self.an = Analyzer()
+        self.lines: list[str] = []
+        self.line_stmt: list = []       # per body line: index into self.stmts (or -1)
+        self.stmts: list = []           # (statement text, user src)
+        self._cur = -1
+        self.ptx_version = target.min_ptx
+        self.labels = 0
+        self.names: set = set()
+        self.decls: list[str] = []
+        self.module_decls: list[str] = []
+        self._init_values()
+        self._init_memory()
+
+    # ---- plumbing -----------------------------------------------------------------
+    def emit(self, line: str):
+        self.lines.append("    " + line)
+        self.line_stmt.append(self._cur)
+
+    def label(self, what: str) -> str:
+        self.labels += 1
+        return f"$L_{what}_{self.labels}"
+
+    def place(self, label: str):
+        self.lines.append(label + ":")
+        self.line_stmt.append(self._cur)
+
+    def need_opcode(self, opcode: str, **kw):
+        need = check_opcode(opcode, self.target, **kw)
+        if need > self.ptx_version:
+            self.ptx_version = need
+
+    # ---- statements ---------------------------------------------------------------
+    def body(self, stmts):
+        for s in stmts:
+            self._cur = len(self.stmts)
+            text = format_stmt(s)
+            self.stmts.append((text, s.src))
+            if type(s) is not Comment:
+                self.lines.append("    // " + text.replace("\n", " "))
+                self.line_stmt.append(self._cur)
+            getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Comment(self, s):
+        self.lines.append("    // " + s.text.replace("\n", " "))
+        self.line_stmt.append(self._cur)
+
+    def s_Let(self, s: Let):
+        value = self.an.simplify(s.value)
+        self._impure = False
+        v = self.val(value)
+        if v[0] != "%" or self._impure:
+            r = self.new_reg(reg_class(s.var.dtype))
+            self.emit(form("mov", self._mov_type(s.var.dtype)).format(d=r, a=v))
+            v = r
+        self._impure = False
+        self.var_reg[s.var.uid] = v
+        self.an.bind_let(s.var, value, s.bounds)
+
+    def s_Store(self, s: Store):
+        value = self.an.simplify(s.value)
+        self.store(s.buffer, tuple(self.an.simplify(i) for i in s.indices), value)
+
+    def s_Alloc(self, s: Alloc):
+        self.alloc(s.buffer)
+
+    def s_DeclBuffer(self, s: DeclBuffer):
+        self.declare_view(s.buffer)
+
+    def s_Barrier(self, s: Barrier):
+        if s.kind == "cta":
+            self.emit(form("bar_sync", s.count is not None).format(id=s.id, n=s.count))
+        elif s.kind == "warp":
+            self.emit("bar.warp.sync 0xffffffff;")
+        else:
+            raise PtxgenError(f"unknown barrier kind {s.kind!r}")
+
+    def s_If(self, s: If):
+        cond = self.an.simplify(s.cond)
+        if isinstance(cond, Const):
+            taken = s.then if cond.value else (s.else_ or [])
+            self.push_scope()
+            self.body(taken)
+            self.pop_scope()
+            return
+        p = self.val(cond)
+        l_else, l_end = self.label("else"), self.label("endif")
+        self.emit(form("bra", True).format(p=p, l=l_else if s.else_ else l_end))
+        self.push_scope()
+        self.body(s.then)
+        self.pop_scope()
+        if s.else_:
+            self.emit(form("jump").format(l=l_end))
+            self.place(l_else)
+            self.push_scope()
+            self.body(s.else_)
+            self.pop_scope()
+        self.place(l_end)
+
+    def s_While(self, s: While):
+        top, end = self.label("while"), self.label("endwhile")
+        self.place(top)
+        self.push_scope()
+        cond = self.an.simplify(s.cond)
+        if isinstance(cond, Const) and not cond.value:
+            self.pop_scope()
+            return
+        if not isinstance(cond, Const):
+            p = self.val(cond)
+            self.emit(form("bra", True).format(p=p, l=end))
+        self.body(s.body)
+        self.pop_scope()
+        self.emit(form("jump").format(l=top))
+        self.place(end)
+
+    def s_For(self, s: For):
+        if s.kind != "serial":
+            raise PtxgenError("internal: unrolled loops must be expanded before emission")
+        start, stop = self.an.simplify(s.start), self.an.simplify(s.stop)
+        dt = s.var.dtype
+        ty = "s64" if dt.bits == 64 else "s32"
+        lo = self.an.bounds(start)[0]
+        hi_stop = self.an.bounds(stop)[1]
+        hi = None if hi_stop is None else hi_stop - 1
+        if isinstance(start, Const) and isinstance(stop, Const):
+            trip = len(range(start.value, stop.value, s.step))
+            if trip == 0:
+                return
+            hi = start.value + (trip - 1) * s.step
+        else:
+            trip = None
+        i = self.new_reg(reg_class(dt))
+        self.emit(form("mov", "b64" if dt.bits == 64 else "b32").format(d=i, a=self.val(start)))
+        stop_v = self.val(stop)
+        top, end = self.label("for"), self.label("endfor")
+        self.place(top)
+        if trip is None:   # top-tested: the trip count may be zero
+            p = self.new_reg("pred")
+            self.emit(form("setp", "ge", ty).format(d=p, a=i, b=stop_v))
+            self.emit(form("bra").format(p=p, l=end))
+        self.var_reg[s.var.uid] = i
+        self.an.bind_range(s.var, lo, hi, s.step, start)
+        self.push_scope()
+        self.body(s.body)
+        self.pop_scope()
+        self.emit(form("binary", "add", ty).format(d=i, a=i, b=s.step))
+        if trip is None:
+            self.emit(form("jump").format(l=top))
+        else:              # bottom-tested: one compare and one back-branch per iteration
+            p = self.new_reg("pred")
+            self.emit(form("setp", "lt", ty).format(d=p, a=i, b=stop_v))
+            self.emit(form("bra").format(p=p, l=top))
+        self.place(end)
+        self.an.unbind(s.var)
+        del self.var_reg[s.var.uid]
+
+    def s_Instr(self, s: Instr):
+        self.need_opcode(s.opcode, **(s.attrs or {}).get("gate", {}))
+        ops = [self.operand(o) for o in s.operands]
+        text = form("raw", len(ops) > 0).format(op=s.opcode, ops=", ".join(ops))
+        if s.guard is not None:
+            g = self.an.simplify(s.guard)
+            if isinstance(g, Const):
+                if not g.value:
+                    return
+            else:
+                text = f"@{self.val(g)} {text}"
+        self.emit(text)
+
+    def operand(self, o) -> str:
+        if isinstance(o, str):
+            return o
+        if isinstance(o, Mem):
+            base, off = self.mem_operand(o.ptr)
+            off += o.offset
+            return f"[{base}{_off(off)}]"
+        if isinstance(o, VecOperand):
+            return "{" + ", ".join(self.operand(x) for x in o.items) + "}"
+        e = self.an.simplify(o)
+        if type(e) is Load and e.buffer.scope == "local":
+            return self.val(e)          # a register an instruction may write
+        return self.val(e)
+
+    # ---- module -------------------------------------------------------------------
+    def params(self) -> list[str]:
+        out = []
+        for p in self.func.params:
+            name = self.param_names[p]
+            if p.kind == "tensor":
+                out.append(f"    .param .u64 .ptr .global .align {p.buffer.align} {name}")
+            else:
+                ty = reg_type_of(p.var.dtype)
+                out.append(f"    .param .{ty} {name}")
+        return out
+
+    def entry(self):
+        """Bind params: load scalars, cvta tensor pointers to the global window."""
+        for p in self.func.params:
+            name = self.param_names[p]
+            if p.kind == "tensor":
+                r = self.new_reg("b64")
+                self.emit(form("ld_param", "u64").format(d=r, a=name))
+                self.emit(form("cvta_global").format(d=r, a=r))
+                self.base[p.buffer.uid] = r
+            else:
+                dt = p.var.dtype
+                r = self.new_reg(reg_class(dt))
+                self.emit(form("ld_param", reg_type_of(dt)).format(d=r, a=name))
+                self.var_reg[p.var.uid] = r
+                if p.kind == "symbol":   # shape extents are never negative
+                    self.an.bind_range(p.var, 0, None)
+
+    def run(self) -> str:
+        f = self.func
+        self.kernel_name = sanitize(f.name, self.names)
+        self.param_names = {p: sanitize(p.name, self.names) for p in f.params}
+        self.stmts.append(("(kernel entry: parameters)", ""))
+        self._cur = 0
+        self.entry()
+        self.body(f.body)
+        self.finish_memory()
+        bx, by, bz = (tuple(f.block) + (1, 1, 1))[:3]
+        directives = [f".maxntid {bx}, {by}, {bz}"]
+        decls = self.reg_decls() + self.decls
+        return module_template().render(
+            ptxgen_version=_version, arch=self.target.arch,
+            ptx_version="%d.%d" % self.ptx_version, name=self.kernel_name,
+            module_decls=self.module_decls, params=self.params(), directives=directives,
+            decls=decls, body="\n".join(self.lines))
+
+
+def reg_type_of(dt) -> str:
+    if dt == BOOL:
+        return "pred"
+    if dt.is_int:
+        return ("s" if dt.kind == "int" else "u") + str(max(dt.bits, 32) if dt.bits < 64 else 64)
+    return {"float32": "f32", "float64": "f64", "float16": "b16", "bfloat16": "b16"}.get(dt.name, "b32")
+
+
+def _off(off: int) -> str:
+    return "" if off == 0 else f"+{off}"

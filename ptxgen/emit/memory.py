@@ -1,0 +1,356 @@
+"""Buffers -> storage and address arithmetic.
+
+Global addresses are 64-bit (`mul.wide` of the 32-bit element index, then add),
+shared addresses 32-bit (`mad.lo` onto the symbol address).  The element offset
+comes from the buffer's metadata only:
+    byte(B[c]) = byte(B.data) + (B.elem_offset + B.layout(c)["m"]) * sizeof(B.dtype)
+Constant parts fold into the `[reg+imm]` operand.  Vector values travel as b32/b64
+containers, so any 32-bit register class can be moved without conversion.
+"""
+from __future__ import annotations
+
+import math
+
+from ..dtypes import dtype as _dtype
+from ..errors import PtxgenError
+from ..ir import BOOL, INT64, BinOp, BufferPtr, Const, Load, expr_key, format_expr
+from .isa import form
+from .values import reg_class
+
+_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}
+
+
+def element_offset(buf, indices):
+    """Element offset of buf[indices] relative to buf.data (IR expression or int)."""
+    if buf.layout is not None:
+        m = buf.layout.apply(*indices, shape=buf.shape)["m"]
+    else:
+        m, stride = 0, 1
+        for idx, ext in zip(reversed(indices), reversed(buf.shape)):
+            m = idx * stride + m if not (isinstance(idx, int) and idx == 0) else m
+            stride = ext * stride
+    eo = buf.elem_offset
+    if not (isinstance(eo, int) and eo == 0):
+        m = m + eo
+    return m
+
+
+def byte_offset(buf, indices):
+    """Bytes from the root storage to buf[indices] (None indices: buf.data)."""
+    parent = buf.data
+    base = 0
+    if parent is not None:
+        base = byte_offset(parent.buffer, parent.indices) if parent.indices is not None \
+            else byte_offset(parent.buffer, None)
+    if indices is None:
+        return base
+    m = element_offset(buf, indices)
+    bits = buf.dtype.bits
+    if bits < 8:
+        raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view '{buf.name}' as "
+                          f"uint8 to move packed pairs")
+    scaled = m * (bits // 8) if not isinstance(m, int) else m * (bits // 8)
+    return scaled if isinstance(base, int) and base == 0 else scaled + base
+
+
+class MemoryEmitter:
+    """Mixin for Codegen: storage declarations, loads, stores, addresses."""
+
+    def _init_memory(self):
+        self.base: dict[int, str] = {}          # root buffer uid -> base register / symbol
+        self.local_regs: dict[int, list] = {}   # register-resident local buffers
+        self.smem_static = 0
+        self.local_in_regs: set = set()
+
+    # ---- storage ----------------------------------------------------------------
+    def alloc(self, buf):
+        from .codegen import sanitize
+
+        scope = buf.scope
+        if scope == "local":
+            n = buf.span_elems()
+            if buf.uid in self.local_in_regs:
+                cls = reg_class(buf.dtype) if buf.dtype.bits >= 8 or buf.dtype == BOOL else "b32"
+                self.local_regs[buf.uid] = [self.new_reg(cls) for _ in range(n)]
+                return
+            name = sanitize(buf.name, self.names)
+            nbytes = max(1, n * buf.dtype.bits // 8)
+            self.decls.append(f".local .align {max(buf.align, 4)} .b8 {name}[{nbytes}];")
+            r = self.new_reg("b64")
+            self.emit(form("mov", "u64").format(d=r, a=name))
+            self.base[buf.uid] = r
+            return
+        if scope == "shared":
+            name = sanitize(buf.name, self.names)
+            nbytes = max(1, math.ceil(buf.span_elems() * buf.dtype.bits / 8))
+            self.decls.append(f".shared .align {buf.align} .b8 {name}[{nbytes}];")
+            self.smem_static += nbytes
+        elif scope == "shared.dyn":
+            name = sanitize(buf.name, self.names)
+            self.module_decls.append(f".extern .shared .align {max(buf.align, 16)} .b8 {name}[];")
+        elif scope == "tmem":
+            return   # tensor memory is not addressable: tcgen05 primitives use buf.tmem_addr
+        else:
+            raise PtxgenError(f"cannot allocate scope {scope!r} inside a kernel "
+                              f"(global buffers are parameters)")
+        r = self.new_reg("b32")
+        self.emit(form("mov", "u32").format(d=r, a=name))
+        self.base[buf.uid] = r
+
+    def declare_view(self, buf):
+        if buf.data is None:
+            self.alloc(buf)
+
+    def finish_memory(self):
+        pass
+
+    # ---- addresses ------------------------------------------------------------------
+    def _root(self, buf):
+        r = buf.root
+        if r.uid not in self.base and r.uid not in self.local_regs:
+            raise PtxgenError(f"buffer '{buf.name}' is used before its storage is allocated")
+        return r
+
+    def mem_operand(self, ptr: BufferPtr):
+        """(base register, constant byte offset) of a pointer expression."""
+        buf = ptr.buffer
+        root = self._root(buf)
+        space = _SPACE.get(root.scope)
+        off = byte_offset(buf, ptr.indices)
+        off = self.an.simplify(off) if not isinstance(off, int) else Const(off)
+        return self._address(root, space, off)
+
+    def _address(self, root, space, off):
+        """(register, immediate) for root base + off bytes.  The scaled variable part is
+        cached separately from the base, so A[i, j] and B[i, j] share one index."""
+        base = self.base[root.uid]
+        aff = self.an.affine(off)
+        const = aff.const
+        aff.const = 0
+        items = aff.items()
+        if not items:
+            return self._fold_negative(base, const, space)
+        # factor out the largest power-of-two multiple: emit the element-ish index once,
+        # then one scale (mul.wide for the 64-bit spaces)
+        g = 0
+        for _, c in items:
+            g = math.gcd(g, c)
+        g = g & -g if g > 0 else 1
+        for t in aff.terms.values():
+            t[1] //= g
+        idx = aff.to_expr()
+        wide64 = space in ("global", "local")
+        key = ("addr", base, expr_key(idx), g)
+        hit = self._lookup(key)
+        if hit is None:
+            skey = ("scaled", expr_key(idx), g, wide64)
+            scaled = self._lookup(skey)
+            v = self.val(idx)
+            r = self.new_reg("b64" if wide64 else "b32")
+            if wide64:
+                if scaled is None:
+                    if idx.dtype == INT64:
+                        scaled = self.new_reg("b64")
+                        self.emit(form("binary", "mul.lo", "s64").format(d=scaled, a=v, b=g))
+                    else:
+                        scaled = self.new_reg("b64")
+                        self.emit(form("binary", "mul.wide", "s32").format(d=scaled, a=v, b=g))
+                    self.scopes[-1][skey] = scaled
+                self.emit(form("binary", "add", "s64").format(d=r, a=base, b=scaled))
+            elif g == 1:
+                self.emit(form("binary", "add", "s32").format(d=r, a=base, b=v))
+            else:
+                self.emit(form("ternary", "mad.lo", "s32").format(d=r, a=v, b=g, c=base))
+            hit = r
+            self.scopes[-1][key] = r
+        return self._fold_negative(hit, const, space)
+
+    def _lookup(self, key):
+        for scope in reversed(self.scopes):
+            hit = scope.get(key)
+            if hit is not None:
+                return hit
+        return None
+
+    def _fold_negative(self, reg, const, space):
+        if const >= 0:
+            return (reg, const)
+        # PTX has no [reg-imm]: fold a negative offset into the register
+        wide = reg.startswith("%rd")
+        r = self.new_reg("b64" if wide else "b32")
+        self.emit(form("binary", "add", "s64" if wide else "s32").format(d=r, a=reg, b=const))
+        return (r, 0)
+
+    def address_value(self, ptr: BufferPtr) -> str:
+        """A pointer as a value: 64-bit global address or 32-bit shared address."""
+        base, off = self.mem_operand(ptr)
+        if off == 0:
+            return base
+        wide = base.startswith("%rd")
+        r = self.new_reg("b64" if wide else "b32")
+        self.emit(form("binary", "add", "s64" if wide else "s32").format(d=r, a=base, b=off))
+        return r
+
+    # ---- loads and stores -------------------------------------------------------------
+    def _local_index(self, buf, indices):
+        off = byte_offset(buf, indices)
+        m = self.an.simplify(off) if not isinstance(off, int) else Const(off)
+        if not isinstance(m, Const):
+            raise PtxgenError(f"internal: register buffer '{buf.name}' indexed dynamically")
+        regs = self.local_regs[buf.root.uid]
+        m = Const(m.value // max(1, buf.dtype.bits // 8))
+        if not 0 <= m.value < len(regs):
+            raise PtxgenError(f"index {format_expr(m)} is outside local buffer '{buf.name}' "
+                              f"({len(regs)} elements)")
+        return m.value
+
+    def _check_vector_alignment(self, buf, indices, vbytes):
+        if vbytes <= buf.dtype.bits // 8:
+            return
+        off = byte_offset(buf, indices)
+        off = self.an.simplify(off) if not isinstance(off, int) else Const(off)
+        root = buf.root
+        base_align = root.align if root.scope != "local" else 16
+        if not (self.an.divisible(off, vbytes) and base_align % vbytes == 0):
+            raise PtxgenError(
+                f"{vbytes}-byte vector access to {buf.name}[{', '.join(format_expr(i) for i in indices)}] "
+                f"cannot be proven {vbytes}-byte aligned (byte offset {format_expr(off)}, base "
+                f"align {base_align}); use narrower vectors or make the index a provable multiple")
+
+    def load(self, e: Load) -> str:
+        buf = e.buffer
+        root = self._root(buf)
+        lanes = e.dtype.lanes
+        if root.uid in self.local_regs:
+            k = self._local_index(buf, e.indices)
+            regs = self.local_regs[root.uid]
+            if lanes == 1:
+                return regs[k]
+            return self._pack(regs[k:k + lanes], buf.dtype)
+        space = _SPACE.get(root.scope)
+        if space is None:
+            raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
+                              f"use the tcgen05 primitives")
+        base, off = self.mem_operand(BufferPtr(buf, e.indices))
+        addr = base + (f"+{off}" if off else "")
+        if lanes == 1:
+            dt = buf.dtype
+            r = self.new_reg(reg_class(dt) if dt.bits >= 16 or dt == BOOL else "b32")
+            if dt == BOOL:
+                raise PtxgenError("bool buffers are not supported in memory; use uint8")
+            self.emit(form("ld", space, mem_type(dt)).format(d=r, a=addr))
+            return r
+        nbits = e.dtype.bits * lanes
+        self._check_vector_alignment(buf, e.indices, nbits // 8)
+        self._gate_vector(space, nbits)
+        ty, n = _container(nbits)
+        regs = [self.new_reg(_container_cls(ty)) for _ in range(n)]
+        self.emit(form("ld", space, ty, n).format(d=_vec(regs), a=addr))
+        return _VecRegs(regs)
+
+    def store(self, buf, indices, value):
+        root = self._root(buf)
+        lanes = value.dtype.lanes
+        if root.uid in self.local_regs:
+            k = self._local_index(buf, indices)
+            regs = self.local_regs[root.uid]
+            if lanes == 1:
+                v = self.val(value)
+                self.emit(form("mov", self._mov_type(buf.dtype)).format(d=regs[k], a=v))
+            else:
+                self._unpack(self.val(value), regs[k:k + lanes], buf.dtype)
+            return
+        space = _SPACE.get(root.scope)
+        if space is None:
+            raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
+                              f"use the tcgen05 primitives")
+        v = self.val(value) if lanes > 1 else self.reg(value)
+        base, off = self.mem_operand(BufferPtr(buf, indices))
+        addr = base + (f"+{off}" if off else "")
+        if lanes == 1:
+            self.emit(form("st", space, mem_type(buf.dtype)).format(a=addr, v=v))
+            return
+        nbits = value.dtype.bits * lanes
+        self._check_vector_alignment(buf, indices, nbits // 8)
+        self._gate_vector(space, nbits)
+        ty, n = _container(nbits)
+        self.emit(form("st", space, ty, n).format(a=addr, v=_vec(v.regs)))
+
+    def _gate_vector(self, space, nbits):
+        if nbits == 256:
+            if space != "global":
+                raise PtxgenError(f"256-bit vector access needs the global state space, not {space}")
+            self.need_opcode("ld.global.v8", feature="256 bit wide load/store", min_sm=100,
+                             min_ptx=(8, 8))
+
+    # ---- container packing ----------------------------------------------------------
+    def _pack(self, regs, dt):
+        nbits = dt.bits * len(regs)
+        ty, n = _container(nbits)
+        per = len(regs) // n
+        out = []
+        for c in range(n):
+            part = regs[c * per:(c + 1) * per]
+            cls = _container_cls(ty)
+            r = self.new_reg(cls)
+            if per == 1:
+                self.emit(form("mov", ty.replace("u", "b")).format(d=r, a=part[0]))
+            elif dt.bits == 16:
+                self.emit(form("mov", "b32").format(d=r, a="{" + ", ".join(part) + "}"))
+            elif dt.bits == 8:
+                self.emit(form("mov", "b32").format(d=r, a=part[0]))
+                for k, p in enumerate(part[1:], 1):
+                    self.emit(f"bfi.b32 {r}, {p}, {r}, {8 * k}, 8;")
+            else:
+                raise PtxgenError(f"cannot pack {dt} lanes")
+            out.append(r)
+        return _VecRegs(out)
+
+    def _unpack(self, vec, regs, dt):
+        per = len(regs) // len(vec.regs)
+        for c, r in enumerate(vec.regs):
+            part = regs[c * per:(c + 1) * per]
+            if per == 1:
+                self.emit(form("mov", self._mov_type(dt) if dt.bits >= 32 else "b32").format(d=part[0], a=r)
+                          if dt.bits != 16 else form("mov", "b16").format(d=part[0], a=r))
+            elif dt.bits == 16:
+                self.emit(form("mov", "b32").format(d="{" + ", ".join(part) + "}", a=r))
+            else:
+                bfe = "s32" if dt.kind == "int" else "u32"
+                for k, p in enumerate(part):
+                    self.emit(form("ternary", "bfe", bfe).format(d=p, a=r, b=8 * k, c=8))
+
+
+class _VecRegs(str):
+    """Registers of a vector value (a str so it flows through val() caches)."""
+
+    def __new__(cls, regs):
+        s = super().__new__(cls, "{" + ", ".join(regs) + "}")
+        s.regs = list(regs)
+        return s
+
+
+def _vec(regs) -> str:
+    return "{" + ", ".join(regs) + "}" if len(regs) > 1 else regs[0]
+
+
+def _container(nbits):
+    if nbits == 256:
+        return "b32", 8
+    if nbits == 128:
+        return "b32", 4
+    if nbits == 64:
+        return "b32", 2
+    if nbits in (32, 16, 8):
+        return {32: "b32", 16: "b16", 8: "b8"}[nbits], 1
+    raise PtxgenError(f"no PTX container moves {nbits} bits")
+
+
+def _container_cls(ty):
+    return {"b32": "b32", "b16": "b16", "b8": "b32", "b64": "b64"}[ty]
+
+
+def mem_type(dt):
+    from ..dtypes import mem_type as _mt
+
+    return _mt(dt)

@@ -1,0 +1,119 @@
+"""Targets: arch names, the PTX .version each needs, and instruction gating as data.
+
+The version table and every gate below were measured with ptxas 13.0 / nvJitLink 13.5
+(see shared/ptx-reference.md).  A gate matches an opcode by its dotted prefix, so the
+same table checks structured forms and raw `pg.ptx[...]` escapes alike.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import ArchError
+
+# target -> minimum .version (ptx-reference §1)
+MIN_PTX = {
+    "sm_70": (6, 0), "sm_75": (6, 3), "sm_80": (7, 0), "sm_86": (7, 1), "sm_87": (7, 4),
+    "sm_89": (7, 8), "sm_90": (7, 8), "sm_90a": (8, 0),
+    "sm_100": (8, 6), "sm_100a": (8, 6), "sm_100f": (8, 8), "sm_101a": (8, 6),
+    "sm_103a": (8, 8), "sm_103f": (8, 8), "sm_110a": (9, 0),
+    "sm_120": (8, 7), "sm_120a": (8, 7), "sm_121": (8, 8), "sm_121a": (8, 8),
+}
+MAX_PTX = (9, 0)   # ptxas 13.0 and a CUDA 13.0 driver take at most .version 9.0
+
+TCGEN05_ARCHS = frozenset({"sm_100a", "sm_100f", "sm_101a", "sm_103a", "sm_103f"})
+
+
+@dataclass(frozen=True)
+class Target:
+    arch: str          # "sm_90a"
+    sm: int            # 90
+    suffix: str        # "", "a" or "f"
+
+    @property
+    def min_ptx(self) -> tuple:
+        return MIN_PTX[self.arch]
+
+    def __str__(self):
+        return self.arch
+
+
+@lru_cache(maxsize=None)
+def parse_target(arch: str) -> Target:
+    m = re.fullmatch(r"sm_(\d+)([af]?)", str(arch))
+    if not m or arch not in MIN_PTX:
+        raise ArchError(f"unknown target {arch!r}; known targets: {', '.join(MIN_PTX)}")
+    return Target(arch, int(m.group(1)), m.group(2))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """`prefix` needs sm >= min_sm (or one of `archs`) and PTX >= min_ptx."""
+    prefix: str
+    min_sm: int = 0
+    min_ptx: tuple = (0, 0)
+    archs: frozenset | None = None
+    feature: str = ""
+    except_archs: frozenset = frozenset()
+
+
+def _g(prefix, min_sm=0, min_ptx=(0, 0), archs=None, feature="", except_archs=()):
+    return Gate(prefix, min_sm, min_ptx, frozenset(archs) if archs else None, feature,
+                frozenset(except_archs))
+
+
+# Longest matching prefix wins.  Opcodes are compared on whole dotted components.
+GATES = [
+    _g("ldmatrix", 75, (6, 5)),
+    _g("stmatrix", 90, (7, 8), feature="stmatrix"),
+    _g("cp.async", 80, (7, 0)),
+    _g("cp.async.bulk", 90, (8, 0)),
+    _g("cp.reduce.async.bulk", 90, (8, 0)),
+    _g("mbarrier.init", 80, (7, 0)),
+    _g("mbarrier.arrive", 80, (7, 0)),
+    _g("mbarrier.arrive.expect_tx", 90, (8, 0)),
+    _g("mbarrier.expect_tx", 90, (8, 0)),
+    _g("mbarrier.test_wait", 80, (7, 1)),
+    _g("mbarrier.try_wait", 90, (7, 8)),
+    _g("mbarrier.inval", 80, (7, 0)),
+    _g("fence.proxy.async", 90, (8, 0)),
+    _g("fence.mbarrier_init", 90, (8, 0)),
+    _g("cvt.f32.bf16", 90, (7, 8)),
+    _g("cvt.rn.bf16.f32", 80, (7, 0)),
+    _g("setmaxnreg", 90, (8, 0), archs={"sm_90a", "sm_100a", "sm_101a", "sm_103a", "sm_120a"}),
+    _g("wgmma", 90, (8, 0), archs={"sm_90a"}),
+    _g("tcgen05", 100, (8, 6), archs=TCGEN05_ARCHS),
+    _g("tcgen05.shift", 100, (8, 6), archs={"sm_100a", "sm_101a", "sm_103a"}),
+    _g("elect.sync", 90, (8, 0)),
+]
+_GATE_BY_PREFIX = {g.prefix: g for g in GATES}
+
+
+def gate_for(opcode: str) -> Gate | None:
+    parts = opcode.split(".")
+    for n in range(len(parts), 0, -1):
+        g = _GATE_BY_PREFIX.get(".".join(parts[:n]))
+        if g is not None:
+            return g
+    return None
+
+
+def check_opcode(opcode: str, target: Target, *, feature: str | None = None,
+                 min_sm: int = 0, min_ptx=(0, 0)) -> tuple:
+    """Raise ArchError if `target` lacks `opcode`; return the PTX version it needs."""
+    g = gate_for(opcode)
+    need_ptx = min_ptx
+    name = feature or (g.feature if g and g.feature else opcode.split(" ")[0])
+    if g is not None:
+        need_ptx = max(need_ptx, g.min_ptx)
+        if g.archs is not None and target.arch not in g.archs:
+            raise ArchError(f"instruction '{opcode}' needs one of {', '.join(sorted(g.archs))}; "
+                            f"the target is {target.arch}")
+        min_sm = max(min_sm, g.min_sm)
+    if target.sm < min_sm:
+        raise ArchError(f"'{name}' needs sm_{min_sm} or newer; the target is {target.arch}")
+    if need_ptx > MAX_PTX:
+        raise ArchError(f"'{name}' needs PTX ISA {need_ptx[0]}.{need_ptx[1]}, newer than "
+                        f"{MAX_PTX[0]}.{MAX_PTX[1]} that ptxas 13.0 and the CUDA 13.0 driver take")
+    return need_ptx

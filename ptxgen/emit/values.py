@@ -1,0 +1,394 @@
+"""Registers and expression code: IR expressions -> PTX operands.
+
+Every integer/float expression becomes one virtual register (or an immediate).
+Pure sub-expressions are cached per lexical scope, so a value computed once in a
+block is reused by later statements of the block and its children.  Values that
+read memory or mutable registers are never cached.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ..dtypes import DType
+from ..errors import PtxgenError
+from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, SpecialReg, Var,
+                  expr_key, format_expr)
+from .isa import form
+
+# register class per value kind -> (prefix, .reg type)
+REG_CLASSES = {"pred": ("%p", ".pred"), "b16": ("%rs", ".b16"), "b32": ("%r", ".b32"),
+               "b64": ("%rd", ".b64"), "f32": ("%f", ".f32"), "f64": ("%fd", ".f64")}
+
+
+def reg_class(dt: DType) -> str:
+    if dt == BOOL:
+        return "pred"
+    if dt.name == "float32":
+        return "f32"
+    if dt.name == "float64":
+        return "f64"
+    if dt.name in ("float16", "bfloat16"):
+        return "b16"
+    if dt.bits == 64:
+        return "b64"
+    return "b32"
+
+
+def int_type(dt: DType) -> str:
+    """PTX arithmetic type of an integer dtype (sub-32-bit ints compute in 32 bits)."""
+    bits = 64 if dt.bits == 64 else 32
+    return f"{'s' if dt.kind == 'int' else 'u'}{bits}"
+
+
+_CMP_OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
+
+
+class ValueEmitter:
+    """Mixin: needs self.emit(line), self.an (Analyzer), self.target, self.load(), self.address_value()."""
+
+    def _init_values(self):
+        self.reg_counts = {k: 0 for k in REG_CLASSES}
+        self.scopes = [{}]
+        self.var_reg: dict[int, str] = {}
+        self._impure = False
+
+    # ---- registers ----------------------------------------------------------------
+    def new_reg(self, cls: str) -> str:
+        n = self.reg_counts[cls] + 1
+        self.reg_counts[cls] = n
+        return f"{REG_CLASSES[cls][0]}{n}"
+
+    def reg_decls(self) -> list[str]:
+        return [f".reg {REG_CLASSES[c][1]} {REG_CLASSES[c][0]}<{n + 1}>;"
+                for c, n in self.reg_counts.items() if n]
+
+    def push_scope(self):
+        self.scopes.append({})
+
+    def pop_scope(self):
+        self.scopes.pop()
+
+    # ---- immediates -----------------------------------------------------------------
+    def imm(self, c: Const) -> str:
+        dt = c.dtype
+        if dt.is_int:
+            return str(int(c.value))
+        if dt.name == "float32":
+            return "0f%08X" % struct.unpack("<I", struct.pack("<f", c.value))[0]
+        if dt.name == "float64":
+            return "0d%016X" % struct.unpack("<Q", struct.pack("<d", c.value))[0]
+        if dt.name == "float16":
+            r = self.new_reg("b16")
+            self.emit(form("mov", "b16").format(d=r, a="0x%04X" % int(np.float16(c.value).view(np.uint16))))
+            return r
+        if dt.name == "bfloat16":
+            bits = struct.unpack("<I", struct.pack("<f", c.value))[0]
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16   # round to nearest even
+            r = self.new_reg("b16")
+            self.emit(form("mov", "b16").format(d=r, a="0x%04X" % bits))
+            return r
+        if dt == BOOL:
+            r = self.new_reg("pred")
+            self.emit(form("setp", "eq" if c.value else "ne", "u32").format(d=r, a="0", b="0"))
+            return r
+        raise PtxgenError(f"no immediate form for {dt}")
+
+    # ---- values ---------------------------------------------------------------------
+    def val(self, e) -> str:
+        """Operand for an already simplified expression: register name or immediate."""
+        t = type(e)
+        if t is Const:
+            return self.imm(e)
+        if t is Var:
+            r = self.var_reg.get(e.uid)
+            if r is None:
+                raise PtxgenError(f"variable '{e.name}' is used outside the scope that binds it "
+                                  f"(a loop variable after its loop, or a value from another "
+                                  f"branch)")
+            return r
+        key = expr_key(e)
+        for scope in reversed(self.scopes):
+            r = scope.get(key)
+            if r is not None:
+                return r
+        saved, self._impure = self._impure, False
+        r = self._emit_expr(e)
+        if not self._impure:
+            self.scopes[-1][key] = r
+        self._impure |= saved
+        return r
+
+    def reg(self, e) -> str:
+        """Like val() but never an immediate (for operands that must be registers)."""
+        v = self.val(e)
+        if v[0] == "%":
+            return v
+        r = self.new_reg(reg_class(e.dtype))
+        self.emit(form("mov", self._mov_type(e.dtype)).format(d=r, a=v))
+        return r
+
+    @staticmethod
+    def _mov_type(dt):
+        c = reg_class(dt)
+        return {"b32": "b32", "b64": "b64", "f32": "f32", "f64": "f64", "b16": "b16",
+                "pred": "pred"}[c]
+
+    def _emit_expr(self, e) -> str:
+        t = type(e)
+        if t is BinOp:
+            return self._binop(e)
+        if t is SpecialReg:
+            r = self.new_reg("b32")
+            self.emit(form("mov", "u32").format(d=r, a="%" + e.name))
+            return r
+        if t is Load:
+            self._impure = True
+            return self.load(e)
+        if t is BufferPtr:
+            return self.address_value(e)
+        if t is Cast:
+            return self._cast(self.val(e.a), e.a.dtype, e.dtype)
+        if t is Select:
+            p = self.val(e.cond)
+            a, b = self.val(e.t), self.val(e.f)
+            if e.dtype == BOOL:
+                r = self.new_reg("pred")
+                self.emit(f"selp.u32 {r}, 1, 0, {p};")  # unreachable in practice
+                return r
+            r = self.new_reg(reg_class(e.dtype))
+            ty = "b16" if reg_class(e.dtype) == "b16" else self._arith_type(e.dtype)
+            self.emit(form("ternary", "selp", ty).format(d=r, a=a, b=b, c=p))
+            return r
+        if t is Not:
+            a = self.val(e.a)
+            r = self.new_reg("pred")
+            self.emit(form("unary", "not", "pred").format(d=r, a=a))
+            return r
+        raise PtxgenError(f"cannot emit expression {format_expr(e)}")
+
+    def _arith_type(self, dt):
+        if dt.is_int:
+            return int_type(dt)
+        return dt.name.replace("float", "f")
+
+    # ---- binary operations ---------------------------------------------------------
+    def _binop(self, e: BinOp) -> str:
+        op, dt = e.op, e.dtype
+        if op in _CMP_OPS:
+            return self._compare(e)
+        if dt == BOOL:
+            a, b = self.val(e.a), self.val(e.b)
+            r = self.new_reg("pred")
+            self.emit(form("binary", op, "pred").format(d=r, a=a, b=b))
+            return r
+        if dt.is_float:
+            return self._float_binop(e)
+        return self._int_binop(e)
+
+    def _int_binop(self, e: BinOp) -> str:
+        op, dt = e.op, e.dtype
+        ty = int_type(dt)
+        bits = ty[1:]
+        cls = reg_class(dt)
+        b_const = e.b.value if type(e.b) is Const else None
+        # a*c + b -> mad (one line instead of two)
+        if op == "add" and type(e.a) is BinOp and e.a.op == "mul" and type(e.a.b) is Const \
+                and not _pow2(e.a.b.value):
+            x = self.val(e.a.a)
+            y = self.val(e.b)
+            r = self.new_reg(cls)
+            self.emit(form("ternary", "mad.lo", ty).format(d=r, a=x, b=self.imm(e.a.b), c=y))
+            return self._narrow(r, dt)
+        a = self.val(e.a)
+        if op == "mul" and b_const is not None and _pow2(b_const):
+            r = self.new_reg(cls)
+            self.emit(form("binary", "shl", "b" + bits).format(d=r, a=a, b=b_const.bit_length() - 1))
+            return self._narrow(r, dt)
+        if op in ("floordiv", "floormod") and b_const is not None and _pow2(b_const):
+            r = self.new_reg(cls)
+            if op == "floordiv":   # arithmetic shift == floor division by 2^k
+                self.emit(form("binary", "shr", ty).format(d=r, a=a, b=b_const.bit_length() - 1))
+            else:                  # two's complement: a & (2^k - 1) == floor modulo
+                self.emit(form("binary", "and", "b" + bits).format(d=r, a=a, b=b_const - 1))
+            return r
+        b = self.val(e.b)
+        if op in ("floordiv", "floormod"):
+            return self._floor_divmod(op, e, a, b, ty, cls)
+        r = self.new_reg(cls)
+        if op in ("add", "sub", "min", "max"):
+            self.emit(form("binary", op, ty).format(d=r, a=a, b=b))
+        elif op == "mul":
+            self.emit(form("binary", "mul.lo", ty).format(d=r, a=a, b=b))
+        elif op in ("and", "or", "xor", "shl"):
+            self.emit(form("binary", op, "b" + bits).format(d=r, a=a, b=b))
+        elif op == "shr":
+            self.emit(form("binary", "shr", ty).format(d=r, a=a, b=b))
+        else:
+            raise PtxgenError(f"integer operator {op} has no PTX form")
+        return self._narrow(r, dt)
+
+    def _floor_divmod(self, op, e, a, b, ty, cls):
+        nonneg = _nonneg(self.an.bounds(e.a)) and _nonneg(self.an.bounds(e.b))
+        r = self.new_reg(cls)
+        if nonneg or ty[0] == "u":
+            self.emit(form("binary", "div" if op == "floordiv" else "rem", ty).format(d=r, a=a, b=b))
+            return r
+        # truncating div/rem, then step down when the remainder's sign differs from b's
+        q, m = self.new_reg(cls), self.new_reg(cls)
+        self.emit(form("binary", "div", ty).format(d=q, a=a, b=b))
+        self.emit(form("binary", "rem", ty).format(d=m, a=a, b=b))
+        bits = ty[1:]
+        p1, p2, x = self.new_reg("pred"), self.new_reg("pred"), self.new_reg(cls)
+        self.emit(form("setp", "ne", ty).format(d=p1, a=m, b=0))
+        self.emit(form("binary", "xor", "b" + bits).format(d=x, a=m, b=b))
+        self.emit(form("setp", "lt", ty).format(d=p2, a=x, b=0))
+        self.emit(form("binary", "and", "pred").format(d=p1, a=p1, b=p2))
+        if op == "floordiv":
+            self.emit(form("ternary", "selp", ty).format(d=r, a=-1, b=0, c=p1))
+            self.emit(form("binary", "add", ty).format(d=r, a=q, b=r))
+        else:
+            self.emit(form("ternary", "selp", ty).format(d=r, a=b, b=0, c=p1))
+            self.emit(form("binary", "add", ty).format(d=r, a=m, b=r))
+        return r
+
+    def _narrow(self, r: str, dt: DType) -> str:
+        """Keep sub-32-bit integers sign/zero-extended in their 32-bit register (C semantics
+        of a stored int8 value: wrap)."""
+        if dt.bits >= 32:
+            return r
+        out = self.new_reg("b32")
+        if dt.kind == "int":
+            self.emit(form("ternary", "bfe", "s32").format(d=out, a=r, b=0, c=dt.bits))
+        else:
+            self.emit(form("binary", "and", "b32").format(d=out, a=r, b=(1 << dt.bits) - 1))
+        return out
+
+    def _to_f32(self, v: str, dt: DType) -> str:
+        if dt.name == "float32":
+            return v
+        return self._cast(v, dt, _F32)
+
+    def _float_binop(self, e: BinOp) -> str:
+        op, dt = e.op, e.dtype
+        name = dt.name
+        if name in ("float16", "bfloat16"):   # compute in f32, round once per op (numpy semantics)
+            a = self._to_f32(self.val(e.a), dt)
+            b = self._to_f32(self.val(e.b), dt)
+            r = self._f_op(op, "f32", a, b, "f32")
+            return self._cast(r, _F32, dt)
+        ty = "f32" if name == "float32" else "f64"
+        return self._f_op(op, ty, self.val(e.a), self.val(e.b), ty)
+
+    def _f_op(self, op, ty, a, b, cls):
+        r = self.new_reg(cls)
+        if op in ("add", "sub", "mul", "div"):
+            self.emit(form("binary", f"{op}.rn", ty).format(d=r, a=a, b=b))
+        elif op in ("min", "max"):
+            self.emit(form("binary", op, ty).format(d=r, a=a, b=b))
+        else:
+            raise PtxgenError(f"float operator {op} has no PTX form")
+        return r
+
+    def _compare(self, e: BinOp) -> str:
+        dt = e.a.dtype
+        a, b = self.val(e.a), self.val(e.b)
+        if dt.name in ("float16", "bfloat16"):
+            a, b = self._to_f32(a, dt), self._to_f32(b, dt)
+            ty = "f32"
+        elif dt == BOOL:
+            r = self.new_reg("pred")
+            if e.op == "eq":
+                self.emit(form("binary", "xor", "pred").format(d=r, a=a, b=b))
+                self.emit(form("unary", "not", "pred").format(d=r, a=r))
+            else:
+                self.emit(form("binary", "xor", "pred").format(d=r, a=a, b=b))
+            return r
+        else:
+            ty = self._arith_type(dt)
+        r = self.new_reg("pred")
+        self.emit(form("setp", _CMP_OPS[e.op], ty).format(d=r, a=a, b=b))
+        return r
+
+    # ---- conversions -----------------------------------------------------------------
+    def _cast(self, v: str, src: DType, dst: DType) -> str:
+        if src == dst:
+            return v
+        if src.kind == "storage" or dst.kind == "storage":
+            raise PtxgenError(f"cannot convert {src} to {dst}: fp8/fp4 types are storage only "
+                              f"here (move their bits; compute in float16/float32)")
+        if src == BOOL:
+            r = self.new_reg(reg_class(dst))
+            one = "1" if dst.is_int else self.imm(Const(1.0, dst))
+            zero = "0" if dst.is_int else self.imm(Const(0.0, dst))
+            self.emit(form("ternary", "selp", self._arith_type(dst) if dst.is_int or dst.bits >= 32
+                           else "b16").format(d=r, a=one, b=zero, c=v))
+            return r
+        if dst == BOOL:
+            r = self.new_reg("pred")
+            zero = "0" if src.is_int else self.imm(Const(0.0, src))
+            self.emit(form("setp", "ne", self._arith_type(src)).format(d=r, a=v, b=zero))
+            return r
+        if src.is_int and dst.is_int:
+            sb, db = (64 if src.bits == 64 else 32), (64 if dst.bits == 64 else 32)
+            if sb == db:
+                if dst.bits < 32 and (dst.bits < src.bits or dst.kind != src.kind):
+                    return self._narrow(v, dst)
+                return v
+            r = self.new_reg("b64" if db == 64 else "b32")
+            self.emit(form("cvt", int_type(dst), int_type(src)).format(d=r, a=v))
+            return self._narrow(r, dst)
+        if src.is_int:   # int -> float
+            if dst.name in ("float32", "float64", "float16"):
+                r = self.new_reg(reg_class(dst))
+                ft = {"float32": "f32", "float64": "f64", "float16": "f16"}[dst.name]
+                self.emit(form("cvt", ft, int_type(src), rnd=".rn").format(d=r, a=v))
+                return r
+            return self._cast(self._cast(v, src, _F32), _F32, dst)
+        if dst.is_int:   # float -> int, truncating like C and numpy astype
+            if src.name == "bfloat16":
+                v, src = self._cast(v, src, _F32), _F32
+            r = self.new_reg("b64" if dst.bits == 64 else "b32")
+            ft = {"float32": "f32", "float64": "f64", "float16": "f16"}[src.name]
+            self.emit(form("cvt", int_type(dst) if dst.bits >= 32 else ("s32" if dst.kind == "int" else "u32"),
+                           ft, rnd=".rzi").format(d=r, a=v))
+            return self._narrow(r, dst)
+        # float -> float
+        s, d = src.name, dst.name
+        if s == "bfloat16":
+            if self.target.sm >= 90:
+                r = self.new_reg("f32")
+                self.need_opcode("cvt.f32.bf16")
+                self.emit(form("cvt", "f32", "bf16").format(d=r, a=v))
+            else:   # bf16 is the high half of an f32
+                t = self.new_reg("b32")
+                self.emit(form("cvt", "u32", "u16").format(d=t, a=v))
+                self.emit(form("binary", "shl", "b32").format(d=t, a=t, b=16))
+                r = self.new_reg("f32")
+                self.emit(form("mov", "b32").format(d=r, a=t))
+            return self._cast(r, _F32, dst)
+        if d == "bfloat16":
+            v = self._cast(v, src, _F32)
+            r = self.new_reg("b16")
+            self.need_opcode("cvt.rn.bf16.f32")
+            self.emit(form("cvt", "bf16", "f32", rnd=".rn").format(d=r, a=v))
+            return r
+        ft = {"float32": "f32", "float64": "f64", "float16": "f16"}
+        r = self.new_reg(reg_class(dst))
+        widening = dst.bits > src.bits
+        self.emit(form("cvt", ft[d], ft[s], rnd="" if widening else ".rn").format(d=r, a=v))
+        return r
+
+
+def _pow2(c) -> bool:
+    return isinstance(c, int) and c > 0 and c & (c - 1) == 0
+
+
+def _nonneg(b) -> bool:
+    return b[0] is not None and b[0] >= 0
+
+
+from ..dtypes import dtype as _dtype  # noqa: E402
+
+_F32 = _dtype("float32")

@@ -1,0 +1,39 @@
+"""Exception types.  Every user-facing failure is a PtxgenError subclass with a
+message that says what is wrong, where, and (when known) the fix."""
+from __future__ import annotations
+
+
+class PtxgenError(Exception):
+    """Base class: a mistake in the kernel, caught by ptxgen before ptxas or the GPU."""
+
+
+class TraceError(PtxgenError):
+    """Misuse of the builder, reported at the user's file and line."""
+
+
+class LayoutError(PtxgenError):
+    """An invalid layout, region or view."""
+
+
+class ArchError(PtxgenError):
+    """An instruction the target architecture (or PTX version) lacks."""
+
+
+class DispatchError(PtxgenError):
+    """No tile-primitive variant accepted a call; the message lists every reason."""
+
+
+class ResourceError(PtxgenError):
+    """Shared/tensor memory bookkeeping violated (overflow, bad column count, ...)."""
+
+
+class PTXCompileError(PtxgenError):
+    """ptxas/nvJitLink or the driver JIT rejected the PTX; carries line context and a repro."""
+
+
+class LaunchError(PtxgenError):
+    """A launch argument does not match the kernel signature, or the launch failed."""
+
+
+class CudaError(PtxgenError):
+    """A CUDA driver call failed."""

@@ -1,0 +1,673 @@
+"""The IR: expressions, buffers, statements and the kernel function.
+
+Plain data plus a printer.  Nothing here knows about PTX: the emitter reads these
+nodes, the builder creates them.  Expressions are immutable and hashable so that
+passes can cache per node.  Operator overloads build nodes with C-like typing:
+both sides must have one dtype; Python literals take the dtype of the other side.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dtypes import DType, dtype
+from .errors import PtxgenError, TraceError
+
+INT32 = dtype("int32")
+INT64 = dtype("int64")
+BOOL = dtype("bool")
+HANDLE = dtype("handle")
+
+_ids = itertools.count()
+
+# ----------------------------------------------------------------------------------
+# expressions
+# ----------------------------------------------------------------------------------
+_ARITH = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%",
+          "div": "/", "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>",
+          "min": "min", "max": "max"}
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_PREC = {"or": 1, "xor": 2, "and": 3, "shl": 4, "shr": 4, "add": 5, "sub": 5,
+         "mul": 6, "floordiv": 6, "floormod": 6, "div": 6}
+
+
+class Expr:
+    """Base class of expressions.  Subclasses are frozen dataclasses."""
+
+    dtype: DType
+    __slots__ = ()
+
+    # arithmetic -------------------------------------------------------------
+    def __add__(self, o): return binop("add", self, o)
+    def __radd__(self, o): return binop("add", o, self)
+    def __sub__(self, o): return binop("sub", self, o)
+    def __rsub__(self, o): return binop("sub", o, self)
+    def __mul__(self, o): return binop("mul", self, o)
+    def __rmul__(self, o): return binop("mul", o, self)
+    def __floordiv__(self, o): return binop("floordiv", self, o)
+    def __rfloordiv__(self, o): return binop("floordiv", o, self)
+    def __mod__(self, o): return binop("floormod", self, o)
+    def __rmod__(self, o): return binop("floormod", o, self)
+    def __truediv__(self, o): return binop("div", self, o)
+    def __rtruediv__(self, o): return binop("div", o, self)
+    def __and__(self, o): return binop("and", self, o)
+    def __rand__(self, o): return binop("and", o, self)
+    def __or__(self, o): return binop("or", self, o)
+    def __ror__(self, o): return binop("or", o, self)
+    def __xor__(self, o): return binop("xor", self, o)
+    def __rxor__(self, o): return binop("xor", o, self)
+    def __lshift__(self, o): return binop("shl", self, o)
+    def __rlshift__(self, o): return binop("shl", o, self)
+    def __rshift__(self, o): return binop("shr", self, o)
+    def __rrshift__(self, o): return binop("shr", o, self)
+    def __neg__(self): return binop("sub", 0, self)
+    def __invert__(self):
+        if self.dtype == BOOL:
+            return Not(self)
+        return binop("xor", self, -1)
+
+    def __lt__(self, o): return binop("lt", self, o)
+    def __le__(self, o): return binop("le", self, o)
+    def __gt__(self, o): return binop("gt", self, o)
+    def __ge__(self, o): return binop("ge", self, o)
+    def __eq__(self, o): return binop("eq", self, o)
+    def __ne__(self, o): return binop("ne", self, o)
+    eq = __eq__
+    ne = __ne__
+    __hash__ = object.__hash__   # identity; structural keys come from expr_key()
+
+    def __bool__(self):
+        raise TraceError("a traced expression has no Python truth value; use pg.if_(...) / "
+                         "pg.while_(...) / pg.select(...) instead of Python if/while/and/or")
+
+    def __index__(self):
+        raise TraceError("a traced expression cannot be used as a Python int; use pg.serial/"
+                         "pg.unroll for loops and constant extents for shapes")
+
+    def __str__(self):
+        return format_expr(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Const(Expr):
+    value: Any
+    dtype: DType = INT32
+
+    def __repr__(self):
+        return f"Const({self.value!r}, {self.dtype})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(Expr):
+    """A named immutable value: a parameter, a loop variable or a `let` binding.
+
+    Identity semantics: two Vars with one name are different variables."""
+    name: str
+    dtype: DType = INT32
+    uid: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self):
+        return f"Var({self.name})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SpecialReg(Expr):
+    """A PTX special register such as %tid.x."""
+    name: str
+    dtype: DType = INT32
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BinOp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(Expr):
+    a: Expr
+    dtype: DType = BOOL
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Cast(Expr):
+    a: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Select(Expr):
+    cond: Expr
+    t: Expr
+    f: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Load(Expr):
+    """buffer[indices]; a vector dtype loads `lanes` consecutive elements."""
+    buffer: "Buffer"
+    indices: tuple
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferPtr(Expr):
+    """Address of buffer[indices] (indices None: the base pointer `buffer.data`)."""
+    buffer: "Buffer"
+    indices: tuple | None
+    dtype: DType = HANDLE
+
+    @property
+    def scope(self):
+        return self.buffer.scope
+
+
+def expr_key(e):
+    """Structural identity of an expression (Vars and buffers by identity), for caches."""
+    if not isinstance(e, Expr):
+        return e
+    k = e.__dict__.get("_key")
+    if k is None:
+        t = type(e)
+        if t is Const:
+            k = ("c", e.value, e.dtype.name)
+        elif t is Var:
+            k = ("v", e.uid)
+        elif t is BinOp:
+            k = (e.op, expr_key(e.a), expr_key(e.b), e.dtype.name)
+        elif t is SpecialReg:
+            k = ("sr", e.name)
+        elif t is Cast:
+            k = ("cast", expr_key(e.a), e.dtype.name)
+        elif t is Select:
+            k = ("sel", expr_key(e.cond), expr_key(e.t), expr_key(e.f))
+        elif t is Not:
+            k = ("not", expr_key(e.a))
+        elif t is Load:
+            k = ("ld", e.buffer.uid, tuple(expr_key(i) for i in e.indices), e.dtype.name)
+        elif t is BufferPtr:
+            k = ("ptr", e.buffer.uid, None if e.indices is None
+                 else tuple(expr_key(i) for i in e.indices))
+        else:
+            k = ("?", id(e))
+        object.__setattr__(e, "_key", k)
+    return k
+
+
+def const(v, dt=None) -> Const:
+    if dt is None:
+        dt = BOOL if isinstance(v, bool) else INT32 if isinstance(v, int) else dtype("float32")
+    dt = dtype(dt)
+    if dt.is_int and not isinstance(v, int):
+        raise TraceError(f"literal {v!r} is not an integer but the expression is {dt}; "
+                         f"use pg.cast")
+    if dt.is_int:
+        lo, hi = int_range(dt)
+        if not lo <= v <= hi:
+            raise TraceError(f"literal {v} does not fit {dt}")
+    if dt.is_float:
+        v = float(v)
+    return Const(v, dt)
+
+
+def int_range(dt: DType) -> tuple[int, int]:
+    if dt.kind == "uint":
+        return 0, (1 << dt.bits) - 1
+    return -(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1
+
+
+def as_expr(v, like: DType | None = None) -> Expr:
+    """Wrap a Python literal; `like` gives the context dtype (literals are typed by context)."""
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, bool):
+        return Const(v, BOOL)
+    if isinstance(v, int):
+        if like is not None and like.is_float:
+            return const(float(v), like)
+        if like is not None and like.is_int:
+            return const(v, like)
+        if like is not None and like.kind == "storage":
+            raise TraceError(f"{like} is a storage-only type: it can be moved, not computed on")
+        return const(v, INT64 if not -2**31 <= v < 2**31 else INT32)
+    if isinstance(v, float):
+        if like is not None and like.is_float:
+            return const(v, like)
+        if like is not None and like.is_int:
+            raise TraceError(f"float literal {v!r} used with an {like} expression; "
+                             f"use pg.cast(x, 'float32') or an integer literal")
+        return const(v, "float32")
+    if hasattr(v, "__ptxgen_expr__"):
+        return v.__ptxgen_expr__()
+    raise TraceError(f"cannot use {type(v).__name__} {v!r} in a kernel expression")
+
+
+def binop(op: str, a, b) -> Expr:
+    if not isinstance(a, Expr):
+        b = as_expr(b)
+        a = as_expr(a, b.dtype)
+    else:
+        b = as_expr(b, a.dtype)
+    if op in ("shl", "shr") and a.dtype.is_int and b.dtype.is_int and b.dtype != a.dtype:
+        b = Cast(b, a.dtype) if not isinstance(b, Const) else const(b.value, a.dtype)
+    if a.dtype != b.dtype:
+        raise TraceError(f"dtype mismatch in {format_expr(a)} {_ARITH.get(op, _CMP.get(op, op))} "
+                         f"{format_expr(b)}: {a.dtype} vs {b.dtype}; use pg.cast(x, dtype)")
+    dt = a.dtype
+    if dt.lanes != 1:
+        raise TraceError(f"vector values ({dt}) can only be loaded and stored, not computed on")
+    if dt.kind in ("storage", "handle"):
+        raise TraceError(f"{dt} is a storage-only type: it can be moved, not computed on; "
+                         f"use pg.cast to a float type first" if dt.kind == "storage" else
+                         "pointers cannot be used in arithmetic; use ptr_to([...])")
+    if op in _CMP:
+        return BinOp(op, a, b, BOOL)
+    if dt == BOOL and op not in ("and", "or", "xor"):
+        raise TraceError(f"operator {_ARITH[op]} is not defined on bool; use & | ^")
+    if dt.is_float and op in ("floordiv", "floormod", "and", "or", "xor", "shl", "shr"):
+        raise TraceError(f"operator {_ARITH[op]} is not defined on {dt}")
+    if dt.is_int and op == "div":
+        raise TraceError("integer division is floor division: use // (and % for the remainder)")
+    return BinOp(op, a, b, dt)
+
+
+def cast(x, dt) -> Expr:
+    dt = dtype(dt)
+    x = as_expr(x, dt)
+    return x if x.dtype == dt else Cast(x, dt)
+
+
+def select(c, t, f) -> Expr:
+    c = as_expr(c)
+    if c.dtype != BOOL:
+        raise TraceError(f"pg.select condition must be bool, got {c.dtype}")
+    if not isinstance(t, Expr):
+        f = as_expr(f)
+        t = as_expr(t, f.dtype)
+    else:
+        f = as_expr(f, t.dtype)
+    if t.dtype != f.dtype:
+        raise TraceError(f"pg.select branches differ in dtype: {t.dtype} vs {f.dtype}")
+    return Select(c, t, f, t.dtype)
+
+
+def minimum(a, b) -> Expr:
+    return binop("min", a, b)
+
+
+def maximum(a, b) -> Expr:
+    return binop("max", a, b)
+
+
+# ----------------------------------------------------------------------------------
+# buffers
+# ----------------------------------------------------------------------------------
+SCOPES = ("global", "shared", "shared.dyn", "local", "tmem")
+
+
+@dataclass(eq=False)
+class Buffer:
+    """Metadata over a pointer: addr(B[c]) = data + elem_offset + layout(c)["m"].
+
+    `data` is the storage this buffer views: None for a buffer that owns its storage
+    (parameter or allocation), else the BufferPtr/Buffer it aliases (decl_buffer)."""
+    name: str
+    shape: tuple
+    dtype: DType
+    scope: str = "global"
+    layout: Any = None            # None = row-major; else a ptxgen.layout layout
+    elem_offset: Any = 0          # int or Expr, in elements
+    align: int = 16
+    data: Any = None              # BufferPtr of the aliased storage (views)
+    param: bool = False
+    tmem_addr: Any = None         # tmem buffers: Expr of the allocated base address
+    uid: int = field(default_factory=lambda: next(_ids))
+
+    def __hash__(self):
+        return self.uid
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def root(self) -> "Buffer":
+        """The buffer that owns the storage this one views."""
+        b = self
+        while b.data is not None:
+            b = b.data.buffer
+        return b
+
+    def numel(self):
+        return math.prod(self.shape) if all(isinstance(s, int) for s in self.shape) else None
+
+    def nbytes(self):
+        n = self.numel()
+        return None if n is None else (n * self.dtype.bits + 7) // 8
+
+    def span_elems(self) -> int | None:
+        """Elements of storage the layout touches (cosize), for allocation sizes."""
+        if self.layout is None:
+            return self.numel()
+        return self.layout.cosize()
+
+    def __repr__(self):
+        return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
+
+
+@dataclass(frozen=True, eq=False)
+class BufferRegion:
+    """buffer[start:start+extent, ...]: what tile primitives operate on."""
+    buffer: Buffer
+    region: tuple  # ((start Expr|int, extent int), ...)
+
+    @property
+    def shape(self):
+        return tuple(e for _, e in self.region)
+
+    @property
+    def starts(self):
+        return tuple(s for s, _ in self.region)
+
+    @property
+    def dtype(self):
+        return self.buffer.dtype
+
+    def __str__(self):
+        parts = []
+        for s, e in self.region:
+            s_txt = format_expr(s) if isinstance(s, Expr) else str(s)
+            end = s + e if isinstance(s, int) else f"{s_txt}+{e}"
+            parts.append(f"{s_txt}:{end}")
+        return f"{self.buffer.name}[{', '.join(parts)}]"
+
+
+# ----------------------------------------------------------------------------------
+# statements
+# ----------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Stmt:
+    src: str = field(default="", kw_only=True)   # user's "file:line"
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple
+    value: Expr
+
+
+@dataclass(eq=False)
+class Let(Stmt):
+    var: Var
+    value: Expr
+    bounds: tuple | None = None   # (lo, hi) inclusive facts known at binding (thread ids)
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    var: Var
+    start: Expr
+    stop: Expr
+    step: int
+    kind: str            # "serial" | "unroll"
+    body: list
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr
+    then: list
+    else_: list | None = None
+
+
+@dataclass(eq=False)
+class While(Stmt):
+    cond: Expr
+    body: list
+
+
+@dataclass(eq=False)
+class Alloc(Stmt):
+    buffer: Buffer
+
+
+@dataclass(eq=False)
+class DeclBuffer(Stmt):
+    buffer: Buffer
+
+
+@dataclass(eq=False)
+class Barrier(Stmt):
+    kind: str = "cta"    # "cta" -> bar.sync 0; "warp" -> bar.warp.sync
+    id: int = 0
+    count: int | None = None
+
+
+@dataclass(eq=False)
+class Mem:
+    """A memory operand [ptr] of an instruction."""
+    ptr: Expr
+    offset: int = 0
+
+
+@dataclass(eq=False)
+class VecOperand:
+    """A braced operand list {a, b, ...} of an instruction."""
+    items: tuple
+
+
+@dataclass(eq=False)
+class Instr(Stmt):
+    """One PTX instruction.  `form` is a key of the ISA table (gated by arch), or None for
+    raw PTX whose `opcode` is emitted verbatim.  Operands are Exprs (registers/immediates),
+    Mem, VecOperand, or str labels.  `outs` counts how many leading operands are written."""
+    opcode: str
+    operands: tuple
+    form: str | None = None
+    attrs: dict | None = None
+    outs: int = 0
+    guard: Expr | None = None          # predicate: @p instr
+
+
+@dataclass(eq=False)
+class Comment(Stmt):
+    text: str
+
+
+# ----------------------------------------------------------------------------------
+# the kernel function
+# ----------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Param:
+    name: str
+    kind: str                 # "tensor" | "scalar" | "symbol"
+    var: Var | None = None    # scalar/symbol value; tensor: the pointer var
+    buffer: Buffer | None = None
+
+
+@dataclass(eq=False)
+class PrimFunc:
+    name: str
+    params: list
+    body: list
+    grid: tuple = (1, 1, 1)
+    block: tuple = (1, 1, 1)
+    dynamic_smem_bytes: int = 0       # the arena size the launch needs
+    dynamic_smem_reserve: int | None = None
+    attrs: dict = field(default_factory=dict)
+
+    def __str__(self):
+        return print_func(self)
+
+
+# ----------------------------------------------------------------------------------
+# printer
+# ----------------------------------------------------------------------------------
+def _fmt_const(c: Const) -> str:
+    if c.dtype == BOOL:
+        return "True" if c.value else "False"
+    if c.dtype.is_float:
+        s = repr(float(c.value))
+        return s if c.dtype.name == "float32" else f"{c.dtype}({s})"
+    if c.dtype in (INT32, INT64):
+        return str(c.value)
+    return f"{c.dtype}({c.value})"
+
+
+def _fmt_index(buf, indices) -> str:
+    return f"{buf.name}[{', '.join(format_expr(i) for i in indices)}]"
+
+
+def format_expr(e, parent_prec: int = 0) -> str:
+    t = type(e)
+    if t is Const:
+        return _fmt_const(e)
+    if t is Var:
+        return e.name
+    if t is BinOp:
+        if e.op in _CMP:
+            s = f"{format_expr(e.a, 5)} {_CMP[e.op]} {format_expr(e.b, 5)}"
+            return f"({s})" if parent_prec else s
+        if e.op in ("min", "max"):
+            return f"pg.{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
+        p = _PREC[e.op]
+        if p <= 4:   # bitwise: parenthesize compound operands for readability
+            s = f"{format_expr(e.a, 9)} {_ARITH[e.op]} {format_expr(e.b, 9)}"
+            return f"({s})" if parent_prec else s
+        rhs_p = p + 1 if e.op in ("sub", "floordiv", "floormod", "div") else p
+        s = f"{format_expr(e.a, p)} {_ARITH[e.op]} {format_expr(e.b, rhs_p)}"
+        return f"({s})" if p < parent_prec else s
+    if t is Load:
+        return _fmt_index(e.buffer, e.indices) if e.dtype == e.buffer.dtype else \
+            f"{e.buffer.name}.vload([{', '.join(format_expr(i) for i in e.indices)}], {e.dtype})"
+    if t is SpecialReg:
+        return f"%{e.name}"
+    if t is Cast:
+        return f"pg.cast({format_expr(e.a)}, {e.dtype})"
+    if t is Select:
+        return f"pg.select({format_expr(e.cond)}, {format_expr(e.t)}, {format_expr(e.f)})"
+    if t is Not:
+        return f"~{format_expr(e.a, 9)}"
+    if t is BufferPtr:
+        if e.indices is None:
+            return f"{e.buffer.name}.data"
+        return f"{e.buffer.name}.ptr_to([{', '.join(format_expr(i) for i in e.indices)}])"
+    if isinstance(e, (int, float)):
+        return str(e)
+    return repr(e)
+
+
+def _fmt_buffer_decl(b: Buffer) -> str:
+    extra = []
+    if b.layout is not None:
+        extra.append(f"layout={b.layout!r}")
+    if not (isinstance(b.elem_offset, int) and b.elem_offset == 0):
+        extra.append(f"elem_offset={format_expr(b.elem_offset)}")
+    if b.data is not None:
+        extra.append(f"data={format_expr(b.data)}")
+    shape = ", ".join(format_expr(s) for s in b.shape)
+    tail = "".join(", " + x for x in extra)
+    return f"(({shape}{',' if len(b.shape) == 1 else ''}), \"{b.dtype}\", scope=\"{b.scope}\"{tail})"
+
+
+def format_stmt(s: Stmt) -> str:
+    """One line (the head line for compound statements); used in PTX comments too."""
+    t = type(s)
+    if t is Store:
+        if s.value.dtype.lanes > 1 and s.value.dtype != s.buffer.dtype:
+            idx = ", ".join(format_expr(i) for i in s.indices)
+            return f"{s.buffer.name}.vstore([{idx}], {format_expr(s.value)})"
+        return f"{_fmt_index(s.buffer, s.indices)} = {format_expr(s.value)}"
+    if t is Let:
+        return f"{s.var.name} = pg.let({format_expr(s.value)})"
+    if t is For:
+        rng = (format_expr(s.stop) if isinstance(s.start, Const) and s.start.value == 0
+               and s.step == 1 else f"{format_expr(s.start)}, {format_expr(s.stop)}"
+               + (f", {s.step}" if s.step != 1 else ""))
+        return f"for {s.var.name} in pg.{s.kind}({rng}):"
+    if t is If:
+        return f"with pg.if_({format_expr(s.cond)}):"
+    if t is While:
+        return f"with pg.while_({format_expr(s.cond)}):"
+    if t is Alloc:
+        b = s.buffer
+        return f"{b.name} = pg.alloc_buffer{_fmt_buffer_decl(b)}"
+    if t is DeclBuffer:
+        return f"{s.buffer.name} = pg.decl_buffer{_fmt_buffer_decl(s.buffer)}"
+    if t is Barrier:
+        return "pg.cta_sync()" if s.kind == "cta" else f"pg.barrier({s.kind!r})"
+    if t is Instr:
+        ops = ", ".join(_fmt_operand(o) for o in s.operands)
+        g = f"@{format_expr(s.guard)} " if s.guard is not None else ""
+        return f"{g}pg.ptx[{s.opcode!r}]({ops})"
+    if t is Comment:
+        return f"# {s.text}"
+    return repr(s)
+
+
+def _fmt_operand(o) -> str:
+    if isinstance(o, Mem):
+        return f"[{format_expr(o.ptr)}{'+' + str(o.offset) if o.offset else ''}]"
+    if isinstance(o, VecOperand):
+        return "{" + ", ".join(_fmt_operand(x) for x in o.items) + "}"
+    if isinstance(o, str):
+        return o
+    return format_expr(o)
+
+
+def _print_body(body, lines, depth):
+    pad = "    " * depth
+    for s in body:
+        lines.append(pad + format_stmt(s))
+        if isinstance(s, (For, While)):
+            _print_body(s.body, lines, depth + 1)
+        elif isinstance(s, If):
+            _print_body(s.then, lines, depth + 1)
+            if s.else_:
+                lines.append(pad + "with pg.else_():")
+                _print_body(s.else_, lines, depth + 1)
+
+
+def print_func(f: PrimFunc) -> str:
+    ps = []
+    for p in f.params:
+        if p.kind == "tensor":
+            b = p.buffer
+            shape = ", ".join(format_expr(s) for s in b.shape)
+            extra = f", layout={b.layout!r}" if b.layout is not None else ""
+            if not (isinstance(b.elem_offset, int) and b.elem_offset == 0):
+                extra += f", elem_offset={format_expr(b.elem_offset)}"
+            ps.append(f"{p.name}: pg.Tensor(({shape}{',' if b.ndim == 1 else ''}), "
+                      f"\"{b.dtype}\"{extra})")
+        elif p.kind == "scalar":
+            ps.append(f"{p.name}: pg.{p.var.dtype}")
+        else:
+            ps.append(f"{p.name}: pg.var({p.var.dtype})")
+    lines = [f"@pg.kernel(grid={tuple(f.grid)}, block={tuple(f.block)})",
+             f"def {f.name}({', '.join(ps)}):"]
+    _print_body(f.body, lines, 1)
+    if len(lines) == 2:
+        lines.append("    pass")
+    return "\n".join(lines)
+
+
+def walk(body, fn):
+    """Visit every statement (pre-order)."""
+    for s in body:
+        fn(s)
+        if isinstance(s, (For, While)):
+            walk(s.body, fn)
+        elif isinstance(s, If):
+            walk(s.then, fn)
+            if s.else_:
+                walk(s.else_, fn)
+
+
+class IRError(PtxgenError):
+    pass

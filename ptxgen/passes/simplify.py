@@ -1,0 +1,544 @@
+"""Integer simplifier: constant folding, canonical affine form, bounds and divisibility.
+
+Every integer expression is normalized to `sum(coef * atom) + const` (atoms are
+variables, special registers, loads and the non-affine operations left over).
+Facts about variables come from where they are bound: loop ranges, thread-id
+extents and `let` values.  A `let` is never inlined, but its value's facts
+propagate to every use; that is what later proves vector alignment.
+
+Shifts and low-bit masks are floor division / modulo by powers of two, so
+they join the affine algebra; the emitter turns them back into shr/and.  The
+xor rule `x ^ y == (x // 2^k) * 2^k + ((x % 2^k) ^ y)` for `0 <= y < 2^k` turns a
+swizzled address into ADD of the high part plus XOR of the low part.
+"""
+from __future__ import annotations
+
+import math
+
+from ..ir import (BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg, Var,
+                  BufferPtr, expr_key, int_range)
+
+_SPECIAL_BOUNDS = {"laneid": (0, 31), "warpid": (0, 31), "nwarpid": (1, 32),
+                   "tid.x": (0, 1023), "tid.y": (0, 1023), "tid.z": (0, 63),
+                   "ntid.x": (1, 1024), "ntid.y": (1, 1024), "ntid.z": (1, 64),
+                   "ctaid.x": (0, 2**31 - 1), "ctaid.y": (0, 65535), "ctaid.z": (0, 65535),
+                   "nctaid.x": (1, 2**31 - 1), "nctaid.y": (1, 65535), "nctaid.z": (1, 65535)}
+
+
+def _is_pow2(c: int) -> bool:
+    return c > 0 and c & (c - 1) == 0
+
+
+class Affine:
+    """sum(coef * atom) + const over one integer dtype; atoms keyed structurally."""
+    __slots__ = ("terms", "const", "dtype")
+
+    def __init__(self, dtype, terms=None, const=0):
+        self.dtype = dtype
+        self.terms = terms if terms is not None else {}   # key -> [atom, coef]
+        self.const = const
+
+    def add(self, other: "Affine", sign=1):
+        for k, (atom, c) in other.terms.items():
+            if k in self.terms:
+                self.terms[k][1] += sign * c
+            else:
+                self.terms[k] = [atom, sign * c]
+        self.const += sign * other.const
+        return self
+
+    def scale(self, c: int):
+        for v in self.terms.values():
+            v[1] *= c
+        self.const *= c
+        return self
+
+    def items(self):
+        return [(a, c) for a, c in self.terms.values() if c != 0]
+
+    def to_expr(self) -> Expr:
+        dt = self.dtype
+        out = None
+        for atom, c in self.items():
+            t = atom if c == 1 else BinOp("mul", atom, Const(c, dt), dt) if c > 0 else None
+            if c < 0:
+                t = atom if c == -1 else BinOp("mul", atom, Const(-c, dt), dt)
+                out = BinOp("sub", out if out is not None else Const(0, dt), t, dt)
+                continue
+            out = t if out is None else BinOp("add", out, t, dt)
+        if out is None:
+            return Const(self.const, dt)
+        if self.const > 0:
+            out = BinOp("add", out, Const(self.const, dt), dt)
+        elif self.const < 0:
+            out = BinOp("sub", out, Const(-self.const, dt), dt)
+        return out
+
+
+class Analyzer:
+    """Facts about variables in scope, and the simplification that uses them."""
+
+    def __init__(self):
+        self._bounds: dict[int, tuple] = {}
+        self._mod: dict[int, tuple] = {}
+        self._values: dict[int, Expr] = {}
+        self._cache: dict = {}
+
+    # ---- facts -------------------------------------------------------------
+    def bind_let(self, var: Var, value: Expr, bounds=None):
+        self._values[var.uid] = value
+        b = self.bounds(value)
+        if bounds is not None:
+            b = (max(_lo(b), bounds[0]), min(_hi(b), bounds[1]))
+        self._bounds[var.uid] = b
+        self._mod[var.uid] = self.modset(value)
+        self._cache.clear()
+
+    def bind_range(self, var: Var, lo, hi, step=1, start=None):
+        """var takes values lo..hi inclusive (None = unknown), congruent to `start` mod step."""
+        self._bounds[var.uid] = (lo, hi)
+        if step > 1 and start is not None:
+            m, r = self.modset(start)
+            g = math.gcd(step, m)
+            self._mod[var.uid] = (g, r % g) if g else (0, r)
+        self._cache.clear()
+
+    def unbind(self, var: Var):
+        self._bounds.pop(var.uid, None)
+        self._mod.pop(var.uid, None)
+        self._values.pop(var.uid, None)
+        self._cache.clear()
+
+    def value_of(self, var: Var):
+        return self._values.get(var.uid)
+
+    # ---- bounds ------------------------------------------------------------
+    def bounds(self, e) -> tuple:
+        """(lo, hi) inclusive; None for an unknown side."""
+        t = type(e)
+        if t is Const:
+            v = int(e.value) if e.dtype.is_int or e.dtype == BOOL else None
+            return (v, v)
+        if t is Var:
+            b = self._bounds.get(e.uid)
+            if b is not None:
+                return b
+            return _dtype_bounds(e.dtype)
+        if t is SpecialReg:
+            return _SPECIAL_BOUNDS.get(e.name, (None, None))
+        if t is BinOp:
+            op = e.op
+            if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+                return (0, 1)
+            a = self.bounds(e.a)
+            b = self.bounds(e.b)
+            if op == "add":
+                return (_add(a[0], b[0]), _add(a[1], b[1]))
+            if op == "sub":
+                return (_sub(a[0], b[1]), _sub(a[1], b[0]))
+            if op == "mul":
+                if None in a or None in b:
+                    return _nonneg_or_unknown(a, b)
+                ps = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
+                return (min(ps), max(ps))
+            if op in ("floordiv", "shr") and isinstance(e.b, Const):
+                c = e.b.value if op == "floordiv" else 1 << e.b.value
+                if c > 0:
+                    return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
+            if op == "shl" and isinstance(e.b, Const):
+                c = 1 << e.b.value
+                return (None if a[0] is None else a[0] * c, None if a[1] is None else a[1] * c)
+            if op == "floormod" and isinstance(e.b, Const) and e.b.value > 0:
+                c = e.b.value
+                if a[0] is not None and a[1] is not None and a[0] >= 0 and a[1] < c:
+                    return a
+                return (0, c - 1)
+            if op == "and":
+                if isinstance(e.b, Const) and e.b.value >= 0:
+                    hi = e.b.value if a[1] is None or a[0] is None or a[0] < 0 else min(a[1], e.b.value)
+                    return (0, hi)
+                if _nonneg(a) and _nonneg(b):
+                    return (0, min(a[1], b[1]))
+            if op in ("xor", "or") and _nonneg(a) and _nonneg(b):
+                return (0, (1 << max(a[1], b[1]).bit_length()) - 1)
+            if op == "min":
+                return (_min(a[0], b[0]), _min(a[1], b[1]))
+            if op == "max":
+                return (_max(a[0], b[0]), _max(a[1], b[1]))
+            return _dtype_bounds(e.dtype)
+        if t is Select:
+            a, b = self.bounds(e.t), self.bounds(e.f)
+            return (_min(a[0], b[0]), _max(a[1], b[1]))
+        if t is Cast:
+            inner = self.bounds(e.a)
+            lo, hi = _dtype_bounds(e.dtype)
+            if inner[0] is not None and inner[1] is not None and lo is not None \
+                    and lo <= inner[0] and inner[1] <= hi:
+                return inner
+            return (lo, hi)
+        if t is Not:
+            return (0, 1)
+        return _dtype_bounds(getattr(e, "dtype", None))
+
+    # ---- divisibility ------------------------------------------------------
+    def modset(self, e) -> tuple:
+        """(m, r): e == m*k + r for some integer k.  m == 0 means e == r exactly."""
+        t = type(e)
+        if t is Const:
+            return (0, int(e.value)) if e.dtype.is_int else (1, 0)
+        if t is Var:
+            return self._mod.get(e.uid, (1, 0))
+        if t is BinOp:
+            op = e.op
+            if op in ("add", "sub"):
+                m1, r1 = self.modset(e.a)
+                m2, r2 = self.modset(e.b)
+                g = math.gcd(m1, m2)
+                r = r1 + r2 if op == "add" else r1 - r2
+                return (g, r % g) if g else (0, r)
+            if op == "mul":
+                m1, r1 = self.modset(e.a)
+                m2, r2 = self.modset(e.b)
+                g = math.gcd(math.gcd(m1 * m2, m1 * r2), m2 * r1)
+                return (g, (r1 * r2) % g) if g else (0, r1 * r2)
+            if op == "shl" and isinstance(e.b, Const):
+                m, r = self.modset(e.a)
+                c = 1 << e.b.value
+                return (m * c, r * c)
+            if op in ("floordiv", "shr") and isinstance(e.b, Const):
+                c = e.b.value if op == "floordiv" else 1 << e.b.value
+                m, r = self.modset(e.a)
+                if m == 0:
+                    return (0, r // c)
+                if m % c == 0:
+                    return (m // c, r // c) if r % c == 0 or self._nonneg(e.a) else (1, 0)
+                return (1, 0)
+            if op == "floormod" and isinstance(e.b, Const) and e.b.value > 0:
+                m, r = self.modset(e.a)
+                g = math.gcd(m, e.b.value)
+                return (g, r % g) if g else (0, r % e.b.value)
+            if op == "and" and isinstance(e.b, Const) and e.b.value >= 0:
+                # low zero bits of the mask and of the value both survive
+                tz = _trailing_zeros(e.b.value)
+                m, r = self.modset(e.a)
+                tz_a = _trailing_zeros(math.gcd(m, r) if (m or r) else 0)
+                k = max(tz, tz_a)
+                return (1 << k, 0) if k < 63 else (0, 0)
+            if op == "min" or op == "max":
+                m1, r1 = self.modset(e.a)
+                m2, r2 = self.modset(e.b)
+                g = math.gcd(math.gcd(m1, m2), abs(r1 - r2))
+                return (g, r1 % g) if g else (0, r1)
+        if t is Select:
+            m1, r1 = self.modset(e.t)
+            m2, r2 = self.modset(e.f)
+            g = math.gcd(math.gcd(m1, m2), abs(r1 - r2))
+            return (g, r1 % g) if g else (0, r1)
+        if t is Cast:
+            return self.modset(e.a) if e.a.dtype.is_int else (1, 0)
+        return (1, 0)
+
+    def divisible(self, e, k: int) -> bool:
+        """True if e is provably a multiple of k."""
+        if k == 1:
+            return True
+        m, r = self.modset(e)
+        return (m % k == 0) and (r % k == 0)
+
+    def _nonneg(self, e) -> bool:
+        lo = self.bounds(e)[0]
+        return lo is not None and lo >= 0
+
+    def prove(self, cond) -> bool | None:
+        """Decide a comparison from bounds; None when unknown."""
+        s = self.simplify(cond)
+        if isinstance(s, Const):
+            return bool(s.value)
+        return None
+
+    # ---- simplification ----------------------------------------------------
+    def simplify(self, e):
+        if not isinstance(e, Expr):
+            return e
+        t = type(e)
+        if t is Const or t is Var or t is SpecialReg or t is BufferPtr and e.indices is None:
+            return e
+        key = expr_key(e)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        out = self._simplify(e)
+        self._cache[key] = out
+        return out
+
+    def _simplify(self, e):
+        t = type(e)
+        if t is BinOp:
+            if e.dtype.is_int:
+                return self._simplify_int(e)
+            a, b = self.simplify(e.a), self.simplify(e.b)
+            if e.op in ("lt", "le", "gt", "ge", "eq", "ne"):
+                return self._simplify_cmp(e.op, a, b)
+            if e.dtype == BOOL and isinstance(a, Const) and isinstance(b, Const):
+                return Const(bool({"and": a.value and b.value, "or": a.value or b.value,
+                                   "xor": a.value != b.value}[e.op]), BOOL)
+            if e.dtype == BOOL and e.op in ("and", "or"):
+                for x, y in ((a, b), (b, a)):
+                    if isinstance(x, Const):
+                        return y if bool(x.value) == (e.op == "and") else x
+            return e if a is e.a and b is e.b else BinOp(e.op, a, b, e.dtype)
+        if t is Load:
+            idx = tuple(self.simplify(i) for i in e.indices)
+            return Load(e.buffer, idx, e.dtype)
+        if t is BufferPtr:
+            return BufferPtr(e.buffer, tuple(self.simplify(i) for i in e.indices), e.dtype)
+        if t is Cast:
+            a = self.simplify(e.a)
+            if isinstance(a, Const) and e.dtype.is_int and a.dtype.is_int:
+                lo, hi = int_range(e.dtype)
+                v = a.value & ((1 << e.dtype.bits) - 1)
+                if e.dtype.kind == "int" and v > hi:
+                    v -= 1 << e.dtype.bits
+                return Const(v, e.dtype)
+            if isinstance(a, Const) and e.dtype.is_float and a.dtype.is_int:
+                return Const(float(a.value), e.dtype)
+            return Cast(a, e.dtype)
+        if t is Select:
+            c = self.simplify(e.cond)
+            if isinstance(c, Const):
+                return self.simplify(e.t if c.value else e.f)
+            return Select(c, self.simplify(e.t), self.simplify(e.f), e.dtype)
+        if t is Not:
+            a = self.simplify(e.a)
+            return Const(not a.value, BOOL) if isinstance(a, Const) else Not(a)
+        return e
+
+    def _simplify_cmp(self, op, a, b):
+        if a.dtype.is_int:
+            d = self.bounds(BinOp("sub", a, b, a.dtype)) if not (isinstance(a, Const) and isinstance(b, Const)) \
+                else (a.value - b.value, a.value - b.value)
+            lo, hi = d
+            decided = None
+            if op == "lt":
+                decided = True if hi is not None and hi < 0 else False if lo is not None and lo >= 0 else None
+            elif op == "le":
+                decided = True if hi is not None and hi <= 0 else False if lo is not None and lo > 0 else None
+            elif op == "gt":
+                decided = True if lo is not None and lo > 0 else False if hi is not None and hi <= 0 else None
+            elif op == "ge":
+                decided = True if lo is not None and lo >= 0 else False if hi is not None and hi < 0 else None
+            elif op == "eq":
+                decided = True if lo == hi == 0 else False if (lo is not None and lo > 0) or (hi is not None and hi < 0) else None
+            elif op == "ne":
+                decided = False if lo == hi == 0 else True if (lo is not None and lo > 0) or (hi is not None and hi < 0) else None
+            if decided is not None:
+                return Const(decided, BOOL)
+        return BinOp(op, a, b, BOOL)
+
+    # integer arithmetic --------------------------------------------------------
+    def affine(self, e) -> Affine:
+        """Canonical affine form of an integer expression (simplifying its atoms)."""
+        dt = e.dtype
+        t = type(e)
+        if t is Const:
+            return Affine(dt, {}, int(e.value))
+        if t is BinOp:
+            op = e.op
+            if op in ("add", "sub"):
+                return self.affine(e.a).add(self.affine(e.b), 1 if op == "add" else -1)
+            if op == "mul":
+                a, b = self.affine(e.a), self.affine(e.b)
+                if not b.terms:
+                    return a.scale(b.const)
+                if not a.terms:
+                    return b.scale(a.const)
+            elif op == "shl" and isinstance(e.b, Const):
+                return self.affine(e.a).scale(1 << e.b.value)
+        s = self._atom(e)
+        if type(s) is Const:
+            return Affine(dt, {}, int(s.value))
+        if type(s) is BinOp and s.op in ("add", "sub", "mul"):
+            return self.affine(s)
+        return Affine(dt, {expr_key(s): [s, 1]}, 0)
+
+    def _simplify_int(self, e):
+        if e.op in ("add", "sub", "mul", "shl"):
+            return self.affine(e).to_expr()
+        return self._atom(e)
+
+    def _atom(self, e):
+        """Simplify a non-affine integer node."""
+        t = type(e)
+        if t is not BinOp:
+            return self.simplify(e) if t is not Var and t is not SpecialReg else e
+        op, dt = e.op, e.dtype
+        if op == "mul":   # non-constant product
+            a, b = self.simplify(e.a), self.simplify(e.b)
+            return BinOp("mul", a, b, dt)
+        b = self.simplify(e.b)
+        if op == "shr" and isinstance(b, Const):
+            return self._divmod("floordiv", e.a, 1 << b.value, dt)
+        if op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
+            return self._divmod(op, e.a, b.value, dt)
+        if op == "and" and isinstance(b, Const) and b.value >= 0:
+            m = b.value
+            if _is_pow2(m + 1):
+                return self._divmod("floormod", e.a, m + 1, dt)
+            low = _trailing_zeros(m)
+            if _is_pow2((m >> low) + 1):   # contiguous mask: ((a >> low) % 2^n) << low
+                inner = self._divmod("floormod", BinOp("floordiv", e.a, Const(1 << low, dt), dt),
+                                     (m >> low) + 1, dt)
+                return self.affine(BinOp("mul", inner, Const(1 << low, dt), dt)).to_expr()
+            a = self.simplify(e.a)
+            # bits of `a` above the mask do not matter: strip a `% 2^k` that covers the mask
+            if type(a) is BinOp and a.op == "floormod" and isinstance(a.b, Const) \
+                    and _is_pow2(a.b.value) and a.b.value > m:
+                a = a.a
+            return BinOp("and", a, b, dt)
+        if op == "xor":
+            return self._xor(self.simplify(e.a), b, dt)
+        a = self.simplify(e.a)
+        if isinstance(a, Const) and isinstance(b, Const):
+            return Const(_fold(op, a.value, b.value, dt), dt)
+        if op in ("min", "max"):
+            ba, bb = self.bounds(a), self.bounds(b)
+            if ba[1] is not None and bb[0] is not None and ba[1] <= bb[0]:
+                return a if op == "min" else b
+            if bb[1] is not None and ba[0] is not None and bb[1] <= ba[0]:
+                return b if op == "min" else a
+        if op in ("or", "and") and isinstance(b, Const) and b.value == 0:
+            return a if op == "or" else b
+        return BinOp(op, a, b, dt)
+
+    def _divmod(self, op, a_expr, c: int, dt):
+        """floor a // c or a % c, splitting the affine form: (c*Q + R) // c == Q + R // c."""
+        a = self.affine(a_expr)
+        if c == 1:
+            return a.to_expr() if op == "floordiv" else Const(0, dt)
+        q = Affine(dt)
+        r = Affine(dt)
+        for k, (atom, coef) in a.terms.items():
+            if coef == 0:
+                continue
+            if coef % c == 0:
+                q.terms[k] = [atom, coef // c]
+            else:
+                r.terms[k] = [atom, coef]
+        q.const, r.const = a.const // c, a.const % c
+        if not r.terms:
+            return q.to_expr() if op == "floordiv" else Const(r.const, dt)
+        r_expr = r.to_expr()
+        lo, hi = self.bounds(r_expr)
+        if lo is not None and hi is not None and lo // c == hi // c:
+            # R // c is a known constant
+            k = lo // c
+            if op == "floordiv":
+                q.const += k
+                return q.to_expr()
+            r.const -= k * c
+            return r.to_expr()
+        if op == "floormod":
+            return BinOp("floormod", r_expr, Const(c, dt), dt)
+        q.add(Affine(dt, {("fd", expr_key(r_expr), c): [BinOp("floordiv", r_expr, Const(c, dt), dt), 1]}))
+        return q.to_expr()
+
+    def _xor(self, a, b, dt):
+        if isinstance(a, Const) and isinstance(b, Const):
+            return Const(_fold("xor", a.value, b.value, dt), dt)
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, Const) and y.value == 0:
+                return x
+        # ADD-high / XOR-low: pick the operand with the smaller known non-negative range
+        ba, bb = self.bounds(a), self.bounds(b)
+        if _nonneg(bb) and (not _nonneg(ba) or bb[1] <= ba[1]):
+            x, y, by = a, b, bb
+        elif _nonneg(ba):
+            x, y, by = b, a, ba
+        else:
+            return BinOp("xor", a, b, dt)
+        p = 1 << max(by[1], 1).bit_length()
+        hi = self._divmod("floordiv", x, p, dt)
+        lo = self._divmod("floormod", x, p, dt)
+        low = BinOp("xor", lo, y, dt) if not (isinstance(lo, Const) and lo.value == 0) else y
+        if isinstance(hi, Const) and hi.value == 0:
+            return low
+        out = self.affine(BinOp("mul", hi, Const(p, dt), dt))
+        out.add(Affine(dt, {expr_key(low): [low, 1]}))
+        return out.to_expr()
+
+
+# ---- small helpers -----------------------------------------------------------------
+def _dtype_bounds(dt):
+    if dt is None or not (dt.is_int or dt == BOOL):
+        return (None, None)
+    if dt == BOOL:
+        return (0, 1)
+    return int_range(dt)
+
+
+def _lo(b):
+    return b[0] if b[0] is not None else -math.inf
+
+
+def _hi(b):
+    return b[1] if b[1] is not None else math.inf
+
+
+def _nonneg(b) -> bool:
+    return b[0] is not None and b[1] is not None and b[0] >= 0
+
+
+def _nonneg_or_unknown(a, b):
+    if a[0] is not None and a[0] >= 0 and b[0] is not None and b[0] >= 0:
+        return (0, None)
+    return (None, None)
+
+
+def _add(x, y):
+    return None if x is None or y is None else x + y
+
+
+def _sub(x, y):
+    return None if x is None or y is None else x - y
+
+
+def _min(x, y):
+    return None if x is None or y is None else min(x, y)
+
+
+def _max(x, y):
+    return None if x is None or y is None else max(x, y)
+
+
+def _trailing_zeros(v: int) -> int:
+    if v == 0:
+        return 64
+    return (v & -v).bit_length() - 1
+
+
+def _fold(op, x, y, dt):
+    if op == "floordiv":
+        v = x // y
+    elif op == "floormod":
+        v = x % y
+    elif op == "and":
+        v = x & y
+    elif op == "or":
+        v = x | y
+    elif op == "xor":
+        v = x ^ y
+    elif op == "shl":
+        v = x << y
+    elif op == "shr":
+        v = x >> y
+    elif op == "min":
+        v = min(x, y)
+    elif op == "max":
+        v = max(x, y)
+    else:
+        raise ValueError(op)
+    bits = dt.bits
+    v &= (1 << bits) - 1
+    if dt.kind == "int" and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v

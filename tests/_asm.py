@@ -1,0 +1,20 @@
+"""Test helper: assemble PTX text with nvJitLink in-process (no system ptxas)."""
+from cuda.bindings import nvjitlink as nj
+
+
+def assemble(ptx: str, arch: str) -> tuple[bool, str]:
+    h = nj.create(2, [f"-arch={arch}", "-verbose"])
+    try:
+        data = ptx.encode()
+        nj.add_data(h, nj.InputType.PTX, data, len(data), "k.ptx")
+        try:
+            nj.complete(h)
+            ok = True
+        except Exception:
+            ok = False
+        n = nj.get_error_log_size(h) if not ok else nj.get_info_log_size(h)
+        buf = bytearray(n)
+        (nj.get_error_log if not ok else nj.get_info_log)(h, buf)
+        return ok, buf.decode(errors="replace")
+    finally:
+        nj.destroy(h)
