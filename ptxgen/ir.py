@@ -414,7 +414,7 @@ class For(Stmt):
     var: Var
     start: Expr
     stop: Expr
-    step: int
+    step: Any            # int, or an integer Expr (pg.serial only)
     kind: str            # "serial" | "unroll"
     body: list
 
@@ -587,9 +587,10 @@ def format_stmt(s: Stmt) -> str:
     if t is Let:
         return f"{s.var.name} = pg.let({format_expr(s.value)})"
     if t is For:
+        unit = isinstance(s.step, int) and s.step == 1
         rng = (format_expr(s.stop) if isinstance(s.start, Const) and s.start.value == 0
-               and s.step == 1 else f"{format_expr(s.start)}, {format_expr(s.stop)}"
-               + (f", {s.step}" if s.step != 1 else ""))
+               and unit else f"{format_expr(s.start)}, {format_expr(s.stop)}"
+               + ("" if unit else f", {format_expr(s.step)}"))
         return f"for {s.var.name} in pg.{s.kind}({rng}):"
     if t is If:
         return f"with pg.if_({format_expr(s.cond)}):"

@@ -112,8 +112,12 @@ def _loop(kind, args):
         lo, hi, step = args
     else:
         raise fail(f"pg.{kind} takes (stop), (start, stop) or (start, stop, step)")
-    if not isinstance(step, int) or step <= 0:
-        raise fail(f"pg.{kind} step must be a positive int constant, got {step!r}")
+    if isinstance(step, int):
+        if step <= 0:
+            raise fail(f"pg.{kind} step must be positive, got {step!r}")
+    elif kind == "unroll" or not isinstance(step, Expr) or not step.dtype.is_int:
+        raise fail(f"pg.{kind} step must be a positive int (pg.serial also takes an integer "
+                   f"expression), got {step!r}")
     hi = as_expr(hi)
     lo = as_expr(lo, hi.dtype if not isinstance(lo, Expr) else None)
     if lo.dtype != hi.dtype:

@@ -85,7 +85,13 @@ class Codegen(ValueEmitter, MemoryEmitter):
             if type(s) is not Comment:
                 self.lines.append("    // " + text.replace("\n", " "))
                 self.line_stmt.append(self._cur)
-            getattr(self, "s_" + type(s).__name__)(s)
+            try:
+                getattr(self, "s_" + type(s).__name__)(s)
+            except PtxgenError as e:   # locate the error at the user's line, once
+                if s.src and not getattr(e, "located", False):
+                    e.args = (f"{s.src}: {e.args[0]}",) + e.args[1:]
+                    e.located = True
+                raise
 
     def s_Comment(self, s):
         self.lines.append("    // " + s.text.replace("\n", " "))
@@ -168,7 +174,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         lo = self.an.bounds(start)[0]
         hi_stop = self.an.bounds(stop)[1]
         hi = None if hi_stop is None else hi_stop - 1
-        if isinstance(start, Const) and isinstance(stop, Const):
+        if isinstance(start, Const) and isinstance(stop, Const) and isinstance(s.step, int):
             trip = len(range(start.value, stop.value, s.step))
             if trip == 0:
                 return
@@ -180,16 +186,18 @@ class Codegen(ValueEmitter, MemoryEmitter):
         stop_v = self.val(stop)
         top, end = self.label("for"), self.label("endfor")
         self.place(top)
+        step = self.an.simplify(s.step) if not isinstance(s.step, int) else s.step
+        step_v = step if isinstance(step, int) else self.val(step)
         if trip is None:   # top-tested: the trip count may be zero
             p = self.new_reg("pred")
             self.emit(form("setp", "ge", ty).format(d=p, a=i, b=stop_v))
             self.emit(form("bra").format(p=p, l=end))
         self.var_reg[s.var.uid] = i
-        self.an.bind_range(s.var, lo, hi, s.step, start)
+        self.an.bind_range(s.var, lo, hi, s.step if isinstance(s.step, int) else 1, start)
         self.push_scope()
         self.body(s.body)
         self.pop_scope()
-        self.emit(form("binary", "add", ty).format(d=i, a=i, b=s.step))
+        self.emit(form("binary", "add", ty).format(d=i, a=i, b=step_v))
         if trip is None:
             self.emit(form("jump").format(l=top))
         else:              # bottom-tested: one compare and one back-branch per iteration

@@ -102,7 +102,23 @@ class MemoryEmitter:
             self.alloc(buf)
 
     def finish_memory(self):
-        pass
+        """Shared-memory totals against the target's limits, before ptxas sees them."""
+        from ..errors import ResourceError
+        from .target import smem_limits
+
+        static_max, dyn_max = smem_limits(self.target)
+        f = self.func
+        dyn = max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0)
+        if self.smem_static > static_max:
+            raise ResourceError(
+                f"static shared memory is {self.smem_static} bytes but {self.target.arch} allows "
+                f"{static_max} ({static_max // 1024} KiB) per CTA; move tiles into the dynamic "
+                f"arena (pg.SMEMPool / scope='shared.dyn'), which can reach {dyn_max // 1024} KiB")
+        if self.smem_static + dyn > dyn_max:
+            raise ResourceError(
+                f"shared memory per CTA is {self.smem_static} static + {dyn} dynamic = "
+                f"{self.smem_static + dyn} bytes, over the {dyn_max} bytes ({dyn_max // 1024} KiB) "
+                f"that {self.target.arch} allows; shrink tiles or reuse space (pool.move_base_to)")
 
     # ---- addresses ------------------------------------------------------------------
     def _root(self, buf):

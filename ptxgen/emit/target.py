@@ -117,3 +117,18 @@ def check_opcode(opcode: str, target: Target, *, feature: str | None = None,
         raise ArchError(f"'{name}' needs PTX ISA {need_ptx[0]}.{need_ptx[1]}, newer than "
                         f"{MAX_PTX[0]}.{MAX_PTX[1]} that ptxas 13.0 and the CUDA 13.0 driver take")
     return need_ptx
+
+
+# Shared memory per CTA, bytes: (static limit enforced by ptxas, dynamic opt-in maximum).
+# Static figures measured with ptxas 13.0 (ptx-reference §3); dynamic maxima are the
+# documented per-block opt-in limits (A100 163 KiB, sm_86/89 99 KiB, H100/B200 227 KiB).
+SMEM_LIMITS = {
+    80: (48 * 1024, 163 * 1024), 86: (48 * 1024, 99 * 1024), 87: (48 * 1024, 163 * 1024),
+    89: (48 * 1024, 99 * 1024), 90: (227 * 1024, 227 * 1024), 100: (227 * 1024, 227 * 1024),
+    101: (227 * 1024, 227 * 1024), 103: (227 * 1024, 227 * 1024), 110: (227 * 1024, 227 * 1024),
+    120: (48 * 1024, 99 * 1024), 121: (48 * 1024, 99 * 1024),
+}
+
+
+def smem_limits(target: Target) -> tuple[int, int]:
+    return SMEM_LIMITS.get(target.sm, (48 * 1024, 48 * 1024))

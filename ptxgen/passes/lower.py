@@ -57,6 +57,7 @@ def subst_body(body, m: dict):
             out.append(replace(s, value=subst(s.value, m)))
         elif t is For:
             out.append(replace(s, start=subst(s.start, m), stop=subst(s.stop, m),
+                               step=subst(s.step, m) if not isinstance(s.step, int) else s.step,
                                body=subst_body(s.body, m)))
         elif t is If:
             out.append(replace(s, cond=subst(s.cond, m), then=subst_body(s.then, m),

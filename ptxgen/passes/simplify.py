@@ -357,7 +357,8 @@ class Analyzer:
         s = self._atom(e)
         if type(s) is Const:
             return Affine(dt, {}, int(s.value))
-        if type(s) is BinOp and s.op in ("add", "sub", "mul"):
+        if type(s) is BinOp and (s.op in ("add", "sub") or s.op == "mul" and (
+                type(s.a) is Const or type(s.b) is Const)):
             return self.affine(s)
         return Affine(dt, {expr_key(s): [s, 1]}, 0)
 
