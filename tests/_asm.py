@@ -6,11 +6,11 @@ def assemble(ptx: str, arch: str) -> tuple[bool, str]:
     h = nj.create(2, [f"-arch={arch}", "-verbose"])
     try:
         data = ptx.encode()
-        nj.add_data(h, nj.InputType.PTX, data, len(data), "k.ptx")
-        try:
+        try:   # nvJitLink compiles PTX inside add_data; errors surface there or in complete
+            nj.add_data(h, nj.InputType.PTX, data, len(data), "k.ptx")
             nj.complete(h)
             ok = True
-        except Exception:
+        except nj.nvJitLinkError:
             ok = False
         n = nj.get_error_log_size(h) if not ok else nj.get_info_log_size(h)
         buf = bytearray(n)

@@ -21,7 +21,8 @@ _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 
 def _user_frame():
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    while f is not None and (f.f_code.co_filename.startswith(_PKG_DIR)
+                             or f.f_code.co_filename.endswith("contextlib.py")):
         f = f.f_back
     return f
 

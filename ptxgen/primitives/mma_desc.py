@@ -1,0 +1,553 @@
+"""Descriptors for the tensor-core MMAs: Hopper ``wgmma`` (sm_90a) and Blackwell ``tcgen05.mma``.
+
+Why this exists: descriptor bits travel in registers, so ptxas checks none of them; a wrong
+LBO/SBO/swizzle/format assembles and then computes garbage.  Everything here is pure Python so it
+can be tested exhaustively.  Sources (PTX ISA): wgmma 9.7.15.5.1.2 "Shared Memory Matrix Layout"
+with "Leading Dimension Byte Offset", "Stride Dimension Byte Offset", "Canonical Layouts" and
+"Matrix Descriptor Format"; tcgen05 9.7.16.4.1 "Shared memory descriptor" (Tables 40, 41),
+9.7.16.4.2 "Instruction descriptor" (Table 42), 9.7.16.2.1 "Matrix Shape" (Table 39).  The worked
+values are in /work/shared/ptx-reference.md sections 4, 7, 8.
+
+Coordinates are always ``(row, k)``: ``row`` runs over M (operand A) or N (operand B), ``k`` over K.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Callable, NamedTuple
+
+from ..dtypes import dtype as _dtype
+from ..errors import ArchError, LayoutError, PtxgenError
+
+# -------- swizzle modes -------------------------------------------------------------------------
+
+
+class _Swz(NamedTuple):
+    row_bytes: int      # bytes of one swizzled row ("span"); 16 for the interleave (none) mode
+    cute_b: int | None  # B of CuTe Swizzle<B,4,3> applied to byte addresses; None = not modelled
+    repeat: int         # the pattern repeats every `repeat` bytes (ISA Table 41)
+    code90: int | None  # wgmma descriptor bits [62,64)
+    code100: int        # tcgen05 descriptor bits [61,64)
+
+
+_SWIZZLES = {
+    "none": _Swz(16, 0, 16, 0, 0),
+    "32B": _Swz(32, 1, 256, 3, 6),
+    "64B": _Swz(64, 2, 512, 2, 4),
+    "128B": _Swz(128, 3, 1024, 1, 2),
+    # 128B pattern with 32-B atomicity (CuTe Swizzle<2,5,2>), sm_100 only; the repeat boundary is
+    # not in Table 41, 1024 B is assumed.  Canonical offsets are not modelled for it.
+    "128B_base32B": _Swz(128, None, 1024, None, 1),
+}
+_SWZ_ALIASES = {k.lower(): k for k in _SWIZZLES} | {"interleave": "none"}
+SWIZZLE_MODES = tuple(_SWIZZLES)
+
+
+def _swizzle(name) -> str:
+    key = _SWZ_ALIASES.get(str(name).lower())
+    if key is None:
+        raise PtxgenError(f"unknown swizzle mode {name!r}; modes are {', '.join(SWIZZLE_MODES)}")
+    return key
+
+
+def apply_swizzle(byte_offset: int, swizzle) -> int:
+    """CuTe ``Swizzle<B,4,3>`` on a byte address: ``o ^ ((o >> 3) & (((1<<B)-1) << 4))``."""
+    sw = _SWIZZLES[_swizzle(swizzle)]
+    if sw.cute_b is None:
+        raise PtxgenError("swizzle 128B_base32B (Swizzle<2,5,2>) has no modelled byte formula")
+    return byte_offset ^ ((byte_offset >> 3) & (((1 << sw.cute_b) - 1) << 4))
+
+
+def _arch_family(arch) -> str:
+    """'sm90' (wgmma descriptor) or 'sm100' (tcgen05 descriptor)."""
+    s = str(arch).lower().removeprefix("sm_").removeprefix("sm")
+    digits = "".join(c for c in s if c.isdigit())
+    if digits == "90":
+        return "sm90"
+    if digits in ("100", "101", "103", "110"):
+        return "sm100"
+    raise ArchError(f"arch {arch!r} has no wgmma/tcgen05 shared-memory descriptor; use sm_90a "
+                    f"(wgmma) or sm_100a/sm_100f/sm_103a (tcgen05)")
+
+
+# -------- shared-memory matrix descriptor (64-bit) ----------------------------------------------
+
+_FIELD_MAX = 0x3FFF << 4  # 14-bit field of (bytes >> 4)
+
+
+def _enc14(name: str, value) -> int:
+    if not isinstance(value, int) or value < 0:
+        raise PtxgenError(f"{name}={value!r} must be a non-negative int (bytes)")
+    if value % 16:
+        raise PtxgenError(f"{name}={value} is not a multiple of 16 bytes (rule: start address, LBO "
+                          f"and SBO must be 16-byte aligned; the descriptor drops the 4 low bits)")
+    if value > _FIELD_MAX:
+        raise PtxgenError(f"{name}={value} does not fit the 14-bit field of (bytes >> 4) "
+                          f"(max {_FIELD_MAX} bytes)")
+    return value >> 4
+
+
+def desc_template(*, lbo: int, sbo: int, swizzle, arch, base_offset: int = 0,
+                  lbo_mode: str = "relative") -> int:
+    """Every descriptor bit except the start address, so emitted PTX can build the descriptor with
+    one ``or.b64 desc, (addr & 0x3FFFF) >> 4, TEMPLATE`` (the address field is the low 14 bits)."""
+    sw_name = _swizzle(swizzle)
+    sw, fam = _SWIZZLES[sw_name], _arch_family(arch)
+    if not isinstance(base_offset, int) or not 0 <= base_offset <= 7:
+        raise PtxgenError(f"base_offset={base_offset!r} must be 0..7 (3-bit field, bits 49-51)")
+    if sw_name == "none" and base_offset:
+        raise PtxgenError("base_offset must be 0 with swizzle 'none' (rule: the matrix base offset "
+                          "is valid for every swizzling mode except no-swizzle)")
+    if lbo_mode not in ("relative", "absolute"):
+        raise PtxgenError(f"lbo_mode={lbo_mode!r} must be 'relative' or 'absolute'")
+    value = (_enc14("lbo", lbo) << 16) | (_enc14("sbo", sbo) << 32) | (base_offset << 49)
+    if fam == "sm90":
+        if sw.code90 is None:
+            raise ArchError(f"swizzle {sw_name} exists only in the tcgen05 (sm_100) descriptor")
+        if lbo_mode != "relative":
+            raise ArchError("the absolute LBO mode (bit 52) exists only on sm_103a")
+        return value | (sw.code90 << 62)
+    if lbo_mode == "absolute" and "103" not in str(arch):
+        raise ArchError(f"absolute LBO mode (bit 52) is supported on sm_103a only, not {arch!r} "
+                        f"(PTX ISA 9.7.16.4.1.1 Target ISA Note)")
+    return value | (1 << 46) | (int(lbo_mode == "absolute") << 52) | (sw.code100 << 61)
+
+
+def _check_start(start_addr, sw_name: str, base_offset: int) -> None:
+    if not isinstance(start_addr, int) or not 0 <= start_addr < (1 << 18):
+        raise PtxgenError(f"start_addr={start_addr!r} must be a shared::cta byte offset below "
+                          f"256 KiB (matrix-descriptor-encode keeps (addr & 0x3FFFF) >> 4)")
+    _enc14("start_addr", start_addr)
+    sw = _SWIZZLES[sw_name]
+    rem = start_addr % sw.repeat
+    if sw_name == "none":
+        return
+    if rem < sw.row_bytes:  # on the repeat boundary, or a K advance inside the first row
+        if base_offset:
+            raise PtxgenError(f"base_offset={base_offset} but start_addr={start_addr:#x} lies in "
+                              f"the first row of a {sw.repeat}-B swizzle repeat: base_offset must "
+                              f"be 0 (rule: PTX ISA Table 41 repeat boundary)")
+        return
+    want = (start_addr >> 7) & 7
+    if base_offset != want:
+        raise PtxgenError(
+            f"start_addr={start_addr:#x} is {rem} B into a {sw.repeat}-B swizzle repeat "
+            f"({sw_name}); "
+            f"rule: tiles start on the repeat boundary (PTX ISA Table 41) or set base_offset = "
+            f"(pattern start >> 7) & 7 = {want}; got base_offset={base_offset}")
+
+
+def encode_smem_desc(*, start_addr: int, lbo: int, sbo: int, swizzle, arch, base_offset: int = 0,
+                     lbo_mode: str = "relative") -> int:
+    """64-bit wgmma (sm_90) or tcgen05 (sm_100) shared-memory descriptor; bytes in, bits out."""
+    tmpl = desc_template(lbo=lbo, sbo=sbo, swizzle=swizzle, arch=arch, base_offset=base_offset,
+                         lbo_mode=lbo_mode)
+    _check_start(start_addr, _swizzle(swizzle), base_offset)
+    return tmpl | (start_addr >> 4)
+
+
+def decode_smem_desc(value: int, arch) -> dict:
+    """Fields of a descriptor in bytes; raises if reserved/fixed bits are wrong for the arch."""
+    fam = _arch_family(arch)
+    if not isinstance(value, int) or not 0 <= value < (1 << 64):
+        raise PtxgenError(f"descriptor {value!r} is not a 64-bit unsigned int")
+
+    def bits(lo, n):
+        return (value >> lo) & ((1 << n) - 1)
+
+    reserved = [(14, 2), (30, 2)] + ([(46, 3), (52, 10)] if fam == "sm90" else [(53, 8)])
+    for lo, n in reserved:
+        if bits(lo, n):
+            sm100 = fam == "sm90" and lo == 46
+            hint = " (bit 46 set: this looks like an sm_100 descriptor)" if sm100 else ""
+            raise PtxgenError(f"descriptor {value:#018x}: reserved bits {lo}-{lo + n - 1} are "
+                              f"not zero{hint}")
+    if fam == "sm90":
+        codes = {s.code90: n for n, s in _SWIZZLES.items() if s.code90 is not None}
+        sw_name, lbo_mode = codes[bits(62, 2)], "relative"
+    else:
+        if bits(46, 3) != 1:
+            raise PtxgenError(f"descriptor {value:#018x}: bits 46-48 must be the fixed 0b001 on "
+                              f"sm_100 (an sm_90 descriptor needs `| 1 << 46`)")
+        codes = {s.code100: n for n, s in _SWIZZLES.items()}
+        if bits(61, 3) not in codes:
+            raise PtxgenError(f"descriptor {value:#018x}: swizzle code {bits(61, 3)} is invalid "
+                              f"(3, 5 and 7 are reserved)")
+        sw_name, lbo_mode = codes[bits(61, 3)], ("absolute" if bits(52, 1) else "relative")
+    return {"start_addr": bits(0, 14) << 4, "lbo": bits(16, 14) << 4, "sbo": bits(32, 14) << 4,
+            "base_offset": bits(49, 3), "swizzle": sw_name, "lbo_mode": lbo_mode, "arch": fam}
+
+
+def smem_base_offset(pattern_start: int, swizzle) -> int:
+    """ISA formula: 0 on the repeat boundary, else ``(pattern_start >> 7) & 7``."""
+    sw = _SWIZZLES[_swizzle(swizzle)]
+    return 0 if pattern_start % sw.repeat == 0 else (pattern_start >> 7) & 7
+
+
+class SmemDescriptor(NamedTuple):
+    """Value object over encode/decode; ``template()`` is the constant to OR the address into."""
+    start_addr: int
+    lbo: int
+    sbo: int
+    swizzle: str
+    arch: str
+    base_offset: int = 0
+    lbo_mode: str = "relative"
+
+    def encode(self) -> int:
+        return encode_smem_desc(**self._asdict())
+
+    def template(self) -> int:
+        kw = self._asdict()
+        del kw["start_addr"]
+        return desc_template(**kw)
+
+    @classmethod
+    def decode(cls, value: int, arch) -> "SmemDescriptor":
+        f = decode_smem_desc(value, arch)
+        return cls(f["start_addr"], f["lbo"], f["sbo"], f["swizzle"], str(arch), f["base_offset"],
+                   f["lbo_mode"])
+
+
+# -------- canonical layouts -> LBO / SBO, K-step advance, offset functions ----------------------
+#
+# PTX ISA "Canonical Layouts" (CuTe notation, element units, T = 128 / elem_bits):
+#   K-major  none : ((8,m),(T,2k)) : ((1T,SBO),(1,LBO))
+#   K-major  S    : Sw o ((8,m),(T,2k)) : ((S/16*T,SBO),(1,T))          LBO unused ("assumed 1")
+#   MN-major none : ((T,1,m),(8,k)) : ((1,T,SBO),(1T,LBO))
+#   MN-major S    : Sw o ((T,S/16,m),(8,k)) : ((1,T,LBO),(S/16*T,SBO))
+# Every mode is a grid of *units* of 8 x S contiguous bytes (S = 16 for none: one core matrix of
+# 8 rows x 16 B).  A K-major unit is 8 M/N rows x S bytes of K; an MN-major unit is 8 K rows x
+# S bytes of M/N.  With "unit stride" = bytes between neighbouring units:
+#   none (both majors): LBO = K unit stride,  SBO = M/N unit stride
+#   K-major swizzled:   LBO unused (16),      SBO = M/N unit stride (8-row groups)
+#   MN-major swizzled:  LBO = M/N unit stride, SBO = K unit stride (the ISA swaps the names)
+
+
+class DescParams(NamedTuple):
+    lbo_bytes: int
+    sbo_bytes: int
+    notes: str
+
+
+_K_BITS = 256  # every dense MMA step reads 256 bits of K per row: 16 f16, 8 tf32, 32 fp8 (Table 39)
+
+
+class _Canon(NamedTuple):
+    major: str
+    swizzle: str
+    elem_bits: int
+    rows: int
+    k_extent: int
+    order: str       # units stacked along "mn" or "k" first
+    unit_rows: int   # unit extent along M/N (elements)
+    unit_k: int      # unit extent along K (elements)
+    mn_stride: int   # bytes between units along M/N
+    k_stride: int    # bytes between units along K
+    k_instr: int     # K elements per MMA instruction
+
+
+def _canon(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k_instr=None) -> _Canon:
+    if major not in ("K", "MN"):
+        raise PtxgenError(f"major={major!r} must be 'K' or 'MN'")
+    sw_name = _swizzle(swizzle)
+    if _SWIZZLES[sw_name].cute_b is None:
+        raise PtxgenError(f"canonical layout for swizzle {sw_name} is not modelled; use 128B, 64B, "
+                          f"32B or none")
+    if elem_bits not in (8, 16, 32):
+        raise PtxgenError(f"elem_bits={elem_bits!r}: MMA operands here are 8-, 16- or 32-bit")
+    order = atom_order or ("mn" if major == "K" else "k")
+    if order not in ("mn", "k"):
+        raise PtxgenError(f"atom_order={atom_order!r} must be 'mn' or 'k'")
+    k_instr = k_instr or _K_BITS // elem_bits
+    s = _SWIZZLES[sw_name].row_bytes
+    per_row = s * 8 // elem_bits  # elements in one S-byte span
+    unit_rows, unit_k = (8, per_row) if major == "K" else (per_row, 8)
+    if not (isinstance(rows, int) and rows > 0 and rows % unit_rows == 0):
+        raise LayoutError(f"rows={rows!r} must be a positive multiple of {unit_rows} for a "
+                          f"{major}-major {sw_name} operand ({unit_rows} x {unit_k} element unit)")
+    k_mult = max(unit_k, k_instr)
+    if not (isinstance(k_extent, int) and k_extent > 0 and k_extent % k_mult == 0):
+        hint = " (or pick a narrower swizzle)" if major == "K" and unit_k > k_instr else ""
+        raise LayoutError(f"k_extent={k_extent!r} must be a positive multiple of {k_mult} for a "
+                          f"{major}-major {sw_name} {elem_bits}-bit operand{hint}")
+    n_mn, n_k, unit = rows // unit_rows, k_extent // unit_k, 8 * s
+    mn_stride, k_stride = (unit, n_mn * unit) if order == "mn" else (n_k * unit, unit)
+    return _Canon(major, sw_name, elem_bits, rows, k_extent, order, unit_rows, unit_k,
+                  mn_stride, k_stride, k_instr)
+
+
+def _offset(c: _Canon, row: int, k: int) -> int:
+    s = _SWIZZLES[c.swizzle].row_bytes
+    if c.major == "K":
+        inner = (row % 8) * s + (k % c.unit_k) * c.elem_bits // 8
+    else:
+        inner = (k % 8) * s + (row % c.unit_rows) * c.elem_bits // 8
+    lin = (row // c.unit_rows) * c.mn_stride + (k // c.unit_k) * c.k_stride + inner
+    return apply_swizzle(lin, c.swizzle)
+
+
+def canonical_offset(major, swizzle, elem_bits, rows, k_extent, atom_order=None
+                     ) -> Callable[[int, int], int]:
+    """``(row, k) -> byte offset`` of the canonical tile, relative to a repeat-aligned tile base.
+
+    ``atom_order`` says which way units are stacked first: 'mn' (default for K-major) or 'k'
+    (default for MN-major).  The defaults are what one TMA box per unit column writes.
+    """
+    c = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order)
+
+    def offset(row: int, k: int) -> int:
+        if not (0 <= row < c.rows and 0 <= k < c.k_extent):
+            raise LayoutError(f"coordinate (row={row}, k={k}) is outside the "
+                              f"{c.rows} x {c.k_extent} tile")
+        return _offset(c, row, k)
+    return offset
+
+
+def k_step_offsets(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k_instr=None
+                   ) -> list[int]:
+    """Byte offset of the descriptor start address for each MMA K step across the tile.
+
+    Add ``offset >> 4`` to the descriptor (its low 14 bits are the address).  Inside a K-major
+    swizzled unit the step is ``k_instr * elem_bits / 8`` (32 B); when a step reaches the next unit
+    it jumps by the K unit stride instead.  Row 0 of an aligned unit is never permuted, so these are
+    plain (unswizzled) offsets.
+    """
+    c = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order, k_instr)
+    return [_offset(c, 0, i * c.k_instr) for i in range(c.k_extent // c.k_instr)]
+
+
+def mma_operand_desc_params(*, major, swizzle, elem_bits, rows, k_extent, atom_order=None,
+                            k_instr=None) -> DescParams:
+    """LBO/SBO in bytes for a canonical tile of ``rows x k_extent`` elements (see module notes)."""
+    c = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order, k_instr)
+    sw = _SWIZZLES[c.swizzle]
+    if c.swizzle == "none":
+        lbo, sbo = c.k_stride, c.mn_stride
+        meaning = (f"LBO = {lbo} B between core matrices (8 x 16 B) along K, SBO = {sbo} B "
+                   f"between core matrices along M/N")
+    elif major == "K":
+        lbo, sbo = 16, c.mn_stride
+        meaning = (f"LBO unused for swizzled K-major (ISA: 'assumed 1', encoded 1); SBO = {sbo} B "
+                   f"between 8-row groups")
+    else:
+        lbo, sbo = c.mn_stride, c.k_stride
+        meaning = (f"LBO = {lbo} B between {sw.row_bytes}-B MN spans (units along M/N), "
+                   f"SBO = {sbo} B between 8-row K groups")
+    steps = k_step_offsets(major, swizzle, elem_bits, rows, k_extent, atom_order, k_instr)
+    deltas = sorted({b - a for a, b in zip(steps, steps[1:])})
+    notes = (f"{major}-major {c.swizzle}, {elem_bits}-bit, {rows}x{k_extent}, units of "
+             f"{c.unit_rows}x{c.unit_k} elements ({8 * sw.row_bytes} B) stacked along "
+             f"{c.order.upper()} first; {meaning}; K step = {c.k_instr} elements, start-address "
+             f"offsets per step {steps} (deltas {deltas}); tile base alignment {sw.repeat} B"
+             f"{'' if c.swizzle == 'none' else ' (else base_offset)'}")
+    if major == "MN":
+        notes += ("; MN-major: wgmma transposes only f16/bf16, tcgen05 kind::tf32 transposes only "
+                  "with swizzle 128B_base32B (not modelled here)")
+    return DescParams(lbo, sbo, notes)
+
+
+def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, swizzle, elem_bits,
+                         rows, k_extent, atom_order=None) -> DescParams:
+    """Check a buffer layout (``(row, k) -> element offset``) against the canonical layout the
+    descriptor will describe; return its DescParams, or raise LayoutError naming the first
+    mismatching coordinate and any other (major, swizzle, atom_order) that does match.
+
+    With ``atom_order=None`` either unit order is accepted (the returned LBO/SBO follow the match).
+    """
+    def first_mismatch(c: _Canon):
+        for r in range(c.rows):
+            for k in range(c.k_extent):
+                got = offset_fn_elems(r, k) * c.elem_bits
+                if got != _offset(c, r, k) * 8:
+                    return r, k, got / 8
+        return None
+
+    default = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order).order
+    tried = [default] if atom_order else [default, {"mn": "k", "k": "mn"}[default]]
+    misses = []
+    for order in tried:
+        c = _canon(major, swizzle, elem_bits, rows, k_extent, order)
+        miss = first_mismatch(c)
+        if miss is None:
+            return mma_operand_desc_params(major=major, swizzle=swizzle, elem_bits=elem_bits,
+                                           rows=rows, k_extent=k_extent, atom_order=order)
+        misses.append((c, miss))
+    c, (r, k, got) = misses[0]
+    matches = []
+    for mj, sw, o in itertools.product(("K", "MN"), ("none", "32B", "64B", "128B"), ("mn", "k")):
+        if (mj, sw) == (major, c.swizzle) and o in tried:
+            continue
+        try:
+            alt = _canon(mj, sw, elem_bits, rows, k_extent, o)
+        except PtxgenError:
+            continue
+        if first_mismatch(alt) is None:
+            matches.append(f"major={mj!r}, swizzle={sw!r}, atom_order={o!r}")
+    hint = ("; the buffer matches " + " or ".join(matches)) if matches else \
+        "; no other canonical mode matches either"
+    raise LayoutError(
+        f"buffer layout does not match the {major}-major {c.swizzle} canonical layout (PTX ISA "
+        f"'Canonical Layouts', units stacked along {c.order.upper()} first): first mismatch at "
+        f"(row={r}, k={k}): buffer byte offset {got:g}, descriptor expects "
+        f"{_offset(c, r, k)}{hint}")
+
+
+# -------- tcgen05 instruction descriptor (32-bit, Table 42) and wgmma shapes --------------------
+
+_TF32 = "tf32"
+# kind -> (A/B format codes, D format codes, K per instruction (Table 39, dense))
+_KINDS = {
+    "f16": ({"float16": 0, "bfloat16": 1}, {"float16": 0, "float32": 1}, 16),
+    "tf32": ({_TF32: 2}, {"float32": 1}, 8),
+    "f8f6f4": ({"float8_e4m3fn": 0, "float8_e5m2": 1}, {"float16": 0, "float32": 1}, 32),
+}
+_KIND_OF = {"float16": "f16", "bfloat16": "f16", _TF32: "tf32", "float8_e4m3fn": "f8f6f4",
+            "float8_e5m2": "f8f6f4"}
+
+
+def _dt_name(x, kind=None) -> str:
+    if isinstance(x, str) and x.lower() == _TF32:
+        return _TF32
+    name = _dtype(x).name
+    return _TF32 if (kind == "tf32" and name == "float32") else name
+
+
+def _kind(kind) -> str:
+    k = str(kind).removeprefix("kind::")
+    if k not in _KINDS:
+        raise PtxgenError(f"unknown MMA kind {kind!r}; supported: kind::f16, kind::tf32, "
+                          f"kind::f8f6f4")
+    return k
+
+
+def mma_k(kind) -> int:
+    """K of one dense tcgen05.mma: 16 (f16/bf16), 8 (tf32), 32 (f8f6f4) -- PTX ISA Table 39."""
+    return _KINDS[_kind(kind)][2]
+
+
+def _check_major(which: str, major) -> int:
+    if major not in ("K", "MN"):
+        raise PtxgenError(f"{which}_major={major!r} must be 'K' or 'MN'")
+    return int(major == "MN")
+
+
+def encode_instr_desc(*, kind, a_dtype, b_dtype, d_dtype, M: int, N: int, a_major="K",
+                      b_major="K", cta_group: int = 1, negate_a: bool = False,
+                      negate_b: bool = False, a_swizzle=None, b_swizzle=None,
+                      a_from_tmem: bool = False) -> int:
+    """32-bit tcgen05.mma instruction descriptor (dense, no .ws) with the ISA legality rules.
+
+    Shapes (Table 39, "Matrix Shape"): cta_group::1 M in {64, 128}, N = 8..256 step 8;
+    cta_group::2 M in {128, 256}, N = 16..256 step 16.  ``a_from_tmem`` adds CUTLASS's stricter
+    rules for the A-in-TMEM form (M=128 -> N step 16, cta_group::2 -> N step 32, A K-major).
+    Transpose (Table 42 notes): kind::tf32 MN-major only with swizzle 128B_base32B; other kinds
+    never with 128B_base32B; checked when ``a_swizzle``/``b_swizzle`` are given.
+    """
+    k = _kind(kind)
+    ab_codes, d_codes, _ = _KINDS[k]
+    a, b, d = _dt_name(a_dtype, k), _dt_name(b_dtype, k), _dt_name(d_dtype)
+    for which, name in (("A", a), ("B", b)):
+        if name not in ab_codes:
+            right = _KIND_OF.get(name)
+            hint = f"; {name} belongs to kind::{right}" if right else ""
+            raise PtxgenError(f"kind::{k} does not take {which} = {name} (rule: Table 42 formats "
+                              f"for kind::{k} are {', '.join(ab_codes)}){hint}")
+    if k == "f16" and a != b:
+        raise PtxgenError(f"kind::f16 needs A and B of the same type, got {a} x {b} "
+                          f"(rule: Table 39 pairs f16 x f16 or bf16 x bf16)")
+    if d not in d_codes or (k == "f16" and d == "float16" and a != "float16"):
+        allowed = "float32" if k == "tf32" or a == "bfloat16" else "float16 or float32"
+        raise PtxgenError(f"kind::{k} with A/B {a} cannot accumulate into D = {d} (rule: Table 39 "
+                          f"dtype for this pairing is {allowed})")
+    if cta_group not in (1, 2):
+        raise PtxgenError(f"cta_group={cta_group!r} must be 1 or 2")
+    m_ok = (64, 128) if cta_group == 1 else (128, 256)
+    if M not in m_ok:
+        raise PtxgenError(f"M={M} is illegal for cta_group::{cta_group} "
+                          f"(rule: Table 39 M in {m_ok})")
+    step = 8 if cta_group == 1 else 16
+    if a_from_tmem:
+        step = 32 if cta_group == 2 else (16 if M == 128 else 8)
+    if not (isinstance(N, int) and step <= N <= 256 and N % step == 0):
+        src = "CUTLASS A-from-TMEM rule" if a_from_tmem else "Table 39"
+        raise PtxgenError(f"N={N} is illegal for M={M}, cta_group::{cta_group} (rule: {src} N is a "
+                          f"multiple of {step} in [{step}, 256])")
+    ta, tb = _check_major("a", a_major), _check_major("b", b_major)
+    if a_from_tmem and ta:
+        raise PtxgenError("A from tensor memory cannot be MN-major (rule: A in TMEM is K-major)")
+    for which, t, sw in (("A", ta, a_swizzle), ("B", tb, b_swizzle)):
+        if not t or sw is None:
+            continue
+        sw = _swizzle(sw)
+        if k == "tf32" and sw != "128B_base32B":
+            raise PtxgenError(f"kind::tf32 MN-major {which} needs swizzle 128B_base32B, got {sw} "
+                              f"(rule: Table 42 note, tf32 transpose only with 32B atomicity)")
+        if k != "tf32" and sw == "128B_base32B":
+            raise PtxgenError(f"kind::{k} MN-major {which} cannot use swizzle 128B_base32B (rule: "
+                              f"Table 42 note)")
+    return ((d_codes[d] << 4) | (ab_codes[a] << 7) | (ab_codes[b] << 10)
+            | (int(bool(negate_a)) << 13) | (int(bool(negate_b)) << 14) | (ta << 15) | (tb << 16)
+            | ((N >> 3) << 17) | ((M >> 4) << 24))
+
+
+def decode_instr_desc(value: int, kind) -> dict:
+    """Fields of a tcgen05 instruction descriptor, with dtype names for ``kind``."""
+    k = _kind(kind)
+    if not isinstance(value, int) or not 0 <= value < (1 << 32):
+        raise PtxgenError(f"instruction descriptor {value!r} is not a 32-bit unsigned int")
+
+    def bits(lo, n):
+        return (value >> lo) & ((1 << n) - 1)
+
+    for bit in (6, 23, 29):
+        if bits(bit, 1):
+            raise PtxgenError(f"instruction descriptor {value:#010x}: reserved bit {bit} is set")
+    ab_codes, d_codes, _ = _KINDS[k]
+    ab_names = {v: n for n, v in ab_codes.items()}
+    d_names = {v: n for n, v in d_codes.items()}
+    out = {"kind": k, "sparse_selector": bits(0, 2), "sparse": bits(2, 1), "saturate": bits(3, 1),
+           "negate_a": bool(bits(13, 1)), "negate_b": bool(bits(14, 1)),
+           "a_major": "MN" if bits(15, 1) else "K", "b_major": "MN" if bits(16, 1) else "K",
+           "N": bits(17, 6) << 3, "M": bits(24, 5) << 4, "max_shift": bits(30, 2)}
+    for key, code, names in (("d_dtype", bits(4, 2), d_names), ("a_dtype", bits(7, 3), ab_names),
+                             ("b_dtype", bits(10, 3), ab_names)):
+        if code not in names:
+            raise PtxgenError(f"instruction descriptor {value:#010x}: {key} code {code} is not "
+                              f"valid for kind::{k}")
+        out[key] = names[code]
+    return out
+
+
+_WGMMA_PTX = {"float16": "f16", "bfloat16": "bf16", _TF32: "tf32", "float32": "f32",
+              "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+
+
+def wgmma_shape(*, N: int, dtype, M: int = 64, d_dtype="float32", b_dtype=None, a_major="K",
+                b_major="K", a_in_regs: bool = False) -> tuple[str, str]:
+    """``("m64nNkK", "D.A.B")`` for wgmma.mma_async, e.g. ``("m64n128k16", "f32.bf16.bf16")``.
+
+    Rules (PTX ISA 9.7.15.5 wgmma): M is 64; N a multiple of 8 in [8, 256]; K = 256 bits of A;
+    transpose (MN-major) only for f16/bf16 operands read through descriptors.
+    """
+    if M != 64:
+        raise PtxgenError(f"wgmma M={M}: rule: wgmma has M = 64 only (use more warpgroups)")
+    if not (isinstance(N, int) and 8 <= N <= 256 and N % 8 == 0):
+        raise PtxgenError(f"wgmma N={N}: rule: N is a multiple of 8 in [8, 256]")
+    a = _dt_name(dtype, "tf32")  # wgmma reads fp32 operands as tf32
+    b = a if b_dtype is None else _dt_name(b_dtype, "tf32")
+    d = _dt_name(d_dtype)
+    kind_a, kind_b = _KIND_OF.get(a), _KIND_OF.get(b)
+    if kind_a is None or kind_a != kind_b or (kind_a != "f8f6f4" and a != b):
+        raise PtxgenError(f"wgmma A/B types {a} x {b}: rule: f16 x f16, bf16 x bf16, tf32 x tf32, "
+                          f"or any pair of e4m3/e5m2")
+    if d not in ("float32", "float16") or (d == "float16" and a in ("bfloat16", _TF32)):
+        raise PtxgenError(f"wgmma {a} cannot accumulate into {d} (rule: D is f32, or f16 for "
+                          f"f16/fp8 inputs)")
+    ta, tb = _check_major("a", a_major), _check_major("b", b_major)
+    if (ta or tb) and a not in ("float16", "bfloat16"):
+        raise PtxgenError(f"wgmma MN-major operand with {a}: rule: transpose is only supported "
+                          f"for .f16/.bf16")
+    if ta and a_in_regs:
+        raise PtxgenError("wgmma A from registers cannot be MN-major (rule: no imm-trans-a form)")
+    k = _K_BITS // _dtype("float32" if a == _TF32 else a).bits
+    return f"m64n{N}k{k}", f"{_WGMMA_PTX[d]}.{_WGMMA_PTX[a]}.{_WGMMA_PTX[b]}"

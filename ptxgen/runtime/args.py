@@ -1,0 +1,387 @@
+"""Launch arguments: check them against the kernel signature and pack them for cuLaunchKernel.
+
+This module never touches the GPU, so every check and message is testable on a CPU machine
+with stand-in objects.  The per-launch work is kept small: one type lookup per tensor picks
+an extractor, symbols are bound in a dict, and all scalars are range-checked by a single
+``struct.pack_into`` (in C); only when that fails is the slow path run to name the culprit.
+"""
+from __future__ import annotations
+
+import ctypes
+import operator
+import struct
+from dataclasses import dataclass
+
+from ..dtypes import ALL_SCALARS, dtype
+from ..errors import LaunchError
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str                 # user-facing parameter name (for messages)
+    kind: str                 # "tensor" | "scalar" | "symbol" (a shape dim, bound from tensors)
+    dtype: str                # ptxgen dtype name
+    ptx_type: str             # ".u64" for tensors, ".s32"/".u32"/".f32"/... for scalars
+    shape: tuple = ()         # tensors: ints or symbol names
+    strides: object = None    # tensors: None (any) or callable(symbols) -> element strides
+    align: int = 16           # required base-pointer alignment in bytes (tensors)
+
+
+# struct codes per PTX parameter type; 16-bit floats are chosen by dtype below.
+_FMT = {".u64": "Q", ".s64": "q", ".b64": "Q", ".u32": "I", ".s32": "i", ".b32": "I",
+        ".u16": "H", ".s16": "h", ".b16": "H", ".u8": "B", ".s8": "b", ".b8": "B",
+        ".f64": "d", ".f32": "f", ".f16": "e"}
+_INT_RANGE = {c: (lo, hi) for c, lo, hi in [
+    ("Q", 0, 2**64 - 1), ("q", -2**63, 2**63 - 1), ("I", 0, 2**32 - 1), ("i", -2**31, 2**31 - 1),
+    ("H", 0, 2**16 - 1), ("h", -2**15, 2**15 - 1), ("B", 0, 255), ("b", -128, 127)]}
+_FLOAT_MAX = {"f": 3.4028234663852886e38, "e": 65504.0, "d": float("inf")}
+
+
+def _fmt(p: ParamSpec) -> str:
+    if p.kind == "tensor":
+        return "Q"
+    if p.dtype == "float16":
+        return "e"
+    if p.ptx_type not in _FMT:
+        raise LaunchError(f"parameter '{p.name}': unsupported PTX parameter type {p.ptx_type!r}")
+    return _FMT[p.ptx_type]
+
+
+def _bf16_bits(x) -> int:
+    """Round-to-nearest-even float32 -> bfloat16 bits, for bfloat16 scalar parameters."""
+    (u,) = struct.unpack("<I", struct.pack("<f", float(x)))
+    if (u & 0x7F800000) == 0x7F800000:
+        return (u >> 16) | (0x40 if u & 0xFFFF else 0)  # keep NaN a NaN
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+class ParamPacker:
+    """Prebuilt parameter storage: one buffer with each value at its natural alignment and
+    an array of pointers into it, whose address is cuLaunchKernel's ``kernelParams``."""
+
+    def __init__(self, params: list[ParamSpec]):
+        fmt, off, offsets = "<", 0, []
+        for p in params:
+            c = _fmt(p)
+            size = struct.calcsize("<" + c)
+            pad = -off % size
+            fmt += "x" * pad + c
+            off += pad
+            offsets.append(off)
+            off += size
+        self.struct = struct.Struct(fmt)
+        self.buffer = (ctypes.c_uint64 * max(1, (off + 7) // 8))()
+        base = ctypes.addressof(self.buffer)
+        self.pointers = (ctypes.c_void_p * max(1, len(params)))(*[base + o for o in offsets])
+        self.kernel_params = ctypes.addressof(self.pointers) if params else 0
+        self.offsets = offsets
+
+    def pack(self, values) -> None:
+        self.struct.pack_into(self.buffer, 0, *values)
+
+    def bytes(self) -> bytes:
+        return ctypes.string_at(ctypes.addressof(self.buffer), self.struct.size)
+
+
+# ---- tensor description ------------------------------------------------------------------
+# describe() returns (ptr, shape, element strides or None for row-major, dtype name, device),
+# device being an ordinal, -1 (a CUDA pointer of unknown device) or "cpu"/"<other place>".
+_torch_dt: dict = {}
+_typestr_cache: dict = {}
+_DL_CODES = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64",
+             (1, 8): "uint8", (1, 16): "uint16", (1, 32): "uint32", (1, 64): "uint64",
+             (2, 16): "float16", (2, 32): "float32", (2, 64): "float64", (4, 16): "bfloat16",
+             (6, 8): "bool", (10, 8): "float8_e4m3fn", (12, 8): "float8_e5m2",
+             (17, 4): "float4_e2m1fn"}
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_ptr.restype, _capsule_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+
+def dlpack_describe(capsule):
+    """Read a legacy "dltensor" capsule without consuming it; its destructor frees it later,
+    while the producer object the user passed keeps the memory alive for the launch."""
+    t = _DLTensor.from_address(_capsule_ptr(capsule, b"dltensor"))
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    strides = tuple(t.strides[i] for i in range(t.ndim)) if t.strides else None
+    name = _DL_CODES.get((t.code, t.bits), f"dlpack(code={t.code}, bits={t.bits})")
+    if t.lanes != 1:
+        name += f"x{t.lanes}"
+    dev = {1: "cpu", 2: t.device_id, 3: -1, 13: t.device_id}.get(t.device_type,
+                                                                   f"DLPack device {t.device_type}")
+    return (t.data or 0) + t.byte_offset, shape, strides, name, dev
+
+
+def _typestr_name(ts: str):
+    r = _typestr_cache.get(ts)
+    if r is None:
+        import numpy as np
+        try:
+            dt = np.dtype(ts)
+            r = (dt.name, dt.itemsize)
+        except TypeError:
+            r = (ts, 1)
+        _typestr_cache[ts] = r
+    return r
+
+
+def _from_torch(t, need_strides):
+    if not t.is_cuda:
+        return 0, (), None, "", ("cpu" if t.device.type == "cpu" else str(t.device))
+    dt = t.dtype
+    name = _torch_dt.get(dt)
+    if name is None:
+        import torch
+        for n in ALL_SCALARS:
+            if getattr(torch, n, None) is not None:
+                _torch_dt[getattr(torch, n)] = n
+        name = _torch_dt.get(dt) or str(dt).replace("torch.", "")
+    return (t.data_ptr(), tuple(t.shape), t.stride() if need_strides else None, name,
+            t.get_device())
+
+
+def _from_cai(a, need_strides):
+    d = a.__cuda_array_interface__
+    name, itemsize = _typestr_name(d["typestr"])
+    shape = tuple(d["shape"])
+    bs = d.get("strides") if need_strides else None
+    if bs is not None:
+        bs = tuple(bs)
+        if any(s % itemsize for s in bs):
+            return d["data"][0], shape, ("bytes", bs, itemsize), name, -1
+        bs = tuple(s // itemsize for s in bs)
+    return d["data"][0], shape, bs, name, -1
+
+
+def _from_dlpack(a, need_strides):
+    dev_type, _ = a.__dlpack_device__()
+    if dev_type == 1:
+        return 0, (), None, "", "cpu"
+    return dlpack_describe(a.__dlpack__())
+
+
+def _from_host(a, need_strides):
+    return 0, (), None, "", "cpu"
+
+
+_EXTRACT: dict = {}
+
+
+def _extractor(obj):
+    """Pick how to read a tensor-like object; cached per type when the type itself (not
+    just this instance) provides the protocol."""
+    tp = type(obj)
+    if tp.__module__.startswith("torch") and hasattr(tp, "data_ptr"):
+        f = _from_torch
+    elif hasattr(obj, "__cuda_array_interface__"):
+        f = _from_cai
+    elif hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        f = _from_dlpack
+    elif hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
+        f = _from_host
+    else:
+        return None
+    if f is _from_torch or hasattr(tp, "__cuda_array_interface__") or \
+            hasattr(tp, "__dlpack__") or f is _from_host:
+        _EXTRACT[tp] = f
+    return f
+
+
+def _shape_text(shape) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def row_major(shape) -> tuple:
+    out, s = [], 1
+    for n in reversed(shape):
+        out.append(s)
+        s *= n
+    return tuple(reversed(out))
+
+
+class Binder:
+    """Maps a call's arguments onto the kernel parameters: checks every tensor and scalar,
+    binds shape symbols, and returns the values in parameter order, ready to pack."""
+
+    def __init__(self, params: list[ParamSpec], *, name: str, device: int | None = None):
+        self.name, self.params, self.device = name, list(params), device
+        self.inputs = [p for p in self.params if p.kind != "symbol"]
+        self.index = {p.name: i for i, p in enumerate(self.params)}
+        self.plans = []      # per input: (param index, spec, accepted dtype names or None)
+        for p in self.inputs:
+            if p.kind not in ("tensor", "scalar"):
+                raise LaunchError(f"parameter '{p.name}': unknown kind {p.kind!r}")
+            ok = None
+            if p.kind == "tensor":
+                dn = dtype(p.dtype).name
+                ok = {dn} | ({"uint16"} if dn == "bfloat16" else set()) | (
+                    {"uint8"} if dtype(dn).kind == "storage" else set())
+            self.plans.append((self.index[p.name], p, ok))
+        self.symbols = [(i, p.name) for i, p in enumerate(self.params) if p.kind == "symbol"]
+        self.fmts = [_fmt(p) for p in self.params]
+        self.bf16 = [i for i, p in enumerate(self.params)
+                     if p.kind != "tensor" and dtype(p.dtype).name == "bfloat16"]
+        self.signature = ", ".join(p.name for p in self.inputs)
+
+    # ---- argument list ------------------------------------------------------------------
+    def _merge(self, args, kwargs):
+        """Positional + keyword arguments -> one value per input, plus keyword symbols."""
+        n = len(self.inputs)
+        if len(args) > n:
+            raise LaunchError(f"kernel '{self.name}' takes {n} arguments ({self.signature}), "
+                              f"got {len(args)}")
+        vals = list(args) + [_MISSING] * (n - len(args))
+        syms = {}
+        for k, v in kwargs.items():
+            i = self.index.get(k)
+            if i is None:
+                raise LaunchError(f"kernel '{self.name}': unexpected keyword argument '{k}'")
+            p = self.params[i]
+            if p.kind == "symbol":
+                syms[k] = self._int(p, v)
+                continue
+            j = self.inputs.index(p)
+            if vals[j] is not _MISSING:
+                raise LaunchError(f"kernel '{self.name}': got multiple values for argument '{k}'")
+            vals[j] = v
+        missing = [p.name for p, v in zip(self.inputs, vals) if v is _MISSING]
+        if missing:
+            given = n - len(missing)
+            raise LaunchError(f"kernel '{self.name}' takes {n} arguments ({self.signature}), got "
+                              f"{given}: missing " + ", ".join(f"'{m}'" for m in missing))
+        return vals, syms
+
+    def bind(self, args, kwargs=None):
+        """(values in parameter order, the input objects in input order)."""
+        if kwargs or len(args) != len(self.inputs):
+            args, symbols = self._merge(args, kwargs or {})
+        else:
+            symbols = {}
+        values = [None] * len(self.params)
+        bound_by = dict.fromkeys(symbols, None)   # symbol -> tensor that bound it (None: keyword)
+        strided = None
+        for (i, p, ok), a in zip(self.plans, args):
+            if ok is None:
+                values[i] = a
+                continue
+            if type(a) is int:
+                if a % p.align:
+                    self._misaligned(p, a)
+                values[i] = a
+                continue
+            f = _EXTRACT.get(type(a)) or _extractor(a)
+            if f is None:
+                raise LaunchError(
+                    f"argument '{p.name}': expected a CUDA tensor (__cuda_array_interface__ or "
+                    f"__dlpack__) or a device pointer (int), got {type(a).__name__}")
+            ptr, shape, strides, dn, dev = f(a, p.strides is not None)
+            if dev.__class__ is not int:
+                where = "the CPU" if dev == "cpu" else dev
+                raise LaunchError(f"argument '{p.name}': is on {where}; pass a CUDA tensor")
+            if dev >= 0 and self.device is not None and dev != self.device:
+                raise LaunchError(f"argument '{p.name}': is on cuda:{dev}, but the kernel runs "
+                                  f"on cuda:{self.device}")
+            if dn not in ok:
+                raise LaunchError(f"argument '{p.name}': expected dtype {dtype(p.dtype).name}, "
+                                  f"got {dn}")
+            self._shape(p, shape, symbols, bound_by)
+            if ptr % p.align:
+                self._misaligned(p, ptr)
+            if p.strides is not None:
+                strided = strided or []
+                strided.append((p, shape, strides))
+            values[i] = ptr
+        for i, s in self.symbols:
+            v = symbols.get(s)
+            if v is None:
+                raise LaunchError(f"kernel '{self.name}': symbol {s} is not bound: no tensor "
+                                  f"argument has it in its shape; pass {s}=<int> by keyword")
+            values[i] = v
+        if strided:
+            for p, shape, strides in strided:
+                self._strides(p, shape, strides, symbols)
+        for i in self.bf16:
+            values[i] = _bf16_bits(self._number(self.params[i], values[i]))
+        return values, args
+
+    # ---- individual checks (slow paths build the exact messages) -------------------------
+    def _shape(self, p, shape, symbols, bound_by) -> None:
+        want = p.shape
+        if len(shape) != len(want):
+            raise LaunchError(f"argument '{p.name}': expected rank {len(want)}, got rank "
+                              f"{len(shape)}")
+        for d, (w, got) in enumerate(zip(want, shape)):
+            if w.__class__ is int:
+                if w != got:
+                    exp = tuple(symbols.get(x, x) if isinstance(x, str) else x for x in want)
+                    raise LaunchError(f"argument '{p.name}': expected shape {_shape_text(exp)}, "
+                                      f"got {_shape_text(shape)}")
+                continue
+            v = symbols.get(w)
+            if v is None:
+                symbols[w] = got
+                bound_by[w] = p.name
+            elif v != got:
+                src = bound_by.get(w)
+                how = f"bound by '{src}'" if src else f"passed as {w}={v}"
+                raise LaunchError(f"argument '{p.name}': dim {d} is symbol {w} = {v} ({how}), "
+                                  f"got {got}")
+
+    def _strides(self, p, shape, strides, symbols) -> None:
+        exp = p.strides(symbols) if callable(p.strides) else p.strides
+        exp = tuple(exp)
+        if isinstance(strides, tuple) and len(strides) == 3 and strides[0] == "bytes":
+            raise LaunchError(f"argument '{p.name}': byte strides {strides[1]} are not multiples "
+                              f"of the element size {strides[2]}")
+        got = row_major(shape) if strides is None else tuple(strides)
+        if any(e != g for e, g, n in zip(exp, got, shape) if n != 1) or len(exp) != len(got):
+            note = " (contiguous row-major)" if exp == row_major(shape) else ""
+            raise LaunchError(f"argument '{p.name}': expected strides {exp} elements{note}, "
+                              f"got {got}")
+
+    def _misaligned(self, p, ptr):
+        raise LaunchError(f"argument '{p.name}': base pointer {ptr:#x} is not {p.align}-byte "
+                          f"aligned (declared align={p.align})")
+
+    def _int(self, p, v) -> int:
+        code = self.fmts[self.index[p.name]]
+        if not hasattr(v, "__index__"):
+            raise LaunchError(f"argument '{p.name}': expected an integer ({dtype(p.dtype).name}), "
+                              f"got {type(v).__name__} {v!r}")
+        v = operator.index(v)
+        lo, hi = _INT_RANGE.get(code, (-2**63, 2**64 - 1))
+        if not lo <= v <= hi:
+            raise LaunchError(f"argument '{p.name}': expected {dtype(p.dtype).name} in "
+                              f"[{lo}, {hi}], got {v}")
+        return v
+
+    def _number(self, p, v) -> float:
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__float__"):
+            raise LaunchError(f"argument '{p.name}': expected a number ({dtype(p.dtype).name}), "
+                              f"got {type(v).__name__} {v!r}")
+        return float(v)
+
+    def scalar_error(self, values) -> None:
+        """Called when packing failed: find the scalar that did not fit and say so."""
+        for i, p in enumerate(self.params):
+            if p.kind == "tensor":
+                continue
+            code, v = self.fmts[i], values[i]
+            if code in _INT_RANGE:
+                self._int(p, v)
+            elif abs(self._number(p, v)) > _FLOAT_MAX[code] and abs(float(v)) != float("inf"):
+                raise LaunchError(f"argument '{p.name}': {float(v)!r} is out of range for "
+                                  f"{dtype(p.dtype).name} (max {_FLOAT_MAX[code]:g})")
+        raise LaunchError(f"kernel '{self.name}': could not pack the arguments {values!r}")
+
+
+_MISSING = object()

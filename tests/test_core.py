@@ -1,0 +1,324 @@
+"""Issue 2: builder -> IR -> PTX, exact forms and exact error messages."""
+import re
+
+import pytest
+
+import ptxgen as pg
+from _asm import assemble
+
+ARCHS = ("sm_80", "sm_90a", "sm_100a")
+
+
+def body(ptx: str) -> str:
+    return ptx[ptx.index("{"):]
+
+
+def test_smem_demo_ptx_forms():
+    import smem_demo
+
+    ptx = smem_demo.smem_demo.ptx("sm_90a")
+    assert ".version 8.0\n.target sm_90a\n.address_size 64" in ptx
+    assert ".param .u64 .ptr .global .align 16 A" in ptx
+    assert ".shared .align 16 .b8 sm[512];" in ptx
+    assert "mov.u32 %r2, sm;" in ptx            # 32-bit shared address
+    assert "st.shared.f32" in ptx and "ld.shared.f32" in ptx
+    assert "bar.sync 0;" in ptx
+    assert "mul.rn.f32 %f3, %f2, 0f40000000;" in ptx
+    assert "// sm[tx] = A[tx]" in ptx            # every IR statement is marked
+
+
+@pytest.mark.parametrize("arch,version", [("sm_80", "7.0"), ("sm_90a", "8.0"), ("sm_100a", "8.6")])
+def test_version_per_target(arch, version):
+    import smem_demo
+
+    assert f".version {version}\n.target {arch}\n" in smem_demo.smem_demo.ptx(arch)
+
+
+def test_row_major_index_is_affine():
+    import add_one
+
+    k = add_one.KERNELS[0]
+    ptx = k.ptx("sm_90a")
+    seg = ptx[ptx.index("// B[i, j]"):]
+    # i*8 + j: one shift and one add, nothing else before the scaling to bytes
+    assert re.search(r"shl\.b32 (%r\d+), %r1, 3;\n\s+add\.s32 (%r\d+), \1, %r2;\n\s+mul\.wide\.s32", seg)
+    assert "div" not in seg and "rem" not in seg
+
+
+def test_serial_is_a_loop_and_unroll_copies():
+    def make(kind):
+        @pg.kernel(grid=(1,), block=(32,), name="loop_" + kind)
+        def k(A: pg.Tensor((32, 8), "float32"), B: pg.Tensor((32,), "float32")):
+            tx = pg.thread_id(32)
+            acc = pg.local_scalar("float32", 0.0)
+            for i in getattr(pg, kind)(8):
+                acc += A[tx, i]
+            B[tx] = acc
+        return k
+
+    ks, ku = make("serial"), make("unroll")
+    serial, unrolled = ks.ptx("sm_90a"), ku.ptx("sm_90a")
+    assert serial.count("ld.global.f32") == 1
+    assert len(re.findall(r"@%p\d+ bra \$L_for_\d+;", serial)) == 1      # one back-branch
+    assert unrolled.count("ld.global.f32") == 8
+    assert "bra" not in body(unrolled)
+    for arch in ARCHS:
+        assert assemble(ks.ptx(arch), arch)[0] and assemble(ku.ptx(arch), arch)[0]
+
+
+def test_scalar_sugar_and_explicit_local_identical():
+    import phase_loop
+
+    a, b = phase_loop.phase_scalar, phase_loop.phase_explicit
+    assert str(a.ir) == str(b.ir)
+    for arch in ARCHS:
+        assert a.ptx(arch) == b.ptx(arch)
+
+
+@pytest.mark.parametrize("mod", ["smem_demo", "dyn_arena", "phase_loop", "let_scalar", "add_one",
+                                 "grid_stride_copy"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_examples_assemble(mod, arch):
+    m = __import__(mod)
+    for k in m.KERNELS:
+        ok, log = assemble(k.ptx(arch), arch)
+        assert ok, log
+
+
+def test_dynamic_arena_size_reaches_launch():
+    import dyn_arena
+
+    k = dyn_arena.dyn_arena
+    assert k.ir.dynamic_smem_bytes == 512
+    ptx = k.ptx("sm_90a")
+    assert ".extern .shared .align 16 .b8 arena[];" in ptx
+    assert "st.shared.f32 [%r" in ptx and "+256], " in ptx      # Bs = arena + 64 floats
+
+
+def test_let_facts_prove_vector_alignment():
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((256,), "float32"), B: pg.Tensor((256,), "float32")):
+        tx = pg.thread_id(64)
+        base = pg.let(tx * 4)
+        B.vstore([base], A.vload([base], "float32x4"))
+
+    ptx = k.ptx("sm_90a")
+    assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
+
+
+def test_unprovable_vector_alignment_is_an_error():
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((260,), "float32"), B: pg.Tensor((260,), "float32")):
+        tx = pg.thread_id(64)
+        B.vstore([tx * 4 + 1], A.vload([tx * 4 + 1], "float32x4"))
+
+    with pytest.raises(pg.PtxgenError, match=r"test_core.py:\d+: 16-byte vector access to "
+                       r"A\[tx \* 4 \+ 1\] cannot be proven 16-byte aligned"):
+        k.ptx("sm_90a")
+
+
+def test_symbolic_shape_and_scalar_param():
+    M = pg.var("M")
+
+    @pg.kernel(grid=(4,), block=(128,))
+    def k(A: pg.Tensor((M, 64), "float16"), B: pg.Tensor((M, 64), "float16"), alpha: pg.float32):
+        tx = pg.thread_id(128)
+        bx = pg.cta_id(4)
+        for r in pg.serial(bx, M, 4):
+            with pg.if_(tx < 64):
+                B[r, tx] = pg.cast(pg.cast(A[r, tx], "float32") * alpha, "float16")
+
+    ptx = k.ptx("sm_90a")
+    assert ".param .s32 M" in ptx and ".param .f32 alpha" in ptx
+    assert "cvt.f32.f16" in ptx and "cvt.rn.f16.f32" in ptx
+    assert [p.name for p in k.ir.params] == ["A", "B", "alpha", "M"]
+    for arch in ARCHS:
+        assert assemble(k.ptx(arch), arch)[0]
+
+
+def test_ir_printer_readable():
+    import let_scalar
+
+    text = str(let_scalar.let_scalar.ir)
+    assert text.splitlines()[1] == ("def let_scalar(A: pg.Tensor((256,), \"int32\"), "
+                                    "B: pg.Tensor((256,), \"int32\"), n: pg.int32):")
+    assert "    half = pg.let(n // 2)" in text
+    assert "    with pg.if_(tx < half):\n        B[tx] = A[tx] * 2 + half" in text
+    assert "    with pg.else_():\n        B[tx] = A[tx] - half" in text
+
+
+def test_arch_error_before_ptxas():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32,), "float32")):
+        pg.ptx["tcgen05.fence::before_thread_sync"]()
+
+    with pytest.raises(pg.ArchError, match=r"instruction 'tcgen05.fence::before_thread_sync' "
+                       r"needs one of sm_100a, .*; the target is sm_90a"):
+        k.ptx("sm_90a")
+    assert assemble(k.ptx("sm_100a"), "sm_100a")[0]
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def s(A: pg.Tensor((32,), "float32")):
+        pg.ptx["stmatrix.sync.aligned.m8n8.x1.shared.b16"](A.data, [A[0]])
+
+    with pytest.raises(pg.ArchError, match=r"'stmatrix' needs sm_90 or newer; the target is sm_80"):
+        s.ptx("sm_80")
+
+
+def test_256bit_needs_sm100():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((256,), "float32", align=32), B: pg.Tensor((256,), "float32", align=32)):
+        tx = pg.thread_id(32)
+        B.vstore([tx * 8], A.vload([tx * 8], "float32x8"))
+
+    with pytest.raises(pg.ArchError, match=r"'256 bit wide load/store' needs sm_100 or newer"):
+        k.ptx("sm_90a")
+    ptx = k.ptx("sm_100a")
+    assert ".version 8.8" in ptx and "ld.global.v8.b32" in ptx
+    assert assemble(ptx, "sm_100a")[0]
+
+
+def test_int8_and_bf16_paths_assemble():
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((64,), "int8"), B: pg.Tensor((64,), "int8"),
+          X: pg.Tensor((64,), "bfloat16"), Y: pg.Tensor((64,), "bfloat16")):
+        tx = pg.thread_id(64)
+        B[tx] = A[tx] * 3 + 1
+        Y[tx] = X[tx] * pg.bfloat16(2.0) + X[tx]
+
+    for arch in ARCHS:
+        ptx = k.ptx(arch)
+        assert "ld.global.s8" in ptx and "st.global.s8" in ptx and "bfe.s32" in ptx
+        ok, log = assemble(ptx, arch)
+        assert ok, log
+
+
+# ---- bad input: each message is asserted ------------------------------------------------
+def _trace(fn, **kw):
+    return pg.kernel(grid=(1,), block=(32,), **kw)(fn)
+
+
+def test_unknown_dtype():
+    with pytest.raises(pg.PtxgenError, match=r"unknown dtype 'float17'; known dtypes: bool, int8"):
+        pg.Tensor((4,), "float17")
+
+
+def test_float_into_int_without_cast():
+    def k(A: pg.Tensor((32,), "int32"), B: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        A[tx] = B[tx]
+
+    with pytest.raises(pg.TraceError, match=r"test_core.py:\d+: storing a float32 value into int32 "
+                       r"buffer 'A' needs an explicit pg.cast\(value, 'int32'\)"):
+        _trace(k)
+
+    def k2(A: pg.Tensor((32,), "int32")):
+        A[0] = 1.5
+
+    with pytest.raises(pg.TraceError, match=r"storing float 1.5 into int32 buffer 'A' needs an "
+                       r"explicit pg.cast\(value, 'int32'\)"):
+        _trace(k2)
+
+
+def test_shape_mismatch():
+    def k(A: pg.Tensor((4, 8), "float32")):
+        A[1] = 2.0
+
+    with pytest.raises(pg.TraceError, match=r"test_core.py:\d+: shape mismatch: 'A' has 2 "
+                       r"dimension\(s\) \(4, 8\) but was indexed with 1"):
+        _trace(k)
+
+    def k2(A: pg.Tensor((64,), "float32")):
+        A.view(4, 8)
+
+    with pytest.raises(pg.TraceError, match=r"view of 'A' as \(4, 8\) has 32 elements but the "
+                       r"storage has 64; a view must cover the same storage"):
+        _trace(k2)
+
+
+def test_constant_index_out_of_range():
+    def k(A: pg.Tensor((4, 8), "float32")):
+        A[3, 8] = 1.0
+
+    with pytest.raises(pg.TraceError, match=r"test_core.py:\d+: index 8 is out of range for "
+                       r"dimension 1 of 'A' \(extent 8\)"):
+        _trace(k)
+
+
+def test_else_without_if():
+    def k(A: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        A[tx] = 1.0
+        with pg.else_():
+            A[tx] = 2.0
+
+    with pytest.raises(pg.TraceError, match=r"test_core.py:\d+: pg.else_\(\) must come directly "
+                       r"after a `with pg.if_\(...\)` block"):
+        _trace(k)
+
+
+def test_loop_variable_after_loop():
+    def k(A: pg.Tensor((32,), "float32")):
+        for i in pg.serial(4):
+            A[i] = 1.0
+        A[i] = 2.0   # noqa: F821 - the point of the test
+
+    with pytest.raises(pg.TraceError, match=r"test_core.py:\d+: loop variable 'i' is used after "
+                       r"its loop ended \(the loop is at test_core.py:\d+\)"):
+        _trace(k)
+
+
+def test_second_dynamic_arena():
+    def k(A: pg.Tensor((32,), "float32")):
+        a = pg.alloc_buffer((64,), "float32", scope="shared.dyn")
+        b = pg.alloc_buffer((64,), "float32", scope="shared.dyn")
+
+    with pytest.raises(pg.TraceError, match=r"only one shared.dyn allocation \(the dynamic arena\) "
+                       r"is allowed per kernel; 'a' already is it\. Declare views into it with "
+                       r"pg.decl_buffer\(\.\.\., data=a.data"):
+        _trace(k)
+
+
+def test_name_injection_is_sanitized():
+    evil = "k;\n.entry pwn() { trap; }\n//"
+
+    def k(A: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        A[tx] = 1.0
+
+    kk = pg.kernel(grid=(1,), block=(32,), name=evil)(k)
+    ptx = kk.ptx("sm_90a")
+    assert "\n.entry pwn" not in ptx and "trap;" not in ptx
+    assert ".visible .entry k___entry_pwn_____trap______(" in ptx
+    assert ptx.count(".entry") == 1
+    assert assemble(ptx, "sm_90a")[0]
+    with pytest.raises(pg.TraceError, match=r"is not a PTX opcode"):
+        _trace(lambda A: pg.ptx["add.s32 %r1; trap"](A[0]), name="x") if False else \
+            pg.kernel(grid=(1,), block=(1,))(_raw_injection)
+
+
+def _raw_injection(A: pg.Tensor((32,), "float32")):
+    pg.ptx["add.s32 %r1, %r1, 1; trap"]()
+
+
+def test_python_truth_value_of_expression():
+    def k(A: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        if tx < 4:
+            A[tx] = 1.0
+
+    with pytest.raises(pg.TraceError, match=r"a traced expression has no Python truth value; use "
+                       r"pg.if_"):
+        _trace(k)
+
+
+def test_static_smem_limit():
+    def k(A: pg.Tensor((32,), "float32")):
+        s = pg.alloc_shared((16384,), "float32")
+        s[0] = A[0]
+
+    kk = _trace(k)
+    with pytest.raises(pg.ResourceError, match=r"static shared memory is 65536 bytes but sm_80 "
+                       r"allows 49152 \(48 KiB\) per CTA; move tiles into the dynamic arena"):
+        kk.ptx("sm_80")
+    assert assemble(kk.ptx("sm_90a"), "sm_90a")[0]
