@@ -109,7 +109,8 @@ def _env(**extra):
 @pytest.mark.parametrize("ptx,arch,entry", [(PTX_SM80, "sm_80", "add1"),
                                             (PTX_SM80, "sm_90a", "add1"),
                                             (PTX_SM90A, "sm_90a", "smem90"),
-                                            (PTX_SM100A, "sm_100a", "smem100")])
+                                            (PTX_SM100A, "sm_100a", "smem100")],
+                         ids=["sm80", "sm80-on-sm90a", "sm90a", "sm100a"])
 def test_compile_targets(ptx, arch, entry):
     r = compile_ptx(ptx, arch, name=entry)
     assert r.cubin[:4] == b"\x7fELF" and r.arch == arch

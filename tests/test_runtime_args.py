@@ -290,3 +290,26 @@ def test_errors_and_arch_without_gpu():
     if not has_gpu():
         with pytest.raises(CudaError, match="no usable CUDA driver"):
             driver.drv()
+
+
+# ---- property: every int either packs exactly or is named with its range -----------------
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(ptx=st.sampled_from([(".s32", "int32", "i"), (".u32", "uint32", "I"),
+                            (".s64", "int64", "q"), (".u16", "uint16", "H"),
+                            (".s8", "int8", "b")]),
+       v=st.integers(-2**65, 2**65))
+def test_int_scalars_pack_or_name_the_range(ptx, v):
+    ptype, dt, code = ptx
+    ps = [ParamSpec("n", "scalar", dt, ptype)]
+    b, pk = Binder(ps, name="k"), ParamPacker(ps)
+    values, _ = b.bind((v,), {})
+    try:
+        pk.pack(values)
+    except (struct.error, OverflowError):
+        with pytest.raises(LaunchError, match=rf"^argument 'n': expected {dt} in \[-?\d+, \d+\], "
+                                              rf"got {v}$"):
+            b.scalar_error(values)
+        return
+    assert pk.bytes() == struct.pack("<" + code, v)

@@ -145,8 +145,7 @@ def _from_torch(t, need_strides):
             if getattr(torch, n, None) is not None:
                 _torch_dt[getattr(torch, n)] = n
         name = _torch_dt.get(dt) or str(dt).replace("torch.", "")
-    return (t.data_ptr(), tuple(t.shape), t.stride() if need_strides else None, name,
-            t.get_device())
+    return (t.data_ptr(), t.shape, t.stride() if need_strides else None, name, t.get_device())
 
 
 def _from_cai(a, need_strides):
@@ -216,8 +215,8 @@ class Binder:
         self.name, self.params, self.device = name, list(params), device
         self.inputs = [p for p in self.params if p.kind != "symbol"]
         self.index = {p.name: i for i, p in enumerate(self.params)}
-        self.plans = []      # per input: (param index, spec, accepted dtype names or None)
-        for p in self.inputs:
+        self.plans = []      # per input: (param index, spec, accepted dtype names or None,
+        for p in self.inputs:  # shape, shape has no symbols, alignment, strides are checked)
             if p.kind not in ("tensor", "scalar"):
                 raise LaunchError(f"parameter '{p.name}': unknown kind {p.kind!r}")
             ok = None
@@ -225,7 +224,10 @@ class Binder:
                 dn = dtype(p.dtype).name
                 ok = {dn} | ({"uint16"} if dn == "bfloat16" else set()) | (
                     {"uint8"} if dtype(dn).kind == "storage" else set())
-            self.plans.append((self.index[p.name], p, ok))
+            static = all(d.__class__ is int for d in p.shape)
+            self.plans.append((self.index[p.name], p, ok, tuple(p.shape), static, p.align,
+                               p.strides is not None))
+        self._dev = -1 if device is None else device
         self.symbols = [(i, p.name) for i, p in enumerate(self.params) if p.kind == "symbol"]
         self.fmts = [_fmt(p) for p in self.params]
         self.bf16 = [i for i, p in enumerate(self.params)
@@ -269,34 +271,29 @@ class Binder:
         values = [None] * len(self.params)
         bound_by = dict.fromkeys(symbols, None)   # symbol -> tensor that bound it (None: keyword)
         strided = None
-        for (i, p, ok), a in zip(self.plans, args):
+        mydev = self._dev
+        for (i, p, ok, want, static, align, need_strides), a in zip(self.plans, args):
             if ok is None:
                 values[i] = a
                 continue
-            if type(a) is int:
-                if a % p.align:
+            if a.__class__ is int:
+                if a % align:
                     self._misaligned(p, a)
                 values[i] = a
                 continue
-            f = _EXTRACT.get(type(a)) or _extractor(a)
+            f = _EXTRACT.get(a.__class__) or _extractor(a)
             if f is None:
                 raise LaunchError(
                     f"argument '{p.name}': expected a CUDA tensor (__cuda_array_interface__ or "
                     f"__dlpack__) or a device pointer (int), got {type(a).__name__}")
-            ptr, shape, strides, dn, dev = f(a, p.strides is not None)
-            if dev.__class__ is not int:
-                where = "the CPU" if dev == "cpu" else dev
-                raise LaunchError(f"argument '{p.name}': is on {where}; pass a CUDA tensor")
-            if dev >= 0 and self.device is not None and dev != self.device:
-                raise LaunchError(f"argument '{p.name}': is on cuda:{dev}, but the kernel runs "
-                                  f"on cuda:{self.device}")
-            if dn not in ok:
-                raise LaunchError(f"argument '{p.name}': expected dtype {dtype(p.dtype).name}, "
-                                  f"got {dn}")
-            self._shape(p, shape, symbols, bound_by)
-            if ptr % p.align:
+            ptr, shape, strides, dn, dev = f(a, need_strides)
+            if dev.__class__ is not int or dn not in ok or (dev >= 0 and dev != mydev >= 0):
+                self._place_and_dtype(p, dev, dn)
+            if not static or shape != want:
+                self._shape(p, shape, symbols, bound_by)
+            if ptr % align:
                 self._misaligned(p, ptr)
-            if p.strides is not None:
+            if need_strides:
                 strided = strided or []
                 strided.append((p, shape, strides))
             values[i] = ptr
@@ -314,6 +311,15 @@ class Binder:
         return values, args
 
     # ---- individual checks (slow paths build the exact messages) -------------------------
+    def _place_and_dtype(self, p, dev, dn) -> None:
+        if dev.__class__ is not int:
+            where = "the CPU" if dev == "cpu" else dev
+            raise LaunchError(f"argument '{p.name}': is on {where}; pass a CUDA tensor")
+        if dev >= 0 and dev != self._dev >= 0:
+            raise LaunchError(f"argument '{p.name}': is on cuda:{dev}, but the kernel runs on "
+                              f"cuda:{self._dev}")
+        raise LaunchError(f"argument '{p.name}': expected dtype {dtype(p.dtype).name}, got {dn}")
+
     def _shape(self, p, shape, symbols, bound_by) -> None:
         want = p.shape
         if len(shape) != len(want):

@@ -142,7 +142,10 @@ class Launcher:
                 if not err:
                     return
         hint = ""
-        if int(err) == 701:
+        module = getattr(self.fn, "module", None)
+        if module is not None and not module.loaded:
+            hint = f"module '{module.name}' was unloaded; load it again and rebuild the Launcher"
+        elif int(err) == 701:
             hint = (f"block {b} needs more registers or shared memory than an SM has; use a "
                     f"smaller block or cap registers (.maxnreg)")
         elif int(err) == 1:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import weakref
 
-from ..errors import CudaError
+from ..errors import CudaError, LaunchError
 from . import cache, driver
 from .compile import compile_error, dump
 
@@ -38,6 +38,7 @@ class Module:
         # weak: a Function keeps its Module alive, not the other way round (no cycle)
         self._functions: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._finalizer = weakref.finalize(self, _unload, handle, ctx, name)
+        self._finalizer.atexit = False  # process exit frees modules; a faulted context may hang
 
     @classmethod
     def load(cls, *, ptx: str | None = None, cubin: bytes | None = None, name: str,
@@ -99,9 +100,14 @@ class Module:
         return fn
 
     def unload(self) -> None:
-        """Unload now (idempotent).  Functions of this module must not be launched after."""
+        """Unload now (idempotent; checked, unlike the collection-time fallback).  Functions of
+        this module must not be launched after."""
         self._functions.clear()
-        self._finalizer()
+        if self._finalizer.detach() is None:
+            return
+        d = driver.drv()
+        with driver.context_scope(self.ctx):
+            driver.check(d.cuModuleUnload(self.handle), "cuModuleUnload", self.name)
 
     @property
     def loaded(self) -> bool:
@@ -131,14 +137,13 @@ class Function:
                 return
             d = driver.drv()
             limit = driver.device_attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", self.device)
-            static = self.attribute("SHARED_SIZE_BYTES")
-            if nbytes + static > limit:
-                from ..errors import LaunchError
-                raise LaunchError(
-                    f"kernel '{kernel}': {nbytes} bytes of dynamic shared memory plus {static} "
-                    f"static exceed the device's limit of {limit} bytes per block")
-            attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             with driver.context_scope(self.ctx):
+                static = self.attribute("SHARED_SIZE_BYTES")
+                if nbytes + static > limit:
+                    raise LaunchError(
+                        f"kernel '{kernel}': {nbytes} bytes of dynamic shared memory plus "
+                        f"{static} static exceed the device's limit of {limit} bytes per block")
+                attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 driver.check(d.cuFuncSetAttribute(self.handle, attr, nbytes),
                              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", kernel)
             self.max_dynamic_smem = nbytes
