@@ -480,6 +480,16 @@ class Comment(Stmt):
     text: str
 
 
+@dataclass(eq=False)
+class TileCall(Stmt):
+    """A tile primitive (pg.tile.<scope>.<op>): dispatched to a variant at emission time,
+    when the target and the facts about every index are known."""
+    op: str
+    args: tuple            # BufferRegion / Expr operands, dst first
+    scope: str             # "thread" | "warp" | "warpgroup" | "cta"
+    options: dict = field(default_factory=dict)
+
+
 # ----------------------------------------------------------------------------------
 # the kernel function
 # ----------------------------------------------------------------------------------
@@ -609,6 +619,10 @@ def format_stmt(s: Stmt) -> str:
         return f"{g}pg.ptx[{s.opcode!r}]({ops})"
     if t is Comment:
         return f"# {s.text}"
+    if t is TileCall:
+        args = ", ".join(str(a) if isinstance(a, BufferRegion) else format_expr(a) for a in s.args)
+        opts = "".join(f", {k}={v!r}" for k, v in s.options.items() if not k.startswith("_"))
+        return f"pg.tile.{s.scope}.{s.op}({args}{opts})"
     return repr(s)
 
 

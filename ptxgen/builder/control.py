@@ -16,6 +16,8 @@ def _let(name: str, value: Expr, bounds=None) -> Var:
     ctx = current()
     v = Var(ctx.unique(name), value.dtype)
     ctx.append(Let(v, value, bounds))
+    ctx.facts.append(("let", v, value, bounds))
+    ctx.let_values[v.uid] = value
     return v
 
 
@@ -133,6 +135,10 @@ def _loop(kind, args):
     body: list = []
     ctx.bodies.append(body)
     ctx.live_loop_vars.add(var.uid)
+    ctx.loop_exprs[var.uid] = (lo, hi, step if isinstance(step, Expr) else None)
+    lo_b = lo.value if isinstance(lo, Const) else None
+    hi_b = hi.value - 1 if isinstance(hi, Const) else None
+    ctx.facts.append(("range", var, lo_b, hi_b, step if isinstance(step, int) else 1, lo))
     try:
         yield var
     finally:

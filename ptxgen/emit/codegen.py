@@ -93,6 +93,16 @@ class Codegen(ValueEmitter, MemoryEmitter):
                     e.located = True
                 raise
 
+    def s_TileCall(self, s):
+        from ..passes.lower import register_buffers, unroll
+        from ..primitives import lower_tile_call
+
+        stmts = unroll(lower_tile_call(s, self.target, self.an, self.func))
+        self.local_in_regs |= register_buffers(stmts)
+        self.push_scope()
+        self.body(stmts)
+        self.pop_scope()
+
     def s_Comment(self, s):
         self.lines.append("    // " + s.text.replace("\n", " "))
         self.line_stmt.append(self._cur)

@@ -212,7 +212,8 @@ class Binder:
     binds shape symbols, and returns the values in parameter order, ready to pack."""
 
     def __init__(self, params: list[ParamSpec], *, name: str, device: int | None = None):
-        self.name, self.params, self.device = name, list(params), device
+        self.name, self.params = name, list(params)
+        self._dev = -1 if device is None else device   # -1: accept tensors of any device
         self.inputs = [p for p in self.params if p.kind != "symbol"]
         self.index = {p.name: i for i, p in enumerate(self.params)}
         self.plans = []      # per input: (param index, spec, accepted dtype names or None,
@@ -227,7 +228,6 @@ class Binder:
             static = all(d.__class__ is int for d in p.shape)
             self.plans.append((self.index[p.name], p, ok, tuple(p.shape), static, p.align,
                                p.strides is not None))
-        self._dev = -1 if device is None else device
         self.symbols = [(i, p.name) for i, p in enumerate(self.params) if p.kind == "symbol"]
         self.fmts = [_fmt(p) for p in self.params]
         self.bf16 = [i for i, p in enumerate(self.params)
@@ -269,7 +269,7 @@ class Binder:
         else:
             symbols = {}
         values = [None] * len(self.params)
-        bound_by = dict.fromkeys(symbols, None)   # symbol -> tensor that bound it (None: keyword)
+        bound_by = dict.fromkeys(symbols) if symbols else {}  # symbol -> binding tensor name
         strided = None
         mydev = self._dev
         for (i, p, ok, want, static, align, need_strides), a in zip(self.plans, args):
@@ -289,8 +289,23 @@ class Binder:
             ptr, shape, strides, dn, dev = f(a, need_strides)
             if dev.__class__ is not int or dn not in ok or (dev >= 0 and dev != mydev >= 0):
                 self._place_and_dtype(p, dev, dn)
-            if not static or shape != want:
-                self._shape(p, shape, symbols, bound_by)
+            if static:
+                if shape != want:
+                    self._shape(p, shape, symbols, bound_by)   # raises
+            elif len(shape) != len(want):
+                self._shape(p, shape, symbols, bound_by)       # raises
+            else:
+                for w, got in zip(want, shape):
+                    if w.__class__ is int:
+                        if w != got:
+                            self._shape(p, shape, symbols, bound_by)
+                    else:
+                        v = symbols.get(w)
+                        if v is None:
+                            symbols[w] = got
+                            bound_by[w] = p.name
+                        elif v != got:
+                            self._shape(p, shape, symbols, bound_by)
             if ptr % align:
                 self._misaligned(p, ptr)
             if need_strides:

@@ -101,7 +101,9 @@ class Module:
 
     def unload(self) -> None:
         """Unload now (idempotent; checked, unlike the collection-time fallback).  Functions of
-        this module must not be launched after."""
+        this module fail cleanly if launched after (their handles are nulled)."""
+        for fn in list(self._functions.values()):
+            fn.handle = type(fn.handle)(0)
         self._functions.clear()
         if self._finalizer.detach() is None:
             return

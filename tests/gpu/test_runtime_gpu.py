@@ -269,10 +269,14 @@ def test_dynamic_shared_memory_over_48k():
 
 
 def test_module_errors():
-    mod, _ = _axpy()
+    mod, L = _axpy()
     with pytest.raises(CudaError, match=r"CUDA_ERROR_NOT_FOUND.*no \.entry named 'nope'"):
         mod.function("nope")
     mod.unload()
+    with pytest.raises(CudaError, match=r"module 'axpy' was unloaded"):
+        L((0, 0, 1.0), {"N": 1}, grid=(1,), block=(1,))
+    with pytest.raises(CudaError, match=r"was unloaded"):
+        mod.function("axpy")
     mod.unload()  # idempotent
     assert not mod.loaded
     bad = AXPY.replace("fma.rn.f32 %f3, %f1, %f2, %f3;", "add.s64 %rd1, %rd1, %r1;")

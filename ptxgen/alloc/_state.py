@@ -1,0 +1,220 @@
+"""Per-kernel memory bookkeeping shared by the pools and the checked PTX helpers.
+
+One `AllocState` hangs off each TraceContext.  It exists so that facts that span several
+calls (one arena, one tcgen05 granularity, a relinquished permit, TMEM columns live at once,
+every pool committed and every TMEM allocation freed) are checked while tracing, at the
+user's line, instead of surfacing as a hang or a poisoned CUDA context at run time.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from ..builder.context import current, user_src
+from ..errors import ResourceError
+from ..ir import Alloc, BinOp, Cast, Const, Let, Not, Select, SpecialReg, Var, walk
+
+TMEM_COLS = 512        # columns of tensor memory per SM (128 lanes x 512 x 32 bit)
+
+
+def resource_error(msg: str, src: str | None = None) -> ResourceError:
+    """A ResourceError located at `src` (default: the user's current line)."""
+    return ResourceError(f"{src or user_src()}: {msg}")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a kernel (or a part of it) needs, composable like JAX Mosaic's `Resources`.
+
+    `a + b`: both are live at once (sizes add).  `a | b`: alternatives that reuse the same
+    space, e.g. regions rewound with `move_base_to` (sizes take the max)."""
+    smem_static_bytes: int = 0
+    smem_dynamic_bytes: int = 0
+    barriers: int = 0
+    tmem_cols: int = 0
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.smem_static_bytes + self.smem_dynamic_bytes
+
+    def __add__(self, other: "Resources") -> "Resources":
+        return Resources(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def __or__(self, other: "Resources") -> "Resources":
+        return Resources(*(max(getattr(self, f.name), getattr(other, f.name))
+                           for f in fields(self)))
+
+    def as_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["smem_bytes"] = self.smem_bytes
+        return d
+
+    def __str__(self) -> str:
+        return (f"smem {self.smem_bytes} B ({self.smem_static_bytes} static + "
+                f"{self.smem_dynamic_bytes} dynamic), {self.barriers} mbarrier(s), "
+                f"{self.tmem_cols} TMEM column(s)")
+
+
+def static_smem_bytes(body) -> int:
+    """Bytes of static `.shared` allocations in an IR body (what ptxas adds up)."""
+    total = 0
+
+    def visit(s):
+        nonlocal total
+        if isinstance(s, Alloc) and s.buffer.scope == "shared":
+            b = s.buffer
+            total += max(1, math.ceil(b.span_elems() * b.dtype.bits / 8))
+    walk(body, visit)
+    return total
+
+
+class AllocState:
+    """Kernel-wide facts; created on first use, finalized when tracing ends."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.smem_pool = None
+        self.tmem_pools: list = []
+        self.tmem_buffers: dict = {}      # tmem buffer uid -> owning TMEMPool
+        self.cta_group: tuple | None = None   # (n, src) of the first tcgen05 use
+        self.relinquished: str | None = None  # src of relinquish_alloc_permit
+        self.tmem_live = 0
+        self.tmem_peak = 0
+        self.barrier_bufs: dict = {}      # mbarrier buffers not owned by a pool: uid -> count
+        ctx.finalizers.append(self.finalize)
+
+    # ---- tcgen05 rules --------------------------------------------------------------
+    def use_cta_group(self, n, what: str):
+        if n not in (1, 2):
+            raise resource_error(f"{what}: cta_group={n!r} must be 1 (one CTA) or 2 (a CTA "
+                                 f"pair in a cluster)")
+        if self.cta_group is None:
+            self.cta_group = (n, user_src())
+        elif self.cta_group[0] != n:
+            raise resource_error(
+                f"{what} uses cta_group={n} but this kernel already uses cta_group="
+                f"{self.cta_group[0]} (at {self.cta_group[1]}); ptxas rejects a kernel that mixes "
+                f"single-CTA and CTA-pair tcgen05 granularity: use cta_group="
+                f"{self.cta_group[0]} everywhere")
+
+    def tmem_acquire(self, ncols: int, what: str):
+        if self.relinquished is not None:
+            raise resource_error(
+                f"{what} after tcgen05.relinquish_alloc_permit (at {self.relinquished}): the CTA "
+                f"gave up its right to allocate; relinquish only after the last allocation "
+                f"(tmem.dealloc(relinquish=False) for all but the last pool)")
+        if self.tmem_live + ncols > TMEM_COLS:
+            raise resource_error(
+                f"{what} of {ncols} columns would make {self.tmem_live + ncols} TMEM columns "
+                f"live at once, past the {TMEM_COLS} an SM has; dealloc the earlier allocation "
+                f"first or shrink total_cols")
+        self.tmem_live += ncols
+        self.tmem_peak = max(self.tmem_peak, self.tmem_live)
+
+    def tmem_release(self, ncols: int):
+        self.tmem_live = max(0, self.tmem_live - ncols)
+
+    # ---- end of tracing -------------------------------------------------------------
+    def resources(self) -> Resources:
+        pool = self.smem_pool
+        dyn = self.ctx.func.dynamic_smem_bytes
+        bars = sum(self.barrier_bufs.values()) + (pool.barrier_count if pool else 0)
+        return Resources(static_smem_bytes(self.ctx.func.body), dyn, bars, self.tmem_peak)
+
+    def finalize(self):
+        if self.smem_pool is not None:
+            self.smem_pool._finalize()
+        for t in self.tmem_pools:
+            t._finalize()
+        r = self.resources()
+        self.ctx.resources.update(r.as_dict())
+        self.ctx.resources["memory"] = r
+
+
+def state(ctx=None) -> AllocState:
+    """The AllocState of the kernel being traced (created on first use)."""
+    ctx = ctx or current()
+    st = ctx.__dict__.get("_alloc_state")
+    if st is None:
+        st = ctx.__dict__["_alloc_state"] = AllocState(ctx)
+    return st
+
+
+def require_top_level(what: str):
+    """Collective sequences (CTA barriers inside) must run on every thread: not in if_/loops."""
+    ctx = current()
+    if len(ctx.bodies) != 1:
+        raise resource_error(f"{what} must be called at the top level of the kernel body, not "
+                             f"inside pg.if_/pg.while_/loops: it contains a CTA barrier that "
+                             f"every thread must reach, and later code reads what it defines")
+
+
+# ---- warp-uniformity heuristic ------------------------------------------------------------
+_LANE_REGS = ("laneid", "tid.x")
+
+
+def _let_values() -> dict:
+    ctx = current()
+    out = {}
+
+    def visit(s):
+        if isinstance(s, Let):
+            out[s.var.uid] = s.value
+    for body in ctx.bodies:
+        walk(body, visit)
+    return out
+
+
+def _lane_varying(e, lets, depth=0) -> bool:
+    """True if `e` may differ between lanes of one warp (conservative for thread ids only)."""
+    if depth > 32:
+        return False
+    t = type(e)
+    if t is SpecialReg:
+        return e.name in _LANE_REGS
+    if t is Var:
+        v = lets.get(e.uid)
+        return v is not None and _lane_varying(v, lets, depth + 1)
+    if t is BinOp:
+        c = e.b.value if isinstance(e.b, Const) else None
+        if (e.op == "floordiv" and isinstance(c, int) and c % 32 == 0) or \
+                (e.op == "shr" and isinstance(c, int) and c >= 5):
+            return False
+        return _lane_varying(e.a, lets, depth + 1) or _lane_varying(e.b, lets, depth + 1)
+    if t in (Cast, Not):
+        return _lane_varying(e.a, lets, depth + 1)
+    if t is Select:
+        return any(_lane_varying(x, lets, depth + 1) for x in (e.cond, e.t, e.f))
+    return False
+
+
+def _partial_warp(cond, lets) -> bool:
+    if not isinstance(cond, BinOp):
+        return False
+    if cond.op in ("and", "or"):
+        return _partial_warp(cond.a, lets) or _partial_warp(cond.b, lets)
+    if cond.op not in ("eq", "ne", "lt", "le", "gt", "ge"):
+        return False
+    a, b = cond.a, cond.b
+    if _lane_varying(b, lets) and not _lane_varying(a, lets):
+        a, b = b, a
+    if not _lane_varying(a, lets) or not isinstance(b, Const):
+        return False
+    if cond.op in ("eq", "ne"):
+        return True
+    edge = b.value + (1 if cond.op in ("le", "gt") else 0)
+    return edge % 32 != 0
+
+
+def require_full_warp(what: str):
+    """Reject the classic mistake of issuing a .sync.aligned warp collective from one lane."""
+    ctx = current()
+    if not ctx.active_mask:
+        return
+    lets = _let_values()
+    for cond in ctx.active_mask:
+        if _partial_warp(cond, lets):
+            raise resource_error(
+                f"{what} is .sync.aligned: all 32 lanes of one warp must execute it, but an "
+                f"enclosing pg.if_ selects only some lanes of a warp; guard it with a warp-uniform "
+                f"condition such as `pg.if_(pg.warp_id() == 0)`")

@@ -1,0 +1,144 @@
+"""Checked mbarrier and async-proxy fence helpers: `pg.ptx.mbarrier.*`, `pg.ptx.fence.*`.
+
+Why: an mbarrier is an 8-byte word in shared memory driven by raw instructions whose operand
+types ptxas checks only loosely (it does not range-check counts), and whose wait must be a loop
+because try_wait may time out.  These helpers check the operand (a shared 64-bit word), build
+the loop, and leave arch gating to the emitter's table (try_wait / expect_tx / fence.proxy.async
+need sm_90; init / arrive / test_wait work from sm_80).
+
+Operands: a pool slot (`bars = pool.alloc_mbarrier(2)`) is given as `bars` (its first word),
+`bars[i]` or `bars.ptr_to([i])`.  The `.shared` (CTA window) forms are emitted so one kernel
+assembles on sm_80 as well as sm_90+.
+"""
+from __future__ import annotations
+
+from ..builder.context import current
+from ..builder.control import while_
+from ..builder.ptx import emit_instr
+from ..builder.tensor import LocalScalar, TensorHandle, local_scalar
+from ..ir import BufferPtr, Expr, Load, as_expr
+from ._state import resource_error, state
+
+_MAX_COUNT = (1 << 20) - 1          # arrival and tx counts are 20-bit (PTX ISA, mbarrier)
+
+
+def bar_ptr(bar, what: str) -> BufferPtr:
+    """The shared-memory pointer of an mbarrier operand, checked."""
+    if isinstance(bar, TensorHandle):      # its first element (`.data` excludes elem_offset)
+        ptr = BufferPtr(bar.buffer, tuple(as_expr(0) for _ in bar.shape))
+    elif isinstance(bar, Load):
+        ptr = BufferPtr(bar.buffer, bar.indices)
+    elif isinstance(bar, BufferPtr):
+        ptr = bar
+    else:
+        raise resource_error(f"{what}: the mbarrier must be a shared uint64 slot (bars, "
+                             f"bars[i] or bars.ptr_to([i]) of pool.alloc_mbarrier(n)), got {bar!r}")
+    b = ptr.buffer
+    if b.root.scope not in ("shared", "shared.dyn") or b.dtype.bits != 64 or not b.dtype.is_int:
+        raise resource_error(f"{what}: '{b.name}' is {b.dtype} in {b.root.scope} memory, but an "
+                             f"mbarrier is an 8-byte word in shared memory: allocate it with "
+                             f"pool.alloc_mbarrier(n) (or pg.alloc_shared((n,), 'uint64'))")
+    return ptr
+
+
+def _count(v, what: str, lo: int):
+    if isinstance(v, LocalScalar):
+        v = v.__ptxgen_expr__()
+    if isinstance(v, bool) or not isinstance(v, (int, Expr)):
+        raise resource_error(f"{what} must be an int or a 32-bit integer expression, got {v!r}")
+    if isinstance(v, int) and not lo <= v <= _MAX_COUNT:
+        raise resource_error(f"{what}={v} is outside [{lo}, {_MAX_COUNT}] (mbarrier counts are "
+                             f"20-bit); split the work over several barriers or phases")
+    e = as_expr(v)
+    if not e.dtype.is_int or e.dtype.bits != 32:
+        raise resource_error(f"{what} must be a 32-bit integer, got {e.dtype}; use pg.cast")
+    return e
+
+
+def _note_barrier(ptr: BufferPtr):
+    st = state()
+    root = ptr.buffer.root
+    pool = st.smem_pool
+    if pool is None or root is not pool.arena.buffer:
+        st.barrier_bufs[ptr.buffer.uid] = ptr.buffer.numel() or 1
+
+
+def init(bar, count):
+    """mbarrier.init: expect `count` arrivals per phase.  Issue from one thread, then make it
+    visible (fence.mbarrier_init for clusters / async proxies, or a CTA barrier)."""
+    ptr = bar_ptr(bar, "mbarrier.init")
+    _note_barrier(ptr)
+    return emit_instr("mbarrier.init.shared.b64", [ptr, _count(count, "mbarrier.init count", 1)])
+
+
+def _token(name):
+    return local_scalar("uint64", name=name)
+
+
+def arrive(bar):
+    """mbarrier.arrive (release, CTA scope); returns the phase token (a uint64 scalar)."""
+    ptr = bar_ptr(bar, "mbarrier.arrive")
+    tok = _token("mbar_token")
+    emit_instr("mbarrier.arrive.shared.b64", [tok, ptr])
+    return tok
+
+
+def arrive_expect_tx(bar, nbytes):
+    """Arrive and add `nbytes` to the transaction count (sm_90+: TMA / bulk copies)."""
+    ptr = bar_ptr(bar, "mbarrier.arrive_expect_tx")
+    n = _count(nbytes, "mbarrier.arrive_expect_tx nbytes", 0)
+    tok = _token("mbar_token")
+    emit_instr("mbarrier.arrive.expect_tx.shared.b64", [tok, ptr, n])
+    return tok
+
+
+def _parity(p):
+    if isinstance(p, LocalScalar):
+        p = p.__ptxgen_expr__()
+    if isinstance(p, int) and p not in (0, 1):
+        raise resource_error(f"mbarrier wait parity={p} must be 0 or 1 (the phase's low bit); "
+                             f"use phase & 1")
+    e = as_expr(p)
+    if not e.dtype.is_int or e.dtype.bits != 32:
+        raise resource_error(f"mbarrier wait parity must be a 32-bit integer, got {e.dtype}")
+    return e
+
+
+def _wait_loop(opcode, bar, parity, what, gate):
+    ptr = bar_ptr(bar, what)
+    par = _parity(parity)
+    current().check_live(par)
+    done = local_scalar("bool", False, name="mbar_done")
+    with while_(~done):
+        emit_instr(opcode, [done, ptr, par], gate=gate)
+
+
+def try_wait(bar, parity):
+    """Spin until the phase with `parity` completes: `mbarrier.try_wait.parity` in a loop
+    (try_wait may return false after a time-out, so the loop is required).  sm_90+."""
+    _wait_loop("mbarrier.try_wait.parity.shared.b64", bar, parity, "mbarrier.try_wait",
+               {"feature": "mbarrier.try_wait (on sm_80 use pg.ptx.mbarrier.test_wait)"})
+
+
+def test_wait(bar, parity):
+    """The sm_80 form of try_wait: a polling loop over `mbarrier.test_wait.parity`."""
+    _wait_loop("mbarrier.test_wait.parity.shared.b64", bar, parity, "mbarrier.test_wait", None)
+
+
+def inval(bar):
+    """mbarrier.inval: required before the word is reused as ordinary shared memory."""
+    return emit_instr("mbarrier.inval.shared.b64", [bar_ptr(bar, "mbarrier.inval")])
+
+
+def fence_proxy_async(space: str | None = "shared::cta"):
+    """Order this thread's generic-proxy shared-memory accesses before later async-proxy ones
+    (TMA, wgmma, tcgen05) and vice versa.  sm_90+."""
+    if space not in (None, "shared::cta", "shared::cluster", "global"):
+        raise resource_error(f"fence.proxy_async space={space!r}: use 'shared::cta' (default), "
+                             f"'shared::cluster', 'global' or None (all state spaces)")
+    return emit_instr("fence.proxy.async" + (f".{space}" if space else ""), [])
+
+
+def fence_mbarrier_init():
+    """Publish mbarrier.init to the cluster and the async proxy (release, cluster scope)."""
+    return emit_instr("fence.mbarrier_init.release.cluster", [])

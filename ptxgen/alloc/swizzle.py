@@ -1,0 +1,152 @@
+"""Swizzle inference and canonical K-major layouts for tcgen05/wgmma shared-memory operands.
+
+Why: a descriptor's swizzle bits live in a register, so ptxas cannot check them; a tile stored
+with the wrong swizzle computes garbage.  The pool therefore derives the layout from the tile
+itself and refuses modes that cannot describe it.
+
+Rule (K-major, the last dim is K and is contiguous):
+  * row bytes = shape[-1] * element bits / 8.
+  * "auto" picks the widest atom row A in 128/64/32 bytes with row bytes >= A and
+    row bytes % A == 0; failing all three, "none" (the 16-byte interleave) if row bytes % 16 == 0.
+  * An atom is 8 rows x A bytes (1024/512/256 B; the interleave's core matrix is 8 x 16 B), so
+    shape[-2] must be a multiple of 8.  Atoms tile K first, then rows
+    (atom_order="k"; "mn" stacks 8-row groups first, the TMA-box order CUTLASS uses).  Both are
+    canonical for K-major swizzled operands: a K-major MMA step reads 32 B of K, inside one atom
+    row, so only SBO (the 8-row group stride) reaches the descriptor.
+  * Dims before the last two stack whole tiles (pipeline stages).
+  * The byte pattern is CuTe's Swizzle<B,4,3>: o ^ ((o >> 3) & (((1<<B)-1) << 4)) with B = 3/2/1
+    for 128B/64B/32B; in elements it is `Swizzle.mma(mode, bits)`.  Tiles start on the pattern's
+    repeat boundary: 1024/512/256 B (16 B for none).
+"""
+from __future__ import annotations
+
+import math
+
+from ..dtypes import dtype as _dtype
+from ..errors import LayoutError
+from ..layout import ComposeLayout, S, Swizzle, TileLayout
+
+MODES = ("128B", "64B", "32B", "none")
+ATOM_ROW_BYTES = {"128B": 128, "64B": 64, "32B": 32, "none": 16}
+REPEAT_BYTES = {"128B": 1024, "64B": 512, "32B": 256, "none": 16}
+_ALIASES = {"128b": "128B", "64b": "64B", "32b": "32B", "none": "none", "interleave": "none",
+            128: "128B", 64: "64B", 32: "32B", 0: "none", None: "none"}
+ELEM_BITS = (4, 8, 16, 32)
+
+
+def normalize_mode(swizzle) -> str:
+    key = swizzle.lower() if isinstance(swizzle, str) else swizzle
+    if key == "auto":
+        return "auto"
+    mode = _ALIASES.get(key)
+    if mode is None:
+        raise LayoutError(f"swizzle={swizzle!r} is not an MMA swizzle; use 'auto', '128B', "
+                          f"'64B', '32B' or 'none'")
+    return mode
+
+
+def fitting_modes(row_bytes) -> list:
+    """Modes whose atom row divides a row of `row_bytes`, widest first."""
+    return [m for m in MODES if row_bytes >= ATOM_ROW_BYTES[m] and
+            row_bytes % ATOM_ROW_BYTES[m] == 0]
+
+
+def infer_mode(shape, dtype) -> str:
+    """The widest MMA swizzle whose atom row fits the tile's contiguous row."""
+    shape, bits = _check(shape, dtype)
+    fits = fitting_modes(row_bytes(shape, bits))
+    if not fits:
+        raise LayoutError(
+            f"a {shape} {_dtype(dtype)} tile has {_fmt_bytes(row_bytes(shape, bits))}-byte rows; "
+            f"MMA operand rows must be a multiple of 16 bytes (pad shape[-1] to a multiple of "
+            f"{128 // bits})")
+    return fits[0]
+
+
+def row_bytes(shape, bits) -> float:
+    return shape[-1] * bits / 8
+
+
+def _fmt_bytes(b) -> str:
+    return str(int(b)) if b == int(b) else f"{b:g}"
+
+
+def _check(shape, dtype):
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    bits = _dtype(dtype).bits
+    if bits not in ELEM_BITS:
+        raise LayoutError(f"{_dtype(dtype)} ({bits}-bit) is not an MMA operand type; MMA "
+                          f"shared-memory operands are 4-, 8-, 16- or 32-bit")
+    if len(shape) < 2 or not all(isinstance(s, int) and s > 0 for s in shape):
+        raise LayoutError(f"an MMA operand tile needs a constant shape (..., rows, K) with K "
+                          f"contiguous, got {shape}")
+    if shape[-2] % 8:
+        raise LayoutError(f"an MMA operand tile {shape} needs rows (shape[-2]) in multiples of "
+                          f"8 (one swizzle atom is 8 rows); pad rows to {-(-shape[-2] // 8) * 8}")
+    return shape, bits
+
+
+def check_mode(shape, dtype, mode: str) -> str:
+    """Validate an explicit mode; the error names the widest one that fits."""
+    shape, bits = _check(shape, dtype)
+    rb = row_bytes(shape, bits)
+    fits = fitting_modes(rb)
+    if mode in fits:
+        return mode
+    a = ATOM_ROW_BYTES[mode]
+    if fits:
+        hint = f"use swizzle='{fits[0]}' (what 'auto' picks)"
+    else:
+        hint = f"pad shape[-1] to a multiple of {128 // bits} elements (16 bytes)"
+    why = f"is not a multiple of its {a}-byte atom row" if rb >= a else \
+        f"cannot use a {a}-byte swizzle atom row"
+    raise LayoutError(f"{_fmt_bytes(rb)}B rows {why} ({mode} swizzle, tile {shape} "
+                      f"{_dtype(dtype)}); {hint}")
+
+
+def mma_layout(shape, dtype, mode: str, atom_order: str = "k") -> ComposeLayout:
+    """ComposeLayout(Swizzle.mma(mode), K-major atom grid) for a (..., rows, K) tile."""
+    shape, bits = _check(shape, dtype)
+    mode = check_mode(shape, dtype, mode)
+    if atom_order not in ("k", "mn"):
+        raise LayoutError(f"atom_order={atom_order!r} must be 'k' (atoms along K first) or 'mn'")
+    rows, k = shape[-2], shape[-1]
+    e = ATOM_ROW_BYTES[mode] * 8 // bits            # elements in one atom row
+    atom = 8 * e                                    # elements in one atom
+    if atom_order == "k":
+        row_mode = ((rows // 8, 8), (k * 8, e))
+        k_mode = ((k // e, e), (atom, 1))
+    else:
+        row_mode = ((rows // 8, 8), (atom, e))
+        k_mode = ((k // e, e), (rows * e, 1))
+    tile = rows * k
+    lead = shape[:-2]
+    lead_strides, acc = [], tile
+    for s in reversed(lead):
+        lead_strides.insert(0, acc)
+        acc *= s
+    shp = tuple(lead) + tuple(_squeeze(x) for x in (row_mode[0], k_mode[0]))
+    strd = tuple(lead_strides) + tuple(_squeeze_like(x, y) for x, y in
+                                       ((row_mode[0], row_mode[1]), (k_mode[0], k_mode[1])))
+    inner = TileLayout(S[shp:strd])
+    return ComposeLayout(Swizzle.mma(mode, bits), inner)
+
+
+def _squeeze(extents):
+    """Drop an outer extent of 1 so single-atom modes print flat."""
+    return extents[1] if extents[0] == 1 else extents
+
+
+def _squeeze_like(extents, strides):
+    return strides[1] if extents[0] == 1 else strides
+
+
+def tile_bytes(shape, dtype) -> int:
+    shape, bits = _check(shape, dtype)
+    return math.ceil(math.prod(shape) * bits / 8)
+
+
+def cute_byte_swizzle(o: int, mode: str) -> int:
+    """CuTe Swizzle<B,4,3> on a byte offset (the reference the layouts are tested against)."""
+    b = {"128B": 3, "64B": 2, "32B": 1, "none": 0}[mode]
+    return o ^ ((o >> 3) & (((1 << b) - 1) << 4))

@@ -1,0 +1,127 @@
+"""`pg.tile.<scope>.<op>(...)`: tile primitives in the builder.
+
+The call is validated here (dtypes, extents, bounds, active threads) and recorded
+as an ir.TileCall; the variant is chosen when the kernel is emitted for a target.
+`pg.tile.explain` runs the same dispatch now and returns its table.
+"""
+from __future__ import annotations
+
+import math
+
+from ..ir import BufferRegion, TileCall
+from ..passes.simplify import Analyzer
+from .context import current, fail, user_src
+from .tensor import TensorHandle
+
+_SCOPES = ("thread", "warp", "warpgroup", "cta")
+
+
+def _region(x, what):
+    if isinstance(x, TensorHandle):
+        return x.region()
+    if isinstance(x, BufferRegion):
+        return x
+    raise fail(f"copy {what} must be a tensor or a region such as A[0:32, 0:32], got {x!r}")
+
+
+def _squeeze(shape):
+    return tuple(e for e in shape if e != 1)
+
+
+def _validate_copy(dst, src):
+    if dst.dtype != src.dtype:
+        raise fail(f"copy dtype mismatch: dst {dst} is {dst.dtype}, src {src} is {src.dtype}; "
+                   f"copy moves bits, so both sides need one dtype (view one side with "
+                   f".view(..., dtype=...) to reinterpret)")
+    if _squeeze(dst.shape) != _squeeze(src.shape):
+        raise fail(f"copy extent mismatch: dst {dst} has extents {dst.shape}, src {src} has "
+                   f"{src.shape}")
+    for r in (dst, src):
+        if r.buffer.scope == "tmem":
+            raise fail(f"{r} is in tensor memory; use tcgen05 ld/st/cp primitives")
+
+
+def _active_check(ctx, scope: str):
+    """Are all threads of every scope instance active here?  (ok, reason)"""
+    if not ctx.active_mask:
+        return True, ""
+    from .uniform import uniform_within
+
+    n = {"thread": 1, "warp": 32, "warpgroup": 128}.get(scope, math.prod(ctx.func.block))
+    for cond in ctx.active_mask:
+        ok, why = uniform_within(ctx, cond, n)
+        if not ok:
+            return False, (f"not all {n} threads of the {scope} scope are active here "
+                           f"({why}); move the call out of the branch or use a smaller scope")
+    return True, ""
+
+
+def copy(scope: str, dst, src, dispatch=None, **options):
+    ctx = current()
+    d, s = _region(dst, "dst"), _region(src, "src")
+    _validate_copy(d, s)
+    for r in (d, s):
+        ctx.check_live(*[x for x, _ in r.region if not isinstance(x, int)])
+    opts = dict(options)
+    if dispatch is not None:
+        opts["dispatch"] = dispatch
+    opts["_all_active"] = _active_check(ctx, scope)
+    ctx.append(TileCall("copy", (d, s), scope, opts))
+
+
+class _Scope:
+    def __init__(self, name):
+        self.name = name
+
+    def copy(self, dst, src, dispatch=None, **options):
+        """dst <- src: the widest correct instruction form for this scope (see explain)."""
+        return copy(self.name, dst, src, dispatch, **options)
+
+    def __getattr__(self, op):
+        from . import tile_ops
+
+        fn = tile_ops.get(op)
+        if fn is None:
+            raise AttributeError(f"pg.tile.{self.name} has no primitive {op!r}")
+        return lambda *a, **k: fn(self.name, *a, **k)
+
+
+def facts_analyzer(ctx) -> Analyzer:
+    """An Analyzer holding the facts in force at this point of the trace."""
+    an = Analyzer()
+    for kind, var, *rest in ctx.facts:
+        if kind == "let":
+            an.bind_let(var, rest[0], rest[1])
+        elif var.uid in ctx.live_loop_vars:
+            lo, hi, step, start = rest
+            an.bind_range(var, lo, hi, step, start)
+    return an
+
+
+def explain(op, dst, src, scope="cta", arch="sm_90a", dispatch=None, **options):
+    """Every variant of `op` for this call: accepted, or why not; the chosen one marked."""
+    from ..emit.target import parse_target
+    from ..primitives.copy import CopyCall
+    from ..primitives.registry import evaluate
+    from ..primitives.scope import make_scope
+
+    if op != "copy":
+        raise fail(f"explain knows the ops: copy (got {op!r})")
+    ctx = current()
+    d, s = _region(dst, "dst"), _region(src, "src")
+    _validate_copy(d, s)
+    call = CopyCall(d, s, make_scope(scope, ctx.func.block), parse_target(arch),
+                    facts_analyzer(ctx), dict(options), _active_check(ctx, scope),
+                    f"{user_src()}: ", None, ctx.func.block)
+    return evaluate("copy", call, dispatch)
+
+
+class Tile:
+    thread = _Scope("thread")
+    warp = _Scope("warp")
+    warpgroup = _Scope("warpgroup")
+    cta = _Scope("cta")
+    explain = staticmethod(explain)
+
+
+tile = Tile()

@@ -1,0 +1,286 @@
+"""Shared machinery of the copy variants: region sides, leaf refinement, partitions.
+
+A *side* is one operand region seen as leaves: (extent, stride) pairs in the
+region's logical row-major order, outermost first, plus the pre-swizzle base offset
+of the region start, the swizzle (if any) and the thread-axis strides (registers).
+Both sides of a copy are refined to one common list of leaves, so one logical
+linear index addresses both.  A partition cuts that list into [outer, threads, vec].
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ...errors import LayoutError, PtxgenError
+from ...ir import (BOOL, Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem,
+                   VecOperand, format_expr)
+
+_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
+          "tmem": "tmem"}
+
+
+@dataclass
+class Leaf:
+    extent: int
+    stride: object                 # "m" stride (int or Expr)
+    axes: dict = field(default_factory=dict)   # thread-axis strides (registers)
+
+
+@dataclass
+class Side:
+    region: BufferRegion
+    buf: Buffer
+    space: str
+    leaves: list                   # Leaf, logical order, outermost first
+    base: object                   # pre-swizzle "m" offset of the region start (int or Expr)
+    swizzle: object = None         # ptxgen.layout.Swizzle or None
+
+    @property
+    def chunk_elems(self):
+        return self.swizzle.chunk_elems if self.swizzle is not None else None
+
+
+def _flatten(shape):
+    if isinstance(shape, (tuple, list)):
+        out = []
+        for s in shape:
+            out.extend(_flatten(s))
+        return out
+    return [shape]
+
+
+def _row_major_strides(shape):
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.insert(0, acc)
+        acc = s * acc
+    return out
+
+
+def analyze_side(region: BufferRegion) -> Side:
+    """Leaves and base offset of a region, from its buffer's layout metadata only."""
+    buf = region.buffer
+    root = buf.root
+    space = _SPACE[root.scope]
+    starts = [s for s, _ in region.region]
+    extents = [e for _, e in region.region]
+    lay = buf.layout
+    swz = None
+    if lay is not None and hasattr(lay, "swizzle") and hasattr(lay, "layout"):
+        swz, lay = lay.swizzle, lay.layout
+    if lay is None:
+        strides = _row_major_strides(buf.shape)
+        leaves = [Leaf(e, st) for e, st in zip(extents, strides)]
+        base = 0
+        for s, st in zip(starts, strides):
+            if not (isinstance(s, int) and s == 0):
+                base = s * st + base if not isinstance(base, int) or base else s * st
+        return Side(region, buf, space, leaves, base, swz)
+    const_starts = all(isinstance(s, int) for s in starts)
+    try:
+        if const_starts:
+            sub = lay.slice(buf.shape, tuple((s, e) for s, e in zip(starts, extents)))
+            base = sub.offset.get("m", 0)
+        else:
+            sub = lay.slice(buf.shape, tuple((0, e) for e in extents))
+            base = lay.apply(*starts, shape=buf.shape)["m"]
+            _check_symbolic_start_dims(lay, buf.shape, starts, extents)
+    except LayoutError as e:
+        raise PtxgenError(f"region {region} cannot be sliced from the layout of "
+                          f"'{buf.name}': {e}") from None
+    leaves = []
+    for ext, strides in sub.leaves():
+        d = dict(strides)
+        m = d.pop("m", 0)
+        leaves.append(Leaf(ext, m, d))
+    return Side(region, buf, space, leaves, base, swz)
+
+
+def _check_symbolic_start_dims(lay, shape, starts, extents):
+    """A symbolic start is only safe where the dim is one leaf (its slice never changes
+    shape with the start)."""
+    full = lay.slice(shape, tuple((0, s) for s in shape))
+    modes = full.shape if isinstance(full.shape, tuple) else (full.shape,)
+    for d, s in enumerate(starts):
+        if not isinstance(s, int) and len(_flatten(modes[d])) != 1:
+            raise PtxgenError(f"dimension {d} has a nested layout; its region start must be a "
+                              f"constant, got {format_expr(s)}")
+
+
+# ---- refinement ------------------------------------------------------------------------
+def refine(sides) -> list[list[Leaf]]:
+    """Split leaves so every side has the same extents (mixed radix, innermost first)."""
+    n = math.prod(l.extent for l in sides[0].leaves)
+    for s in sides[1:]:
+        if math.prod(l.extent for l in s.leaves) != n:
+            raise PtxgenError("internal: sides differ in size")
+    cuts = set()
+    for s in sides:
+        acc = 1
+        for l in reversed(s.leaves):
+            acc *= l.extent
+            cuts.add(acc)
+    cuts = sorted(cuts)
+    for a, b in zip(cuts, cuts[1:]):
+        if b % a:
+            return None
+    out = []
+    for s in sides:
+        leaves = []
+        acc = 1
+        for l in reversed(s.leaves):
+            hi = acc * l.extent
+            prev = acc
+            for c in cuts:
+                if prev < c <= hi:
+                    k = prev // acc
+                    leaves.append(Leaf(c // prev, _mul(l.stride, k),
+                                       {a: v * k for a, v in l.axes.items()}))
+                    prev = c
+            acc = hi
+        out.append(list(reversed(leaves)))
+    return out
+
+
+def _mul(x, k):
+    if k == 1:
+        return x
+    return x * k
+
+
+def is_int(x) -> bool:
+    return isinstance(x, int)
+
+
+# ---- partitions ---------------------------------------------------------------------------
+@dataclass
+class Partition:
+    """[outer, threads, vec] over common leaves; groups hold per-side leaf lists."""
+    outer: int
+    threads: int
+    vec: int
+    groups: dict   # "outer"/"threads"/"vec" -> list of (extent, [stride per side]) innermost first
+
+
+def split_leaves(items, cuts):
+    """Cut leaves `items` = [(extent, [stride per side])] (innermost first) at cumulative
+    products `cuts` (e.g. [V, V*T]).  Returns one group per cut interval, or None when a
+    cut does not fall on a divisor of a leaf."""
+    pieces = []
+    acc = 1
+    for ext, strides in items:
+        hi = acc * ext
+        prev = acc
+        for c in list(cuts) + [hi]:
+            if prev < c <= hi:
+                if c % prev:
+                    return None
+                k = prev // acc
+                pieces.append((c // prev, [_mul(st, k) for st in strides], c))
+                prev = c
+        acc = hi
+    groups = [[] for _ in range(len(cuts) + 1)]
+    for e, st, top in pieces:
+        g = next((i for i, c in enumerate(cuts) if top <= c), len(cuts))
+        groups[g].append((e, st))
+    return groups
+
+
+def digits_offset(x, group, side_idx):
+    """sum(digit_i(x) * stride_i) for mixed-radix digits of x (innermost leaf first)."""
+    total = 0
+    div = 1
+    n = len(group)
+    for i, (ext, strides) in enumerate(group):
+        st = strides[side_idx]
+        if is_int(st) and st == 0:
+            div *= ext
+            continue
+        d = x if div == 1 else x // div
+        if i < n - 1:
+            d = d % ext
+        term = d * st if not (is_int(st) and st == 1) else d
+        total = term if is_int(total) and total == 0 else total + term
+        div *= ext
+    return total
+
+
+def const_offset(x: int, group, side_idx) -> int | Expr:
+    total = 0
+    div = 1
+    for ext, strides in group:
+        d = (x // div) % ext
+        total = total + d * strides[side_idx] if d else total
+        div *= ext
+    return total
+
+
+# ---- emission helpers ---------------------------------------------------------------------
+def flat_pointer(side: Side, offset):
+    """A pointer to element `offset` (pre-elem_offset, post-swizzle) of a side's buffer."""
+    buf = side.buf
+    eo = buf.elem_offset
+    off = offset if is_int(eo) and eo == 0 else offset + eo
+    flat = Buffer(f"{buf.name}", (1 << 40,), buf.dtype, buf.scope, None, 0, buf.align,
+                  BufferPtr(buf, None) if buf.data is None else buf.data)
+    if buf.data is None:
+        flat.data = BufferPtr(buf, None)
+    return BufferPtr(flat, (off if isinstance(off, Expr) else Const(int(off)),))
+
+
+def element_address(side: Side, pre_swizzle):
+    """Element offset of a side's element given its pre-swizzle layout offset."""
+    if side.swizzle is not None:
+        return side.swizzle.apply(pre_swizzle)
+    return pre_swizzle
+
+
+CONTAINERS = {8: ("u8", 1, "uint8"), 16: ("u16", 1, "uint16"), 32: ("u32", 1, "uint32"),
+              64: ("u32", 2, "uint32"), 128: ("u32", 4, "uint32"), 256: ("u32", 8, "uint32")}
+
+
+def ld_st_pair(src_ptr, dst_ptr, bits, src_space, dst_space, regs, cache_hint=""):
+    """ld.<src>.vN.uK {regs}, [src]; st.<dst>.vN.uK [dst], {regs} as Instr statements."""
+    ty, n, _ = CONTAINERS[bits]
+    v = f".v{n}" if n > 1 else ""
+    gate = {"feature": "256 bit wide load/store", "min_sm": 100, "min_ptx": (8, 8)} \
+        if bits == 256 else None
+    ops = VecOperand(tuple(regs)) if n > 1 else regs[0]
+    ld = Instr(f"ld.{src_space}{cache_hint}{v}.{ty}", (ops, Mem(src_ptr)), outs=1,
+               attrs={"gate": gate} if gate else None)
+    st = Instr(f"st.{dst_space}{v}.{ty}", (Mem(dst_ptr), ops),
+               attrs={"gate": gate} if gate else None)
+    return ld, st
+
+
+def reg_elems(tmp: Buffer, start: int, n: int):
+    return [Load(tmp, (Const(start + k),), tmp.dtype) for k in range(n)]
+
+
+def alignment_ok(an, side: Side, V: int, skip_leaf_ids=()) -> tuple[bool, str]:
+    """Every stride except the vector's, the region start, elem_offset, the view chain and
+    the declared base alignment must be multiples of V elements."""
+    from ...emit.memory import byte_offset
+
+    buf = side.buf
+    ebytes = buf.dtype.bits // 8
+    vbytes = V * ebytes
+    for i, l in enumerate(side.leaves):
+        if i in skip_leaf_ids or l.extent == 1:
+            continue
+        st = l.stride
+        if not (an.divisible(st, V) if isinstance(st, Expr) else st % V == 0):
+            return False, f"{buf.name}: stride {format_expr(st) if isinstance(st, Expr) else st} is not a multiple of {V}"
+    base = side.base
+    if not (an.divisible(an.simplify(base), V) if isinstance(base, Expr) else base % V == 0):
+        return False, f"{buf.name}: region start offset {format_expr(base) if isinstance(base, Expr) else base} is not a multiple of {V}"
+    eo = buf.elem_offset
+    if not (an.divisible(an.simplify(eo), V) if isinstance(eo, Expr) else eo % V == 0):
+        return False, f"{buf.name}: elem_offset {format_expr(eo) if isinstance(eo, Expr) else eo} is not a multiple of {V}"
+    chain = byte_offset(buf, None)
+    if not (an.divisible(an.simplify(chain), vbytes) if isinstance(chain, Expr) else chain % vbytes == 0):
+        return False, f"{buf.name}: its view starts {format_expr(chain) if isinstance(chain, Expr) else chain} bytes into '{buf.root.name}', not a multiple of {vbytes}"
+    root = buf.root
+    if root.align % vbytes:
+        return False, f"{buf.name}: base alignment {root.align} B is below {vbytes} B (declare align={vbytes})"
+    return True, ""

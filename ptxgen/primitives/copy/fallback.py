@@ -1,0 +1,67 @@
+"""fallback: one element per instruction, correct for any valid memory region.
+
+Thread t of the scope moves elements t, t+T, t+2T, ... of the region's logical
+row-major order; a guard handles a region whose size does not divide by T.  It
+warns, naming every variant that declined and why, because it is slow.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+from ...dtypes import dtype as _dtype
+from ...ir import Alloc, Buffer, BinOp, Const, For, If, Instr, Let, Load, Mem, Var, BOOL
+from ..registry import evaluate, register
+from .common import digits_offset, element_address, flat_pointer, refine
+
+_MEM = {8: ("u8", "uint8"), 16: ("u16", "uint16"), 32: ("u32", "uint32"), 64: ("u64", "uint64")}
+
+
+def _is_fallback(call):
+    s, d = call.spaces()
+    if s not in ("global", "shared") or d not in ("global", "shared"):
+        return False, f"moves memory only ({s} -> {d}); register copies use vec_auto's reg path"
+    if call.dtype.bits not in _MEM:
+        return False, f"{call.dtype} elements are not byte addressable; view the region as uint8"
+    if refine([call.src_side, call.dst_side]) is None:
+        return False, "the two layouts split the region into incompatible leaves"
+    return True, "scalar element copy"
+
+
+@register("copy", "fallback", 0, when=[_is_fallback])
+def emit_fallback(call):
+    """Scalar element copy, correct for any valid region."""
+    table = evaluate("copy", call)
+    declined = [f"{r.name}: {r.reason}" for r in table if r.name != "fallback" and not r.ok
+                and not r.reason.startswith("only when forced")]
+    if not call.options.get("_quiet"):
+        warnings.warn(f"{call.where}{call.describe()} uses the scalar fallback; declined: "
+                      + "; ".join(declined), stacklevel=2)
+    src, dst = call.src_side, call.dst_side
+    common = refine([src, dst])
+    items = [(common[0][i].extent, [common[0][i].stride, common[1][i].stride])
+             for i in reversed(range(len(common[0])))]   # innermost first, logical order
+    T = call.scope.nthreads
+    n = call.numel
+    rounds = math.ceil(n / T)
+    ty, cdt = _MEM[call.dtype.bits]
+    tmp = Buffer("copy_reg", (1,), _dtype(cdt), "local")
+    out = [Alloc(tmp)]
+    tid = Const(0)
+    if T > 1:
+        tid = Var("tid", _dtype("int32"))
+        out.insert(0, Let(tid, call.scope.tid, (0, T - 1)))
+    k = Var("k", _dtype("int32"))
+    i = Var("i", _dtype("int32"))
+    body = [Let(i, k * T + tid if T > 1 else k, (0, rounds * T - 1))]
+    reg = Load(tmp, (Const(0),), tmp.dtype)
+    so = element_address(src, src.base + digits_offset(i, items, 0) if not (isinstance(src.base, int) and src.base == 0) else digits_offset(i, items, 0))
+    do = element_address(dst, dst.base + digits_offset(i, items, 1) if not (isinstance(dst.base, int) and dst.base == 0) else digits_offset(i, items, 1))
+    move = [Instr(f"ld.{src.space}.{ty}", (reg, Mem(flat_pointer(src, so))), outs=1),
+            Instr(f"st.{dst.space}.{ty}", (Mem(flat_pointer(dst, do)), reg))]
+    if n % T:
+        body.append(If(BinOp("lt", i, Const(n), BOOL), move))
+    else:
+        body.extend(move)
+    out.append(For(k, Const(0), Const(rounds), 1, "serial", body))
+    return out

@@ -1,0 +1,220 @@
+"""vec_auto: the widest correct vector copy, with two paths.
+
+gmem_smem: global/shared on both sides, no register side.  The partition is
+synthesized from the scope: the driving side's (global's) canonical order, i.e.
+leaves sorted by stride, is cut into [outer, threads, vec]; the other side follows
+the same logical leaves (regrouped, not re-sorted).  The vector is the widest of
+128/64/32/16/8 bits that divides the contiguous tail, stays inside one swizzle chunk,
+and keeps every other stride, both region starts, elem_offsets, view offsets and the
+declared base alignments multiples of itself, as proven by the simplifier.  It emits
+one serial loop over `outer` (never unrolled): one ld + one st per round.
+
+reg: one side is a register buffer with a thread-axis layout; see _reg.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...dtypes import dtype as _dtype
+from ...ir import Alloc, Buffer, Const, Expr, For, Let, Var
+from ..registry import register
+from .common import (CONTAINERS, Leaf, const_offset, digits_offset, element_address,
+                     flat_pointer, is_int, ld_st_pair, refine, reg_elems, split_leaves)
+
+MEMORY = ("global", "shared")
+_HINTS_L1 = ("L1::no_allocate", "L1::evict_first", "L1::evict_last", "L1::evict_normal",
+             "L1::evict_unchanged")
+_HINTS_L2 = ("L2::64B", "L2::128B", "L2::256B")
+
+
+def cache_modifiers(call) -> tuple[bool, str]:
+    """(ok, '.nc.L1::..') from options['cache_hint'] (str or list); global loads only."""
+    hint = call.options.get("cache_hint")
+    if not hint:
+        return True, ""
+    hints = [hint] if isinstance(hint, str) else list(hint)
+    if call.src_side.space != "global":
+        return False, (f"cache hints ({', '.join(hints)}) apply only to global loads; the "
+                       f"source is {call.src_side.space}")
+    order = []
+    for h in hints:
+        if h == "nc":
+            order.append((0, ".nc"))
+        elif h in _HINTS_L1:
+            order.append((1, "." + h))
+        elif h in _HINTS_L2:
+            order.append((2, "." + h))
+        else:
+            return False, (f"unknown cache hint {h!r}; use nc, " + ", ".join(_HINTS_L1 + _HINTS_L2))
+    return True, "".join(m for _, m in sorted(order))
+
+
+@dataclass
+class Plan:
+    V: int                 # elements per vector
+    bits: int
+    groups: list           # [vec, threads, outer]; items (extent, [src stride, dst stride])
+    outer: int
+
+
+def _stride_key(st):
+    return (1, 0) if isinstance(st, Expr) else (0, abs(st))
+
+
+def _coalesce(items):
+    """Merge adjacent leaves (innermost first) that are contiguous on every side."""
+    out = []
+    for ext, strides in items:
+        if out:
+            pe, ps = out[-1]
+            if all(is_int(a) and is_int(b) and b == a * pe for a, b in zip(ps, strides)):
+                out[-1] = (pe * ext, ps)
+                continue
+        out.append((ext, strides))
+    return out
+
+
+def _divisible(an, x, V) -> bool:
+    if isinstance(x, Expr):
+        return an.divisible(an.simplify(x), V)
+    return x % V == 0
+
+
+def plan_memory_copy(call, widths=(128, 64, 32, 16, 8)):
+    """(Plan, reason): the widest vector partition of a memory<->memory copy."""
+    from ...emit.memory import byte_offset
+
+    an = call.an
+    src, dst = call.src_side, call.dst_side
+    T = call.scope.nthreads
+    n = call.numel
+    if n % T:
+        return None, (f"region has {n} elements, not divisible by the {T} threads of the "
+                      f"{call.scope.name} scope")
+    common = refine([src, dst])
+    if common is None:
+        return None, "the two layouts split the region into incompatible leaves"
+    drive = 0 if src.space == "global" or dst.space != "global" else 1
+    idx = list(range(len(common[0])))
+    # canonical order of the driving side: innermost = smallest stride (stable)
+    idx.sort(key=lambda i: _stride_key(common[drive][i].stride))
+    items = _coalesce([(common[0][i].extent, [common[0][i].stride, common[1][i].stride])
+                       for i in idx])
+    ebits = call.dtype.bits
+    reasons = []
+    for bits in widths:
+        if bits % ebits:
+            continue
+        V = bits // ebits
+        why = _vector_ok(call, items, V, bits, byte_offset)
+        if why:
+            reasons.append(f"{bits}b: {why}")
+            continue
+        if n % (T * V):
+            reasons.append(f"{bits}b: {n} elements do not split into {T} threads x {V}")
+            continue
+        groups = split_leaves(items, [V, V * T])
+        if groups is None:
+            reasons.append(f"{bits}b: leaf extents do not divide into [outer, {T}, {V}]")
+            continue
+        return Plan(V, bits, groups, n // (T * V)), "; ".join(reasons)
+    return None, "; ".join(reasons) or f"{ebits}-bit elements have no vector form"
+
+
+def _vector_ok(call, items, V, bits, byte_offset) -> str:
+    an = call.an
+    if V == 1:
+        tail_ok = True
+    else:
+        ext, (s0, s1) = items[0]
+        tail_ok = is_int(s0) and is_int(s1) and s0 == 1 and s1 == 1 and ext % V == 0
+        if not tail_ok:
+            if not (is_int(s0) and s0 == 1 and is_int(s1) and s1 == 1):
+                return "the innermost elements are not contiguous on both sides"
+            return f"the contiguous tail of {ext} elements is not a multiple of {V}"
+    for side in (call.src_side, call.dst_side):
+        if side.swizzle is not None and V > side.chunk_elems:
+            return (f"{side.buf.name}'s swizzle keeps {side.chunk_elems} element(s) together; "
+                    f"a {V}-element vector would cross it")
+    for k, (ext, strides) in enumerate(items):
+        if k == 0 and V > 1:
+            continue
+        for side, st in zip((call.src_side, call.dst_side), strides):
+            if not _divisible(an, st, V):
+                return f"{side.buf.name}: stride {st} is not a multiple of {V}"
+    vbytes = bits // 8
+    for side in (call.src_side, call.dst_side):
+        buf = side.buf
+        if not _divisible(an, side.base, V):
+            return f"{buf.name}: the region start (offset {side.base}) is not a multiple of {V}"
+        if not _divisible(an, buf.elem_offset, V):
+            return f"{buf.name}: elem_offset={buf.elem_offset} is not a multiple of {V}"
+        chain = byte_offset(buf, None)
+        if not _divisible(an, chain, vbytes):
+            return f"{buf.name}: its view starts {chain} bytes into '{buf.root.name}'"
+        if buf.root.align % vbytes:
+            return f"{buf.name}: declared align={buf.root.align} is below {vbytes} bytes"
+    return ""
+
+
+def emit_plan(call, plan: Plan, load_mod=""):
+    """Statements: tid binding, register staging, serial loop over `outer` (if > 1)."""
+    src, dst = call.src_side, call.dst_side
+    vec, threads, outer = plan.groups
+    T = call.scope.nthreads
+    out = []
+    tid = Const(0)
+    if T > 1:
+        tid = Var("tid", _dtype("int32"))
+        out.append(Let(tid, call.scope.tid, (0, T - 1)))
+    ty, nregs, cdt = CONTAINERS[plan.bits]
+    tmp = Buffer("copy_regs", (nregs,), _dtype(cdt), "local")
+    out.append(Alloc(tmp))
+    f = Var("f", _dtype("int32")) if plan.outer > 1 else Const(0)
+
+    def side_off(side, k):
+        off = side.base
+        for x, group in ((f, outer), (tid, threads)):
+            if isinstance(x, Const):
+                part = const_offset(x.value, group, k)
+            else:
+                part = digits_offset(x, group, k)
+            if not (is_int(part) and part == 0):
+                off = part if is_int(off) and off == 0 else off + part
+        return element_address(side, off)
+
+    ld, st = ld_st_pair(flat_pointer(src, side_off(src, 0)), flat_pointer(dst, side_off(dst, 1)),
+                        plan.bits, src.space, dst.space, reg_elems(tmp, 0, nregs), load_mod)
+    if plan.outer > 1:
+        out.append(For(f, Const(0), Const(plan.outer), 1, "serial", [ld, st]))
+    else:
+        out.extend([ld, st])
+    return out
+
+
+def _is_vec_auto(call):
+    s, d = call.spaces()
+    if s in MEMORY and d in MEMORY:
+        ok, why = cache_modifiers(call)
+        if not ok:
+            return False, why
+        plan, why = plan_memory_copy(call)
+        if plan is None:
+            return False, f"gmem_smem: {why}"
+        call.options["_plan"] = plan
+        return True, f"gmem_smem: {plan.bits}-bit vectors, {call.scope.nthreads} threads x {plan.outer} round(s)"
+    try:
+        from . import _reg
+    except ImportError:
+        return False, "reg: register paths are not available"
+    return _reg.check(call)
+
+
+@register("copy", "vec_auto", 10, when=[_is_vec_auto])
+def emit_vec_auto(call):
+    """The widest correct vector copy (gmem_smem or reg path)."""
+    plan = call.options.get("_plan")
+    if plan is not None:
+        return emit_plan(call, plan, cache_modifiers(call)[1])
+    from . import _reg
+    return _reg.emit(call)

@@ -1,0 +1,135 @@
+"""Dispatch registry: variants of a tile op, each a small registered unit.
+
+A variant has a name, a priority and predicates; each predicate returns
+(ok, reason).  Dispatch tries variants by priority (or the one forced with
+`dispatch="name"`); when none applies the error lists every variant's reason, and
+`explain` returns the same table for a call that succeeds, marking the chosen one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import DispatchError
+
+
+@dataclass
+class Variant:
+    op: str
+    name: str
+    priority: int
+    predicates: list = field(default_factory=list)   # callables(call) -> (ok, reason)
+    emit: Callable | None = None                      # callable(call) -> list[Stmt]
+    forced_only: bool = False                         # chosen only with dispatch="name"
+    handles_partial: bool = False                     # may run with part of the scope inactive
+    doc: str = ""
+
+    def check(self, call) -> tuple[bool, str]:
+        if not self.handles_partial:
+            ok, why = call.all_active
+            if not ok:
+                return False, why
+        last = ""
+        for pred in self.predicates:
+            ok, why = pred(call)
+            if not ok:
+                return False, why
+            last = why or last
+        return True, last or "accepted"
+
+
+_REGISTRY: dict[str, list[Variant]] = {}
+
+
+def register(op: str, name: str, priority: int, *, when=(), forced_only=False,
+             handles_partial=False):
+    """Decorator for the emit function of a variant."""
+    def deco(fn):
+        v = Variant(op, name, priority, list(when), fn, forced_only, handles_partial,
+                    (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "")
+        variants = [x for x in _REGISTRY.get(op, []) if x.name != name]
+        variants.append(v)
+        variants.sort(key=lambda x: -x.priority)
+        _REGISTRY[op] = variants
+        return fn
+    return deco
+
+
+def variants(op: str) -> list[Variant]:
+    _load(op)
+    return list(_REGISTRY.get(op, []))
+
+
+def _load(op):
+    if op == "copy":
+        from . import copy  # noqa: F401  (registers its variants)
+
+
+@dataclass
+class Row:
+    name: str
+    priority: int
+    ok: bool
+    reason: str
+    chosen: bool = False
+
+    def __str__(self):
+        mark = "->" if self.chosen else "  "
+        status = "ok  " if self.ok else "no  "
+        return f"{mark} {self.name:<11} {self.priority:>3}  {status}{self.reason}"
+
+
+class Explanation(list):
+    """Rows of (variant, priority, accepted?, reason); str() is a readable table."""
+
+    def __init__(self, op, call, rows):
+        super().__init__(rows)
+        self.op = op
+        self.call = call
+
+    @property
+    def chosen(self):
+        for r in self:
+            if r.chosen:
+                return r.name
+        return None
+
+    def __str__(self):
+        head = f"{self.op} {self.call.describe()}\n   variant     pri  result"
+        return head + "\n" + "\n".join(str(r) for r in self)
+
+
+def evaluate(op: str, call, forced: str | None = None) -> Explanation:
+    rows = []
+    chosen = None
+    names = [v.name for v in variants(op)]
+    if forced is not None and forced not in names:
+        raise DispatchError(f"{call.where}unknown {op} variant {forced!r}; variants are "
+                            f"{', '.join(names)}")
+    for v in variants(op):
+        if forced is not None and v.name != forced:
+            rows.append(Row(v.name, v.priority, False, f"not requested (dispatch={forced!r})"))
+            continue
+        if v.forced_only and forced is None:
+            rows.append(Row(v.name, v.priority, False, "only when forced with dispatch="
+                            f"{v.name!r}"))
+            continue
+        ok, why = v.check(call)
+        row = Row(v.name, v.priority, ok, why)
+        if ok and chosen is None:
+            row.chosen = True
+            chosen = v
+        rows.append(row)
+    return Explanation(op, call, rows)
+
+
+def dispatch(op: str, call, forced: str | None = None) -> Variant:
+    table = evaluate(op, call, forced)
+    name = table.chosen
+    if name is None:
+        raise DispatchError(f"{call.where}no {op} variant accepts {call.describe()}:\n"
+                            + "\n".join(f"  {r.name}: {r.reason}" for r in table))
+    for v in variants(op):
+        if v.name == name:
+            return v
+    raise AssertionError(name)

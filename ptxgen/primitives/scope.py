@@ -1,0 +1,55 @@
+"""Execution scopes of tile primitives: how many threads cooperate and who is who.
+
+thread (1), warp (32 lanes), warpgroup (4 consecutive warps, 128 threads) and cta
+(every thread of the block).  `tid` is the id of a thread within its scope instance;
+`axis` is the layout thread axis that names that id (for register layouts).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import PtxgenError
+from ..ir import Const, SpecialReg
+
+SCOPES = ("thread", "warp", "warpgroup", "cta")
+
+
+@dataclass(frozen=True)
+class ExecScope:
+    name: str
+    nthreads: int
+    tid: object          # IR expression of the thread id within the scope
+    axis: str | None     # layout thread axis for register layouts
+
+    def __str__(self):
+        return f"{self.name} ({self.nthreads} thread{'s' if self.nthreads > 1 else ''})"
+
+
+def make_scope(name: str, block) -> ExecScope:
+    """The scope `name` inside a CTA of `block` = (x, y, z) threads."""
+    bx, by, bz = (tuple(block) + (1, 1, 1))[:3]
+    total = bx * by * bz
+    if name == "thread":
+        return ExecScope("thread", 1, Const(0), None)
+    if name == "warp":
+        return ExecScope("warp", 32, SpecialReg("laneid"), "laneid")
+    if name == "warpgroup":
+        if by * bz != 1:
+            raise PtxgenError("warpgroup scope needs a 1-D block")
+        return ExecScope("warpgroup", 128, SpecialReg("tid.x") % 128, "tid_in_wg")
+    if name == "cta":
+        if by * bz == 1:
+            tid = SpecialReg("tid.x")
+        else:
+            tid = SpecialReg("tid.x") + SpecialReg("tid.y") * bx + SpecialReg("tid.z") * (bx * by)
+        return ExecScope("cta", total, tid, "tid")
+    raise PtxgenError(f"unknown execution scope {name!r}; scopes are {', '.join(SCOPES)}")
+
+
+def scope_fits_block(scope: ExecScope, block) -> tuple[bool, str]:
+    total = math.prod((tuple(block) + (1, 1, 1))[:3])
+    if scope.name in ("warp", "warpgroup") and total % scope.nthreads:
+        return False, (f"the block has {total} threads, not a multiple of the "
+                       f"{scope.nthreads} a {scope.name} needs")
+    return True, ""
