@@ -45,7 +45,7 @@ def byte_offset(buf, indices):
     if indices is None:
         return base
     m = element_offset(buf, indices)
-    bits = buf.dtype.bits
+    bits = 8 if buf.dtype == BOOL else buf.dtype.bits   # a bool (predicate) slot is one byte
     if bits < 8:
         raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view '{buf.name}' as "
                           f"uint8 to move packed pairs")

@@ -23,6 +23,11 @@ def _is_fallback(call):
         return False, f"moves memory only ({s} -> {d}); register copies use vec_auto's reg path"
     if call.dtype.bits not in _MEM:
         return False, f"{call.dtype} elements are not byte addressable; view the region as uint8"
+    from .vec_auto import cache_modifiers
+
+    ok, why = cache_modifiers(call)
+    if not ok:
+        return False, why
     if refine([call.src_side, call.dst_side]) is None:
         return False, "the two layouts split the region into incompatible leaves"
     return True, "scalar element copy"
@@ -57,7 +62,9 @@ def emit_fallback(call):
     reg = Load(tmp, (Const(0),), tmp.dtype)
     so = element_address(src, src.base + digits_offset(i, items, 0) if not (isinstance(src.base, int) and src.base == 0) else digits_offset(i, items, 0))
     do = element_address(dst, dst.base + digits_offset(i, items, 1) if not (isinstance(dst.base, int) and dst.base == 0) else digits_offset(i, items, 1))
-    move = [Instr(f"ld.{src.space}.{ty}", (reg, Mem(flat_pointer(src, so))), outs=1),
+    from .vec_auto import cache_modifiers
+
+    move = [Instr(f"ld.{src.space}{cache_modifiers(call)[1]}.{ty}", (reg, Mem(flat_pointer(src, so))), outs=1),
             Instr(f"st.{dst.space}.{ty}", (Mem(flat_pointer(dst, do)), reg))]
     if n % T:
         body.append(If(BinOp("lt", i, Const(n), BOOL), move))
