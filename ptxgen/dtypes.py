@@ -12,8 +12,9 @@ from functools import lru_cache
 from .errors import PtxgenError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DType:
+    """Interned per name (see dtype()), so equality is identity and costs nothing."""
     name: str          # canonical name, e.g. "float16", "float32x4"
     kind: str          # "int", "uint", "float", "storage" (fp8/fp4: bits only), "bool", "handle"
     bits: int          # bits of one lane

@@ -225,6 +225,8 @@ def as_expr(v, like: DType | None = None) -> Expr:
     """Wrap a Python literal; `like` gives the context dtype (literals are typed by context)."""
     if isinstance(v, Expr):
         return v
+    if type(v) is int and (like is None or like is INT32) and -2147483648 <= v <= 2147483647:
+        return Const(v, INT32)
     if isinstance(v, bool):
         return Const(v, BOOL)
     if isinstance(v, int):
@@ -248,6 +250,12 @@ def as_expr(v, like: DType | None = None) -> Expr:
 
 
 def binop(op: str, a, b) -> Expr:
+    if isinstance(a, Expr) and isinstance(b, Expr) and a.dtype is b.dtype and a.dtype.is_int \
+            and op in _FAST_INT:
+        return BinOp(op, a, b, a.dtype)   # the common case: int index arithmetic
+    if isinstance(a, Expr) and type(b) is int and a.dtype is INT32 and op in _FAST_INT \
+            and -2147483648 <= b <= 2147483647:
+        return BinOp(op, a, Const(b, INT32), INT32)
     if not isinstance(a, Expr):
         b = as_expr(b)
         a = as_expr(a, b.dtype)
@@ -274,6 +282,10 @@ def binop(op: str, a, b) -> Expr:
     if dt.is_int and op == "div":
         raise TraceError("integer division is floor division: use // (and % for the remainder)")
     return BinOp(op, a, b, dt)
+
+
+_FAST_INT = frozenset(("add", "sub", "mul", "floordiv", "floormod", "and", "or", "xor", "min",
+                       "max"))
 
 
 def cast(x, dt) -> Expr:

@@ -13,7 +13,8 @@ import math
 
 from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError
-from ..ir import BOOL, INT64, BinOp, BufferPtr, Const, Load, expr_key, format_expr
+from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Load, expr_key, format_expr
+from ..passes.simplify import Affine
 from .isa import form
 from .values import reg_class
 
@@ -61,6 +62,7 @@ class MemoryEmitter:
         self.local_regs: dict[int, list] = {}   # register-resident local buffers
         self.smem_static = 0
         self.local_in_regs: set = set()
+        self._off_cache: dict = {}
 
     # ---- storage ----------------------------------------------------------------
     def alloc(self, buf):
@@ -131,16 +133,81 @@ class MemoryEmitter:
         """(base register, constant byte offset) of a pointer expression."""
         buf = ptr.buffer
         root = self._root(buf)
-        space = _SPACE.get(root.scope)
-        off = byte_offset(buf, ptr.indices)
-        off = self.an.simplify(off) if not isinstance(off, int) else Const(off)
-        return self._address(root, space, off)
+        idx = None if ptr.indices is None else tuple(self.an.simplify(i) for i in ptr.indices)
+        return self._address(root, _SPACE.get(root.scope), self.offset_affine(buf, idx))
 
-    def _address(self, root, space, off):
-        """(register, immediate) for root base + off bytes.  The scaled variable part is
+    # ---- offsets as affine forms (no intermediate expression trees) --------------------
+    def _aff(self, x) -> Affine:
+        if isinstance(x, int):
+            return Affine(INT32, {}, x)
+        return self.an.affine(x)
+
+    def offset_affine(self, buf, indices) -> Affine:
+        """Bytes from the root storage to buf[indices] (indices simplified; None: buf.data).
+        Cached per (buffer, indices): the value is the same wherever it is computed."""
+        key = (buf.uid, None if indices is None else tuple(expr_key(i) for i in indices))
+        hit = self._off_cache.get(key)
+        if hit is not None:
+            return hit.copy()
+        parent = buf.data
+        if parent is None:
+            base = Affine(INT32)
+        else:
+            pidx = None if parent.indices is None else \
+                tuple(self.an.simplify(i) for i in parent.indices)
+            base = self.offset_affine(parent.buffer, pidx)
+        if indices is None:
+            aff = base
+        else:
+            bits = buf.dtype.bits
+            if bits < 8:
+                raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view "
+                                  f"'{buf.name}' as uint8 to move packed pairs")
+            aff = self._elem_affine(buf, indices).scale(bits // 8)
+            wide = aff.dtype is INT64 or base.dtype is INT64
+            aff.add(base)
+            aff.dtype = INT64 if wide else INT32
+        self._off_cache[key] = aff.copy()
+        return aff
+
+    def _elem_affine(self, buf, indices) -> Affine:
+        if buf.layout is None:
+            strides = []
+            stride = 1
+            for ext in reversed(buf.shape):
+                strides.append(stride)
+                if isinstance(stride, int) and isinstance(ext, int):
+                    stride *= ext
+                else:
+                    st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
+                    e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
+                    stride = BinOp("mul", e, st, st.dtype)
+            aff = Affine(INT32)
+            for idx, stride in zip(indices, reversed(strides)):
+                if isinstance(stride, int):
+                    a = self._aff(idx).scale(stride) if stride != 1 else self._aff(idx)
+                else:
+                    dt = idx.dtype if isinstance(idx, Expr) else stride.dtype
+                    i = idx if isinstance(idx, Expr) else Const(idx, dt)
+                    a = self.an.affine(BinOp("mul", i, stride, dt))
+                if a.dtype is INT64:
+                    aff.dtype = INT64
+                aff.add(a)
+        else:
+            m = buf.layout.apply(*indices, shape=buf.shape)["m"]
+            aff = self._aff(m)
+        eo = buf.elem_offset
+        if not (isinstance(eo, int) and eo == 0):
+            e = self._aff(eo)
+            if e.dtype is INT64:
+                aff.dtype = INT64
+            aff.add(e)
+        return aff
+
+    def _address(self, root, space, aff):
+        """(register, immediate) for root base + `aff` bytes.  The scaled variable part is
         cached separately from the base, so A[i, j] and B[i, j] share one index."""
         base = self.base[root.uid]
-        aff = self.an.affine(off)
         const = aff.const
         aff.const = 0
         items = aff.items()
@@ -209,29 +276,26 @@ class MemoryEmitter:
 
     # ---- loads and stores -------------------------------------------------------------
     def _local_index(self, buf, indices):
-        off = byte_offset(buf, indices)
-        m = self.an.simplify(off) if not isinstance(off, int) else Const(off)
-        if not isinstance(m, Const):
+        aff = self.offset_affine(buf, indices)
+        if aff.items():
             raise PtxgenError(f"internal: register buffer '{buf.name}' indexed dynamically")
         regs = self.local_regs[buf.root.uid]
-        m = Const(m.value // max(1, buf.dtype.bits // 8))
-        if not 0 <= m.value < len(regs):
-            raise PtxgenError(f"index {format_expr(m)} is outside local buffer '{buf.name}' "
-                              f"({len(regs)} elements)")
-        return m.value
+        k = aff.const // max(1, buf.root.dtype.bits // 8)
+        if not 0 <= k < len(regs):
+            raise PtxgenError(f"index {', '.join(format_expr(i) for i in indices)} is outside "
+                              f"local buffer '{buf.name}' ({len(regs)} elements)")
+        return k
 
-    def _check_vector_alignment(self, buf, indices, vbytes):
+    def _check_vector_alignment(self, buf, indices, vbytes, aff):
         if vbytes <= buf.dtype.bits // 8:
             return
-        off = byte_offset(buf, indices)
-        off = self.an.simplify(off) if not isinstance(off, int) else Const(off)
         root = buf.root
         base_align = root.align if root.scope != "local" else 16
-        if not (self.an.divisible(off, vbytes) and base_align % vbytes == 0):
+        if not (self.an.affine_divisible(aff, vbytes) and base_align % vbytes == 0):
             raise PtxgenError(
                 f"{vbytes}-byte vector access to {buf.name}[{', '.join(format_expr(i) for i in indices)}] "
-                f"cannot be proven {vbytes}-byte aligned (byte offset {format_expr(off)}, base "
-                f"align {base_align}); use narrower vectors or make the index a provable multiple")
+                f"cannot be proven {vbytes}-byte aligned (byte offset {format_expr(aff.to_expr())}, "
+                f"base align {base_align}); use narrower vectors or make the index a provable multiple")
 
     def load(self, e: Load) -> str:
         buf = e.buffer
@@ -247,7 +311,10 @@ class MemoryEmitter:
         if space is None:
             raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
                               f"use the tcgen05 primitives")
-        base, off = self.mem_operand(BufferPtr(buf, e.indices))
+        aff = self.offset_affine(buf, e.indices)
+        if lanes > 1:
+            self._check_vector_alignment(buf, e.indices, e.dtype.bits * lanes // 8, aff)
+        base, off = self._address(root, space, aff)
         addr = base + (f"+{off}" if off else "")
         if lanes == 1:
             dt = buf.dtype
@@ -257,7 +324,6 @@ class MemoryEmitter:
             self.emit(form("ld", space, mem_type(dt)).format(d=r, a=addr))
             return r
         nbits = e.dtype.bits * lanes
-        self._check_vector_alignment(buf, e.indices, nbits // 8)
         self._gate_vector(space, nbits)
         ty, n = _container(nbits)
         regs = [self.new_reg(_container_cls(ty)) for _ in range(n)]
@@ -281,13 +347,15 @@ class MemoryEmitter:
             raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
                               f"use the tcgen05 primitives")
         v = self.val(value) if lanes > 1 else self.reg(value)
-        base, off = self.mem_operand(BufferPtr(buf, indices))
+        aff = self.offset_affine(buf, indices)
+        if lanes > 1:
+            self._check_vector_alignment(buf, indices, value.dtype.bits * lanes // 8, aff)
+        base, off = self._address(root, space, aff)
         addr = base + (f"+{off}" if off else "")
         if lanes == 1:
             self.emit(form("st", space, mem_type(buf.dtype)).format(a=addr, v=v))
             return
         nbits = value.dtype.bits * lanes
-        self._check_vector_alignment(buf, indices, nbits // 8)
         self._gate_vector(space, nbits)
         ty, n = _container(nbits)
         self.emit(form("st", space, ty, n).format(a=addr, v=_vec(v.regs)))

@@ -53,6 +53,9 @@ class Affine:
         self.const *= c
         return self
 
+    def copy(self) -> "Affine":
+        return Affine(self.dtype, {k: [a, c] for k, (a, c) in self.terms.items()}, self.const)
+
     def items(self):
         return [(a, c) for a, c in self.terms.values() if c != 0]
 
@@ -60,6 +63,8 @@ class Affine:
         dt = self.dtype
         out = None
         for atom, c in self.items():
+            if atom.dtype is not dt:   # mixed widths: widen the narrow atom
+                atom = Cast(atom, dt)
             t = atom if c == 1 else BinOp("mul", atom, Const(c, dt), dt) if c > 0 else None
             if c < 0:
                 t = atom if c == -1 else BinOp("mul", atom, Const(-c, dt), dt)
@@ -244,6 +249,18 @@ class Analyzer:
             return True
         m, r = self.modset(e)
         return (m % k == 0) and (r % k == 0)
+
+    def affine_divisible(self, aff: "Affine", k: int) -> bool:
+        """True if the affine form is provably a multiple of k (term by term)."""
+        if k == 1:
+            return True
+        if aff.const % k:
+            return False
+        for atom, c in aff.items():
+            m, r = self.modset(atom)
+            if (c * m) % k or (c * r) % k:
+                return False
+        return True
 
     def _nonneg(self, e) -> bool:
         lo = self.bounds(e)[0]
