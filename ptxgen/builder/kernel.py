@@ -122,19 +122,20 @@ class Kernel:
         body = unroll(self.ir.body)
         func = PrimFunc(self.ir.name, self.ir.params, body, self.ir.grid, self.ir.block,
                         self.ir.dynamic_smem_bytes, self.ir.dynamic_smem_reserve, self.ir.attrs)
-        cg = Codegen(func, target)
+        cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
         cg.local_in_regs = register_buffers(body)
         text = cg.run()
         return _Built(text, cg, target)
 
     def built(self, arch="sm_90a"):
-        b = self._ptx_cache.get(arch)
+        key = (arch, _DEBUG["bounds"])
+        b = self._ptx_cache.get(key)
         if b is None:
             with self._lock:
-                b = self._ptx_cache.get(arch)
+                b = self._ptx_cache.get(key)
                 if b is None:
                     b = self._build(arch)
-                    self._ptx_cache[arch] = b
+                    self._ptx_cache[key] = b
         return b
 
     def ptx(self, arch: str = "sm_90a") -> str:
@@ -183,10 +184,11 @@ class Kernel:
         from ..runtime import Launcher, Module, device_arch
 
         arch = device_arch()
-        launcher = self._launchers.get(arch)
+        lkey = (arch, _DEBUG["bounds"])
+        launcher = self._launchers.get(lkey)
         if launcher is None:
             with self._lock:
-                launcher = self._launchers.get(arch)
+                launcher = self._launchers.get(lkey)
                 if launcher is None:
                     b = self.built(arch)
                     mod = Module.load(ptx=b.text, name=b.entry, line_origin=b.origin)
@@ -195,7 +197,7 @@ class Kernel:
                     launcher = Launcher(mod.function(b.entry), self.params, name=self.name,
                                         dynamic_smem_bytes=dyn)
                     launcher.module = mod
-                    self._launchers[arch] = launcher
+                    self._launchers[lkey] = launcher
         launcher(args, kw, grid=grid if grid is not None else self.ir.grid,
                  block=block if block is not None else self.ir.block, stream=stream,
                  dynamic_smem_bytes=dynamic_smem_bytes)
@@ -262,6 +264,18 @@ class _Built:
                 text, src = cg.stmts[idx]
                 return f"IR statement: {text}" + (f"  (from {src})" if src else "")
         return None
+
+
+_DEBUG = {"bounds": False}
+
+
+def debug_bounds(on: bool = True) -> bool:
+    """Build kernels that check every index against its buffer's extent and `trap`, printing
+    the buffer's name, on a violation.  Off by default; kernels built with it off are
+    unchanged.  Returns the previous setting."""
+    prev = _DEBUG["bounds"]
+    _DEBUG["bounds"] = bool(on)
+    return prev
 
 
 def kernel(fn=None, *, grid=None, block=None, name=None, dynamic_smem_bytes=None):

@@ -42,8 +42,10 @@ def sanitize(name: str, used: set) -> str:
 
 
 class Codegen(ValueEmitter, MemoryEmitter):
-    def __init__(self, func, target: Target):
+    def __init__(self, func, target: Target, debug_bounds: bool = False):
         self.func = func
+        self.debug_bounds = debug_bounds
+        self.tail: list[str] = []
         self.target = target
         self.an = Analyzer()
         self.lines: list[str] = []
@@ -220,6 +222,13 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     def s_Instr(self, s: Instr):
         self.need_opcode(s.opcode, **(s.attrs or {}).get("gate", {}))
+        for o in s.operands[:s.outs]:   # an output must be a register, not a local-memory copy
+            for x in (o.items if isinstance(o, VecOperand) else (o,)):
+                r = x.buffer.root if type(x) is Load else None
+                if r is not None and r.scope == "local" and r.uid not in self.local_regs:
+                    raise PtxgenError(f"'{s.opcode}' writes '{x.buffer.name}', which lives in local "
+                                      f"memory because it is indexed with a non-constant index; "
+                                      f"index it with constants (pg.unroll) to keep it in registers")
         ops = [self.operand(o) for o in s.operands]
         text = form("raw", len(ops) > 0).format(op=s.opcode, ops=", ".join(ops))
         if s.guard is not None:
@@ -290,7 +299,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             ptxgen_version=_version, arch=self.target.arch,
             ptx_version="%d.%d" % self.ptx_version, name=self.kernel_name,
             module_decls=self.module_decls, params=self.params(), directives=directives,
-            decls=decls, body="\n".join(self.lines))
+            decls=decls, body="\n".join(self.lines), tail="\n".join(self.tail))
 
 
 def reg_type_of(dt) -> str:

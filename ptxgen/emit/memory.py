@@ -63,6 +63,7 @@ class MemoryEmitter:
         self.smem_static = 0
         self.local_in_regs: set = set()
         self._off_cache: dict = {}
+        self.debug_bounds = getattr(self, "debug_bounds", False)
 
     # ---- storage ----------------------------------------------------------------
     def alloc(self, buf):
@@ -274,6 +275,52 @@ class MemoryEmitter:
         self.emit(form("binary", "add", "s64" if wide else "s32").format(d=r, a=base, b=off))
         return r
 
+    # ---- debug bounds checks ------------------------------------------------------------
+    def bounds_check(self, buf, indices):
+        """pg.debug_bounds(True): trap, printing the buffer's name, on an index outside its
+        extent (one unsigned compare per dimension, so negative indices fail too)."""
+        if not self.debug_bounds or buf.scope not in ("global", "shared", "shared.dyn"):
+            return
+        for d, (idx, ext) in enumerate(zip(indices, buf.shape)):
+            if isinstance(idx, Const) and isinstance(ext, int) and 0 <= idx.value < ext:
+                continue
+            lo, hi = self.an.bounds(idx)
+            if isinstance(ext, int) and lo is not None and hi is not None and 0 <= lo and hi < ext:
+                continue
+            v = self.val(idx)
+            e = str(ext) if isinstance(ext, int) else self.val(self.an.simplify(ext))
+            p = self.new_reg("pred")
+            ty = "u64" if idx.dtype.bits == 64 else "u32"
+            self.emit(form("setp", "ge", ty).format(d=p, a=v, b=e))
+            label = self.label("oob")
+            self.emit(form("bra").format(p=p, l=label))
+            self._oob_block(label, f"ptxgen debug_bounds: index out of range in buffer "
+                                   f"'{buf.name}' dimension {d} (extent {ext})\n")
+
+    def _oob_block(self, label, message):
+        from .codegen import sanitize
+
+        if not any(".extern .func" in d for d in self.module_decls):
+            self.module_decls.append(".extern .func (.param .b32 func_retval0) vprintf "
+                                     "(.param .b64 format, .param .b64 args);")
+        sym = sanitize(f"__oob_msg_{len(self.tail)}", self.names)
+        data = list(message.encode()) + [0]
+        self.module_decls.append(f".global .align 1 .b8 {sym}[{len(data)}] = "
+                                 f"{{{', '.join(map(str, data))}}};")
+        r = self.new_reg("b64")
+        self.tail += [f"{label}:",
+                      f"    mov.u64 {r}, {sym};",
+                      f"    cvta.global.u64 {r}, {r};",
+                      "    {",
+                      "    .param .b64 fmt_param;",
+                      "    .param .b64 args_param;",
+                      "    .param .b32 ret_param;",
+                      f"    st.param.b64 [fmt_param], {r};",
+                      "    st.param.b64 [args_param], 0;",
+                      "    call.uni (ret_param), vprintf, (fmt_param, args_param);",
+                      "    }",
+                      "    trap;"]
+
     # ---- loads and stores -------------------------------------------------------------
     def _local_index(self, buf, indices):
         aff = self.offset_affine(buf, indices)
@@ -311,6 +358,7 @@ class MemoryEmitter:
         if space is None:
             raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
                               f"use the tcgen05 primitives")
+        self.bounds_check(buf, e.indices)
         aff = self.offset_affine(buf, e.indices)
         if lanes > 1:
             self._check_vector_alignment(buf, e.indices, e.dtype.bits * lanes // 8, aff)
@@ -347,6 +395,7 @@ class MemoryEmitter:
             raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
                               f"use the tcgen05 primitives")
         v = self.val(value) if lanes > 1 else self.reg(value)
+        self.bounds_check(buf, indices)
         aff = self.offset_affine(buf, indices)
         if lanes > 1:
             self._check_vector_alignment(buf, indices, value.dtype.bits * lanes // 8, aff)

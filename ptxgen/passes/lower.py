@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import (BinOp, BufferPtr, Cast, Const, For, If, Instr, Let, Load, Mem, Not, Select,
-                  Store, VecOperand, While, walk)
+from ..ir import (BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr, Let, Load, Mem,
+                  Not, Select, Store, TileCall, VecOperand, While, walk)
 from .simplify import Analyzer
 
 
@@ -139,6 +139,10 @@ def register_buffers(body) -> set:
         elif t is For:
             _loads(s.start, accesses)
             _loads(s.stop, accesses)
+        elif t is TileCall:   # a local region operand: registers if its start is constant
+            for a in s.args:
+                if isinstance(a, BufferRegion):
+                    accesses.append((a.buffer, a.starts))
         elif t is Instr:
             for o in s.operands:
                 if isinstance(o, Mem):
