@@ -181,7 +181,7 @@ class Kernel:
         return out
 
     def __call__(self, *args, grid=None, block=None, stream=None, dynamic_smem_bytes=None, **kw):
-        from ..runtime import Launcher, Module, device_arch
+        from ..runtime import Launcher, Module, compile_ptx, device_arch
 
         arch = device_arch()
         lkey = (arch, _DEBUG["bounds"])
@@ -191,7 +191,10 @@ class Kernel:
                 launcher = self._launchers.get(lkey)
                 if launcher is None:
                     b = self.built(arch)
-                    mod = Module.load(ptx=b.text, name=b.entry, line_origin=b.origin)
+                    # assembled by nvJitLink (memory/disk cubin cache), then loaded: a second
+                    # process loads the cached cubin without any JIT
+                    res = compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
+                    mod = Module.load(cubin=res.cubin, name=b.entry, line_origin=b.origin)
                     f = self.ir
                     dyn = max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0)
                     launcher = Launcher(mod.function(b.entry), self.params, name=self.name,

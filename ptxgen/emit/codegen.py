@@ -90,7 +90,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
             try:
                 getattr(self, "s_" + type(s).__name__)(s)
             except PtxgenError as e:   # locate the error at the user's line, once
-                if s.src and not getattr(e, "located", False):
+                if s.src and not getattr(e, "located", False) and \
+                        not str(e.args[0] if e.args else "").startswith(s.src):
                     e.args = (f"{s.src}: {e.args[0]}",) + e.args[1:]
                     e.located = True
                 raise

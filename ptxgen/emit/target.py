@@ -89,6 +89,11 @@ GATES = [
 ]
 _GATE_BY_PREFIX = {g.prefix: g for g in GATES}
 
+# Modifiers that raise the PTX version wherever they appear (measured with ptxas 13.0):
+# eviction priorities / prefetch sizes need 7.4, `.shared::cta` spellings need 7.8.
+MODIFIER_PTX = (("L1::", (7, 4)), ("L2::", (7, 4)), ("shared::cta", (7, 8)),
+                ("shared::cluster", (7, 8)))
+
 
 def gate_for(opcode: str) -> Gate | None:
     parts = opcode.split(".")
@@ -104,6 +109,10 @@ def check_opcode(opcode: str, target: Target, *, feature: str | None = None,
     """Raise ArchError if `target` lacks `opcode`; return the PTX version it needs."""
     g = gate_for(opcode)
     need_ptx = min_ptx
+    if "::" in opcode:
+        for mod, ver in MODIFIER_PTX:
+            if mod in opcode and ver > need_ptx:
+                need_ptx = ver
     name = feature or (g.feature if g and g.feature else opcode.split(" ")[0])
     if g is not None:
         need_ptx = max(need_ptx, g.min_ptx)

@@ -22,7 +22,13 @@ def subst(e, m: dict):
         return m.get(e.uid, e)
     if t is BinOp:
         a, b = subst(e.a, m), subst(e.b, m)
-        return e if a is e.a and b is e.b else BinOp(e.op, a, b, e.dtype)
+        if a is e.a and b is e.b:
+            return e
+        if type(a) is Const and type(b) is Const and e.dtype.is_int and a.dtype.is_int:
+            v = _FOLD.get(e.op)
+            if v is not None and not (e.op in ("floordiv", "floormod") and b.value == 0):
+                return Const(v(a.value, b.value), e.dtype)
+        return BinOp(e.op, a, b, e.dtype)
     if t is Load:
         return Load(e.buffer, tuple(subst(i, m) for i in e.indices), e.dtype)
     if t is BufferPtr:
@@ -34,6 +40,12 @@ def subst(e, m: dict):
     if t is Not:
         return Not(subst(e.a, m))
     return e
+
+
+_FOLD = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+         "floordiv": lambda x, y: x // y, "floormod": lambda x, y: x % y,
+         "shl": lambda x, y: x << y, "shr": lambda x, y: x >> y, "and": lambda x, y: x & y,
+         "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y, "min": min, "max": max}
 
 
 def _subst_operand(o, m):
@@ -119,10 +131,27 @@ def _loads(e, acc):
             _loads(i, acc)
 
 
+def _const_offset(buf, idx) -> bool:
+    """True when buf[idx] is a constant element offset from its root (no simplifier needed:
+    unrolling already folded the indices)."""
+    if idx is None or not all(type(i) is Const for i in idx):
+        return False
+    if not isinstance(buf.elem_offset, int):
+        return False
+    if buf.layout is not None:
+        m = buf.layout.apply(*[i.value for i in idx], shape=buf.shape)["m"]
+        if not isinstance(m, int):
+            return False
+    parent = buf.data
+    if parent is None:
+        return True
+    return parent.indices is None and parent.buffer.dtype is buf.dtype and \
+        _const_offset(parent.buffer, tuple(Const(0) for _ in parent.buffer.shape)) \
+        or parent.indices is not None and _const_offset(parent.buffer, parent.indices)
+
+
 def register_buffers(body) -> set:
     """uids of local buffers whose every access has a constant element offset."""
-    from ..emit.memory import byte_offset
-
     accesses = []
 
     def visit(s):
@@ -142,7 +171,8 @@ def register_buffers(body) -> set:
         elif t is TileCall:   # a local region operand: registers if its start is constant
             for a in s.args:
                 if isinstance(a, BufferRegion):
-                    accesses.append((a.buffer, a.starts))
+                    accesses.append((a.buffer, tuple(Const(x) if isinstance(x, int) else x
+                                                     for x in a.starts)))
         elif t is Instr:
             for o in s.operands:
                 if isinstance(o, Mem):
@@ -154,17 +184,12 @@ def register_buffers(body) -> set:
                     _loads(o, accesses)
 
     walk(body, visit)
-    an = Analyzer()
     local, dynamic = set(), set()
     for buf, idx in accesses:
         root = buf.root
         if root.scope != "local":
             continue
         local.add(root.uid)
-        if idx is None or buf.dtype != root.dtype:
-            dynamic.add(root.uid)
-            continue
-        off = byte_offset(buf, idx)
-        if not isinstance(off, int) and not isinstance(an.simplify(off), Const):
+        if buf.dtype is not root.dtype or not _const_offset(buf, idx):
             dynamic.add(root.uid)
     return local - dynamic

@@ -97,7 +97,7 @@ class Analyzer:
             b = (max(_lo(b), bounds[0]), min(_hi(b), bounds[1]))
         self._bounds[var.uid] = b
         self._mod[var.uid] = self.modset(value)
-        self._cache.clear()
+        # no cache flush: a variable is bound before any expression that uses it is seen
 
     def bind_range(self, var: Var, lo, hi, step=1, start=None):
         """var takes values lo..hi inclusive (None = unknown), congruent to `start` mod step."""
@@ -106,13 +106,11 @@ class Analyzer:
             m, r = self.modset(start)
             g = math.gcd(step, m)
             self._mod[var.uid] = (g, r % g) if g else (0, r)
-        self._cache.clear()
 
     def unbind(self, var: Var):
         self._bounds.pop(var.uid, None)
         self._mod.pop(var.uid, None)
         self._values.pop(var.uid, None)
-        self._cache.clear()
 
     def value_of(self, var: Var):
         return self._values.get(var.uid)

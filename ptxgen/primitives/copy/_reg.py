@@ -120,6 +120,20 @@ def thread_map(items, scope):
     return out, ""
 
 
+def merge_radix(group):
+    """Merge radix digits [(extent, [stride])] (innermost first) that form one linear run,
+    so the address is `t * 16` rather than a sum of one term per bit."""
+    out = []
+    for ext, (st,) in group:
+        if out:
+            pe, (ps,) = out[-1]
+            if isinstance(ps, int) and isinstance(st, int) and st == ps * pe:
+                out[-1] = (pe * ext, [ps])
+                continue
+        out.append((ext, [st]))
+    return out
+
+
 def common_leaves(reg: Side, mem: Side):
     """[(extent, reg m stride, {thread axes}, mem stride)] in logical order, or (None, why)."""
     common = refine([reg, mem])
@@ -236,7 +250,7 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
         return None, why
     # radix order of thread leaves, with their memory strides
     order = sorted(range(len(tleaves)), key=lambda i: tmap_stride(tleaves[i][1], call.scope))
-    threads = [(tleaves[i][0], [tleaves[i][2]]) for i in order]
+    threads = merge_radix([(tleaves[i][0], [tleaves[i][2]]) for i in order])
     tstr = [s for _, s in tmap]
     sym = [(e, ms) for e, _, ms in rleaves if isinstance(ms, Expr)]
     ints = [(e, rm, ms) for e, rm, ms in rleaves if not isinstance(ms, Expr)]
@@ -247,6 +261,9 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
         for dig in itertools.product(*[range(e) for e, _, _ in ints]):
             r = rs + sum(d * rm for d, (_, rm, _) in zip(dig, ints))
             entries.append((r, sd, sum(d * ms for d, (_, _, ms) in zip(dig, ints))))
+    nreg = len({r for r, _, _ in entries})
+    if nreg != len(entries):
+        return None, f"the register layout puts {len(entries) // nreg} elements in each register"
     reasons = []
     for bits in widths:
         if bits % ebits:
@@ -266,6 +283,8 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
             reasons.append(f"{bits}b: {why}")
             continue
         return RegPlan(reg, mem, reg_is_src, bits, V, threads, tstr, sym, vecs), ""
+    if len(widths) == 1 and reasons:
+        return None, reasons[0].split(": ", 1)[1]
     return None, "; ".join(reasons) or f"no vector width fits {ebits}-bit elements"
 
 

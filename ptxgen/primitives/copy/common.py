@@ -246,8 +246,11 @@ def ld_st_pair(src_ptr, dst_ptr, bits, src_space, dst_space, regs, cache_hint=""
     gate = {"feature": "256 bit wide load/store", "min_sm": 100, "min_ptx": (8, 8)} \
         if bits == 256 else None
     ops = VecOperand(tuple(regs)) if n > 1 else regs[0]
+    lgate = gate
+    if "::" in cache_hint:   # L1::/L2:: qualifiers need PTX 7.4 (ptx-reference §2)
+        lgate = dict(gate or {}, min_ptx=max((gate or {}).get("min_ptx", (0, 0)), (7, 4)))
     ld = Instr(f"ld.{src_space}{cache_hint}{v}.{ty}", (ops, Mem(src_ptr)), outs=1,
-               attrs={"gate": gate} if gate else None)
+               attrs={"gate": lgate} if lgate else None)
     st = Instr(f"st.{dst_space}{v}.{ty}", (Mem(dst_ptr), ops),
                attrs={"gate": gate} if gate else None)
     return ld, st
