@@ -46,5 +46,35 @@ def main(gib=1.0):
           f"ratio {t_torch / t_ptxgen:.3f}x  [{torch.cuda.get_device_name()}]")
 
 
+
+
+def sweep(gib=1.0):
+    """Tuning sweep: threads x vectors in flight x CTAs per SM, each against torch copy_."""
+    import torch
+
+    import grid_stride_copy as g
+
+    n = int(gib * (1 << 30)) // 4
+    src = torch.randn(n, device="cuda", dtype=torch.float32)
+    dst = torch.empty_like(src)
+    nbytes = 2 * n * 4
+    t_torch = bench(lambda: dst.copy_(src))
+    print(f"torch copy_: {nbytes / t_torch / 1e6:.0f} GB/s")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for threads, unroll, per_sm in [(256, 4, 4), (256, 8, 4), (512, 4, 4), (256, 4, 8),
+                                    (1024, 4, 2), (256, 8, 8), (128, 8, 8)]:
+        k = g.make(threads, unroll, sms * per_sm, name=f"gsc_{threads}_{unroll}_{per_sm}")
+        dst.fill_(float("nan"))
+        k(src, dst)
+        torch.cuda.synchronize()
+        ok = torch.equal(src.view(torch.int32), dst.view(torch.int32))
+        t = bench(lambda: k(src, dst))
+        print(f"threads={threads:4} unroll={unroll} ctas/SM={per_sm}: {nbytes / t / 1e6:.0f} GB/s "
+              f"ratio {t_torch / t:.3f}x {'ok' if ok else 'WRONG'}")
+
+
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0)
+    if sys.argv[1:2] == ["sweep"]:
+        sweep(float(sys.argv[2]) if len(sys.argv) > 2 else 1.0)
+    else:
+        main(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0)

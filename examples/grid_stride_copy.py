@@ -13,10 +13,21 @@ THREADS = 256
 UNROLL = 4
 
 
-@pg.kernel(block=(THREADS,), grid=(132 * 4,))
-def grid_stride_copy(src: pg.Tensor((N,), "float32"), dst: pg.Tensor((N,), "float32")):
+def make(threads=THREADS, unroll=UNROLL, ctas=132 * 4, name="grid_stride_copy", hint=None):
+    """The copy with its tuning knobs: threads per CTA, vectors in flight, grid size."""
+    return pg.kernel(block=(threads,), grid=(ctas,), name=name)(
+        _body(threads, unroll, ctas, hint))
+
+
+def _body(THREADS, UNROLL, CTAS, hint):
+    def grid_stride_copy(src: pg.Tensor((N,), "float32"), dst: pg.Tensor((N,), "float32")):
+        _copy(src, dst, THREADS, UNROLL, CTAS)
+    return grid_stride_copy
+
+
+def _copy(src, dst, THREADS, UNROLL, CTAS):
     tx = pg.thread_id(THREADS)
-    bx = pg.cta_id(132 * 4)
+    bx = pg.cta_id(CTAS)
     nthreads = pg.let(pg.grid_dim() * THREADS)
     gtid = pg.let(bx * THREADS + tx)
     nvec = pg.let(N // 4)
@@ -34,6 +45,7 @@ def grid_stride_copy(src: pg.Tensor((N,), "float32"), dst: pg.Tensor((N,), "floa
         dst[i] = src[i]
 
 
+grid_stride_copy = make()
 KERNELS = [grid_stride_copy]
 
 

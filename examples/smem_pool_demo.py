@@ -10,8 +10,8 @@ bit.
 `arena_copy(nbytes)`: the hand-made form, one `scope="shared.dyn"` arena of 64 KB or 200 KB
 (above 48 KB the runtime raises the kernel's dynamic shared memory limit).
 
-    python examples/smem_pool_demo.py        # runs on the current GPU (torch or cupy), or prints
-                                             # the resources when there is none
+    python examples/smem_pool_demo.py     # runs on the current GPU (torch or cupy) and compares
+                                          # bit for bit; without a GPU prints the resources
 """
 import numpy as np
 
@@ -110,70 +110,61 @@ def arena_copy(nbytes: int):
                      name=f"arena_copy_{nbytes // 1024}k")
 
 
-def _backend():
-    try:
-        import torch
-        if torch.cuda.is_available():
-            return "torch"
-    except ImportError:
-        pass
-    import cupy  # noqa: F401
-    return "cupy"
+KERNELS = [pool_copy, arena_copy(64 * 1024), arena_copy(200 * 1024)]
 
 
-def to_device(x: np.ndarray):
-    if _backend() == "torch":
-        import torch
-        return torch.from_numpy(np.ascontiguousarray(x)).cuda()
-    import cupy
-    return cupy.asarray(np.ascontiguousarray(x))
+def _launch(k, *args):
+    """Build the PTX first: Kernel.__call__ holds the kernel's (non-reentrant) lock while it
+    builds, so a first launch without a cached build would wait on itself."""
+    from ptxgen.runtime import device_arch
+
+    k.ptx(device_arch())
+    k(*args)
 
 
-def poisoned(shape, dt):
-    """A device array filled with 0xFF bytes, so an unwritten element cannot pass."""
+def _poisoned(xp, shape, dt):
+    """A device array of 0xFF bytes, so an element the kernel never wrote cannot match."""
     n = int(np.prod(shape)) * np.dtype(dt).itemsize
-    return to_device(np.full(n, 0xFF, np.uint8).view(dt).reshape(shape))
+    return xp.asarray(np.full(n, 0xFF, np.uint8).view(dt).reshape(shape))
 
 
-def to_host(x) -> np.ndarray:
-    if _backend() == "torch":
-        import torch
-        torch.cuda.synchronize()
-        return x.cpu().numpy()
-    import cupy
-    cupy.cuda.runtime.deviceSynchronize()
-    return cupy.asnumpy(x)
-
-
-def run_pool_copy(seed=0):
-    rng = np.random.default_rng(seed)
+def check(xp, rng):
+    """[(label, device result, numpy expectation)] for every kernel here (bit-exact)."""
     a = rng.integers(-2**31, 2**31, size=(G, N_IN), dtype=np.int64).astype(np.int32)
-    h = rng.integers(0, 2**16, size=(G, HALVES), dtype=np.uint32).astype(np.uint16) \
-        .view(np.float16)
-    out_a, out_h = poisoned((G, N_IN), np.int32), poisoned((G, HALVES), np.float16)
-    pool_copy(to_device(a), to_device(h), out_a, out_h)
+    h = rng.integers(0, 2**16, size=(G, HALVES), dtype=np.int64).astype(np.uint16) \
+        .view(np.float16)                       # every bit pattern, NaN payloads included
+    out_a, out_h = _poisoned(xp, (G, N_IN), np.int32), _poisoned(xp, (G, HALVES), np.float16)
+    _launch(pool_copy, xp.asarray(a), xp.asarray(h), out_a, out_h)
     want_a, want_h = pool_copy_expected(a, h)
-    return (np.array_equal(to_host(out_a), want_a),
-            np.array_equal(to_host(out_h).view(np.uint16), want_h.view(np.uint16)))
-
-
-def run_arena_copy(nbytes, seed=0):
-    k = arena_copy(nbytes)
-    n = nbytes // 4
-    a = np.random.default_rng(seed).integers(-2**31, 2**31, size=(G, n),
-                                              dtype=np.int64).astype(np.int32)
-    b = poisoned((G, n), np.int32)
-    k(to_device(a), b)
-    return np.array_equal(to_host(b), a[:, ::-1])
+    results = [("pool_copy int32 tiles (phase 0)", out_a, want_a),
+               ("pool_copy float16 reused tile (phase 1)", out_h, want_h)]
+    for k in KERNELS[1:]:
+        n = k.ir.params[0].buffer.shape[1]
+        x = rng.integers(-2**31, 2**31, size=(G, n), dtype=np.int64).astype(np.int32)
+        y = _poisoned(xp, (G, n), np.int32)
+        _launch(k, xp.asarray(x), y)
+        results.append((k.name, y, x[:, ::-1]))
+    return results
 
 
 if __name__ == "__main__":
+    import os
+    import sys
+
     from ptxgen.runtime import has_gpu
 
     print("pool_copy:", pool_copy.resources["memory"])
-    if has_gpu():
-        print("pool_copy bit-exact (int32, float16):", run_pool_copy())
-        for nb in (64 * 1024, 200 * 1024):
-            print(f"arena_copy {nb // 1024} KB bit-exact:", run_arena_copy(nb))
-    else:
-        print("no GPU: PTX for sm_90a has", pool_copy.ptx("sm_90a").count("\n"), "lines")
+    if not has_gpu():
+        print("no GPU: pool_copy PTX for sm_90a has", pool_copy.ptx("sm_90a").count("\n"),
+              "lines")
+        sys.exit(0)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                    "gpu"))
+    from _xp import same_bits, xp
+
+    bad = 0
+    for label, got, want in check(xp, np.random.default_rng(0)):
+        ok = same_bits(xp.asnumpy(got), want)
+        bad += not ok
+        print(f"{'ok   ' if ok else 'WRONG'} {label}")
+    sys.exit(1 if bad else 0)

@@ -26,6 +26,7 @@ from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  #
                              alloc_local, alloc_shared, decl_buffer, local_scalar)
 from .builder.ptx import ptx, addr  # noqa: E402
 from .builder.tile import tile  # noqa: E402
+from .alloc import Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (ScalarType(n) for n in ("uint8", "uint16", "uint32", "uint64"))

@@ -8,7 +8,7 @@ relinquish_alloc_permit, fence_before_thread_sync, fence_after_thread_sync}`,
 from ..builder.ptx import ptx as _ptx
 from . import mbarrier as _mb
 from . import tmem as _tm
-from ._state import Resources, static_smem_bytes
+from ._state import Resources, resources_of, static_smem_bytes
 from .smem import MAX_DYNAMIC_SMEM, SMEMPool
 from .swizzle import infer_mode as infer_mma_swizzle
 from .swizzle import mma_layout
@@ -31,5 +31,5 @@ for _name, _fn in {
 }.items():
     _ptx.register(_name, _fn)
 
-__all__ = ["SMEMPool", "TMEMPool", "Resources", "check_tmem_live", "infer_mma_swizzle",
-           "mma_layout", "static_smem_bytes", "MAX_DYNAMIC_SMEM"]
+__all__ = ["SMEMPool", "TMEMPool", "Resources", "resources_of", "check_tmem_live",
+           "infer_mma_swizzle", "mma_layout", "static_smem_bytes", "MAX_DYNAMIC_SMEM"]

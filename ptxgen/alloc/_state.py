@@ -68,6 +68,16 @@ def static_smem_bytes(body) -> int:
     return total
 
 
+def resources_of(kernel) -> Resources:
+    """The Resources of a traced pg.Kernel (or PrimFunc): what its pools recorded, else what the
+    IR alone shows (static allocations and the dynamic arena size)."""
+    recorded = getattr(kernel, "resources", None)
+    if isinstance(recorded, dict) and isinstance(recorded.get("memory"), Resources):
+        return recorded["memory"]
+    func = getattr(kernel, "ir", kernel)
+    return Resources(static_smem_bytes(func.body), func.dynamic_smem_bytes)
+
+
 class AllocState:
     """Kernel-wide facts; created on first use, finalized when tracing ends."""
 

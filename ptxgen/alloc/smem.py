@@ -24,6 +24,7 @@ from ..builder.tensor import TensorHandle, alloc_buffer, decl_buffer
 from ..dtypes import dtype as _dtype
 from ..emit.target import SMEM_LIMITS, parse_target, smem_limits
 from ..errors import LayoutError
+from ..layout import S, TileLayout
 from . import swizzle as _swz
 from ._state import resource_error, require_top_level, state
 
@@ -57,7 +58,8 @@ class SMEMPool:
         if not isinstance(limit, int) or limit <= 0:
             raise resource_error(f"SMEMPool limit={limit!r} must be a positive byte count")
         self.limit = limit
-        self.limit_what = f"{arch}'s" if arch else "the sm_90a/sm_100a"
+        self.limit_what = (f"the {arch} target" if arch else "the sm_90a/sm_100a target"
+                           if limit == MAX_DYNAMIC_SMEM else f"SMEMPool(limit={limit})")
         self.src = user_src()
         self._offset = 0
         self._high = 0
@@ -120,9 +122,11 @@ class SMEMPool:
         if isinstance(layout, str) and layout == "default":
             layout = None
         if layout is not None and not hasattr(layout, "apply"):
-            from ..layout import TileLayout
-
             layout = TileLayout(layout)
+        if layout is None and dt.bits < 8:
+            # explicit row-major: decl_buffer's byte-based bounds check cannot size sub-byte
+            # elements (the pool checks the bounds itself)
+            layout = TileLayout(S[shape])
         span = layout.cosize() if layout is not None else math.prod(shape)
         nbytes = max(1, math.ceil(span * dt.bits / 8))
         start = -(-self._offset // align) * align
@@ -131,7 +135,7 @@ class SMEMPool:
             raise resource_error(
                 f"SMEMPool overflow: '{name}' ({nbytes} bytes at offset {start}) ends at byte "
                 f"{end}, past the {self.limit}-byte ({self.limit / 1024:g} KiB) dynamic shared "
-                f"memory limit of {self.limit_what} target; shrink the tile or the number of "
+                f"memory limit of {self.limit_what}; shrink the tile or the number of "
                 f"stages, or reuse space with pool.move_base_to(offset)")
         view = decl_buffer(shape, dt, data=self.arena, byte_offset=start, layout=layout,
                            align=align, name=name)

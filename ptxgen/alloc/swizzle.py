@@ -20,8 +20,6 @@ Rule (K-major, the last dim is K and is contiguous):
 """
 from __future__ import annotations
 
-import math
-
 from ..dtypes import dtype as _dtype
 from ..errors import LayoutError
 from ..layout import ComposeLayout, S, Swizzle, TileLayout
@@ -98,10 +96,11 @@ def check_mode(shape, dtype, mode: str) -> str:
         hint = f"use swizzle='{fits[0]}' (what 'auto' picks)"
     else:
         hint = f"pad shape[-1] to a multiple of {128 // bits} elements (16 bytes)"
-    why = f"is not a multiple of its {a}-byte atom row" if rb >= a else \
-        f"cannot use a {a}-byte swizzle atom row"
-    raise LayoutError(f"{_fmt_bytes(rb)}B rows {why} ({mode} swizzle, tile {shape} "
-                      f"{_dtype(dtype)}); {hint}")
+    why = f"are not a multiple of the {mode} swizzle atom row ({a} bytes)" if rb >= a else \
+        f"cannot use a {mode} swizzle atom ({a}-byte atom rows)"
+    if mode == "none":
+        why = "are not a multiple of 16 bytes, the core-matrix row of swizzle='none'"
+    raise LayoutError(f"{_fmt_bytes(rb)}B rows {why} (tile {shape} {_dtype(dtype)}); {hint}")
 
 
 def mma_layout(shape, dtype, mode: str, atom_order: str = "k") -> ComposeLayout:
@@ -112,38 +111,26 @@ def mma_layout(shape, dtype, mode: str, atom_order: str = "k") -> ComposeLayout:
         raise LayoutError(f"atom_order={atom_order!r} must be 'k' (atoms along K first) or 'mn'")
     rows, k = shape[-2], shape[-1]
     e = ATOM_ROW_BYTES[mode] * 8 // bits            # elements in one atom row
-    atom = 8 * e                                    # elements in one atom
-    if atom_order == "k":
-        row_mode = ((rows // 8, 8), (k * 8, e))
-        k_mode = ((k // e, e), (atom, 1))
-    else:
-        row_mode = ((rows // 8, 8), (atom, e))
-        k_mode = ((k // e, e), (rows * e, 1))
-    tile = rows * k
+    atom = 8 * e                                    # elements in one atom (8 rows)
+    # (which 8-row group, row in group) x (which atom along K, element in atom row)
+    group_stride, katom_stride = (k * 8, atom) if atom_order == "k" else (atom, rows * e)
+    r_shape, r_stride = _mode(rows // 8, 8, group_stride, e)
+    k_shape, k_stride = _mode(k // e, e, katom_stride, 1)
     lead = shape[:-2]
-    lead_strides, acc = [], tile
+    lead_strides, acc = [], rows * k                # leading dims stack whole tiles
     for s in reversed(lead):
         lead_strides.insert(0, acc)
         acc *= s
-    shp = tuple(lead) + tuple(_squeeze(x) for x in (row_mode[0], k_mode[0]))
-    strd = tuple(lead_strides) + tuple(_squeeze_like(x, y) for x, y in
-                                       ((row_mode[0], row_mode[1]), (k_mode[0], k_mode[1])))
-    inner = TileLayout(S[shp:strd])
+    inner = TileLayout(S[tuple(lead) + (r_shape, k_shape):tuple(lead_strides) + (r_stride,
+                                                                                   k_stride)])
     return ComposeLayout(Swizzle.mma(mode, bits), inner)
 
 
-def _squeeze(extents):
-    """Drop an outer extent of 1 so single-atom modes print flat."""
-    return extents[1] if extents[0] == 1 else extents
-
-
-def _squeeze_like(extents, strides):
-    return strides[1] if extents[0] == 1 else strides
-
-
-def tile_bytes(shape, dtype) -> int:
-    shape, bits = _check(shape, dtype)
-    return math.ceil(math.prod(shape) * bits / 8)
+def _mode(outer, inner, s_outer, s_inner):
+    """A (outer, inner) nested mode, flat when there is a single outer step."""
+    if outer == 1:
+        return inner, s_inner
+    return (outer, inner), (s_outer, s_inner)
 
 
 def cute_byte_swizzle(o: int, mode: str) -> int:

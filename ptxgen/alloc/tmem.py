@@ -6,7 +6,8 @@ after dealloc, mixed cta_group) either fails late in ptxas or hangs / poisons th
 at run time.  These are all decided at trace time here.
 
 Sequence emitted by TMEMPool (ptx-reference section 8):
-    commit:  if warp == alloc_warp:  tcgen05.alloc.cta_group::N.sync.aligned.shared::cta.b32 [slot], cols
+    commit:  if warp == alloc_warp:
+                 tcgen05.alloc.cta_group::N.sync.aligned.shared::cta.b32 [slot], cols
              tcgen05.fence::before_thread_sync; bar.sync 0; tcgen05.fence::after_thread_sync
              base = ld.shared.u32 [slot]                        (after the barrier, never before)
     dealloc: tcgen05.fence::before_thread_sync; bar.sync 0
@@ -18,8 +19,8 @@ Default TMEM layout ("layout D", one accumulator row per lane): a (128, N) tile 
 lane r.  TMEM cells are 32 bits; a 32-bit element takes one column, narrower elements pack
 32/bits to a column (two float16 per column, as tcgen05.ld .pack::16b and an A operand in TMEM
 store them), so (128, N) float16 needs N/2 columns.  The layout's TLane/TCol axes give the
-cell and its "m" axis the element's slot inside the 32-bit cell.  A 16-bit MMA accumulator is
-written one element per cell: allocate it as float32-wide (or pass an explicit layout).
+cell and its "m" axis the element's slot inside the 32-bit cell.  Any other arrangement (an
+unpacked 16-bit value per cell, the M=64 datapath layouts) is given with an explicit layout=.
 """
 from __future__ import annotations
 
@@ -223,7 +224,7 @@ class TMEMPool:
             raise resource_error(
                 f"TMEM tile '{name}' {shape} {dt} needs {cols} columns but only {free} of this "
                 f"pool's total_cols={self.total_cols} remain; raise total_cols (a power of two, "
-                f"at most 512) or reuse columns of an earlier tile")
+                f"at most 512) or make the tile narrower")
         first = self._cols
         addr = self._base if first == 0 else self._base + cast(first, _U32)
         h = decl_buffer(shape, dt, scope="tmem", allocated_addr=addr, layout=layout, name=name)

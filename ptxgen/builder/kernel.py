@@ -48,7 +48,7 @@ class Kernel:
         self.fn = fn
         self.name = name or fn.__name__
         self._ptx_cache: dict = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._launchers: dict = {}
         self.ir = self._trace(grid, block, dynamic_smem_bytes)
 

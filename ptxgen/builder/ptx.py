@@ -25,10 +25,18 @@ class _AddrOf:
         self.ptr = ptr
 
 
+def _first_element(t: TensorHandle) -> BufferPtr:
+    """A tensor as an operand means its first element (elem_offset included), not `.data`,
+    which is the storage base a view shares with its arena."""
+    from ..ir import Const
+
+    return BufferPtr(t.buffer, tuple(Const(0) for _ in t.shape))
+
+
 def addr(ptr):
     """Use a pointer as an address *value* operand instead of a `[mem]` operand."""
     if isinstance(ptr, TensorHandle):
-        ptr = ptr.data
+        ptr = _first_element(ptr)
     return _AddrOf(ptr)
 
 
@@ -40,7 +48,7 @@ def operand(o):
     if isinstance(o, BufferPtr):
         return Mem(o)
     if isinstance(o, TensorHandle):
-        return Mem(o.data)
+        return Mem(_first_element(o))
     if isinstance(o, (list, tuple)):
         return VecOperand(tuple(operand(x) for x in o))
     if isinstance(o, str):

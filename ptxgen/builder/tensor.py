@@ -333,6 +333,10 @@ def alloc_buffer(shape, dtype, scope="global", layout=None, align=16, elem_offse
                    "pg.decl_buffer(..., scope='tmem', allocated_addr=...)")
     b = make_buffer(name, shape, dtype, scope, layout, elem_offset, byte_offset, align)
     if scope == "shared.dyn":
+        if ctx.arena is not None and ctx.pools:
+            raise fail(f"only one shared.dyn allocation (the dynamic arena) is allowed per kernel, "
+                       f"and the SMEMPool already owns it; allocate from the pool instead "
+                       f"(pool.alloc(shape, dtype))")
         if ctx.arena is not None:
             raise fail(f"only one shared.dyn allocation (the dynamic arena) is allowed per kernel; "
                        f"'{ctx.arena.name}' already is it. Declare views into it with "

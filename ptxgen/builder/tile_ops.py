@@ -8,4 +8,6 @@ def register(name, fn):
 
 
 def get(name):
+    if name not in _OPS:
+        from ..primitives import tcgen05  # noqa: F401  (registers its ops on import)
     return _OPS.get(name)

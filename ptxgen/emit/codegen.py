@@ -250,6 +250,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
             return f"[{base}{_off(off)}]"
         if isinstance(o, VecOperand):
             return "{" + ", ".join(self.operand(x) for x in o.items) + "}"
+        if hasattr(o, "ptx_operand"):   # composite operands, e.g. [tmem_addr+8], [map, {x, y}]
+            return o.ptx_operand(self.operand)
         e = self.an.simplify(o)
         if type(e) is Load and e.buffer.scope == "local":
             return self.val(e)          # a register an instruction may write

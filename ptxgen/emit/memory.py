@@ -160,7 +160,7 @@ class MemoryEmitter:
         if indices is None:
             aff = base
         else:
-            bits = buf.dtype.bits
+            bits = 8 if buf.dtype == BOOL else buf.dtype.bits   # a predicate slot: one byte
             if bits < 8:
                 raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view "
                                   f"'{buf.name}' as uint8 to move packed pairs")

@@ -27,4 +27,8 @@ def lower_tile_call(stmt, target, analyzer, func):
             if not s.src:
                 s.src = stmt.src
         return out
+    from .tcgen05 import LOWER   # gemm_async, mma_commit, tmem_load/store/copy
+
+    if stmt.op in LOWER:
+        return LOWER[stmt.op](stmt, target, analyzer, func)
     raise PtxgenError(f"{where}unknown tile op {stmt.op!r}")

@@ -106,7 +106,8 @@ def thread_map(items, scope):
         out.append((ext, s))
     for a, r in reach.items():
         if r >= _axis_range(a, T):
-            return None, f"the register layout's {a} reaches {r}, outside 0..{_axis_range(a, T) - 1}"
+            return None, (f"the register layout's {a} reaches {r}, outside "
+                          f"0..{_axis_range(a, T) - 1}")
     vals = np.zeros(1, dtype=np.int64)
     for ext, s in out:
         vals = (vals[:, None] + np.arange(ext, dtype=np.int64) * s).ravel()
@@ -207,7 +208,6 @@ class RegPlan:
     bits: int
     V: int
     threads: list     # [(extent, [mem stride])] radix order of the scope's thread id
-    tstrides: list    # thread-id stride of each `threads` leaf
     sym: list         # [(extent, mem stride Expr)]: register leaves with symbolic strides
     vectors: list     # [(reg m offsets (V), sym digits, first constant mem offset)]
 
@@ -251,7 +251,6 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
     # radix order of thread leaves, with their memory strides
     order = sorted(range(len(tleaves)), key=lambda i: tmap_stride(tleaves[i][1], call.scope))
     threads = merge_radix([(tleaves[i][0], [tleaves[i][2]]) for i in order])
-    tstr = [s for _, s in tmap]
     sym = [(e, ms) for e, _, ms in rleaves if isinstance(ms, Expr)]
     ints = [(e, rm, ms) for e, rm, ms in rleaves if not isinstance(ms, Expr)]
     symr = [rm for e, rm, ms in rleaves if isinstance(ms, Expr)]
@@ -263,7 +262,8 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
             entries.append((r, sd, sum(d * ms for d, (_, _, ms) in zip(dig, ints))))
     nreg = len({r for r, _, _ in entries})
     if nreg != len(entries):
-        return None, f"the register layout puts {len(entries) // nreg} elements in each register"
+        return None, (f"the register layout puts this thread's {len(entries)} elements in "
+                      f"{nreg} register(s)")
     reasons = []
     for bits in widths:
         if bits % ebits:
@@ -275,14 +275,14 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
             continue
         vecs = _group(entries, V)
         if vecs is None:
-            reasons.append(f"{bits}b: this thread's memory elements do not form V-aligned runs "
-                           f"of {V}")
+            reasons.append(f"{bits}b: this thread's memory elements do not form aligned "
+                           f"runs of {V}")
             continue
         why = mem_aligned(call.an, mem, V, [st for _, (st,) in threads] + [st for _, st in sym])
         if why:
             reasons.append(f"{bits}b: {why}")
             continue
-        return RegPlan(reg, mem, reg_is_src, bits, V, threads, tstr, sym, vecs), ""
+        return RegPlan(reg, mem, reg_is_src, bits, V, threads, sym, vecs), ""
     if len(widths) == 1 and reasons:
         return None, reasons[0].split(": ", 1)[1]
     return None, "; ".join(reasons) or f"no vector width fits {ebits}-bit elements"

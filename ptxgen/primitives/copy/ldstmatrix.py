@@ -96,7 +96,7 @@ class LdsmPlan:
         return self.mem.base + digits_offset(t, self.addr_group, 0) + self.instr(k)[0]
 
 
-def _bits(leaves, scope):
+def _bits(leaves):
     """Split leaves into extent-2 bits: ('t', thread stride, mem) or ('r', reg stride, mem)."""
     out = []
     for ext, rm, axes, ms in leaves:
@@ -151,7 +151,7 @@ def plan_ldsm(call):
     leaves, why = _reg.common_leaves(reg, mem)
     if leaves is None:
         return None, why
-    bits, why = _bits(leaves, scope)
+    bits, why = _bits(leaves)
     if bits is None:
         return None, why
     tbits = [b for b in bits if b[0] == "t"]

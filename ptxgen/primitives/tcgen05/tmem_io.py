@@ -1,0 +1,270 @@
+"""TMEM <-> registers (`tmem_load` / `tmem_store`: tcgen05.ld / tcgen05.st) and shared ->
+TMEM (`tmem_copy`: tcgen05.cp).
+
+Why: the register side of tcgen05.ld/st is fixed by the instruction shape, so the shape and
+`.xN` are *chosen from the register layout*: each variant (32x32b, 16x256b) models its
+fragment (ptxgen.primitives.tmem_layout) and accepts only a register layout that puts every
+element exactly where that fragment delivers it; otherwise it says which element disagrees.
+
+    regs = pg.alloc_local((128, 32), "float32", layout=register_layout("32x32b", 128, 32))
+    pg.tile.cta.tmem_load(regs, acc[0:128, 0:32])       # 4 warps x tcgen05.ld...32x32b.x32
+
+Scopes: warp (a 32- or 16-row region; the region must lie in the warp's TMEM lane quarter,
+which is warp_id % 4 -- not checkable at trace time), warpgroup or a 128-thread cta (128 rows;
+warp w reads lanes 32*(w % 4)...).  Registers are 32-bit elements of a local buffer.
+"""
+from __future__ import annotations
+
+from ...builder.context import current
+from ...builder.tile import _active_check
+from ...dtypes import dtype as _dtype
+from ...errors import LayoutError, PtxgenError
+from ...ir import Instr, Let, SpecialReg, TileCall, Var, VecOperand
+from .. import tmem_layout as TL
+from ..registry import register
+from . import common as C
+from .desc import desc_stmts, smem_operand
+
+_U32 = _dtype("uint32")
+_AXES = {"warp": {"laneid": 1}, "warpgroup": {"tid_in_wg": 1, "laneid": 1, "wid_in_wg": 32},
+         "cta": {"tid": 1, "laneid": 1, "warpid": 32}}
+
+
+def _thread_of(o, scope):
+    w = _AXES[scope]
+    bad = [a for a in o if a not in w and a != "m" and o[a]]
+    if bad:
+        raise PtxgenError(f"the register layout uses the {bad[0]} axis, which does not number "
+                          f"the threads of the {scope} scope")
+    return sum(o.get(a, 0) * k for a, k in w.items())
+
+
+def _tmem_io(scope, op, regs, tmem, fence, dispatch, max_regs):
+    ctx = current()
+    try:
+        r, t = C.region_of(regs, f"{op} registers"), C.region_of(tmem, f"{op} TMEM")
+        if t.buffer.scope != "tmem":
+            raise PtxgenError(f"{op}: {t} is in {t.buffer.root.scope} memory, not tensor memory")
+        if r.buffer.root.scope != "local":
+            raise PtxgenError(f"{op}: {r} must be registers (a local buffer with a thread-axis "
+                              f"layout), not {r.buffer.root.scope} memory")
+        if r.buffer.dtype.bits != 32 or t.buffer.dtype.bits != 32:
+            raise PtxgenError(f"{op}: 32-bit elements only (registers {r.buffer.dtype}, TMEM "
+                              f"{t.buffer.dtype}); .pack::16b is not modelled")
+        if len(r.shape) != 2 or r.shape != t.shape[-2:]:
+            raise PtxgenError(f"{op}: the register region {r.shape} must be the 2-D shape of the "
+                              f"TMEM region {t.shape}")
+        if scope == "thread":
+            raise PtxgenError(f"{op} is a warp collective (.sync.aligned): use the warp, "
+                              f"warpgroup or cta scope")
+        rows = t.shape[-2]
+        nthreads = {"warp": 32, "warpgroup": 128}.get(scope, ctx.func.block[0])
+        if scope == "cta" and (nthreads != 128 or ctx.func.block[1] * ctx.func.block[2] != 1):
+            raise PtxgenError(f"{op} at cta scope needs a 1-D block of 128 threads (one per TMEM "
+                              f"lane); use the warpgroup scope in larger blocks")
+        want = 32 if scope == "warp" else 128
+        if rows not in ((16, 32) if scope == "warp" else (128,)):
+            raise PtxgenError(f"{op}: a {scope} reads {want} TMEM lanes; the region has {rows} "
+                              f"rows")
+        if not all(isinstance(s, int) for s in r.starts):
+            raise PtxgenError(f"{op}: register region {r} needs constant starts (registers "
+                              f"are numbered at build time)")
+        from ...alloc import check_tmem_live
+        check_tmem_live(t.buffer)
+        table = _element_table(r, t, scope)
+        why = {}          # the fragment check needs no target: run it now, at the user's line
+        for sh in TL.SHAPES:
+            if dispatch is None or dispatch == sh:
+                why[sh] = fragment_plan(table, sh, scope, rows, t.shape[-1], max_regs)
+        if not any(p for p, _ in why.values()):
+            raise PtxgenError(f"{op}: no tcgen05 shape delivers the register layout "
+                              f"{r.buffer.layout!r}: " + "; ".join(
+                                  f"{sh}: {w}" for sh, (_, w) in why.items()) +
+                              " (build it with tmem_layout.register_layout(shape, rows, cols))")
+    except (PtxgenError, LayoutError) as e:
+        raise C.located(e) from None
+    opts = {"_table": table, "_fence": fence, "_max_regs": max_regs,
+            "_all_active": _active_check(ctx, scope)}
+    if dispatch is not None:
+        opts["dispatch"] = dispatch
+    ctx.append(TileCall(op, (r, t), scope, opts))
+
+
+def _element_table(r, t, scope):
+    """[(row, col, lane, column, thread, register)] for every element of the region."""
+    rb, (r0, c0) = r.buffer, r.starts
+    out = []
+    for i in range(t.shape[-2]):
+        for j in range(t.shape[-1]):
+            o = rb.layout.apply(r0 + i, c0 + j, shape=rb.shape) if rb.layout is not None else \
+                {"m": (r0 + i) * rb.shape[1] + c0 + j}
+            lane, col, _ = C.tmem_cell(t, i, j)
+            out.append((i, j, lane, col, _thread_of(o, scope), o["m"]))
+    return out
+
+
+def fragment_plan(table, shape_name, scope, rows, cols, max_regs=128):
+    """(instrs, regmap) if every element sits where .shape_name delivers it, else (None, why).
+    regmap[p] is the register ("m") of fragment position p (the same in every thread)."""
+    shape = TL.SHAPES[shape_name]
+    per_warp = min(rows, 32)
+    try:
+        instrs = TL.warp_instrs(shape, per_warp, cols, max_regs)
+    except LayoutError as e:
+        return None, str(e)
+    where = {}
+    p0 = 0
+    for ins in instrs:
+        for t in range(32):
+            for j, (lane, col) in enumerate(ins.cells[t]):
+                where[(lane, col)] = (t, p0 + j)
+        p0 += len(ins.cells[0])
+    regmap = {}
+    for i, j, lane, col, thread, m in table:
+        w, lw = divmod(lane, 32)
+        t_hw, p = where[(lw, col)]
+        if thread != 32 * w + t_hw:
+            return None, (f"element ({i}, {j}) (TMEM lane {lane}, column {col}) is in thread "
+                          f"{thread} of the register layout, but .{shape_name} delivers it to "
+                          f"thread {32 * w + t_hw}")
+        if regmap.setdefault(p, m) != m:
+            return None, (f"the register layout uses register {m} for element ({i}, {j}) but "
+                          f"register {regmap[p]} for another thread's element at the same "
+                          f".{shape_name} fragment position {p}")
+    return (instrs, regmap), f"{len(instrs)} x .{shape_name}.x{instrs[0].x} per warp"
+
+
+def _fits(shape_name):
+    def pred(call):
+        r, t = call.args
+        plan, why = fragment_plan(call.opt("_table"), shape_name, call.scope.name,
+                                  t.shape[-2], t.shape[-1], call.opt("_max_regs", 128))
+        if plan is None:
+            return False, why
+        call.options[f"_plan_{shape_name}"] = plan
+        return True, why
+    return pred
+
+
+def _emit_io(call, shape_name, store):
+    r, t = call.args
+    instrs, regmap = call.opt(f"_plan_{shape_name}")
+    out = []
+    addr = Var("taddr", _U32)
+    base = C.tmem_addr(t)
+    if call.scope.name != "warp":      # warp w reads its lane quarter 32 * (w % 4)
+        base = base + _quarter()
+    out.append(Let(addr, base))
+    if call.opt("_fence", True):
+        out.append(C.fence("after"))
+    p0 = 0
+    for ins in instrs:
+        n = len(ins.cells[0])
+        regs = VecOperand(tuple(C.reg_ref(r.buffer, regmap[p0 + j]) for j in range(n)))
+        p0 += n
+        mem = C.AddrOperand(addr, (ins.lane0 << 16) + ins.col0)
+        opc = f"tcgen05.{'st' if store else 'ld'}.sync.aligned.{shape_name}.x{ins.x}.b32"
+        out.append(Instr(opc, (mem, regs) if store else (regs, mem), outs=0 if store else 1))
+    out.append(Instr(f"tcgen05.wait::{'st' if store else 'ld'}.sync.aligned", ()))
+    if call.opt("_fence", True):
+        out.append(C.fence("before"))
+    return out
+
+
+def _quarter():
+    from ...ir import cast
+    return cast(((SpecialReg("tid.x") >> 5) & 3) << 21, _U32)
+
+
+def tmem_load(scope, regs, tmem, fence=True, dispatch=None, max_regs=128):
+    """regs <- TMEM region (tcgen05.ld + tcgen05.wait::ld); shape and .xN from regs' layout."""
+    _tmem_io(scope, "tmem_load", regs, tmem, fence, dispatch, max_regs)
+
+
+def tmem_store(scope, tmem, regs, fence=True, dispatch=None, max_regs=128):
+    """TMEM region <- regs (tcgen05.st + tcgen05.wait::st); shape and .xN from regs' layout."""
+    _tmem_io(scope, "tmem_store", regs, tmem, fence, dispatch, max_regs)
+
+
+for _op, _store in (("tmem_load", False), ("tmem_store", True)):
+    for _pri, _sh in ((20, "32x32b"), (10, "16x256b")):
+        def _mk(sh=_sh, st=_store):
+            def emit(call):
+                return _emit_io(call, sh, st)
+            emit.__doc__ = f"tcgen05.{'st' if st else 'ld'}.sync.aligned.{sh}.xN.b32"
+            return emit
+        register(_op, _sh, _pri, when=[C.has_tcgen05, _fits(_sh)])(_mk())
+
+
+# ---- tcgen05.cp: shared -> TMEM ---------------------------------------------------------------
+_CP = {"128x256b": 256, "128x128b": 128}
+
+
+def tmem_copy(scope, tmem, src, fence=True, dispatch=None):
+    """TMEM region (128 rows) <- shared-memory tile through a descriptor (tcgen05.cp), issued
+    by one thread; track completion with mma_commit like an MMA."""
+    ctx = current()
+    try:
+        t, s = C.region_of(tmem, "tmem_copy dst"), C.region_of(src, "tmem_copy src")
+        if t.buffer.scope != "tmem":
+            raise PtxgenError(f"tmem_copy: destination {t} is not in tensor memory")
+        if t.buffer.dtype != s.buffer.dtype:
+            raise PtxgenError(f"tmem_copy: TMEM {t.buffer.dtype} vs shared {s.buffer.dtype}")
+        if t.shape[-2:] != s.shape[-2:] or t.shape[-2] != 128:
+            raise PtxgenError(f"tmem_copy: regions {t.shape} / {s.shape} must both be (128, K)")
+        bits = s.buffer.dtype.bits
+        per = 32 // bits
+        for r, c in ((1, 0), (0, 1), (127, t.shape[-1] - 1)):
+            if C.tmem_cell(t, r, c) != (r, c // per, c % per):
+                raise PtxgenError(f"tmem_copy: TMEM element ({r}, {c}) is at "
+                                  f"{C.tmem_cell(t, r, c)}; tcgen05.cp writes row r to lane r "
+                                  f"and packs K {per} per column")
+        ops = {}
+        why = {}
+        for name, cbits in _CP.items():
+            try:
+                ops[name] = smem_operand(s, k_instr=cbits // bits, role="src", major="K")
+            except (PtxgenError, LayoutError) as e:
+                why[name] = str(e)
+        if not ops:
+            raise PtxgenError("; ".join(f"{k}: {v}" for k, v in why.items()))
+        from ...alloc import check_tmem_live
+        check_tmem_live(t.buffer)
+    except (PtxgenError, LayoutError) as e:
+        raise C.located(e) from None
+    opts = {"_ops": ops, "_why": why, "_fence": fence, "_all_active": _active_check(ctx, scope)}
+    if dispatch is not None:
+        opts["dispatch"] = dispatch
+    ctx.append(TileCall("tmem_copy", (t, s), scope, opts))
+
+
+def _cp_ok(name):
+    def pred(call):
+        op = call.opt("_ops").get(name)
+        if op is None:
+            return False, call.opt("_why").get(name, "no descriptor")
+        return True, f"{op.n_steps} x tcgen05.cp.{name} ({op.swizzle}, SBO {op.sbo} B)"
+    return pred
+
+
+def _emit_cp(call, name):
+    t, s = call.args
+    op = call.opt("_ops")[name]
+    st, descs = desc_stmts(op, call.target.arch, "cp_desc")
+    addr = Var("cp_tmem", _U32)
+    body = st + [Let(addr, C.tmem_addr(t))]
+    if call.opt("_fence", True):
+        body.append(C.fence("after"))
+    cols = _CP[name] // 32
+    for i, dsc in enumerate(descs):
+        body.append(Instr(f"tcgen05.cp.cta_group::1.{name}", (C.AddrOperand(addr, i * cols), dsc)))
+    return C.guarded(call.scope, body)
+
+
+for _pri, _nm in ((20, "128x256b"), (10, "128x128b")):
+    def _mkcp(nm=_nm):
+        def emit(call):
+            return _emit_cp(call, nm)
+        emit.__doc__ = f"tcgen05.cp.cta_group::1.{nm}"
+        return emit
+    register("tmem_copy", _nm, _pri, when=[C.has_tcgen05, _cp_ok(_nm)])(_mkcp())
