@@ -61,9 +61,12 @@ def make_check(N=64, swizzle="128B", a_major="K", b_major="K"):
         for j in pg.unroll(N // 2):
             acc[j] = 0.0
         regs = [acc[j] for j in range(N // 2)]
+        no, yes = pg.local_scalar("bool"), pg.local_scalar("bool")   # scale-d predicates,
+        pg.ptx["setp.ne.b32"](no, 0, 0)                               # as CUTLASS passes them
+        pg.ptx["setp.eq.b32"](yes, 0, 0)
         pg.ptx["wgmma.fence.sync.aligned"]()
-        for s in range(K // 16):
-            pg.ptx[opcode](regs, a_desc[s], b_desc[s], "0" if s == 0 else "1", "1", "1", *tnsp)
+        for s in range(K // 16):                       # scale-d false first: D = A * B
+            pg.ptx[opcode](regs, a_desc[s], b_desc[s], no if s == 0 else yes, "1", "1", *tnsp)
         pg.ptx["wgmma.commit_group.sync.aligned"]()
         pg.ptx["wgmma.wait_group.sync.aligned"]("0")
         w, lane = pg.let(tx // 32), pg.let(tx % 32)

@@ -209,3 +209,13 @@ def test_reject_global_and_partial_rows():
     b = buf((128, 64), "bfloat16", canonical_layout(128, 64, "bfloat16", swizzle="128B"))
     with pytest.raises(LayoutError, match=r"rows 4:20 do not cover whole 8-row units"):
         smem_operand(region(b, (4, 16), (0, 64)), k_instr=16)
+
+
+@pytest.mark.parametrize("major,sw,rows", [("K", "128B", (64, 64)), ("MN", "64B", (32, 96)),
+                                           ("K", "none", (8, 16)), ("MN", "none", (64, 64))])
+def test_row_block_of_a_larger_tile(major, sw, rows):
+    b = buf((128, 64), "bfloat16", canonical_layout(128, 64, "bfloat16", major=major,
+                                                    swizzle=sw))
+    op = smem_operand(region(b, rows, (16, 32)), k_instr=16)
+    assert op.rows == rows[1] and op.n_steps == 2
+    check_reads(op, b, 0x4000, "sm_100a")

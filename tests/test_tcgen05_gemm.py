@@ -49,7 +49,10 @@ def test_pipeline_pieces():
                for ln in lines)
     mma = [ln for ln in lines if ln.startswith("tcgen05.mma")]
     assert len(mma) == 4 and all("0x08400490" in m for m in mma)          # M128 N256 bf16
-    assert re.search(r"%p\d+;$", mma[0]) and all(m.endswith(", 1;") for m in mma[1:])
+    first = mma[0].rstrip(";").split(", ")[-1]                         # kt > 0
+    assert re.search(rf"setp\.gt\.s32 {first}, %r\d+, 0;", ptx)
+    rest = {m.rstrip(";").split(", ")[-1] for m in mma[1:]}
+    assert len(rest) == 1 and f"setp.eq.b32 {rest.pop()}, 0, 0;" in ptx     # true
     assert sum(ln.startswith("tcgen05.commit") for ln in lines) == 2      # empty[s], done
     assert [ln.split()[0] for ln in lines if ln.startswith("tcgen05.ld")] == \
         ["tcgen05.ld.sync.aligned.32x32b.x32.b32"]

@@ -52,6 +52,13 @@ def mma_lines(ptx):
     return [ln for ln in code(ptx) if ln.startswith("tcgen05.mma")]
 
 
+def enable_d(ptx, line):
+    """The constant value of an MMA's enable-input-d predicate (`setp.eq/ne.b32 p, 0, 0`)."""
+    p = line.rstrip(";").split(", ")[-1]
+    m = re.search(rf"setp\.(eq|ne)\.b32 {re.escape(p)}, 0, 0;", ptx)
+    return None if m is None else m.group(1) == "eq"
+
+
 # ---------------------------------------------------------------- single-thread issue, K loop
 @pytest.mark.parametrize("scope,guard", [("warp", "%laneid"), ("cta", "%tid.x"),
                                          ("warpgroup", "%tid.x"), ("thread", None)])
@@ -91,7 +98,7 @@ def test_k_loop_advances_the_start_address(shape, sw, order, steps):
     assert adds == [s for s in steps for _ in (0, 1)]      # A and B advance together
     mm = mma_lines(ptx)
     assert len(mm) == len(steps) + 1
-    assert mm[0].endswith(", 0;") and all(m.endswith(", 1;") for m in mm[1:])
+    assert [enable_d(ptx, m) for m in mm] == [False] + [True] * len(steps)
     assert assemble(ptx, "sm_100a")[0]
 
 

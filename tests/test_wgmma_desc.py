@@ -25,9 +25,11 @@ def test_assembles_for_sm90a(case):
     mma = [ln for ln in lines if ln.startswith("wgmma.mma_async")]
     assert len(mma) == ex.K // 16
     tn = f"{int(am == 'MN')}, {int(bm == 'MN')};"
+    preds = [re.search(r", (%p\d+), 1, 1, " + tn + "$", m).group(1) for m in mma]
     assert all(m.startswith(f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.bf16.bf16 {{")
-               and m.endswith(", 1, 1, " + tn) for m in mma)
-    assert mma[0].endswith(", 0, 1, 1, " + tn)                     # scale-d 0: D = A*B first
+               for m in mma)
+    assert f"setp.ne.b32 {preds[0]}, 0, 0;" in lines                  # scale-d false: D = A*B
+    assert all(f"setp.eq.b32 {p}, 0, 0;" in lines for p in preds[1:])  # then accumulate
     # the descriptors are the builder's: template OR'ed in, then each step's offset >> 4
     ops = [smem_operand(BufferRegion(Buffer("t", (r, ex.K), dtype("bfloat16"), "shared",
                                             canonical_layout(r, ex.K, "bfloat16", major=mj,

@@ -16,7 +16,7 @@ from ..ir import (BOOL, Alloc, Barrier, BinOp, BufferPtr, Comment, Const, DeclBu
                   If, Instr, Let, Load, Mem, Store, VecOperand, Var, While, expr_key,
                   format_expr, format_stmt)
 from ..passes.simplify import Analyzer
-from .isa import form, module_template
+from .isa import form, render_module
 from .memory import MemoryEmitter
 from .target import Target, check_opcode
 from .values import ValueEmitter, reg_class
@@ -298,7 +298,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         bx, by, bz = (tuple(f.block) + (1, 1, 1))[:3]
         directives = [f".maxntid {bx}, {by}, {bz}"]
         decls = self.reg_decls() + self.decls
-        return module_template().render(
+        return render_module(
             ptxgen_version=_version, arch=self.target.arch,
             ptx_version="%d.%d" % self.ptx_version, name=self.kernel_name,
             module_decls=self.module_decls, params=self.params(), directives=directives,

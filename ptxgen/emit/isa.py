@@ -55,3 +55,31 @@ def form(name: str, *args, **attrs) -> str:
 @lru_cache(maxsize=1)
 def module_template() -> jinja2.Template:
     return environment().get_template("module.ptx.j2")
+
+
+_SLOTS = ("ptxgen_version", "arch", "ptx_version", "name", "module_decls", "params",
+          "directives", "decls", "body", "tail")
+
+
+@lru_cache(maxsize=None)
+def _module_format(has_tail: bool) -> str:
+    """The module template rendered once, with every field left as a {placeholder}."""
+    marks = {k: f"\x00{k}\x00" for k in _SLOTS}
+    text = module_template().render(
+        ptxgen_version=marks["ptxgen_version"], arch=marks["arch"],
+        ptx_version=marks["ptx_version"], name=marks["name"],
+        module_decls=[marks["module_decls"]], params=[marks["params"]],
+        directives=[marks["directives"]], decls=[marks["decls"]], body=marks["body"],
+        tail=marks["tail"] if has_tail else "")
+    text = text.replace("{", "{{").replace("}", "}}")
+    for k, m in marks.items():
+        text = text.replace(m, "{" + k + "}")
+    return text
+
+
+def render_module(*, module_decls, params, directives, decls, tail, **fields) -> str:
+    """Fill the cached module format string (one jinja render per process, not per kernel)."""
+    fmt = _module_format(bool(tail))
+    return fmt.format(module_decls="\n".join(module_decls), params=",\n".join(params),
+                      directives="\n".join(directives), decls="\n    ".join(decls),
+                      tail=tail, **fields)

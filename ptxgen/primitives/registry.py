@@ -124,6 +124,12 @@ def evaluate(op: str, call, forced: str | None = None) -> Explanation:
 
 
 def dispatch(op: str, call, forced: str | None = None) -> Variant:
+    """The first accepting variant by priority; the full table is built only on failure."""
+    for v in variants(op):
+        if forced is not None and v.name != forced or v.forced_only and forced is None:
+            continue
+        if v.check(call)[0]:
+            return v
     table = evaluate(op, call, forced)
     name = table.chosen
     if name is None:

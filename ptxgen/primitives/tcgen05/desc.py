@@ -14,7 +14,6 @@ moves by whole swizzle repeats.  The descriptor is matched over the buffer's ful
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype
@@ -293,7 +292,3 @@ def smem_descriptors(region, *, arch, k_instr=None, role="A", major=None, swizzl
     for s in stmts:
         ctx.append(s)
     return op, descs
-
-
-def tile_bytes(op: SmemOperand) -> int:
-    return math.prod((op.rows, op.k_extent)) * op.dtype.bits // 8

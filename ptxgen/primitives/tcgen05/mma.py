@@ -171,11 +171,19 @@ def _accumulate(acc):
     return e
 
 
-def _acc_operand(call, e):
-    e = call.an.simplify(e) if call.an is not None else e
-    if isinstance(e, Const):
-        return "1" if e.value else "0"
-    return e
+def _predicates(call, acc):
+    """(statements, first step's enable-input-d, later steps') as predicate registers -- the
+    form CUTLASS uses (`setp` then `p`); a literal 0/1 assembles but is not relied on."""
+    from ...ir import Alloc, Buffer, Load
+
+    e = call.an.simplify(acc) if call.an is not None else acc
+    pb = Buffer("enable_d", (2,), BOOL, "local")
+    t, f = Load(pb, (Const(0),), BOOL), Load(pb, (Const(1),), BOOL)
+    st = [Alloc(pb), Instr("setp.eq.b32", (t, "0", "0"), outs=1)]
+    if isinstance(e, Const) and not e.value:
+        st.append(Instr("setp.ne.b32", (f, "0", "0"), outs=1))
+        return st, f, t
+    return st, (t if isinstance(e, Const) else e), t
 
 
 # ---- variants ---------------------------------------------------------------------------------
@@ -205,13 +213,14 @@ def _emit_mma(call, a_in_tmem):
         body += st
     st, b_ops = desc_stmts(b_op, arch, "b_desc")
     body += st
+    st, first, rest = _predicates(call, acc)
+    body += st
     if call.opt("_fence", True):
         body.append(C.fence("after"))
     opcode = f"tcgen05.mma.cta_group::1.kind::{kind}"
-    first = _acc_operand(call, acc)
     for i in range(len(b_ops)):
         body.append(Instr(opcode, (C.AddrOperand(d_addr), a_ops[i], b_ops[i], f"{idesc:#010x}",
-                                   first if i == 0 else "1")))
+                                   first if i == 0 else rest)))
     return C.guarded(call.scope, body)
 
 
