@@ -241,8 +241,7 @@ class TensorHandle:
         if dt != b.dtype:
             eo = eo * b.dtype.bits // dt.bits if isinstance(eo, int) else eo * b.dtype.bits // dt.bits
         nb = make_buffer(current().unique(assigned_name(b.name + "_view")), shape, dt, b.scope,
-                         layout=lay, elem_offset=eo, align=b.align,
-                         data=b.data)
+                         layout=lay, elem_offset=eo, align=b.align, data=_storage_of(b))
         return _declare(nb)
 
     def permute(self, *dims):
@@ -263,7 +262,8 @@ class TensorHandle:
         new = lay.permute_dims(*dims)
         shape = tuple(b.shape[d] for d in dims)
         nb = make_buffer(current().unique(assigned_name(b.name + "_t")), shape, b.dtype, b.scope,
-                         layout=new, elem_offset=b.elem_offset, align=b.align, data=b.data)
+                         layout=new, elem_offset=b.elem_offset, align=b.align,
+                         data=_storage_of(b))
         return _declare(nb)
 
     def local(self, *shape, layout=None):
@@ -281,6 +281,12 @@ class TensorHandle:
                          "local", layout=layout, elem_offset=b.elem_offset, align=b.align,
                          data=BufferPtr(b, None))
         return _declare(nb)
+
+
+def _storage_of(b: Buffer) -> BufferPtr:
+    """The pointer a view of `b` shares: b's own data pointer, or b's base if b owns storage
+    (the view keeps b's elem_offset, so both address the same elements)."""
+    return b.data if b.data is not None else BufferPtr(b, None)
 
 
 def _last_dim_contiguous(b):
