@@ -624,7 +624,10 @@ def format_stmt(s: Stmt) -> str:
     if t is DeclBuffer:
         return f"{s.buffer.name} = pg.decl_buffer{_fmt_buffer_decl(s.buffer)}"
     if t is Barrier:
-        return "pg.cta_sync()" if s.kind == "cta" else f"pg.barrier({s.kind!r})"
+        if s.kind == "cta" and s.count is not None:
+            bid = s.id if isinstance(s.id, int) else format_expr(s.id)
+            return f"pg.named_barrier({bid}, {s.count})"
+        return "pg.cta_sync()" if s.kind == "cta" else "pg.warp_sync()"
     if t is Instr:
         ops = ", ".join(_fmt_operand(o) for o in s.operands)
         g = f"@{format_expr(s.guard)} " if s.guard is not None else ""

@@ -240,7 +240,20 @@ def cta_sync():
 
 
 def warp_sync():
+    """bar.warp.sync: the lanes of this warp wait for each other (shared writes visible)."""
     current().append(Barrier("warp"))
+
+
+def named_barrier(barrier_id, nthreads: int):
+    """bar.sync id, nthreads: a barrier among `nthreads` threads (a multiple of 32), e.g. one
+    warpgroup; id 0 is the CTA barrier of pg.cta_sync()."""
+    if not isinstance(nthreads, int) or nthreads <= 0 or nthreads % 32:
+        raise fail(f"named_barrier needs a thread count that is a positive multiple of 32, "
+                   f"got {nthreads!r}")
+    if isinstance(barrier_id, int) and not 0 <= barrier_id < 16:
+        raise fail(f"barrier ids are 0..15, got {barrier_id}")
+    bid = barrier_id if isinstance(barrier_id, int) else as_expr(barrier_id)
+    current().append(Barrier("cta", bid, nthreads))
 
 
 def var(name: str, dtype="int32") -> Var:

@@ -34,8 +34,14 @@ class ScalarType:
 
 def _param_from_annotation(name, ann, fn):
     if isinstance(ann, str):
+        ns = dict(fn.__globals__)
+        for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                ns[var] = cell.cell_contents
+            except ValueError:
+                pass
         try:
-            ann = eval(ann, fn.__globals__)   # `from __future__ import annotations`
+            ann = eval(ann, ns)   # `from __future__ import annotations`
         except Exception as e:
             raise TraceError(f"{fn.__name__}: cannot evaluate the annotation of '{name}': {e}") from None
     return ann

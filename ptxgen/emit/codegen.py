@@ -134,7 +134,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     def s_Barrier(self, s: Barrier):
         if s.kind == "cta":
-            self.emit(form("bar_sync", s.count is not None).format(id=s.id, n=s.count))
+            bid = s.id if isinstance(s.id, int) else self.val(self.an.simplify(s.id))
+            self.emit(form("bar_sync", s.count is not None).format(id=bid, n=s.count))
         elif s.kind == "warp":
             self.emit("bar.warp.sync 0xffffffff;")
         else:
