@@ -4,6 +4,8 @@ import warnings
 
 import pytest
 
+import ptxgen as pg
+
 from _asm import assemble
 from ptxgen.bench.copy_kernels import streaming_copy_kernel
 
@@ -13,6 +15,12 @@ from ptxgen.bench.copy_kernels import streaming_copy_kernel
 @pytest.mark.parametrize("tile", [(32, 32), (64, 64), (128, 64)])
 def test_streaming_kernels_assemble(scope, dtype, tile):
     k, grid = streaming_copy_kernel(dtype, scope, tile, nsm=132)
+    ebytes = {"int8": 1, "float32": 4}.get(dtype, 2)
+    groups = 256 // {"warp": 32, "warpgroup": 128, "cta": 256}[scope]
+    if groups * tile[0] * tile[1] * ebytes > 227 * 1024:
+        with pytest.raises(pg.ResourceError, match="static shared memory is"):
+            k.ptx("sm_90a")
+        return
     ptx = k.ptx("sm_90a")
     per = {"warp": 32, "warpgroup": 128, "cta": 256}[scope]
     bits = min(128, tile[0] * tile[1] * {"int8": 8, "float32": 32}.get(dtype, 16) // per)

@@ -100,10 +100,15 @@ def _build_stream(cfg: CopyConfig, dispatch=None):
                                  name=f"{cfg.variant}_{cfg.dtype}_{cfg.scope}_{R}x{C}")
     import warnings
 
+    from ..errors import ResourceError
+    from ..runtime import device_arch
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # fallback warns; that is the point here
-        from ..runtime import device_arch
-        ptx = k.ptx(device_arch())
+        try:
+            ptx = k.ptx(device_arch())
+        except ResourceError as e:               # e.g. 8 warps x a 32 KiB tile each
+            return SkipReason(str(e).split(": ", 1)[-1])
 
     def launch(src, dst, nbytes, stream, k=k, rows=rows):
         k(src, dst, ROWS=rows, stream=stream)
