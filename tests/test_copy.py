@@ -290,3 +290,20 @@ def test_property_copy(case):
                     d = dst_side.swizzle.apply(d)
                 hits[d] += 1
     assert (hits == 1).all()
+
+
+def test_copy_inside_unroll_uses_the_unrolled_index():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((4, 32, 32), "float32"), B: pg.Tensor((4, 32, 32), "float32")):
+        pg.lane_id()
+        sm = pg.alloc_shared((32, 32), "float32")
+        for u in pg.unroll(4):
+            pg.tile.warp.copy(sm[0:32, 0:32], A[u:u + 1, 0:32, 0:32])
+            pg.warp_sync()
+            pg.tile.warp.copy(B[u:u + 1, 0:32, 0:32], sm[0:32, 0:32])
+            pg.warp_sync()
+
+    ptx = k.ptx("sm_90a")
+    for u in range(1, 4):          # each unrolled copy starts u * 4096 bytes further
+        assert f"+{u * 4096}]" in ptx
+    assert assemble(ptx, "sm_90a")[0]

@@ -79,9 +79,21 @@ def subst_body(body, m: dict):
         elif t is Instr:
             out.append(replace(s, operands=tuple(_subst_operand(o, m) for o in s.operands),
                                guard=subst(s.guard, m)))
+        elif t is TileCall:
+            out.append(replace(s, args=tuple(_subst_arg(a, m) for a in s.args)))
         else:
             out.append(s)
     return out
+
+
+def _subst_arg(a, m):
+    """Tile-call operands: regions (their starts may use the unrolled variable) and exprs."""
+    if isinstance(a, BufferRegion):
+        return BufferRegion(a.buffer, tuple((subst(st, m) if not isinstance(st, int) else st, e)
+                                            for st, e in a.region))
+    if hasattr(a, "subst"):
+        return a.subst(lambda x: subst(x, m))
+    return subst(a, m) if hasattr(a, "dtype") else a
 
 
 def unroll(body):
