@@ -253,10 +253,12 @@ class Codegen(ValueEmitter, MemoryEmitter):
             return "{" + ", ".join(self.operand(x) for x in o.items) + "}"
         if hasattr(o, "ptx_operand"):   # composite operands, e.g. [tmem_addr+8], [map, {x, y}]
             return o.ptx_operand(self.operand)
-        e = self.an.simplify(o)
-        if type(e) is Load and e.buffer.scope == "local":
-            return self.val(e)          # a register an instruction may write
-        return self.val(e)
+        if type(o) is Load and o.buffer.data is None and o.buffer.layout is None \
+                and len(o.indices) == 1 and type(o.indices[0]) is Const:
+            regs = self.local_regs.get(o.buffer.uid)     # fast path: a staging register
+            if regs is not None and o.dtype is o.buffer.dtype:
+                return regs[o.indices[0].value]
+        return self.val(self.an.simplify(o))   # a local element is its register (writable)
 
     # ---- module -------------------------------------------------------------------
     def params(self) -> list[str]:
