@@ -134,8 +134,8 @@ class MemoryEmitter:
         """(base register, constant byte offset) of a pointer expression."""
         buf = ptr.buffer
         root = self._root(buf)
-        idx = None if ptr.indices is None else tuple(self.an.simplify(i) for i in ptr.indices)
-        return self._address(root, _SPACE.get(root.scope), self.offset_affine(buf, idx))
+        # no separate simplify: the affine form simplifies the index's atoms itself
+        return self._address(root, _SPACE.get(root.scope), self.offset_affine(buf, ptr.indices))
 
     # ---- offsets as affine forms (no intermediate expression trees) --------------------
     def _aff(self, x) -> Affine:
