@@ -117,7 +117,7 @@ def _build_stream(cfg: CopyConfig, dispatch=None):
 
 
 def _build_grid_stride(cfg: CopyConfig):
-    from ..dtypes import dtype as _dtype
+    pass
 
     if cfg.scope != "cta":
         return SkipReason("the grid-stride copy is a whole-CTA kernel")

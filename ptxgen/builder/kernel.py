@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import inspect
 import threading
-import time
-import typing
 
 from ..dtypes import dtype as _dtype
-from ..errors import PtxgenError, TraceError
-from ..ir import Param, PrimFunc, Var, walk
+from ..errors import TraceError
+from ..ir import Param, PrimFunc, Var
 from . import context
 from .tensor import Tensor, TensorHandle, make_buffer
 

@@ -9,8 +9,8 @@ import math
 
 from ..dtypes import DType, dtype as _dtype
 from ..errors import PtxgenError
-from ..ir import (BOOL, Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load,
-                  SCOPES, Store, Var, as_expr, format_expr)
+from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
+                  Store, Var, as_expr)
 from .context import assigned_name, current, fail
 
 _ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
@@ -340,9 +340,9 @@ def alloc_buffer(shape, dtype, scope="global", layout=None, align=16, elem_offse
     b = make_buffer(name, shape, dtype, scope, layout, elem_offset, byte_offset, align)
     if scope == "shared.dyn":
         if ctx.arena is not None and ctx.pools:
-            raise fail(f"only one shared.dyn allocation (the dynamic arena) is allowed per kernel, "
-                       f"and the SMEMPool already owns it; allocate from the pool instead "
-                       f"(pool.alloc(shape, dtype))")
+            raise fail("only one shared.dyn allocation (the dynamic arena) is allowed per kernel, "
+                       "and the SMEMPool already owns it; allocate from the pool instead "
+                       "(pool.alloc(shape, dtype))")
         if ctx.arena is not None:
             raise fail(f"only one shared.dyn allocation (the dynamic arena) is allowed per kernel; "
                        f"'{ctx.arena.name}' already is it. Declare views into it with "

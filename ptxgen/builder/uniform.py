@@ -7,7 +7,6 @@ and must be constant within each group; anything that reads memory is refused.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

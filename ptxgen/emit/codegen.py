@@ -6,15 +6,12 @@ reports.  Every IR statement is preceded by a `// <statement>` comment.
 """
 from __future__ import annotations
 
-import math
 import re
 
 from .. import __version__ as _version
-from ..dtypes import container_type, mem_type
-from ..errors import ArchError, PtxgenError
-from ..ir import (BOOL, Alloc, Barrier, BinOp, BufferPtr, Comment, Const, DeclBuffer, For,
-                  If, Instr, Let, Load, Mem, Store, VecOperand, Var, While, expr_key,
-                  format_expr, format_stmt)
+from ..errors import PtxgenError
+from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
+                  Let, Load, Mem, Store, VecOperand, While, format_stmt)
 from ..passes.simplify import Analyzer
 from .isa import form, render_module
 from .memory import MemoryEmitter

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError
 from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Load, expr_key, format_expr
 from ..passes.simplify import Affine

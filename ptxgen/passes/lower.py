@@ -10,7 +10,6 @@ from dataclasses import replace
 
 from ..ir import (BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr, Let, Load, Mem,
                   Not, Select, Store, TileCall, VecOperand, While, walk)
-from .simplify import Analyzer
 
 
 def subst(e, m: dict):

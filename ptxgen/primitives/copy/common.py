@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 
 from ...errors import LayoutError, PtxgenError
-from ...ir import (BOOL, Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem,
-                   VecOperand, format_expr)
+from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand,
+                   format_expr)
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "tmem": "tmem"}

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, Const, Expr, For, Let, Var
 from ..registry import register
-from .common import (CONTAINERS, Leaf, const_offset, digits_offset, element_address,
-                     flat_pointer, is_int, ld_st_pair, refine, reg_elems, split_leaves)
+from .common import (CONTAINERS, const_offset, digits_offset, element_address, flat_pointer,
+                     is_int, ld_st_pair, refine, reg_elems, split_leaves)
 
 MEMORY = ("global", "shared")
 _HINTS_L1 = ("L1::no_allocate", "L1::evict_first", "L1::evict_last", "L1::evict_normal",
@@ -84,7 +84,6 @@ def plan_memory_copy(call, widths=(128, 64, 32, 16, 8)):
     """(Plan, reason): the widest vector partition of a memory<->memory copy."""
     from ...emit.memory import byte_offset
 
-    an = call.an
     src, dst = call.src_side, call.dst_side
     T = call.scope.nthreads
     n = call.numel
