@@ -106,9 +106,9 @@ def cmd_dump(args) -> int:
                             line += f"  {s.name}"
                         else:
                             print(f"nvdisasm failed on {c}: {r.stderr.strip()}", file=sys.stderr)
-                res_summary = k.resources
-                if any(res_summary.values()):
-                    line += "  resources: " + ", ".join(f"{a}={b}" for a, b in res_summary.items() if b)
+                res_summary = {a: b for a, b in k.resources.items() if a != "memory" and b}
+                if res_summary:
+                    line += "  resources: " + ", ".join(f"{a}={b}" for a, b in res_summary.items())
                 names_seen.add(k.name)
                 print(line)
     return status

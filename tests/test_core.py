@@ -322,3 +322,22 @@ def test_static_smem_limit():
                        r"allows 49152 \(48 KiB\) per CTA; move tiles into the dynamic arena"):
         kk.ptx("sm_80")
     assert assemble(kk.ptx("sm_90a"), "sm_90a")[0]
+
+
+def test_block_too_large():
+    def k(A: pg.Tensor((32,), "float32")):
+        pg.thread_id(2048)
+
+    with pytest.raises(pg.TraceError, match=r"a CTA holds at most 1024 threads; blockDim "
+                       r"\(2048, 1, 1\) has 2048"):
+        pg.kernel(k)
+
+
+def test_int_into_float_buffer_needs_cast():
+    def k(A: pg.Tensor((32,), "float32"), B: pg.Tensor((32,), "int32")):
+        tx = pg.thread_id(32)
+        A[tx] = B[tx]
+
+    with pytest.raises(pg.TraceError, match=r"storing a int32 value into float32 buffer 'A'; "
+                       r"use pg.cast\(value, 'float32'\)"):
+        pg.kernel(k)

@@ -35,6 +35,13 @@ def _set_extent(which: str, dim: str, n: int):
         raise fail(f"{which}Dim.{dim} was declared as {cur[k]} at {seen[k]}; now {n}")
     cur[k] = n
     seen[k] = user_src()
+    if which == "block" and cur[0] * cur[1] * cur[2] > 1024:
+        raise fail(f"a CTA holds at most 1024 threads; blockDim {tuple(cur)} has "
+                   f"{cur[0] * cur[1] * cur[2]} (ptxas would accept it and the launch would fail)")
+    if which == "block" and cur[2] > 64:
+        raise fail(f"blockDim.z is at most 64, got {cur[2]}")
+    if which == "grid" and k > 0 and n > 65535:
+        raise fail(f"gridDim.{dim} is at most 65535, got {n}")
     if which == "block":
         f.block = tuple(cur)
     else:

@@ -151,9 +151,13 @@ class Kernel:
 
     @property
     def resources(self) -> dict:
-        r = {"dynamic_smem_bytes": self.ir.dynamic_smem_bytes}
-        r.update(self._ctx_resources)
-        return r
+        """Shared/tensor memory this kernel uses (composed across its pools), as a dict."""
+        if "memory" in self._ctx_resources:
+            return dict(self._ctx_resources)
+        from ..alloc import resources_of
+
+        mem = resources_of(self.ir)
+        return dict(mem.as_dict(), memory=mem)
 
     def compile(self, arch: str = "sm_90a"):
         """Assemble offline with nvJitLink; no GPU needed."""
@@ -161,11 +165,8 @@ class Kernel:
 
         b = self.built(arch)
         res = compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
-        try:
-            res.resources = dict(self.resources, static_smem_bytes=b.codegen.smem_static,
-                                 registers=res.registers, spill_bytes=res.spill_bytes)
-        except AttributeError:
-            pass
+        res.resources = dict(self.resources, registers=res.registers,
+                             spill_bytes=res.spill_bytes)
         return res
 
     @property
