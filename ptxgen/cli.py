@@ -45,16 +45,17 @@ def load_kernels(spec: str):
 
 
 def find_nvdisasm() -> str | None:
+    """nvdisasm on PATH, or the one the nvidia-cuda-nvdisasm wheel ships (nvidia/cu*/bin)."""
     exe = shutil.which("nvdisasm")
     if exe:
         return exe
-    try:   # the nvidia-cuda-nvdisasm wheel
-        import nvidia.cuda_nvdisasm as m  # type: ignore
+    try:
+        import nvidia  # namespace package of NVIDIA's wheels
 
-        for base in getattr(m, "__path__", []):
-            cand = Path(base) / "bin" / "nvdisasm"
-            if cand.exists():
-                return str(cand)
+        for base in getattr(nvidia, "__path__", []):
+            for cand in sorted(Path(base).glob("*/bin/nvdisasm")):
+                if os.access(cand, os.X_OK):
+                    return str(cand)
     except ImportError:
         pass
     return None
