@@ -341,3 +341,17 @@ def test_int_into_float_buffer_needs_cast():
     with pytest.raises(pg.TraceError, match=r"storing a int32 value into float32 buffer 'A'; "
                        r"use pg.cast\(value, 'float32'\)"):
         pg.kernel(k)
+
+
+def test_buffer_name_cannot_break_out_of_a_comment():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        s = pg.alloc_shared((32,), "float32", name="s\r trap;\n exit;")
+        s[tx] = A[tx]
+
+    ptx = k.ptx("sm_90a")
+    assert "\r" not in ptx
+    assert not any(line.strip() in ("trap;", "exit;") or line.lstrip().startswith(("trap", "exit"))
+                   for line in ptx.splitlines())
+    assert assemble(ptx, "sm_90a")[0]

@@ -23,6 +23,14 @@ PTX_KEYWORDS = {"ret", "exit", "bra", "call", "entry", "func", "reg", "param", "
                 "shared", "local", "const", "tex", "version", "target", "align"}
 
 
+_LINE_BREAKS = str.maketrans({c: " " for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(text: str) -> str:
+    """Comment text that cannot end its `//` comment: every line break becomes a space."""
+    return text.translate(_LINE_BREAKS)
+
+
 def sanitize(name: str, used: set) -> str:
     """A valid, unique PTX identifier derived from `name`; nothing in it can inject PTX."""
     s = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
@@ -82,7 +90,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             text = format_stmt(s)
             self.stmts.append((text, s.src))
             if type(s) is not Comment:
-                self.lines.append("    // " + text.replace("\n", " "))
+                self.lines.append("    // " + one_line(text))
                 self.line_stmt.append(self._cur)
             try:
                 getattr(self, "s_" + type(s).__name__)(s)
@@ -104,7 +112,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.pop_scope()
 
     def s_Comment(self, s):
-        self.lines.append("    // " + s.text.replace("\n", " "))
+        self.lines.append("    // " + one_line(s.text))
         self.line_stmt.append(self._cur)
 
     def s_Let(self, s: Let):
