@@ -1,5 +1,6 @@
 """Issue 3 at the builder level: views, permute, local, swizzled element indexing, errors."""
 import re
+import sys
 
 import pytest
 
@@ -94,3 +95,29 @@ def test_layout_shape_mismatch_rejected():
         @pg.kernel(grid=(1,), block=(32,))
         def k(A: pg.Tensor((4, 16), "float32", layout=TileLayout(S[(4, 8)]))):
             pass
+
+
+@pytest.mark.parametrize("kind,ops", [
+    ("row_major", ["shl.b32 %r{a}, %r1, 3;", "add.s32 %r{b}, %r{a}, %r2;", "+0"]),
+    ("col_major", ["shl.b32 %r{a}, %r2, 2;", "add.s32 %r{b}, %r{a}, %r1;", "+0"]),
+    ("shifted", ["shl.b32 %r{a}, %r1, 3;", "add.s32 %r{b}, %r{a}, %r2;", "+256"]),
+    ("row_stride_16", ["shl.b32 %r{a}, %r1, 4;", "add.s32 %r{b}, %r{a}, %r2;", "+0"]),
+])
+def test_seed_b_declarations_lower_to_their_index(kind, ops):
+    """i*8+j, j*4+i, i*8+j+64 (64 floats = +256 bytes), i*16+j: only B's metadata differs."""
+    import add_one
+
+    k = add_one.KERNELS[list(add_one.B_DECLS).index(kind)]
+    ptx = k.ptx("sm_90a")
+    store = ptx[ptx.index("add.rn.f32"):]          # B's address math comes after the add
+    m = re.search(r"shl\.b32 %r(\d+), %r(\d), (\d);\n\s+add\.s32 %r(\d+), %r\1, %r(\d);", store)
+    if kind in ("row_major", "shifted"):            # same index as A's: reused, not recomputed
+        m = re.search(r"shl\.b32 %r(\d+), %r(\d), (\d);\n\s+add\.s32 %r(\d+), %r\1, %r(\d);", ptx)
+    assert m, ptx
+    text = f"shl.b32 %r{m.group(1)}, %r{m.group(2)}, {m.group(3)};"
+    assert text == ops[0].format(a=m.group(1))
+    assert f"add.s32 %r{m.group(4)}, %r{m.group(1)}, %r{m.group(5)};" == \
+        ops[1].format(a=m.group(1), b=m.group(4))
+    st = re.search(r"st\.global\.f32 \[%rd\d+(\+\d+)?\]", ptx).group(1) or "+0"
+    assert st == ops[2]
+    assert "div" not in ptx and "rem" not in ptx
