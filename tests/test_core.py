@@ -355,3 +355,11 @@ def test_buffer_name_cannot_break_out_of_a_comment():
     assert not any(line.strip() in ("trap;", "exit;") or line.lstrip().startswith(("trap", "exit"))
                    for line in ptx.splitlines())
     assert assemble(ptx, "sm_90a")[0]
+
+
+def test_errors_inside_the_body_say_where():
+    def k(A: pg.Tensor((32,), "float32")):
+        pg.alloc_shared((4,), "float17")
+
+    with pytest.raises(pg.PtxgenError, match=r"^test_core.py:\d+: unknown dtype 'float17'"):
+        pg.kernel(k)

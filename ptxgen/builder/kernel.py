@@ -2,13 +2,35 @@
 from __future__ import annotations
 
 import inspect
+import os
+import re
 import threading
 
 from ..dtypes import dtype as _dtype
-from ..errors import TraceError
+from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var
 from . import context
 from .tensor import Tensor, TensorHandle, make_buffer
+
+
+_LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")
+
+
+def _locate(e: PtxgenError):
+    """Prefix an error raised while tracing with the user's file:line (the innermost
+    traceback frame outside ptxgen), unless it already says where."""
+    msg = str(e.args[0]) if e.args else ""
+    if _LOCATED.match(msg):
+        return
+    where = None
+    tb = e.__traceback__
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if not fname.startswith(context._PKG_DIR):
+            where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    if where:
+        e.args = (f"{where}: {msg}",) + tuple(e.args[1:])
 
 
 class ScalarType:
@@ -107,6 +129,9 @@ class Kernel:
             fn(*args)
             for fin in ctx.finalizers:
                 fin()
+        except PtxgenError as e:
+            _locate(e)
+            raise
         finally:
             context.pop()
         self._ctx_resources = ctx.resources
