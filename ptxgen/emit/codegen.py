@@ -6,45 +6,19 @@ reports.  Every IR statement is preceded by a `// <statement>` comment.
 """
 from __future__ import annotations
 
-import re
 
 from .. import __version__ as _version
 from ..errors import PtxgenError
 from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
                   Let, Load, Mem, Store, VecOperand, While, format_stmt)
+from ..passes.lower import register_buffers, unroll
 from ..passes.simplify import Analyzer
+from ..primitives import lower_tile_call
 from .isa import form, render_module
+from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
 from .memory import MemoryEmitter
 from .target import Target, check_opcode
 from .values import ValueEmitter, reg_class
-
-_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-PTX_KEYWORDS = {"ret", "exit", "bra", "call", "entry", "func", "reg", "param", "global",
-                "shared", "local", "const", "tex", "version", "target", "align"}
-
-
-_LINE_BREAKS = str.maketrans({c: " " for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
-
-
-def one_line(text: str) -> str:
-    """Comment text that cannot end its `//` comment: every line break becomes a space."""
-    return text.translate(_LINE_BREAKS)
-
-
-def sanitize(name: str, used: set) -> str:
-    """A valid, unique PTX identifier derived from `name`; nothing in it can inject PTX."""
-    s = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
-    if not s or not (s[0].isalpha() or s[0] == "_"):
-        s = "_" + s
-    if s in PTX_KEYWORDS or s.startswith("_ptxgen"):
-        s = s + "_"
-    base, n = s, 1
-    while s in used:
-        n += 1
-        s = f"{base}_{n}"
-    used.add(s)
-    return s
-
 
 class Codegen(ValueEmitter, MemoryEmitter):
     def __init__(self, func, target: Target, debug_bounds: bool = False):
@@ -102,9 +76,6 @@ class Codegen(ValueEmitter, MemoryEmitter):
                 raise
 
     def s_TileCall(self, s):
-        from ..passes.lower import register_buffers, unroll
-        from ..primitives import lower_tile_call
-
         stmts = unroll(lower_tile_call(s, self.target, self.an, self.func))
         self.local_in_regs |= register_buffers(stmts)
         self.push_scope()

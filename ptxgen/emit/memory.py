@@ -15,7 +15,9 @@ from ..errors import PtxgenError
 from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Load, expr_key, format_expr
 from ..passes.simplify import Affine
 from .isa import form
+from .names import sanitize
 from .values import reg_class
+from ..dtypes import mem_type
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}
 
@@ -66,8 +68,6 @@ class MemoryEmitter:
 
     # ---- storage ----------------------------------------------------------------
     def alloc(self, buf):
-        from .codegen import sanitize
-
         scope = buf.scope
         if scope == "local":
             n = buf.span_elems()
@@ -297,8 +297,6 @@ class MemoryEmitter:
                                    f"'{buf.name}' dimension {d} (extent {ext})\n")
 
     def _oob_block(self, label, message):
-        from .codegen import sanitize
-
         if not any(".extern .func" in d for d in self.module_decls):
             self.module_decls.append(".extern .func (.param .b32 func_retval0) vprintf "
                                      "(.param .b64 format, .param .b64 args);")
@@ -482,7 +480,3 @@ def _container_cls(ty):
     return {"b32": "b32", "b16": "b16", "b8": "b32", "b64": "b64"}[ty]
 
 
-def mem_type(dt):
-    from ..dtypes import mem_type as _mt
-
-    return _mt(dt)

@@ -24,6 +24,7 @@ from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, BufferPtr, Const, Expr, Instr, Let, Load, Var, VecOperand
 from .common import (CONTAINERS, Leaf, Side, alignment_ok, digits_offset, element_address,
                      flat_pointer, ld_st_pair, refine, reg_elems)
+from .vec_auto import cache_modifiers
 
 WIDTHS = (128, 64, 32, 16, 8)
 
@@ -346,8 +347,6 @@ def emit_reg_plan(call, plan: RegPlan, hint=""):
 
 def check(call):
     """vec_auto's predicate when a side is registers."""
-    from .vec_auto import cache_modifiers
-
     ok, hint = cache_modifiers(call)
     if not ok:
         return False, f"reg: {hint}"
@@ -361,8 +360,6 @@ def check(call):
 
 
 def emit(call):
-    from .vec_auto import cache_modifiers
-
     plan = call.options.get("_reg_plan")
     if plan is None:
         plan, why = plan_reg(call)

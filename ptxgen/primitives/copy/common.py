@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand,
                    format_expr)
+from ...emit.memory import byte_offset
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "tmem": "tmem"}
@@ -263,8 +264,6 @@ def reg_elems(tmp: Buffer, start: int, n: int):
 def alignment_ok(an, side: Side, V: int, skip_leaf_ids=()) -> tuple[bool, str]:
     """Every stride except the vector's, the region start, elem_offset, the view chain and
     the declared base alignment must be multiples of V elements."""
-    from ...emit.memory import byte_offset
-
     buf = side.buf
     ebytes = buf.dtype.bits // 8
     vbytes = V * ebytes

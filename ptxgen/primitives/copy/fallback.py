@@ -13,6 +13,7 @@ from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, BinOp, Const, For, If, Instr, Let, Load, Mem, Var, BOOL
 from ..registry import evaluate, register
 from .common import digits_offset, element_address, flat_pointer, refine
+from .vec_auto import cache_modifiers
 
 _MEM = {8: ("u8", "uint8"), 16: ("u16", "uint16"), 32: ("u32", "uint32"), 64: ("u64", "uint64")}
 
@@ -23,8 +24,6 @@ def _is_fallback(call):
         return False, f"moves memory only ({s} -> {d}); register copies use vec_auto's reg path"
     if call.dtype.bits not in _MEM:
         return False, f"{call.dtype} elements are not byte addressable; view the region as uint8"
-    from .vec_auto import cache_modifiers
-
     ok, why = cache_modifiers(call)
     if not ok:
         return False, why
@@ -62,8 +61,6 @@ def emit_fallback(call):
     reg = Load(tmp, (Const(0),), tmp.dtype)
     so = element_address(src, src.base + digits_offset(i, items, 0) if not (isinstance(src.base, int) and src.base == 0) else digits_offset(i, items, 0))
     do = element_address(dst, dst.base + digits_offset(i, items, 1) if not (isinstance(dst.base, int) and dst.base == 0) else digits_offset(i, items, 1))
-    from .vec_auto import cache_modifiers
-
     move = [Instr(f"ld.{src.space}{cache_modifiers(call)[1]}.{ty}", (reg, Mem(flat_pointer(src, so))), outs=1),
             Instr(f"st.{dst.space}.{ty}", (Mem(flat_pointer(dst, do)), reg))]
     if n % T:

@@ -20,6 +20,7 @@ from ...ir import Alloc, Buffer, Const, Expr, For, Let, Var
 from ..registry import register
 from .common import (CONTAINERS, const_offset, digits_offset, element_address, flat_pointer,
                      is_int, ld_st_pair, refine, reg_elems, split_leaves)
+from ...emit.memory import byte_offset
 
 MEMORY = ("global", "shared")
 _HINTS_L1 = ("L1::no_allocate", "L1::evict_first", "L1::evict_last", "L1::evict_normal",
@@ -82,8 +83,6 @@ def _divisible(an, x, V) -> bool:
 
 def plan_memory_copy(call, widths=(128, 64, 32, 16, 8)):
     """(Plan, reason): the widest vector partition of a memory<->memory copy."""
-    from ...emit.memory import byte_offset
-
     src, dst = call.src_side, call.dst_side
     T = call.scope.nthreads
     n = call.numel

@@ -1,0 +1,31 @@
+"""PTX identifiers and comment text made safe: nothing a user names can inject PTX."""
+from __future__ import annotations
+
+import re
+
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+PTX_KEYWORDS = {"ret", "exit", "bra", "call", "entry", "func", "reg", "param", "global",
+                "shared", "local", "const", "tex", "version", "target", "align"}
+
+
+_LINE_BREAKS = str.maketrans({c: " " for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(text: str) -> str:
+    """Comment text that cannot end its `//` comment: every line break becomes a space."""
+    return text.translate(_LINE_BREAKS)
+
+
+def sanitize(name: str, used: set) -> str:
+    """A valid, unique PTX identifier derived from `name`; nothing in it can inject PTX."""
+    s = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
+    if not s or not (s[0].isalpha() or s[0] == "_"):
+        s = "_" + s
+    if s in PTX_KEYWORDS or s.startswith("_ptxgen"):
+        s = s + "_"
+    base, n = s, 1
+    while s in used:
+        n += 1
+        s = f"{base}_{n}"
+    used.add(s)
+    return s
