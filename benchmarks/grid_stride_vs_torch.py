@@ -61,15 +61,21 @@ def sweep(gib=1.0):
     t_torch = bench(lambda: dst.copy_(src))
     print(f"torch copy_: {nbytes / t_torch / 1e6:.0f} GB/s")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for threads, unroll, per_sm in [(256, 4, 4), (256, 8, 4), (512, 4, 4), (256, 4, 8),
-                                    (1024, 4, 2), (256, 8, 8), (128, 8, 8)]:
-        k = g.make(threads, unroll, sms * per_sm, name=f"gsc_{threads}_{unroll}_{per_sm}")
+    configs = [(t, u, c, None, None) for t, u, c in [(256, 4, 4), (256, 8, 4), (512, 4, 4),
+                                                     (256, 4, 8), (1024, 4, 2), (256, 8, 8),
+                                                     (128, 8, 8)]]
+    configs += [(256, 4, 8, "nc", None), (256, 4, 8, ["nc", "L1::no_allocate"], "cs"),
+                (256, 8, 8, ["nc", "L1::no_allocate", "L2::256B"], "cs"), (256, 4, 8, None, "cs")]
+    for threads, unroll, per_sm, lh, sh in configs:
+        k = g.make(threads, unroll, sms * per_sm, name=f"gsc_{threads}_{unroll}_{per_sm}",
+                   load_hint=lh, store_hint=sh)
         dst.fill_(float("nan"))
         k(src, dst)
         torch.cuda.synchronize()
         ok = torch.equal(src.view(torch.int32), dst.view(torch.int32))
         t = bench(lambda: k(src, dst))
-        print(f"threads={threads:4} unroll={unroll} ctas/SM={per_sm}: {nbytes / t / 1e6:.0f} GB/s "
+        print(f"threads={threads:4} unroll={unroll} ctas/SM={per_sm} load={lh} store={sh}: "
+              f"{nbytes / t / 1e6:.0f} GB/s "
               f"ratio {t_torch / t:.3f}x {'ok' if ok else 'WRONG'}")
 
 

@@ -13,19 +13,21 @@ THREADS = 256
 UNROLL = 4
 
 
-def make(threads=THREADS, unroll=UNROLL, ctas=132 * 4, name="grid_stride_copy", hint=None):
-    """The copy with its tuning knobs: threads per CTA, vectors in flight, grid size."""
+def make(threads=THREADS, unroll=UNROLL, ctas=132 * 4, name="grid_stride_copy", load_hint=None,
+         store_hint=None):
+    """The copy with its tuning knobs: threads per CTA, vectors in flight, grid size, and the
+    cache hints of the main loop's loads and stores (e.g. "nc", "L1::no_allocate"; "cs")."""
     return pg.kernel(block=(threads,), grid=(ctas,), name=name)(
-        _body(threads, unroll, ctas, hint))
+        _body(threads, unroll, ctas, load_hint, store_hint))
 
 
-def _body(THREADS, UNROLL, CTAS, hint):
+def _body(THREADS, UNROLL, CTAS, load_hint, store_hint):
     def grid_stride_copy(src: pg.Tensor((N,), "float32"), dst: pg.Tensor((N,), "float32")):
-        _copy(src, dst, THREADS, UNROLL, CTAS)
+        _copy(src, dst, THREADS, UNROLL, CTAS, load_hint, store_hint)
     return grid_stride_copy
 
 
-def _copy(src, dst, THREADS, UNROLL, CTAS):
+def _copy(src, dst, THREADS, UNROLL, CTAS, load_hint=None, store_hint=None):
     tx = pg.thread_id(THREADS)
     bx = pg.cta_id(CTAS)
     nthreads = pg.let(pg.grid_dim() * THREADS)
@@ -36,9 +38,11 @@ def _copy(src, dst, THREADS, UNROLL, CTAS):
     regs = pg.alloc_local((UNROLL * 4,), "float32")
     for base in pg.serial(gtid, nfull, chunk):
         for u in pg.unroll(UNROLL):
-            regs.vstore([u * 4], src.vload([(base + u * nthreads) * 4], "float32x4"))
+            regs.vstore([u * 4], src.vload([(base + u * nthreads) * 4], "float32x4",
+                                           cache_hint=load_hint))
         for u in pg.unroll(UNROLL):
-            dst.vstore([(base + u * nthreads) * 4], regs.vload([u * 4], "float32x4"))
+            dst.vstore([(base + u * nthreads) * 4], regs.vload([u * 4], "float32x4"),
+                       cache_hint=store_hint)
     for i in pg.serial(nfull + gtid, nvec, nthreads):          # leftover vectors
         dst.vstore([i * 4], src.vload([i * 4], "float32x4"))
     for i in pg.serial(nvec * 4 + gtid, N, nthreads):          # leftover elements

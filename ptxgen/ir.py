@@ -149,10 +149,12 @@ class Select(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Load(Expr):
-    """buffer[indices]; a vector dtype loads `lanes` consecutive elements."""
+    """buffer[indices]; a vector dtype loads `lanes` consecutive elements; `cache` holds
+    validated cache modifiers (e.g. ".nc.L1::no_allocate") for global vector loads."""
     buffer: "Buffer"
     indices: tuple
     dtype: DType
+    cache: str = ""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -189,7 +191,8 @@ def expr_key(e):
         elif t is Not:
             k = ("not", expr_key(e.a))
         elif t is Load:
-            k = ("ld", e.buffer.uid, tuple(expr_key(i) for i in e.indices), e.dtype.name)
+            k = ("ld", e.buffer.uid, tuple(expr_key(i) for i in e.indices), e.dtype.name,
+                 e.cache)
         elif t is BufferPtr:
             k = ("ptr", e.buffer.uid, None if e.indices is None
                  else tuple(expr_key(i) for i in e.indices))
@@ -412,6 +415,7 @@ class Store(Stmt):
     buffer: Buffer
     indices: tuple
     value: Expr
+    cache: str = ""          # validated store cache modifiers (".cs", ...)
 
 
 @dataclass(eq=False)

@@ -46,8 +46,10 @@ def format_expr(e, parent_prec: int = 0) -> str:
         s = f"{format_expr(e.a, p)} {_ARITH[e.op]} {format_expr(e.b, rhs_p)}"
         return f"({s})" if p < parent_prec else s
     if t is Load:
-        return _fmt_index(e.buffer, e.indices) if e.dtype == e.buffer.dtype else \
-            f"{e.buffer.name}.vload([{', '.join(format_expr(i) for i in e.indices)}], {e.dtype})"
+        if e.dtype == e.buffer.dtype:
+            return _fmt_index(e.buffer, e.indices)
+        idx = ", ".join(format_expr(i) for i in e.indices)
+        return f"{e.buffer.name}.vload([{idx}], {e.dtype}{_hint(e.cache)})"
     if t is SpecialReg:
         return f"%{e.name}"
     if t is Cast:
@@ -78,13 +80,20 @@ def _fmt_buffer_decl(b: Buffer) -> str:
     return f"(({shape}{',' if len(b.shape) == 1 else ''}), \"{b.dtype}\", scope=\"{b.scope}\"{tail})"
 
 
+def _hint(mods: str) -> str:
+    if not mods:
+        return ""
+    hints = mods[1:].split(".")
+    return f", cache_hint={hints[0]!r}" if len(hints) == 1 else f", cache_hint={hints!r}"
+
+
 def format_stmt(s: Stmt) -> str:
     """One line (the head line for compound statements); used in PTX comments too."""
     t = type(s)
     if t is Store:
         if s.value.dtype.lanes > 1 and s.value.dtype != s.buffer.dtype:
             idx = ", ".join(format_expr(i) for i in s.indices)
-            return f"{s.buffer.name}.vstore([{idx}], {format_expr(s.value)})"
+            return f"{s.buffer.name}.vstore([{idx}], {format_expr(s.value)}{_hint(s.cache)})"
         return f"{_fmt_index(s.buffer, s.indices)} = {format_expr(s.value)}"
     if t is Let:
         return f"{s.var.name} = pg.let({format_expr(s.value)})"

@@ -363,3 +363,29 @@ def test_errors_inside_the_body_say_where():
 
     with pytest.raises(pg.PtxgenError, match=r"^test_core.py:\d+: unknown dtype 'float17'"):
         pg.kernel(k)
+
+
+def test_vector_cache_hints():
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((256,), "float32"), B: pg.Tensor((256,), "float32")):
+        tx = pg.thread_id(64)
+        B.vstore([tx * 4], A.vload([tx * 4], "float32x4", cache_hint=["L1::no_allocate", "nc"]),
+                 cache_hint="cs")
+
+    ptx = k.ptx("sm_80")
+    assert "ld.global.nc.L1::no_allocate.v4.b32" in ptx and "st.global.cs.v4.b32" in ptx
+    assert ".version 7.4" in ptx          # L1:: modifiers raise the PTX version
+    assert "cache_hint=['nc', 'L1::no_allocate']" in str(k.ir)
+    for arch in ARCHS:
+        assert assemble(k.ptx(arch), arch)[0]
+
+
+def test_cache_hint_on_shared_is_rejected():
+    def k(A: pg.Tensor((256,), "float32")):
+        tx = pg.thread_id(64)
+        s = pg.alloc_shared((256,), "float32")
+        A.vstore([tx * 4], s.vload([tx * 4], "float32x4", cache_hint="nc"))
+
+    with pytest.raises(pg.TraceError, match=r"test_core.py:\d+: 's': cache hints \(nc\) apply "
+                       r"only to global loads; the source is shared"):
+        pg.kernel(grid=(1,), block=(64,))(k)

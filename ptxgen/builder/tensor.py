@@ -216,14 +216,26 @@ class TensorHandle:
                        f"of its layout")
         return tuple(idx)
 
-    def vload(self, indices, dtype):
+    def vload(self, indices, dtype, cache_hint=None):
+        """A vector load; `cache_hint` ("nc", "L1::no_allocate", "L2::256B", or a list)
+        selects cache modifiers of a global load."""
         vdt = _dtype(dtype)
-        return Load(self.buffer, self._vec_check(indices, vdt), vdt)
+        return Load(self.buffer, self._vec_check(indices, vdt), vdt,
+                    self._cache("load", cache_hint))
 
-    def vstore(self, indices, value):
+    def vstore(self, indices, value, cache_hint=None):
+        """A vector store; `cache_hint` ("cs", "L1::no_allocate", ...) for global stores."""
         value = as_expr(value)
         idx = self._vec_check(indices, value.dtype)
-        current().append(Store(self.buffer, idx, value))
+        current().append(Store(self.buffer, idx, value, self._cache("store", cache_hint)))
+
+    def _cache(self, kind, hint) -> str:
+        from ..emit.target import cache_modifiers
+
+        ok, mods = cache_modifiers(kind, hint, self.buffer.root.scope)
+        if not ok:
+            raise fail(f"'{self.buffer.name}': {mods}")
+        return mods
 
     # ---- views (metadata only) --------------------------------------------------------
     def view(self, *shape, layout=None, dtype=None):

@@ -100,7 +100,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     def s_Store(self, s: Store):
         value = self.an.simplify(s.value)
-        self.store(s.buffer, tuple(self.an.simplify(i) for i in s.indices), value)
+        self.store(s.buffer, tuple(self.an.simplify(i) for i in s.indices), value, s.cache)
 
     def s_Alloc(self, s: Alloc):
         self.alloc(s.buffer)

@@ -356,6 +356,8 @@ class MemoryEmitter:
             raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
                               f"use the tcgen05 primitives")
         self.bounds_check(buf, e.indices)
+        if e.cache:
+            self.need_opcode("ld.global" + e.cache)
         aff = self.offset_affine(buf, e.indices)
         if lanes > 1:
             self._check_vector_alignment(buf, e.indices, e.dtype.bits * lanes // 8, aff)
@@ -372,10 +374,10 @@ class MemoryEmitter:
         self._gate_vector(space, nbits)
         ty, n = _container(nbits)
         regs = [self.new_reg(_container_cls(ty)) for _ in range(n)]
-        self.emit(form("ld", space, ty, n).format(d=_vec(regs), a=addr))
+        self.emit(form("ld", space, ty, n, e.cache).format(d=_vec(regs), a=addr))
         return _VecRegs(regs)
 
-    def store(self, buf, indices, value):
+    def store(self, buf, indices, value, cache=""):
         root = self._root(buf)
         lanes = value.dtype.lanes
         if root.uid in self.local_regs:
@@ -391,6 +393,8 @@ class MemoryEmitter:
         if space is None:
             raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
                               f"use the tcgen05 primitives")
+        if cache:
+            self.need_opcode("st.global" + cache)
         v = self.val(value) if lanes > 1 else self.reg(value)
         self.bounds_check(buf, indices)
         aff = self.offset_affine(buf, indices)
@@ -404,7 +408,7 @@ class MemoryEmitter:
         nbits = value.dtype.bits * lanes
         self._gate_vector(space, nbits)
         ty, n = _container(nbits)
-        self.emit(form("st", space, ty, n).format(a=addr, v=_vec(v.regs)))
+        self.emit(form("st", space, ty, n, cache).format(a=addr, v=_vec(v.regs)))
 
     def _gate_vector(self, space, nbits):
         if nbits == 256:

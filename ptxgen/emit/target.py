@@ -141,3 +141,38 @@ SMEM_LIMITS = {
 
 def smem_limits(target: Target) -> tuple[int, int]:
     return SMEM_LIMITS.get(target.sm, (48 * 1024, 48 * 1024))
+
+
+# Cache / eviction modifiers by access kind, as (rank, spelling): rank orders them in the
+# opcode (ld.global.nc.L1::no_allocate.L2::256B.v4...).  Measured forms: ptx-reference §2.
+CACHE_HINTS = {
+    "load": {"nc": 0, "ca": 0, "cg": 0, "cs": 0, "lu": 0, "cv": 0,
+             "L1::no_allocate": 1, "L1::evict_first": 1, "L1::evict_last": 1,
+             "L1::evict_normal": 1, "L1::evict_unchanged": 1,
+             "L2::64B": 2, "L2::128B": 2, "L2::256B": 2},
+    "store": {"wb": 0, "cg": 0, "cs": 0, "wt": 0,
+              "L1::no_allocate": 1, "L1::evict_first": 1, "L1::evict_last": 1,
+              "L1::evict_normal": 1, "L1::evict_unchanged": 1},
+}
+
+
+def cache_modifiers(kind: str, hint, space: str) -> tuple[bool, str]:
+    """(ok, '.nc.L1::no_allocate') for a hint (str or list) on a `kind` access to `space`;
+    on failure (False, reason).  Hints exist for global memory only."""
+    if not hint:
+        return True, ""
+    hints = [hint] if isinstance(hint, str) else list(hint)
+    if space != "global":
+        return False, (f"cache hints ({', '.join(hints)}) apply only to global "
+                       f"{'loads' if kind == 'load' else 'stores'}; the "
+                       f"{'source' if kind == 'load' else 'destination'} is {space}")
+    table = CACHE_HINTS[kind]
+    ranked = []
+    for h in hints:
+        if h not in table:
+            return False, f"unknown {kind} cache hint {h!r}; use " + ", ".join(table)
+        ranked.append((table[h], "." + h))
+    ranks = [r for r, _ in ranked]
+    if len(set(ranks)) != len(ranks):
+        return False, f"cache hints {hints} set the same level twice"
+    return True, "".join(m for _, m in sorted(ranked))

@@ -29,7 +29,7 @@ def subst(e, m: dict):
                 return Const(v(a.value, b.value), e.dtype)
         return BinOp(e.op, a, b, e.dtype)
     if t is Load:
-        return Load(e.buffer, tuple(subst(i, m) for i in e.indices), e.dtype)
+        return Load(e.buffer, tuple(subst(i, m) for i in e.indices), e.dtype, e.cache)
     if t is BufferPtr:
         return e if e.indices is None else BufferPtr(e.buffer, tuple(subst(i, m) for i in e.indices))
     if t is Cast:

@@ -304,7 +304,7 @@ class Analyzer:
             return e if a is e.a and b is e.b else BinOp(e.op, a, b, e.dtype)
         if t is Load:
             idx = tuple(self.simplify(i) for i in e.indices)
-            return Load(e.buffer, idx, e.dtype)
+            return Load(e.buffer, idx, e.dtype, e.cache)
         if t is BufferPtr:
             return BufferPtr(e.buffer, tuple(self.simplify(i) for i in e.indices), e.dtype)
         if t is Cast:

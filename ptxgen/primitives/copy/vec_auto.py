@@ -17,37 +17,16 @@ from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, Const, Expr, For, Let, Var
+from ...emit.target import cache_modifiers as target_cache_modifiers
 from ..registry import register
 from .common import (CONTAINERS, const_offset, digits_offset, element_address, flat_pointer,
                      is_int, ld_st_pair, refine, reg_elems, split_leaves)
 from ...emit.memory import byte_offset
 
 MEMORY = ("global", "shared")
-_HINTS_L1 = ("L1::no_allocate", "L1::evict_first", "L1::evict_last", "L1::evict_normal",
-             "L1::evict_unchanged")
-_HINTS_L2 = ("L2::64B", "L2::128B", "L2::256B")
-
-
 def cache_modifiers(call) -> tuple[bool, str]:
     """(ok, '.nc.L1::..') from options['cache_hint'] (str or list); global loads only."""
-    hint = call.options.get("cache_hint")
-    if not hint:
-        return True, ""
-    hints = [hint] if isinstance(hint, str) else list(hint)
-    if call.src_side.space != "global":
-        return False, (f"cache hints ({', '.join(hints)}) apply only to global loads; the "
-                       f"source is {call.src_side.space}")
-    order = []
-    for h in hints:
-        if h == "nc":
-            order.append((0, ".nc"))
-        elif h in _HINTS_L1:
-            order.append((1, "." + h))
-        elif h in _HINTS_L2:
-            order.append((2, "." + h))
-        else:
-            return False, (f"unknown cache hint {h!r}; use nc, " + ", ".join(_HINTS_L1 + _HINTS_L2))
-    return True, "".join(m for _, m in sorted(order))
+    return target_cache_modifiers("load", call.options.get("cache_hint"), call.src_side.space)
 
 
 @dataclass
