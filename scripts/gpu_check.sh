@@ -15,6 +15,6 @@ if [ -z "$K" ]; then
 fi
 echo "==== summary ===="
 cat "$OUT/gpu.txt"
-grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -1
+grep -E "passed|failed|error|skipped" "$OUT/gpu_tests.log" | tail -1
 [ -z "$K" ] && cat "$OUT/bench_grid_stride.log" | tail -1
 exit $rc
