@@ -389,3 +389,17 @@ def test_cache_hint_on_shared_is_rejected():
     with pytest.raises(pg.TraceError, match=r"test_core.py:\d+: 's': cache hints \(nc\) apply "
                        r"only to global loads; the source is shared"):
         pg.kernel(grid=(1,), block=(64,))(k)
+
+
+def test_unrolled_copies_do_not_share_facts():
+    """The inner loop's range differs per unrolled copy; j // 8 is 0 only in the first."""
+    @pg.kernel(grid=(1,), block=(1,))
+    def k(B: pg.Tensor((2, 16), "int32")):
+        for u in pg.unroll(2):
+            for j in pg.serial(0, 8 * (u + 1)):
+                B[u, j] = j // 8
+
+    ptx = k.ptx("sm_90a")
+    second = ptx[ptx.index("pg.serial(16):"):]
+    assert "shr.s32" in second          # j // 8 must be computed in the 0..15 copy
+    assert assemble(ptx, "sm_90a")[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import (BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr, Let, Load, Mem,
-                  Not, Select, Store, TileCall, VecOperand, While, walk)
+                  Not, Select, Store, TileCall, Var, VecOperand, While, walk)
 
 
 def subst(e, m: dict):
@@ -58,18 +58,25 @@ def _subst_operand(o, m):
 
 
 def subst_body(body, m: dict):
+    """Substitute in a statement list.  Variables bound inside (lets, loop variables) get
+    fresh copies: each unrolled copy binds its own, so facts learned in one copy (bounds
+    that depend on the unrolled value) can never be reused in another."""
     out = []
+    m = dict(m)
     for s in body:
         t = type(s)
         if t is Store:
             out.append(replace(s, indices=tuple(subst(i, m) for i in s.indices),
                                value=subst(s.value, m)))
         elif t is Let:
-            out.append(replace(s, value=subst(s.value, m)))
+            fresh = Var(s.var.name, s.var.dtype)
+            out.append(replace(s, var=fresh, value=subst(s.value, m)))
+            m[s.var.uid] = fresh
         elif t is For:
-            out.append(replace(s, start=subst(s.start, m), stop=subst(s.stop, m),
+            fresh = Var(s.var.name, s.var.dtype)
+            out.append(replace(s, var=fresh, start=subst(s.start, m), stop=subst(s.stop, m),
                                step=subst(s.step, m) if not isinstance(s.step, int) else s.step,
-                               body=subst_body(s.body, m)))
+                               body=subst_body(s.body, {**m, s.var.uid: fresh})))
         elif t is If:
             out.append(replace(s, cond=subst(s.cond, m), then=subst_body(s.then, m),
                                else_=subst_body(s.else_, m) if s.else_ else s.else_))
