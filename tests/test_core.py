@@ -403,3 +403,16 @@ def test_unrolled_copies_do_not_share_facts():
     second = ptx[ptx.index("pg.serial(16):"):]
     assert "shr.s32" in second          # j // 8 must be computed in the 0..15 copy
     assert assemble(ptx, "sm_90a")[0]
+
+
+def test_launch_cannot_change_a_declared_extent():
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(A: pg.Tensor((256,), "float32")):
+        tx = pg.thread_id(128)
+        A[tx // 128 * 128 + tx] = 1.0
+
+    with pytest.raises(pg.LaunchError, match=r"kernel 'k' was traced with blockDim.x = 128 "
+                       r"\(the generated code relies on it: thread/CTA ids, warp ids or tile "
+                       r"scopes\); launched with 256"):
+        k._check_launch_dims(None, (256,))
+    k._check_launch_dims(None, (128,))       # the traced extent is fine

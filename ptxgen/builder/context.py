@@ -65,6 +65,7 @@ class TraceContext:
         self.finalizers: list = []             # callables run when tracing ends
         self.active_mask: list = []            # conditions of enclosing if_ blocks
         self.resources: dict = {}
+        self.block_used = False                # warp/warpgroup ids or cta tiles depend on it
         self.facts: list = []                  # ("let", var, value, bounds) / ("range", var, lo, hi, step, start)
         self.let_values: dict = {}             # var uid -> value
         self.loop_exprs: dict = {}             # loop var uid -> (start, stop, step)

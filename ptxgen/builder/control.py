@@ -65,7 +65,10 @@ def lane_id() -> Var:
 
 
 def _block_x():
-    return current().func.block[0]
+    """blockDim.x as traced; the caller's facts depend on it, so launches must keep it."""
+    ctx = current()
+    ctx.block_used = True
+    return ctx.func.block[0]
 
 
 def warp_id() -> Var:

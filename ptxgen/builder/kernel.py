@@ -135,6 +135,11 @@ class Kernel:
         finally:
             context.pop()
         self._ctx_resources = ctx.resources
+        # dims whose extent the body declared (thread_id/cta_id): their index bounds were used
+        # as facts, so a launch must keep them
+        self._declared = ({0, 1, 2} if ctx.block_used else
+                          {k for k, w in ctx.block_set.items() if "decorator" not in w},
+                          {k for k, w in ctx.grid_set.items() if "decorator" not in w})
         if func.dynamic_smem_reserve is not None and func.dynamic_smem_reserve < func.dynamic_smem_bytes:
             raise TraceError(f"{src}: pg.launch(dynamic_smem_bytes={func.dynamic_smem_reserve}) "
                              f"is less than the {func.dynamic_smem_bytes} bytes the shared.dyn "
@@ -231,9 +236,26 @@ class Kernel:
                                         dynamic_smem_bytes=dyn)
                     launcher.module = mod
                     self._launchers[lkey] = launcher
+        if block is not None or grid is not None:
+            self._check_launch_dims(grid, block)
         launcher(args, kw, grid=grid if grid is not None else self.ir.grid,
                  block=block if block is not None else self.ir.block, stream=stream,
                  dynamic_smem_bytes=dynamic_smem_bytes)
+
+    def _check_launch_dims(self, grid, block):
+        from ..errors import LaunchError
+
+        for what, given, traced, declared in (("block", block, self.ir.block, self._declared[0]),
+                                              ("grid", grid, self.ir.grid, self._declared[1])):
+            if given is None or callable(given):
+                continue
+            dims = (tuple(given) if isinstance(given, (tuple, list)) else (given,)) + (1, 1)
+            for k in declared:
+                if dims[k] != traced[k]:
+                    raise LaunchError(
+                        f"kernel '{self.name}' was traced with {what}Dim.{'xyz'[k]} = {traced[k]} "
+                        f"(the generated code relies on it: thread/CTA ids, warp ids or tile "
+                        f"scopes); launched with {dims[k]}")
 
     def unload(self):
         for l in self._launchers.values():

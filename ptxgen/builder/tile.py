@@ -66,6 +66,7 @@ def copy(scope: str, dst, src, dispatch=None, **options):
     if dispatch is not None:
         opts["dispatch"] = dispatch
     opts["_all_active"] = _active_check(ctx, scope)
+    ctx.block_used = True          # scopes are cut from the traced block
     ctx.append(TileCall("copy", (d, s), scope, opts))
 
 
