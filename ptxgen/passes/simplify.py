@@ -367,8 +367,16 @@ class Analyzer:
                     return a.scale(b.const)
                 if not a.terms:
                     return b.scale(a.const)
-            elif op == "shl" and isinstance(e.b, Const):
+            elif op == "shl" and type(e.b) is Const:
                 return self.affine(e.a).scale(1 << e.b.value)
+            elif type(e.b) is Const and e.b.value > 0:   # stay in affine form: no re-parsing
+                c = e.b.value
+                if op in ("floordiv", "floormod"):
+                    return self._divmod_aff(op, self.affine(e.a), c, dt)
+                if op == "shr":
+                    return self._divmod_aff("floordiv", self.affine(e.a), 1 << c, dt)
+                if op == "and" and _is_pow2(c + 1):
+                    return self._divmod_aff("floormod", self.affine(e.a), c + 1, dt)
         s = self._atom(e)
         if type(s) is Const:
             return Affine(dt, {}, int(s.value))
@@ -376,6 +384,19 @@ class Analyzer:
                 type(s.a) is Const or type(s.b) is Const)):
             return self.affine(s)
         return Affine(dt, {expr_key(s): [s, 1]}, 0)
+
+    def _aff_bounds(self, aff: Affine) -> tuple:
+        """Interval of an affine form from its atoms' bounds (same as bounds() of its expr)."""
+        lo = hi = aff.const
+        for atom, c in aff.items():
+            a_lo, a_hi = self.bounds(atom)
+            if a_lo is None or a_hi is None:
+                return (None, None)
+            if c > 0:
+                lo, hi = lo + c * a_lo, hi + c * a_hi
+            else:
+                lo, hi = lo + c * a_hi, hi + c * a_lo
+        return (lo, hi)
 
     def _simplify_int(self, e):
         if e.op in ("add", "sub", "mul", "shl"):
@@ -427,10 +448,13 @@ class Analyzer:
         return BinOp(op, a, b, dt)
 
     def _divmod(self, op, a_expr, c: int, dt):
-        """floor a // c or a % c, splitting the affine form: (c*Q + R) // c == Q + R // c."""
-        a = self.affine(a_expr)
+        """floor a // c or a % c as an expression (see _divmod_aff)."""
+        return self._divmod_aff(op, self.affine(a_expr), c, dt).to_expr()
+
+    def _divmod_aff(self, op, a: Affine, c: int, dt) -> Affine:
+        """floor a // c or a % c on an affine form: (c*Q + R) // c == Q + R // c."""
         if c == 1:
-            return a.to_expr() if op == "floordiv" else Const(0, dt)
+            return a.copy() if op == "floordiv" else Affine(dt, {}, 0)
         q = Affine(dt)
         r = Affine(dt)
         for k, (atom, coef) in a.terms.items():
@@ -442,21 +466,22 @@ class Analyzer:
                 r.terms[k] = [atom, coef]
         q.const, r.const = a.const // c, a.const % c
         if not r.terms:
-            return q.to_expr() if op == "floordiv" else Const(r.const, dt)
-        r_expr = r.to_expr()
-        lo, hi = self.bounds(r_expr)
+            return q if op == "floordiv" else Affine(dt, {}, r.const)
+        lo, hi = self._aff_bounds(r)
         if lo is not None and hi is not None and lo // c == hi // c:
             # R // c is a known constant
             k = lo // c
             if op == "floordiv":
                 q.const += k
-                return q.to_expr()
+                return q
             r.const -= k * c
-            return r.to_expr()
+            return r
+        r_expr = r.to_expr()
         if op == "floormod":
-            return BinOp("floormod", r_expr, Const(c, dt), dt)
-        q.add(Affine(dt, {("fd", expr_key(r_expr), c): [BinOp("floordiv", r_expr, Const(c, dt), dt), 1]}))
-        return q.to_expr()
+            atom = BinOp("floormod", r_expr, Const(c, dt), dt)
+            return Affine(dt, {expr_key(atom): [atom, 1]}, 0)
+        atom = BinOp("floordiv", r_expr, Const(c, dt), dt)
+        return q.add(Affine(dt, {expr_key(atom): [atom, 1]}, 0))
 
     def _xor(self, a, b, dt):
         if isinstance(a, Const) and isinstance(b, Const):
@@ -473,8 +498,9 @@ class Analyzer:
         else:
             return BinOp("xor", a, b, dt)
         p = 1 << max(by[1], 1).bit_length()
-        hi = self._divmod("floordiv", x, p, dt)
-        lo = self._divmod("floormod", x, p, dt)
+        xa = self.affine(x)
+        hi = self._divmod_aff("floordiv", xa, p, dt).to_expr()
+        lo = self._divmod_aff("floormod", xa, p, dt).to_expr()
         low = BinOp("xor", lo, y, dt) if not (isinstance(lo, Const) and lo.value == 0) else y
         if isinstance(hi, Const) and hi.value == 0:
             return low
