@@ -202,6 +202,8 @@ class MemoryEmitter:
             if e.dtype is INT64:
                 aff.dtype = INT64
             aff.add(e)
+        if aff.dtype is not INT64 and any(a.dtype is not INT32 for a, _ in aff.items()):
+            aff.dtype = INT64   # unsigned (or narrow) indices: widen, zero-extending them
         return aff
 
     def _address(self, root, space, aff):
