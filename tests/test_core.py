@@ -416,3 +416,21 @@ def test_launch_cannot_change_a_declared_extent():
                        r"scopes\); launched with 256"):
         k._check_launch_dims(None, (256,))
     k._check_launch_dims(None, (128,))       # the traced extent is fine
+
+
+@pytest.mark.parametrize("dt,lanes", [("int8", 2), ("int8", 4), ("uint8", 16), ("float64", 2),
+                                      ("float16", 8), ("bfloat16", 2), ("float32", 4),
+                                      ("int64", 2)])
+def test_register_vectors_pack_and_unpack(dt, lanes):
+    @pg.kernel(grid=(1,), block=(32,), name=f"pack_{dt}_{lanes}")
+    def k(A: pg.Tensor((32 * lanes,), dt), B: pg.Tensor((32 * lanes,), dt)):
+        tx = pg.thread_id(32)
+        r = pg.alloc_local((lanes,), dt)
+        r.vstore([0], A.vload([tx * lanes], f"{dt}x{lanes}"))
+        B.vstore([tx * lanes], r.vload([0], f"{dt}x{lanes}"))
+
+    for arch in ARCHS:
+        ptx = k.ptx(arch)
+        assert ".local" not in ptx
+        ok, log = assemble(ptx, arch)
+        assert ok, log

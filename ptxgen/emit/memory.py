@@ -421,28 +421,49 @@ class MemoryEmitter:
 
     # ---- container packing ----------------------------------------------------------
     def _pack(self, regs, dt):
+        """Element registers of a register buffer -> the b32 (or b16) containers a vector
+        memory access moves: 64-bit lanes split, 16-bit lanes pair, 8-bit lanes insert."""
         nbits = dt.bits * len(regs)
         ty, n = _container(nbits)
+        cls = _container_cls(ty)
+        if dt.bits == 64:
+            out = []
+            for reg in regs:
+                lo, hi = self.new_reg("b32"), self.new_reg("b32")
+                self.emit(form("mov", "b64").format(d="{" + f"{lo}, {hi}" + "}", a=reg))
+                out += [lo, hi]
+            return _VecRegs(out)
         per = len(regs) // n
         out = []
         for c in range(n):
             part = regs[c * per:(c + 1) * per]
-            cls = _container_cls(ty)
-            r = self.new_reg(cls)
             if per == 1:
+                r = self.new_reg(cls)
                 self.emit(form("mov", ty.replace("u", "b")).format(d=r, a=part[0]))
             elif dt.bits == 16:
+                r = self.new_reg(cls)
                 self.emit(form("mov", "b32").format(d=r, a="{" + ", ".join(part) + "}"))
             elif dt.bits == 8:
-                self.emit(form("mov", "b32").format(d=r, a=part[0]))
+                w = self.new_reg("b32")
+                self.emit(form("mov", "b32").format(d=w, a=part[0]))
                 for k, p in enumerate(part[1:], 1):
-                    self.emit(f"bfi.b32 {r}, {p}, {r}, {8 * k}, 8;")
+                    self.emit(f"bfi.b32 {w}, {p}, {w}, {8 * k}, 8;")
+                r = w
+                if cls == "b16":
+                    r = self.new_reg("b16")
+                    self.emit(form("cvt", "u16", "u32").format(d=r, a=w))
             else:
                 raise PtxgenError(f"cannot pack {dt} lanes")
             out.append(r)
         return _VecRegs(out)
 
     def _unpack(self, vec, regs, dt):
+        """The inverse of _pack: containers -> element registers."""
+        if dt.bits == 64:
+            for k, reg in enumerate(regs):
+                lo, hi = vec.regs[2 * k], vec.regs[2 * k + 1]
+                self.emit(form("mov", "b64").format(d=reg, a="{" + f"{lo}, {hi}" + "}"))
+            return
         per = len(regs) // len(vec.regs)
         for c, r in enumerate(vec.regs):
             part = regs[c * per:(c + 1) * per]
@@ -452,6 +473,10 @@ class MemoryEmitter:
             elif dt.bits == 16:
                 self.emit(form("mov", "b32").format(d="{" + ", ".join(part) + "}", a=r))
             else:
+                if r.startswith("%rs"):      # a 16-bit container of two bytes
+                    w = self.new_reg("b32")
+                    self.emit(form("cvt", "u32", "u16").format(d=w, a=r))
+                    r = w
                 bfe = "s32" if dt.kind == "int" else "u32"
                 for k, p in enumerate(part):
                     self.emit(form("ternary", "bfe", bfe).format(d=p, a=r, b=8 * k, c=8))
