@@ -434,3 +434,16 @@ def test_register_vectors_pack_and_unpack(dt, lanes):
         assert ".local" not in ptx
         ok, log = assemble(ptx, arch)
         assert ok, log
+
+
+def test_select_of_bools_and_bool_logic():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32,), "int32"), n: pg.int32):
+        tx = pg.thread_id(32)
+        c = pg.select(n > 0, tx < 8, (tx > 20) & (tx < 30))
+        with pg.if_(c | (tx == 31)):
+            A[tx] = pg.cast(~c, "int32") + 1
+
+    for arch in ARCHS:
+        ok, log = assemble(k.ptx(arch), arch)
+        assert ok, log

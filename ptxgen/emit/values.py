@@ -153,9 +153,12 @@ class ValueEmitter:
         if t is Select:
             p = self.val(e.cond)
             a, b = self.val(e.t), self.val(e.f)
-            if e.dtype == BOOL:
-                r = self.new_reg("pred")
-                self.emit(f"selp.u32 {r}, 1, 0, {p};")  # unreachable in practice
+            if e.dtype == BOOL:   # (c and t) or (not c and f), on predicates
+                r, n = self.new_reg("pred"), self.new_reg("pred")
+                self.emit(form("binary", "and", "pred").format(d=r, a=p, b=a))
+                self.emit(form("unary", "not", "pred").format(d=n, a=p))
+                self.emit(form("binary", "and", "pred").format(d=n, a=n, b=b))
+                self.emit(form("binary", "or", "pred").format(d=r, a=r, b=n))
                 return r
             r = self.new_reg(reg_class(e.dtype))
             ty = "b16" if reg_class(e.dtype) == "b16" else self._arith_type(e.dtype)
