@@ -1,0 +1,564 @@
+"""A small PTX interpreter for tests: runs the subset ptxgen emits for plain kernels on the CPU.
+
+It exists so that CI (no GPU) can check emitted kernels *by their results*, bit for bit,
+against numpy.  Registers hold raw bit patterns; every instruction interprets them by its
+type suffix.  Threads of a CTA run one after another up to each barrier.  Supported: param
+loads, mov/cvta, integer and float arithmetic (.rn), setp/selp, cvt, bfe/bfi, ld/st of
+global/shared/local memory (scalars and vectors, any cache modifiers), branches, bar.sync,
+bar.warp.sync, ret.  Anything else raises `Unsupported`, so a test cannot pass by skipping work.
+"""
+from __future__ import annotations
+
+import re
+import struct
+
+import numpy as np
+
+
+class Unsupported(Exception):
+    pass
+
+
+class Trap(Exception):
+    pass
+
+
+_WIDTH = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16,
+          "bf16": 16, "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64,
+          "f64": 64}
+
+
+def _reg_bits(name: str) -> int:
+    name = name.strip()
+    if name.startswith(("%rd", "%fd")):
+        return 64
+    if name.startswith("%rs"):
+        return 16
+    if name.startswith("%p"):
+        return 1
+    return 32
+
+
+def _mask(v, bits):
+    return v & ((1 << bits) - 1)
+
+
+def _signed(v, bits):
+    v = _mask(v, bits)
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _f32(bits):
+    return float(np.uint32(bits).view(np.float32))
+
+
+def _f32_bits(x):
+    return int(np.float32(x).view(np.uint32))
+
+
+def _f64(bits):
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def _f64_bits(x):
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def _f16(bits):
+    return float(np.uint16(bits).view(np.float16))
+
+
+def _bf16(bits):
+    return _f32(bits << 16)
+
+
+def _to_float(bits, ty):
+    return {"f32": _f32, "f64": _f64, "f16": _f16, "bf16": _bf16}[ty](bits)
+
+
+def _from_float(x, ty):
+    if ty == "f32":
+        return _f32_bits(np.float32(x))
+    if ty == "f64":
+        return _f64_bits(float(x))
+    if ty == "f16":
+        return int(np.float16(x).view(np.uint16))
+    if ty == "bf16":   # round to nearest even from f32
+        b = _f32_bits(np.float32(x))
+        if (b & 0x7F800000) == 0x7F800000 and b & 0x7FFFFF:
+            return ((b >> 16) | 0x40) & 0xFFFF
+        return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+    raise Unsupported(ty)
+
+
+class Memory:
+    """Byte-addressed spaces: global (named allocations), and per-CTA / per-thread arrays."""
+
+    def __init__(self):
+        self.global_allocs = []       # (base, bytearray)
+        self.next_base = 0x1000_0000
+
+    def alloc_global(self, data: bytes) -> int:
+        base = self.next_base
+        self.next_base += (len(data) + 0xFFFF) & ~0xFFFF
+        self.global_allocs.append((base, bytearray(data)))
+        return base
+
+    def view(self, base):
+        for b, arr in self.global_allocs:
+            if b == base:
+                return arr
+        raise KeyError(base)
+
+    def _find(self, addr, n):
+        for b, arr in self.global_allocs:
+            if b <= addr and addr + n <= b + len(arr):
+                return arr, addr - b
+        raise Trap(f"global access out of bounds at 0x{addr:x} ({n} bytes)")
+
+
+def _parse_imm(tok):
+    tok = tok.strip()
+    if tok.startswith("0f"):
+        return int(tok[2:], 16)
+    if tok.startswith("0d"):
+        return int(tok[2:], 16)
+    if tok.startswith(("0x", "-0x")):
+        return int(tok, 16)
+    return int(tok)
+
+
+class Kernel:
+    """A parsed .entry: params, static shared/local arrays, instructions, labels."""
+
+    def __init__(self, ptx: str):
+        self.params = re.findall(r"\.param\s+\.(\w+)(?:\s+\.ptr\s+\.global\s+\.align\s+\d+)?\s+(\w+)",
+                                 ptx[ptx.index(".entry"):ptx.index(")")])
+        body = ptx[ptx.index("{", ptx.index(".entry")) + 1:ptx.rindex("}")]
+        self.shared = []     # (name, align, size)
+        self.local = []
+        self.dyn = re.findall(r"\.extern\s+\.shared\s+\.align\s+(\d+)\s+\.b8\s+(\w+)\[\]", ptx)
+        self.instrs = []
+        self.labels = {}
+        for raw in body.splitlines():
+            line = raw.split("//")[0].strip()
+            if not line:
+                continue
+            m = re.match(r"\.shared\s+\.align\s+(\d+)\s+\.b8\s+(\w+)\[(\d+)\];", line)
+            if m:
+                self.shared.append((m.group(2), int(m.group(1)), int(m.group(3))))
+                continue
+            m = re.match(r"\.local\s+\.align\s+(\d+)\s+\.b8\s+(\w+)\[(\d+)\];", line)
+            if m:
+                self.local.append((m.group(2), int(m.group(1)), int(m.group(3))))
+                continue
+            if line.startswith(".reg") or line.startswith("{") or line.startswith("}"):
+                continue
+            if line.endswith(":"):
+                self.labels[line[:-1]] = len(self.instrs)
+                continue
+            self.instrs.append(self._parse(line.rstrip(";")))
+
+    @staticmethod
+    def _parse(line):
+        guard = None
+        m = re.match(r"@(!?)(%\w+)\s+(.*)", line)
+        if m:
+            guard = (m.group(1) == "!", m.group(2))
+            line = m.group(3)
+        op, _, rest = line.partition(" ")
+        ops, depth, cur = [], 0, ""
+        for ch in rest:
+            if ch in "{[":
+                depth += 1
+            elif ch in "}]":
+                depth -= 1
+            if ch == "," and depth == 0:
+                ops.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        if cur.strip():
+            ops.append(cur.strip())
+        return guard, op, ops
+
+
+class Sim:
+    def __init__(self, ptx: str, mem: Memory | None = None):
+        self.k = Kernel(ptx)
+        self.mem = mem or Memory()
+        self.steps = 0
+
+    # ---- launch ------------------------------------------------------------------------
+    def launch(self, args, grid=(1, 1, 1), block=(1, 1, 1), dyn_smem=0, max_steps=20_000_000):
+        grid = (tuple(grid) + (1, 1))[:3]
+        block = (tuple(block) + (1, 1))[:3]
+        params = {}
+        for (ty, name), a in zip(self.k.params, args):
+            params[name] = a if ty in ("u64", "b64") else _mask(a if isinstance(a, int) else
+                                                                _from_float(a, ty), _WIDTH[ty])
+        for bz in range(grid[2]):
+            for by in range(grid[1]):
+                for bx in range(grid[0]):
+                    self._run_cta(params, (bx, by, bz), grid, block, dyn_smem, max_steps)
+
+    def _run_cta(self, params, ctaid, grid, block, dyn_smem, max_steps):
+        shared = bytearray()
+        sym = {}
+        for name, align, size in self.k.shared:
+            off = (len(shared) + align - 1) // align * align
+            shared.extend(b"\0" * (off - len(shared) + size))
+            sym[name] = ("shared", off)
+        for align, name in self.k.dyn:
+            off = (len(shared) + int(align) - 1) // int(align) * int(align)
+            shared.extend(b"\0" * (off - len(shared) + dyn_smem))
+            sym[name] = ("shared", off)
+        nthreads = block[0] * block[1] * block[2]
+        threads = []
+        for t in range(nthreads):
+            local = bytearray()
+            lsym = {}
+            for name, align, size in self.k.local:
+                off = (len(local) + align - 1) // align * align
+                local.extend(b"\0" * (off - len(local) + size))
+                lsym[name] = off
+            tid = (t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1]))
+            sregs = {"tid.x": tid[0], "tid.y": tid[1], "tid.z": tid[2], "ntid.x": block[0],
+                     "ntid.y": block[1], "ntid.z": block[2], "ctaid.x": ctaid[0],
+                     "ctaid.y": ctaid[1], "ctaid.z": ctaid[2], "nctaid.x": grid[0],
+                     "nctaid.y": grid[1], "nctaid.z": grid[2], "laneid": t % 32,
+                     "warpid": t // 32}
+            threads.append({"pc": 0, "regs": {}, "sregs": sregs, "local": local, "lsym": lsym,
+                            "done": False, "wait": None, "lin": t})
+        ctx = {"params": params, "shared": shared, "sym": sym}
+        while True:
+            progressed = False
+            for th in threads:
+                if th["done"] or th["wait"] is not None:
+                    continue
+                self._run_thread(th, ctx, max_steps)
+                progressed = True
+            live = [t for t in threads if not t["done"]]
+            if not live:
+                return
+            waiting = [t for t in live if t["wait"] is not None]
+            released = False
+            # CTA barriers: every live thread waits on the same id
+            if len(waiting) == len(live) and all(t["wait"][0] == "cta" for t in live):
+                for t in live:
+                    t["wait"] = None
+                released = True
+            else:   # warp barriers and named barriers with counts
+                groups = {}
+                for t in waiting:
+                    groups.setdefault(t["wait"], []).append(t)
+                for key, ts in groups.items():
+                    kind, ident, count = key
+                    if kind == "warp":
+                        lanes = [t for t in live if t["lin"] // 32 == ident]
+                        if all(t["wait"] == key for t in lanes):
+                            for t in lanes:
+                                t["wait"] = None
+                            released = True
+                    elif kind == "named" and len(ts) >= count:
+                        for t in ts[:count]:
+                            t["wait"] = None
+                        released = True
+            if not released and not progressed:
+                raise Trap("deadlock: threads wait on barriers that never complete")
+
+    # ---- operands ------------------------------------------------------------------------
+    def _read(self, th, ctx, tok, ty=None):
+        tok = tok.strip()
+        if tok.startswith("%"):
+            name = tok[1:]
+            if name in th["sregs"]:
+                return th["sregs"][name]
+            if tok not in th["regs"]:
+                return 0
+            return th["regs"][tok]
+        if tok in ctx["sym"]:
+            return ctx["sym"][tok][1]
+        if tok in th["lsym"]:
+            return th["lsym"][tok]
+        if tok in ctx["params"]:
+            return ctx["params"][tok]
+        v = _parse_imm(tok)
+        if ty in ("f32", "f64") and not tok.startswith(("0f", "0d")):
+            v = _from_float(float(v), ty)
+        return _mask(v, _WIDTH.get(ty, 64)) if ty else v
+
+    def _write(self, th, tok, val, bits):
+        th["regs"][tok.strip()] = _mask(val, bits) if bits > 1 else (1 if val else 0)
+
+    def _addr(self, th, ctx, tok):
+        inner = tok.strip()[1:-1]
+        m = re.match(r"(.+?)\+(-?\d+)$", inner)
+        base, off = (m.group(1), int(m.group(2))) if m else (inner, 0)
+        return self._read(th, ctx, base) + off
+
+    # ---- memory --------------------------------------------------------------------------
+    def _mem(self, th, ctx, space, addr, n):
+        if space == "global":
+            return self.mem._find(addr, n)
+        if space == "shared":
+            buf = ctx["shared"]
+        elif space == "local":
+            buf = th["local"]
+        else:
+            raise Unsupported(space)
+        if not 0 <= addr <= len(buf) - n:
+            raise Trap(f"{space} access out of bounds at {addr} ({n} bytes)")
+        return buf, addr
+
+    # ---- execution -------------------------------------------------------------------------
+    def _run_thread(self, th, ctx, max_steps):
+        instrs = self.k.instrs
+        while True:
+            if th["pc"] >= len(instrs):
+                th["done"] = True
+                return
+            guard, op, ops = instrs[th["pc"]]
+            th["pc"] += 1
+            self.steps += 1
+            if self.steps > max_steps:
+                raise Trap("step limit reached (infinite loop?)")
+            if guard is not None:
+                p = self._read(th, ctx, guard[1])
+                if bool(p) == guard[0]:
+                    continue
+            parts = op.split(".")
+            base = parts[0]
+            if base == "ret":
+                th["done"] = True
+                return
+            if base == "bra":
+                th["pc"] = self.k.labels[ops[0]]
+                continue
+            if base == "bar":
+                if parts[1] == "warp":
+                    th["wait"] = ("warp", th["lin"] // 32, 0)
+                else:
+                    ident = self._read(th, ctx, ops[0])
+                    if len(ops) > 1:
+                        th["wait"] = ("named", ident, self._read(th, ctx, ops[1]))
+                    else:
+                        th["wait"] = ("cta", ident, 0)
+                return
+            if base == "trap":
+                raise Trap("trap")
+            getattr(self, "_op_" + base, self._unsupported(op))(th, ctx, parts, ops)
+
+    def _unsupported(self, op):
+        def f(*a):
+            raise Unsupported(op)
+        return f
+
+    def _op_ld(self, th, ctx, parts, ops):
+        ty = parts[-1]
+        if parts[1] == "param":
+            self._write(th, ops[0], ctx["params"][ops[1][1:-1]], _WIDTH[ty])
+            return
+        space = parts[1]
+        vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
+        size = _WIDTH[ty] // 8
+        addr = self._addr(th, ctx, ops[1])
+        buf, off = self._mem(th, ctx, space, addr, size * vec)
+        dsts = ops[0].strip("{}").split(",") if vec > 1 else [ops[0]]
+        for k, d in enumerate(dsts):
+            raw = int.from_bytes(buf[off + k * size:off + (k + 1) * size], "little")
+            if ty[0] == "s":
+                raw = _signed(raw, _WIDTH[ty])
+            self._write(th, d, raw, _reg_bits(d))
+
+    def _op_st(self, th, ctx, parts, ops):
+        ty = parts[-1]
+        space = parts[1]
+        vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
+        size = _WIDTH[ty] // 8
+        addr = self._addr(th, ctx, ops[0])
+        buf, off = self._mem(th, ctx, space, addr, size * vec)
+        srcs = ops[1].strip("{}").split(",") if vec > 1 else [ops[1]]
+        for k, s in enumerate(srcs):
+            v = _mask(self._read(th, ctx, s), size * 8)
+            buf[off + k * size:off + (k + 1) * size] = v.to_bytes(size, "little")
+
+    def _op_cvta(self, th, ctx, parts, ops):
+        self._write(th, ops[0], self._read(th, ctx, ops[1]), 64)
+
+    def _op_mov(self, th, ctx, parts, ops):
+        ty = parts[1]
+        bits = _WIDTH[ty]
+        d, a = ops
+        if d.startswith("{"):        # unpack
+            names = [x.strip() for x in d.strip("{}").split(",")]
+            v = self._read(th, ctx, a)
+            w = bits // len(names)
+            for k, n in enumerate(names):
+                self._write(th, n, v >> (w * k), w)
+            return
+        if a.startswith("{"):        # pack
+            names = [x.strip() for x in a.strip("{}").split(",")]
+            w = bits // len(names)
+            v = 0
+            for k, n in enumerate(names):
+                v |= _mask(self._read(th, ctx, n), w) << (w * k)
+            self._write(th, d, v, bits)
+            return
+        self._write(th, d, self._read(th, ctx, a, ty), bits)
+
+    def _int_args(self, th, ctx, ty, ops):
+        bits = _WIDTH[ty]
+        vals = [self._read(th, ctx, o, ty) for o in ops]
+        if ty[0] == "s":
+            return [_signed(v, bits) for v in vals], bits
+        return [_mask(v, bits) for v in vals], bits
+
+    def _arith(self, th, ctx, parts, ops, fn_int, fn_float=None):
+        ty = parts[-1]
+        if ty in ("f32", "f64"):
+            vals = [_to_float(self._read(th, ctx, o, ty), ty) for o in ops[1:]]
+            dt = np.float32 if ty == "f32" else np.float64
+            r = fn_float(*[dt(v) for v in vals])
+            self._write(th, ops[0], _from_float(dt(r), ty), _WIDTH[ty])
+            return
+        if ty == "pred":
+            vals = [self._read(th, ctx, o) for o in ops[1:]]
+            self._write(th, ops[0], fn_int(*vals) & 1, 1)
+            return
+        vals, bits = self._int_args(th, ctx, ty, ops[1:])
+        self._write(th, ops[0], fn_int(*vals), bits)
+
+    def _op_add(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, lambda a, b: a + b, lambda a, b: a + b)
+
+    def _op_sub(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, lambda a, b: a - b, lambda a, b: a - b)
+
+    def _op_mul(self, th, ctx, p, o):
+        if "wide" in p:
+            ty = p[-1]
+            (a, b), bits = self._int_args(th, ctx, ty, o[1:])
+            self._write(th, o[0], a * b, 2 * bits)
+            return
+        self._arith(th, ctx, p, o, lambda a, b: a * b, lambda a, b: a * b)
+
+    def _op_mad(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, lambda a, b, c: a * b + c)
+
+    def _op_div(self, th, ctx, p, o):
+        def idiv(a, b):
+            q = abs(a) // abs(b)
+            return q if (a >= 0) == (b >= 0) else -q
+        self._arith(th, ctx, p, o, idiv, lambda a, b: a / b)
+
+    def _op_rem(self, th, ctx, p, o):
+        def irem(a, b):
+            r = abs(a) % abs(b)
+            return r if a >= 0 else -r
+        self._arith(th, ctx, p, o, irem)
+
+    def _op_min(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, min, lambda a, b: np.fmin(a, b))
+
+    def _op_max(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, max, lambda a, b: np.fmax(a, b))
+
+    def _op_and(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, lambda a, b: a & b)
+
+    def _op_or(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, lambda a, b: a | b)
+
+    def _op_xor(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, lambda a, b: a ^ b)
+
+    def _op_not(self, th, ctx, p, o):
+        ty = p[-1]
+        v = self._read(th, ctx, o[1])
+        self._write(th, o[0], 0 if v else 1, 1) if ty == "pred" else \
+            self._write(th, o[0], ~v, _WIDTH[ty])
+
+    def _op_neg(self, th, ctx, p, o):
+        self._arith(th, ctx, p, o, lambda a: -a, lambda a: -a)
+
+    def _op_shl(self, th, ctx, p, o):
+        ty = p[-1]
+        a = self._read(th, ctx, o[1])
+        b = self._read(th, ctx, o[2])
+        self._write(th, o[0], a << b, _WIDTH[ty])
+
+    def _op_shr(self, th, ctx, p, o):
+        ty = p[-1]
+        bits = _WIDTH[ty]
+        a = self._read(th, ctx, o[1])
+        b = self._read(th, ctx, o[2])
+        a = _signed(a, bits) if ty[0] == "s" else _mask(a, bits)
+        self._write(th, o[0], a >> min(b, bits), bits)
+
+    def _op_setp(self, th, ctx, p, o):
+        cmp, ty = p[1], p[2]
+        if ty in ("f32", "f64"):
+            a, b = (_to_float(self._read(th, ctx, x, ty), ty) for x in o[1:3])
+        else:
+            (a, b), _ = self._int_args(th, ctx, ty, o[1:3])
+        r = {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b,
+             "ne": a != b}[cmp]
+        self._write(th, o[0], r, 1)
+
+    def _op_selp(self, th, ctx, p, o):
+        ty = p[-1]
+        c = self._read(th, ctx, o[3])
+        self._write(th, o[0], self._read(th, ctx, o[1] if c else o[2], ty), _WIDTH[ty])
+
+    def _op_bfe(self, th, ctx, p, o):
+        ty = p[-1]
+        bits = _WIDTH[ty]
+        a = _mask(self._read(th, ctx, o[1]), bits)
+        pos, ln = self._read(th, ctx, o[2]), self._read(th, ctx, o[3])
+        v = (a >> pos) & ((1 << ln) - 1)
+        if ty[0] == "s" and ln and v >> (ln - 1):
+            v -= 1 << ln
+        self._write(th, o[0], v, bits)
+
+    def _op_bfi(self, th, ctx, p, o):
+        a, b = self._read(th, ctx, o[1]), self._read(th, ctx, o[2])
+        pos, ln = self._read(th, ctx, o[3]), self._read(th, ctx, o[4])
+        m = ((1 << ln) - 1) << pos
+        self._write(th, o[0], (b & ~m) | ((a << pos) & m), 32)
+
+    def _op_cvt(self, th, ctx, p, o):
+        mods = p[1:]
+        dst, src = mods[-2], mods[-1]
+        v = self._read(th, ctx, o[1])
+        floats = ("f16", "bf16", "f32", "f64")
+        if src in floats:
+            x = _to_float(_mask(v, _WIDTH[src]), src)
+            if dst in floats:
+                self._write(th, o[0], _from_float(x, dst), _WIDTH[dst])
+            else:   # .rzi: truncate toward zero
+                self._write(th, o[0], int(x) if x == x else 0, _reg_bits(o[0]))
+            return
+        sbits = _WIDTH[src]
+        iv = _signed(v, sbits) if src[0] == "s" else _mask(v, sbits)
+        if dst in floats:
+            self._write(th, o[0], _from_float(iv, dst), _WIDTH[dst])
+        else:
+            out_bits = _reg_bits(o[0])
+            dbits = _WIDTH[dst]
+            r = _signed(iv, dbits) if dst[0] == "s" else _mask(iv, dbits)
+            self._write(th, o[0], r, out_bits)
+
+
+def run(kernel, arrays, scalars=(), grid=None, block=None, arch="sm_90a"):
+    """Run a pg.Kernel on numpy arrays (modified in place) and scalar arguments."""
+    sim = Sim(kernel.ptx(arch))
+    bases = [sim.mem.alloc_global(np.ascontiguousarray(a).tobytes()) for a in arrays]
+    args = list(bases) + list(scalars)
+    f = kernel.ir
+    sim.launch(args, grid or f.grid, block or f.block,
+               max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0))
+    for a, b in zip(arrays, bases):
+        flat = np.frombuffer(bytes(sim.mem.view(b)), dtype=a.dtype)
+        a.reshape(-1)[...] = flat[:a.size]
+    return sim

@@ -1,0 +1,250 @@
+"""Emitted kernels checked *by their results* on the CPU: tests/ptxsim.py interprets the PTX
+(threads, barriers, global/shared/local memory) and the outputs are compared bit for bit with
+numpy, outputs poisoned first.  This guards every change made between GPU runs."""
+import warnings
+
+import numpy as np
+import pytest
+
+import ptxgen as pg
+import ptxsim
+from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout, laneid
+
+RNG = np.random.default_rng(2026)
+NP = {"int8": np.int8, "uint8": np.uint8, "float8_e4m3fn": np.uint8, "float16": np.float16,
+      "bfloat16": np.uint16, "float32": np.float32, "int32": np.int32, "float64": np.float64,
+      "int64": np.int64}
+
+
+def rand(shape, dt):
+    npdt = np.dtype(NP[dt])
+    raw = RNG.integers(0, 256, int(np.prod(shape)) * npdt.itemsize, dtype=np.uint8)
+    return raw.view(npdt).reshape(shape)
+
+
+def poison(shape, dt):
+    npdt = np.dtype(NP[dt])
+    return np.frombuffer(b"\xa5" * (int(np.prod(shape)) * npdt.itemsize), npdt).reshape(shape).copy()
+
+
+def same(a, b):
+    return a.tobytes() == b.tobytes()
+
+
+def test_seed_examples():
+    import add_one
+    import dyn_arena
+    import let_scalar
+    import phase_loop
+    import smem_demo
+
+    class XP:   # the examples' check() protocol, on host arrays run through the simulator
+        def asarray(self, a):
+            return np.array(a)
+
+        def full(self, shape, value, dtype):
+            return np.full(shape, value, dtype=dtype)
+
+        def ptr(self, a):
+            return a
+
+        def asnumpy(self, a):
+            return a
+
+    for mod in (smem_demo, dyn_arena, phase_loop, let_scalar, add_one):
+        for k in mod.KERNELS:
+            k.__dict__["_sim"] = True
+        launched = []
+
+        def fake_call(k, *args, **kw):
+            arrays = [a for a in args if isinstance(a, np.ndarray)]
+            scalars = [a for a in args if not isinstance(a, np.ndarray)]
+            ptxsim.run(k, arrays, scalars)
+            launched.append(k.name)
+
+        for k in mod.KERNELS:
+            k.__class__ = type("SimKernel", (pg.Kernel,), {"__call__": fake_call})
+        try:
+            for label, got, want in mod.check(XP(), np.random.default_rng(5)):
+                assert same(np.asarray(got), np.asarray(want)), f"{mod.__name__}: {label}"
+        finally:
+            for k in mod.KERNELS:
+                k.__class__ = pg.Kernel
+        assert launched
+
+
+def roundtrip(shape, dt, region, scope, block, smem_layout=None, eo=0, dispatch=None):
+    ext = tuple(r.stop - r.start for r in region)
+
+    @pg.kernel(grid=(1,), block=(block,), name="rt")
+    def k(A: pg.Tensor(shape, dt, elem_offset=eo), B: pg.Tensor(shape, dt, elem_offset=eo)):
+        pg.thread_id(block)
+        sm = pg.alloc_shared(ext, dt, layout=smem_layout, align=1024)
+        full = tuple(slice(0, e) for e in ext)
+        kw = {"dispatch": dispatch} if dispatch else {}
+        getattr(pg.tile, scope).copy(sm[full], A[region], **kw)
+        pg.cta_sync()
+        getattr(pg.tile, scope).copy(B[region], sm[full], **kw)
+
+    n = int(np.prod(shape)) + eo
+    a, b = rand((n,), dt), poison((n,), dt)
+    want = b.copy()
+    want[eo:].reshape(shape)[region] = a[eo:].reshape(shape)[region]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ptxsim.run(k, [a, b])
+    assert same(b, want)
+
+
+@pytest.mark.parametrize("scope,block", [("thread", 32), ("warp", 32), ("warpgroup", 128),
+                                         ("cta", 64)])
+@pytest.mark.parametrize("dt", ["int8", "float16", "bfloat16", "float32", "float64"])
+def test_copy_roundtrips(scope, block, dt):
+    roundtrip((16, 40), dt, (slice(4, 12), slice(8, 40)), scope, block)
+
+
+@pytest.mark.parametrize("swz", [32, 64, 128])
+def test_copy_swizzled(swz):
+    cols = swz // 2
+    lay = ComposeLayout(Swizzle.mma(swz, 16), TileLayout(S[(16, cols)]))
+    roundtrip((20, 2 * cols), "float16", (slice(4, 20), slice(cols, 2 * cols)), "cta", 64, lay)
+
+
+def test_copy_alignment_drops_and_fallback():
+    roundtrip((8, 20), "float16", (slice(0, 8), slice(0, 16)), "warp", 32)        # v2
+    roundtrip((8, 64), "float16", (slice(0, 8), slice(3, 35)), "warp", 32)        # scalar
+    roundtrip((8, 32), "float16", (slice(0, 8), slice(0, 32)), "warp", 32, eo=3)  # elem_offset
+    roundtrip((5, 7), "float32", (slice(0, 5), slice(0, 7)), "warp", 32)          # fallback
+    roundtrip((8, 8), "int8", (slice(0, 8), slice(0, 8)), "cta", 64, dispatch="fallback")
+
+
+def test_k_tiled_smem():
+    lay = TileLayout(S[(16, (2, 32)):(32, (512, 1))])
+    roundtrip((16, 64), "float16", (slice(0, 16), slice(0, 64)), "cta", 64, lay)
+
+
+def test_grid_stride_copy_small_grid():
+    import grid_stride_copy as g
+
+    k = g.make(threads=32, unroll=4, ctas=3, name="gsc_small", load_hint="nc", store_hint="cs")
+    for n in (1000, 1003, 4096):
+        a, b = rand((n,), "float32"), poison((n,), "float32")
+        ptxsim.run(k, [a, b], [n])
+        assert same(a, b)
+
+
+def test_unrolled_inner_loop_facts():
+    @pg.kernel(grid=(1,), block=(1,))
+    def k(B: pg.Tensor((2, 16), "int32")):
+        for u in pg.unroll(2):
+            for j in pg.serial(0, 8 * (u + 1)):
+                B[u, j] = j // 8
+
+    b = np.full((2, 16), -1, np.int32)
+    ptxsim.run(k, [b])
+    want = np.full((2, 16), -1, np.int32)
+    want[0, :8] = 0
+    want[1, :] = np.arange(16) // 8
+    assert same(b, want)
+
+
+@pytest.mark.parametrize("dt,lanes", [("int8", 2), ("int8", 4), ("float64", 2), ("float16", 8),
+                                      ("float32", 4), ("int64", 2)])
+def test_register_vectors(dt, lanes):
+    @pg.kernel(grid=(1,), block=(32,), name="vec")
+    def k(A: pg.Tensor((32 * lanes,), dt), B: pg.Tensor((32 * lanes,), dt)):
+        tx = pg.thread_id(32)
+        r = pg.alloc_local((lanes,), dt)
+        r.vstore([0], A.vload([tx * lanes], f"{dt}x{lanes}"))
+        B.vstore([tx * lanes], r.vload([0], f"{dt}x{lanes}"))
+
+    a, b = rand((32 * lanes,), dt), poison((32 * lanes,), dt)
+    ptxsim.run(k, [a, b])
+    assert same(a, b)
+
+
+def test_views_and_unsigned_index():
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((256,), "float32"), B: pg.Tensor((64,), "float32"),
+          C: pg.Tensor((256,), "float32"), n: pg.uint32):
+        tx = pg.thread_id(64)
+        A2 = A.view(64, 4)
+        B[tx] = A2[tx, 0] + A2[tx, 3]
+        At = A2.permute(1, 0)
+        C[tx] = At[3, tx]
+        C[n + pg.cast(tx, "uint32")] = A[tx]
+
+    a = rand((256,), "float32")
+    a = np.where(np.isfinite(a), a, 1.0).astype(np.float32)
+    b, c = poison((64,), "float32"), poison((256,), "float32")
+    ptxsim.run(k, [a, b, c], [128])
+    assert same(b, (a.reshape(64, 4)[:, 0] + a.reshape(64, 4)[:, 3]).astype(np.float32))
+    want = poison((256,), "float32")
+    want[:64] = a.reshape(64, 4)[:, 3]
+    want[128:192] = a[:64]
+    assert same(c, want)
+
+
+def test_register_layout_local_and_select():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32, 8), "int32"), B: pg.Tensor((32, 8), "int32")):
+        lane = pg.lane_id()
+        R = pg.alloc_local((32, 8), "int32", layout=TileLayout(S[(32, 8):(1 @ laneid, 1)]))
+        flat = R.local()
+        two = R.local(2, 4)
+        for j in pg.unroll(8):
+            flat[j] = A[lane, j]
+        for i in pg.unroll(2):
+            for j in pg.unroll(4):
+                v = two[i, j]
+                B[lane, i * 4 + j] = pg.select((v & 1).eq(0), v // 2, -v % 7)
+
+    a = rand((32, 8), "int32")
+    b = poison((32, 8), "int32")
+    ptxsim.run(k, [a, b])
+    want = np.where(a % 2 == 0, a // 2, (-a) % 7).astype(np.int32)
+    assert same(b, want)
+
+
+def test_bench_streaming_kernels():
+    from ptxgen.bench.copy_kernels import streaming_copy_kernel
+
+    for scope in ("warp", "warpgroup", "cta"):
+        k, _ = streaming_copy_kernel("float16", scope, (16, 32), nsm=1, ctas_per_sm=1)
+        rows = 96
+        a, b = rand((rows, 32), "float16"), poison((rows, 32), "float16")
+        ptxsim.run(k, [a, b], [rows])
+        assert same(a, b), scope
+
+
+def test_float16_arithmetic_matches_numpy():
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((64,), "float16"), B: pg.Tensor((64,), "float16"),
+          C: pg.Tensor((64,), "float16"), D: pg.Tensor((64,), "int32")):
+        tx = pg.thread_id(64)
+        C[tx] = A[tx] * B[tx] + A[tx] / B[tx] - pg.float16(0.5)
+        D[tx] = pg.cast(A[tx] * pg.float16(100.0), "int32")
+
+    a = (RNG.standard_normal(64) * 4).astype(np.float16)
+    b = (RNG.standard_normal(64) + 3).astype(np.float16)
+    c, d = poison((64,), "float16"), poison((64,), "int32")
+    ptxsim.run(k, [a, b, c, d])
+    want = ((a * b) + (a / b)) - np.float16(0.5)
+    assert same(c, want.astype(np.float16))
+    assert same(d, (a * np.float16(100.0)).astype(np.int32))
+
+
+def test_integer_semantics_match_python():
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((64,), "int32"), B: pg.Tensor((64,), "int32"), n: pg.int32):
+        tx = pg.thread_id(64)
+        x = A[tx]
+        B[tx] = x // n + x % n * 3 - (x >> 2) + (x & 7) ^ (x << 1) | pg.min(x, n)
+
+    a = RNG.integers(-1000, 1000, 64).astype(np.int32)
+    for n in (7, -5, 16):
+        b = poison((64,), "int32")
+        ptxsim.run(k, [a, b], [n])
+        x = a.astype(np.int64)
+        want = (x // n + x % n * 3 - (x >> 2) + (x & 7)) ^ (x << 1) | np.minimum(x, n)
+        assert same(b, want.astype(np.int32)), n
