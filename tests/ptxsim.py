@@ -260,6 +260,13 @@ class Sim:
                             for t in lanes:
                                 t["wait"] = None
                             released = True
+                    elif kind == "coll":
+                        lanes = [t for t in live if t["lin"] // 32 == ident]
+                        if len(lanes) == 32 and all(t["wait"] == key for t in lanes):
+                            self._matrix(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
+                            for t in lanes:
+                                t["wait"] = None
+                            released = True
                     elif kind == "named" and len(ts) >= count:
                         for t in ts[:count]:
                             t["wait"] = None
@@ -347,7 +354,43 @@ class Sim:
                 return
             if base == "trap":
                 raise Trap("trap")
+            if base in ("ldmatrix", "stmatrix"):   # warp collective: wait for the 32 lanes
+                th["wait"] = ("coll", th["lin"] // 32, th["pc"] - 1)
+                return
             getattr(self, "_op_" + base, self._unsupported(op))(th, ctx, parts, ops)
+
+    def _matrix(self, lanes, ctx, pc):
+        """ldmatrix / stmatrix .m8n8.xN[.trans].b16 for one warp: lane i*8+r addresses row r
+        of matrix i; lane l's register i holds row l//4, columns 2*(l%4) and 2*(l%4)+1 of
+        matrix i (of its transpose with .trans), low half first."""
+        guard, op, ops = self.k.instrs[pc]
+        parts = op.split(".")
+        n = int(next(p for p in parts if p in ("x1", "x2", "x4"))[1:])
+        trans = "trans" in parts
+        load = parts[0] == "ldmatrix"
+        mem_tok, reg_tok = (ops[1], ops[0]) if load else (ops[0], ops[1])
+        rows = [[self._addr(lanes[i * 8 + r], ctx, mem_tok) for r in range(8)] for i in range(n)]
+        buf = ctx["shared"]
+
+        def elem_addr(i, r, c):
+            return rows[i][r] + 2 * c
+
+        for l, th in enumerate(lanes):
+            regs = [x.strip() for x in reg_tok.strip("{}").split(",")]
+            for i in range(n):
+                r0, c0 = l // 4, 2 * (l % 4)
+                coords = [(c0, r0), (c0 + 1, r0)] if trans else [(r0, c0), (r0, c0 + 1)]
+                if load:
+                    v = 0
+                    for h, (r, c) in enumerate(coords):
+                        a = elem_addr(i, r, c)
+                        v |= int.from_bytes(buf[a:a + 2], "little") << (16 * h)
+                    self._write(th, regs[i], v, 32)
+                else:
+                    v = self._read(th, ctx, regs[i])
+                    for h, (r, c) in enumerate(coords):
+                        a = elem_addr(i, r, c)
+                        buf[a:a + 2] = ((v >> (16 * h)) & 0xFFFF).to_bytes(2, "little")
 
     def _unsupported(self, op):
         def f(*a):

@@ -13,7 +13,7 @@ from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout, laneid
 RNG = np.random.default_rng(2026)
 NP = {"int8": np.int8, "uint8": np.uint8, "float8_e4m3fn": np.uint8, "float16": np.float16,
       "bfloat16": np.uint16, "float32": np.float32, "int32": np.int32, "float64": np.float64,
-      "int64": np.int64}
+      "int64": np.int64, "int16": np.int16, "float8_e5m2": np.uint8, "uint16": np.uint16}
 
 
 def rand(shape, dt):
@@ -248,3 +248,49 @@ def test_integer_semantics_match_python():
         x = a.astype(np.int64)
         want = (x // n + x % n * 3 - (x >> 2) + (x & 7)) ^ (x << 1) | np.minimum(x, n)
         assert same(b, want.astype(np.int32)), n
+
+
+def _variants_gpu_module():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "gpu", "test_copy_variants_gpu.py")
+    spec = importlib.util.spec_from_file_location("_copy_variants_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("mem", ["global", "shared"])
+@pytest.mark.parametrize("case", ["warp-rows-f16", "warp-cols-f32", "warp-pairs-bf16",
+                                  "warp-f64", "warp-int16", "warpgroup-lanes-int8", "cta-fp8",
+                                  "cta-interleaved-f16"])
+def test_register_path_roundtrips(case, mem):
+    """vec_auto's reg path, the same kernels as the GPU suite, run in the simulator."""
+    mod = _variants_gpu_module()
+    scope, block, shape, dt, layout = mod.REG_CASES[case]
+    k = mod.reg_roundtrip_kernel(scope, block, shape, dt, layout, mem)
+    a, b = rand(shape, dt), poison(shape, dt)
+    ptxsim.run(k, [a, b])
+    assert same(a, b)
+
+
+@pytest.mark.parametrize("rows,cols,trans,scope,block,warps,swz", [
+    (8, 8, False, "warp", 32, 1, None), (8, 8, True, "warp", 32, 1, None),
+    (16, 16, False, "warp", 32, 1, None), (16, 16, True, "warp", 32, 1, None),
+    (32, 32, False, "warp", 32, 1, None), (64, 16, True, "warpgroup", 128, 4, None),
+    (128, 16, False, "cta", 256, 8, None),
+    (16, 64, False, "warp", 32, 1, 128), (16, 32, True, "warp", 32, 1, 64)])
+def test_ldstmatrix(rows, cols, trans, scope, block, warps, swz):
+    """ldmatrix -> registers (dumped) -> stmatrix round trips; the register dump must equal
+    the fragment the layout promises, element by element."""
+    mod = _variants_gpu_module()
+    k, lay, span = mod.ldsm_kernel(rows, cols, trans, scope, block, warps, "float16", swz, True)
+    a = rand((rows, cols), "float16")
+    b, c = poison((rows, cols), "float16"), poison((rows, cols), "float16")
+    d = poison((block, span), "float16")
+    ptxsim.run(k, [a, b, c, d])
+    assert "ldmatrix" in k.ptx("sm_90a") and "stmatrix" in k.ptx("sm_90a")
+    want_d = mod.fragment_dump(a, lay, (rows, cols), block, span)
+    assert same(d, want_d)
+    assert same(c, a) and same(b, a)
