@@ -294,3 +294,18 @@ def test_ldstmatrix(rows, cols, trans, scope, block, warps, swz):
     want_d = mod.fragment_dump(a, lay, (rows, cols), block, span)
     assert same(d, want_d)
     assert same(c, a) and same(b, a)
+
+
+def test_byte_offset_and_raw_ptx_pointer():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32,), "float32", byte_offset=8), B: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        r = pg.alloc_local((1,), "float32")
+        pg.ptx["ld.global.f32"](r[0], A.ptr_to([tx]))
+        B[tx] = r[0] + 1.0
+
+    a = rand((34,), "float32")
+    a = np.where(np.isfinite(a), a, 2.0).astype(np.float32)
+    b = poison((32,), "float32")
+    ptxsim.run(k, [a, b])
+    assert same(b, a[2:] + np.float32(1.0))
