@@ -307,3 +307,23 @@ def test_copy_inside_unroll_uses_the_unrolled_index():
     for u in range(1, 4):          # each unrolled copy starts u * 4096 bytes further
         assert f"+{u * 4096}]" in ptx
     assert assemble(ptx, "sm_90a")[0]
+
+
+def test_explain_covers_tcgen05_ops():
+    from ptxgen.alloc import SMEMPool, TMEMPool
+    out = []
+
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(Out: pg.Tensor((1,), "float32")):
+        pg.thread_id(128)
+        pool = SMEMPool()
+        As = pool.alloc_tcgen05_mma_AB((128, 64), "bfloat16")
+        slot = pool.alloc((1,), "uint32")
+        pool.commit()
+        tmem = TMEMPool(pool, total_cols=128, tmem_addr=slot)
+        acc = tmem.alloc((128, 128), "float32")
+        tmem.commit()
+        out.append(pg.tile.explain("gemm_async", acc, As, As, scope="warp"))
+        tmem.dealloc()
+
+    assert out[0].chosen == "tcgen05_ss"

@@ -99,19 +99,27 @@ def facts_analyzer(ctx) -> Analyzer:
     return an
 
 
-def explain(op, dst, src, scope="cta", arch="sm_90a", dispatch=None, **options):
+def explain(op, *args, scope="cta", arch=None, dispatch=None, **options):
     """Every variant of `op` for this call: accepted, or why not; the chosen one marked."""
     from ..emit.target import parse_target
     from ..primitives.copy import CopyCall
     from ..primitives.registry import evaluate
     from ..primitives.scope import make_scope
 
-    if op != "copy":
-        raise fail(f"explain knows the ops: copy (got {op!r})")
+    if op != "copy":   # the tcgen05 ops (gemm_async, tmem_load, ...) explain themselves
+        from ..primitives import tcgen05
+
+        if op in tcgen05._OPS:
+            return tcgen05.explain(op, *args, scope=scope, dispatch=dispatch, **options,
+                                   **({"arch": arch} if arch else {}))
+        raise fail(f"explain knows the ops: copy, {', '.join(tcgen05._OPS)} (got {op!r})")
+    if len(args) != 2:
+        raise fail("explain('copy', dst, src, scope=...) takes the two regions of the copy")
+    dst, src = args
     ctx = current()
     d, s = _region(dst, "dst"), _region(src, "src")
     _validate_copy(d, s)
-    call = CopyCall(d, s, make_scope(scope, ctx.func.block), parse_target(arch),
+    call = CopyCall(d, s, make_scope(scope, ctx.func.block), parse_target(arch or "sm_90a"),
                     facts_analyzer(ctx), dict(options), _active_check(ctx, scope),
                     f"{user_src()}: ", None, ctx.func.block)
     return evaluate("copy", call, dispatch)
