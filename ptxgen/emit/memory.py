@@ -15,6 +15,7 @@ from ..errors import PtxgenError
 from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Load, expr_key, format_expr
 from ..passes.simplify import Affine
 from .isa import form
+from .debug import BoundsChecks
 from .names import sanitize
 from .values import reg_class
 from ..dtypes import mem_type
@@ -55,7 +56,7 @@ def byte_offset(buf, indices):
     return scaled if isinstance(base, int) and base == 0 else scaled + base
 
 
-class MemoryEmitter:
+class MemoryEmitter(BoundsChecks):
     """Mixin for Codegen: storage declarations, loads, stores, addresses."""
 
     def _init_memory(self):
@@ -275,50 +276,6 @@ class MemoryEmitter:
         r = self.new_reg("b64" if wide else "b32")
         self.emit(form("binary", "add", "s64" if wide else "s32").format(d=r, a=base, b=off))
         return r
-
-    # ---- debug bounds checks ------------------------------------------------------------
-    def bounds_check(self, buf, indices):
-        """pg.debug_bounds(True): trap, printing the buffer's name, on an index outside its
-        extent (one unsigned compare per dimension, so negative indices fail too)."""
-        if not self.debug_bounds or buf.scope not in ("global", "shared", "shared.dyn"):
-            return
-        for d, (idx, ext) in enumerate(zip(indices, buf.shape)):
-            if isinstance(idx, Const) and isinstance(ext, int) and 0 <= idx.value < ext:
-                continue
-            lo, hi = self.an.bounds(idx)
-            if isinstance(ext, int) and lo is not None and hi is not None and 0 <= lo and hi < ext:
-                continue
-            v = self.val(idx)
-            e = str(ext) if isinstance(ext, int) else self.val(self.an.simplify(ext))
-            p = self.new_reg("pred")
-            ty = "u64" if idx.dtype.bits == 64 else "u32"
-            self.emit(form("setp", "ge", ty).format(d=p, a=v, b=e))
-            label = self.label("oob")
-            self.emit(form("bra").format(p=p, l=label))
-            self._oob_block(label, f"ptxgen debug_bounds: index out of range in buffer "
-                                   f"'{buf.name}' dimension {d} (extent {ext})\n")
-
-    def _oob_block(self, label, message):
-        if not any(".extern .func" in d for d in self.module_decls):
-            self.module_decls.append(".extern .func (.param .b32 func_retval0) vprintf "
-                                     "(.param .b64 format, .param .b64 args);")
-        sym = sanitize(f"__oob_msg_{len(self.tail)}", self.names)
-        data = list(message.encode()) + [0]
-        self.module_decls.append(f".global .align 1 .b8 {sym}[{len(data)}] = "
-                                 f"{{{', '.join(map(str, data))}}};")
-        r = self.new_reg("b64")
-        self.tail += [f"{label}:",
-                      f"    mov.u64 {r}, {sym};",
-                      f"    cvta.global.u64 {r}, {r};",
-                      "    {",
-                      "    .param .b64 fmt_param;",
-                      "    .param .b64 args_param;",
-                      "    .param .b32 ret_param;",
-                      f"    st.param.b64 [fmt_param], {r};",
-                      "    st.param.b64 [args_param], 0;",
-                      "    call.uni (ret_param), vprintf, (fmt_param, args_param);",
-                      "    }",
-                      "    trap;"]
 
     # ---- loads and stores -------------------------------------------------------------
     def _local_index(self, buf, indices):

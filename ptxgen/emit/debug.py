@@ -1,0 +1,58 @@
+"""pg.debug_bounds(True): every global/shared index is checked against its buffer's extent.
+
+A violation branches to a block after `ret` that prints the buffer's name with vprintf and
+traps.  Indices the simplifier proves in range are not checked, and with the switch off the
+emitted PTX is unchanged.
+"""
+from __future__ import annotations
+
+from ..ir import Const
+from .isa import form
+from .names import sanitize
+
+
+class BoundsChecks:
+    """Mixin for Codegen (needs val, an, emit, label, new_reg, module_decls, tail, names)."""
+
+    def bounds_check(self, buf, indices):
+        """pg.debug_bounds(True): trap, printing the buffer's name, on an index outside its
+        extent (one unsigned compare per dimension, so negative indices fail too)."""
+        if not self.debug_bounds or buf.scope not in ("global", "shared", "shared.dyn"):
+            return
+        for d, (idx, ext) in enumerate(zip(indices, buf.shape)):
+            if isinstance(idx, Const) and isinstance(ext, int) and 0 <= idx.value < ext:
+                continue
+            lo, hi = self.an.bounds(idx)
+            if isinstance(ext, int) and lo is not None and hi is not None and 0 <= lo and hi < ext:
+                continue
+            v = self.val(idx)
+            e = str(ext) if isinstance(ext, int) else self.val(self.an.simplify(ext))
+            p = self.new_reg("pred")
+            ty = "u64" if idx.dtype.bits == 64 else "u32"
+            self.emit(form("setp", "ge", ty).format(d=p, a=v, b=e))
+            label = self.label("oob")
+            self.emit(form("bra").format(p=p, l=label))
+            self._oob_block(label, f"ptxgen debug_bounds: index out of range in buffer "
+                                   f"'{buf.name}' dimension {d} (extent {ext})\n")
+
+    def _oob_block(self, label, message):
+        if not any(".extern .func" in d for d in self.module_decls):
+            self.module_decls.append(".extern .func (.param .b32 func_retval0) vprintf "
+                                     "(.param .b64 format, .param .b64 args);")
+        sym = sanitize(f"__oob_msg_{len(self.tail)}", self.names)
+        data = list(message.encode()) + [0]
+        self.module_decls.append(f".global .align 1 .b8 {sym}[{len(data)}] = "
+                                 f"{{{', '.join(map(str, data))}}};")
+        r = self.new_reg("b64")
+        self.tail += [f"{label}:",
+                      f"    mov.u64 {r}, {sym};",
+                      f"    cvta.global.u64 {r}, {r};",
+                      "    {",
+                      "    .param .b64 fmt_param;",
+                      "    .param .b64 args_param;",
+                      "    .param .b32 ret_param;",
+                      f"    st.param.b64 [fmt_param], {r};",
+                      "    st.param.b64 [args_param], 0;",
+                      "    call.uni (ret_param), vprintf, (fmt_param, args_param);",
+                      "    }",
+                      "    trap;"]
