@@ -73,11 +73,10 @@ def cmd_dump(args) -> int:
               "`pip install nvidia-cuda-nvdisasm` (or a CUDA toolkit). Writing .cubin instead.",
               file=sys.stderr)
         status = 3
-    names_seen: set = set()
     for spec in args.files:
         for _attr, k in load_kernels(spec):
             for arch in args.arch:
-                stem = k.name if k.name not in names_seen or len(args.arch) == 1 else k.name
+                stem = k.name
                 suffix = f".{arch}" if len(args.arch) > 1 else ""
                 try:
                     text = k.ptx(arch)
@@ -110,7 +109,6 @@ def cmd_dump(args) -> int:
                 res_summary = {a: b for a, b in k.resources.items() if a != "memory" and b}
                 if res_summary:
                     line += "  resources: " + ", ".join(f"{a}={b}" for a, b in res_summary.items())
-                names_seen.add(k.name)
                 print(line)
     return status
 
