@@ -309,3 +309,64 @@ def test_byte_offset_and_raw_ptx_pointer():
     b = poison((32,), "float32")
     ptxsim.run(k, [a, b])
     assert same(b, a[2:] + np.float32(1.0))
+
+
+# ---- property: random copies, executed ----------------------------------------------------
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def sim_case(draw):
+    dt = draw(st.sampled_from(["int8", "float16", "float32", "float64"]))
+    ebits = pg.dtype(dt).bits
+    rows = draw(st.sampled_from([1, 2, 3, 4, 8, 16]))
+    cols = draw(st.sampled_from([2, 4, 8, 16, 32, 64]))
+    pad = draw(st.sampled_from([0, 1, 3, 8]))
+    r0 = draw(st.integers(0, 2))
+    c0 = draw(st.sampled_from([0, 1, 2, 8]))
+    eo = draw(st.sampled_from([0, 1, 4]))
+    colmajor = draw(st.booleans())
+    scope, block = draw(st.sampled_from([("thread", 32), ("warp", 32), ("warpgroup", 128),
+                                         ("cta", 64)]))
+    swz = None
+    if not colmajor and cols * ebits // 8 in (32, 64, 128) and rows % 8 == 0 and draw(st.booleans()):
+        swz = cols * ebits // 8
+    return dt, rows, cols, pad, r0, c0, eo, colmajor, scope, block, swz
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sim_case())
+def test_property_copies_move_exactly_the_region(case):
+    dt, rows, cols, pad, r0, c0, eo, colmajor, scope, block, swz = case
+    shape = (r0 + rows + 1, c0 + cols + pad)
+    g_lay = TileLayout(S[shape:(1, shape[0])]) if colmajor else None
+    s_lay = None
+    if swz:
+        s_lay = ComposeLayout(Swizzle.mma(swz, pg.dtype(dt).bits), TileLayout(S[(rows, cols)]))
+    region = (slice(r0, r0 + rows), slice(c0, c0 + cols))
+
+    @pg.kernel(grid=(1,), block=(block,), name="prop_sim")
+    def k(A: pg.Tensor(shape, dt, layout=g_lay, elem_offset=eo),
+          B: pg.Tensor(shape, dt, layout=g_lay, elem_offset=eo)):
+        pg.thread_id(block)
+        sm = pg.alloc_shared((rows, cols), dt, layout=s_lay, align=1024)
+        getattr(pg.tile, scope).copy(sm[0:rows, 0:cols], A[region])
+        pg.cta_sync()
+        getattr(pg.tile, scope).copy(B[region], sm[0:rows, 0:cols])
+
+    n = shape[0] * shape[1] + eo
+    a, b = rand((n,), dt), poison((n,), dt)
+    want = b.copy()
+    order = "F" if colmajor else "C"
+    av = a[eo:].reshape(shape, order=order)
+    wv = want[eo:].reshape(shape, order=order)
+    wv[region] = av[region]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            k.ptx("sm_90a")
+        except pg.PtxgenError as e:       # rejected with a reason is an allowed outcome
+            assert str(e)
+            return
+        ptxsim.run(k, [a, b])
+    assert same(b, want)
