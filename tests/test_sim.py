@@ -313,6 +313,7 @@ def test_byte_offset_and_raw_ptx_pointer():
 
 # ---- property: random copies, executed ----------------------------------------------------
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from test_copy_variants import _layout_from_roles  # noqa: E402
 
 
 @st.composite
@@ -369,4 +370,35 @@ def test_property_copies_move_exactly_the_region(case):
             assert str(e)
             return
         ptxsim.run(k, [a, b])
+    assert same(b, want)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["int8", "float16", "float32", "float64"]), st.integers(5, 8),
+       st.data(), st.booleans())
+def test_property_register_layouts_executed(dt, nbits, data, pad):
+    """Random lane/register bit layouts (the reg path or ldstmatrix) moving global -> registers
+    -> global: every element must land where it came from."""
+    a_bits = data.draw(st.integers(0, nbits))
+    roles = data.draw(st.permutations(["l0", "l1", "l2", "l3", "l4"] +
+                                      [f"r{i}" for i in range(nbits - 5)]))
+    lay, _ = _layout_from_roles(a_bits, nbits - a_bits, list(roles))
+    rows, cols = 1 << a_bits, 1 << (nbits - a_bits)
+    mshape = (rows, cols + (4 if pad else 0))
+
+    @pg.kernel(grid=(1,), block=(32,), name="reg_prop")
+    def k(A: pg.Tensor(mshape, dt), B: pg.Tensor(mshape, dt)):
+        R = pg.alloc_local((rows, cols), dt, layout=lay)
+        pg.tile.warp.copy(R[:, :], A[0:rows, 0:cols])
+        pg.tile.warp.copy(B[0:rows, 0:cols], R[:, :])
+
+    try:
+        k.ptx("sm_90a")
+    except pg.PtxgenError as e:
+        assert str(e)
+        return
+    a, b = rand(mshape, dt), poison(mshape, dt)
+    want = b.copy()
+    want[:, :cols] = a[:, :cols]
+    ptxsim.run(k, [a, b])
     assert same(b, want)
