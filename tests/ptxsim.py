@@ -230,7 +230,7 @@ class Sim:
                      "warpid": t // 32}
             threads.append({"pc": 0, "regs": {}, "sregs": sregs, "local": local, "lsym": lsym,
                             "done": False, "wait": None, "lin": t})
-        ctx = {"params": params, "shared": shared, "sym": sym}
+        ctx = {"params": params, "shared": shared, "sym": sym, "mbar": {}}
         while True:
             progressed = False
             for th in threads:
@@ -241,6 +241,10 @@ class Sim:
             live = [t for t in threads if not t["done"]]
             if not live:
                 return
+            for t in live:                     # spinning waiters retry every round
+                if t["wait"] is not None and t["wait"][0] == "spin":
+                    t["wait"] = None
+                    progressed = True
             waiting = [t for t in live if t["wait"] is not None]
             released = False
             # CTA barriers: every live thread waits on the same id
@@ -302,7 +306,8 @@ class Sim:
         inner = tok.strip()[1:-1]
         m = re.match(r"(.+?)\+(-?\d+)$", inner)
         base, off = (m.group(1), int(m.group(2))) if m else (inner, 0)
-        return self._read(th, ctx, base) + off
+        addr = self._read(th, ctx, base) + off
+        return _mask(addr, 32) if _reg_bits(base) == 32 and base.startswith("%") else addr
 
     # ---- memory --------------------------------------------------------------------------
     def _mem(self, th, ctx, space, addr, n):
@@ -354,10 +359,49 @@ class Sim:
                 return
             if base == "trap":
                 raise Trap("trap")
+            if base == "mbarrier":
+                if not self._mbarrier(th, ctx, parts, ops):
+                    th["wait"] = ("spin", th["lin"], 0)   # try_wait failed: let others run
+                    return
+                continue
+            if base == "fence":
+                continue
             if base in ("ldmatrix", "stmatrix"):   # warp collective: wait for the 32 lanes
                 th["wait"] = ("coll", th["lin"] // 32, th["pc"] - 1)
                 return
             getattr(self, "_op_" + base, self._unsupported(op))(th, ctx, parts, ops)
+
+    def _mbarrier(self, th, ctx, parts, ops) -> bool:
+        """init / arrive / try_wait.parity / test_wait.parity on a modelled barrier (expected
+        and pending arrival counts, phase bit); False when a wait must retry later."""
+        kind = parts[1]
+        if kind in ("init", "inval"):
+            addr = self._addr(th, ctx, ops[0])
+            if kind == "init":
+                n = self._read(th, ctx, ops[1])
+                ctx["mbar"][addr] = {"expected": n, "pending": n, "phase": 0}
+            return True
+        if kind == "arrive":
+            addr = self._addr(th, ctx, ops[1])
+            bar = ctx["mbar"].get(addr)
+            if bar is None:
+                raise Trap(f"mbarrier.arrive on an uninitialized barrier at {addr}")
+            if ops[0] != "_":
+                self._write(th, ops[0], bar["phase"], 64)
+            bar["pending"] -= 1
+            if bar["pending"] == 0:
+                bar["phase"] ^= 1
+                bar["pending"] = bar["expected"]
+            return True
+        if kind in ("try_wait", "test_wait") and "parity" in parts:
+            addr = self._addr(th, ctx, ops[1])
+            bar = ctx["mbar"].get(addr)
+            if bar is None:
+                raise Trap(f"mbarrier wait on an uninitialized barrier at {addr}")
+            done = bar["phase"] != (self._read(th, ctx, ops[2]) & 1)
+            self._write(th, ops[0], done, 1)
+            return done or kind == "test_wait"
+        raise Unsupported(".".join(parts))
 
     def _matrix(self, lanes, ctx, pc):
         """ldmatrix / stmatrix .m8n8.xN[.trans].b16 for one warp: lane i*8+r addresses row r

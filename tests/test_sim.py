@@ -402,3 +402,19 @@ def test_property_register_layouts_executed(dt, nbits, data, pad):
     want[:, :cols] = a[:, :cols]
     ptxsim.run(k, [a, b])
     assert same(b, want)
+
+
+def test_smem_pool_demo_with_mbarriers():
+    """The 100 KB SMEMPool example (tile reuse via move_base_to, an mbarrier round trip)."""
+    import smem_pool_demo as m
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(-2**31, 2**31, size=(m.G, m.N_IN), dtype=np.int64).astype(np.int32)
+    h = rng.integers(0, 2**16, size=(m.G, m.HALVES), dtype=np.int64).astype(np.uint16) \
+        .view(np.float16)
+    out_a = np.full((m.G, m.N_IN), -1, np.int32)
+    out_h = np.full((m.G, m.HALVES), np.nan, np.float16)
+    ptxsim.run(m.pool_copy, [a, h, out_a, out_h], grid=(1,))   # one CTA keeps it quick
+    want_a, want_h = m.pool_copy_expected(a, h)
+    assert same(out_a[0], want_a[0]) and same(out_h[0], want_h[0])
+    assert (out_a[1:] == -1).all()
