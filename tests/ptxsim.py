@@ -184,10 +184,11 @@ class Kernel:
 
 
 class Sim:
-    def __init__(self, ptx: str, mem: Memory | None = None):
+    def __init__(self, ptx: str, mem: Memory | None = None, stop_at=()):
         self.k = Kernel(ptx)
         self.mem = mem or Memory()
         self.steps = 0
+        self.stop_at = tuple(stop_at)    # opcode prefixes at which a thread just ends
 
     # ---- launch ------------------------------------------------------------------------
     def launch(self, args, grid=(1, 1, 1), block=(1, 1, 1), dyn_smem=0, max_steps=20_000_000):
@@ -341,7 +342,7 @@ class Sim:
                     continue
             parts = op.split(".")
             base = parts[0]
-            if base == "ret":
+            if base == "ret" or self.stop_at and op.startswith(self.stop_at):
                 th["done"] = True
                 return
             if base == "bra":
@@ -637,9 +638,10 @@ class Sim:
             self._write(th, o[0], r, out_bits)
 
 
-def run(kernel, arrays, scalars=(), grid=None, block=None, arch="sm_90a"):
-    """Run a pg.Kernel on numpy arrays (modified in place) and scalar arguments."""
-    sim = Sim(kernel.ptx(arch))
+def run(kernel, arrays, scalars=(), grid=None, block=None, arch="sm_90a", stop_at=()):
+    """Run a pg.Kernel on numpy arrays (modified in place) and scalar arguments; threads end
+    at any opcode starting with one of `stop_at` (to check what a kernel does before it)."""
+    sim = Sim(kernel.ptx(arch), stop_at=stop_at)
     bases = [sim.mem.alloc_global(np.ascontiguousarray(a).tobytes()) for a in arrays]
     args = list(bases) + list(scalars)
     f = kernel.ir

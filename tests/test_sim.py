@@ -418,3 +418,21 @@ def test_smem_pool_demo_with_mbarriers():
     want_a, want_h = m.pool_copy_expected(a, h)
     assert same(out_a[0], want_a[0]) and same(out_h[0], want_h[0])
     assert (out_a[1:] == -1).all()
+
+
+def test_wgmma_check_tiles_are_laid_out_as_the_descriptors_expect():
+    """The CPU half of the wgmma hardware proof: the swizzled / MN-major shared tiles the
+    check kernel builds (dumped before the first wgmma) equal the canonical layouts the
+    descriptor builder encodes.  The multiply itself needs an sm_90a GPU."""
+    import wgmma_desc_check as ex
+
+    for case in ex.CASES:
+        N, sw, am, bm = case
+        a, b, ref = ex.inputs(N, seed=N + len(sw))
+        D = np.full((ex.M, N), np.nan, np.float32)
+        dump_a = np.full(ex.M * ex.K, 0xFFFF, np.uint16)
+        dump_b = np.full(N * ex.K, 0xFFFF, np.uint16)
+        ptxsim.run(ex.kernel_for(*case), [a.view(np.uint16), b.view(np.uint16), D, dump_a,
+                                          dump_b], stop_at=("wgmma",))
+        for name, dump, bits, major in (("A", dump_a, a, am), ("B", dump_b, b, bm)):
+            assert same(dump, ex.expected_dump(bits, major, sw)), (case, name)
