@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from ..builder.context import current
 from ..builder.control import while_
-from ..builder.ptx import emit_instr
-from ..builder.tensor import LocalScalar, TensorHandle, local_scalar
-from ..ir import BufferPtr, Expr, Load, as_expr
+from ..builder.ptx import element_pointer, emit_instr
+from ..builder.tensor import LocalScalar, local_scalar
+from ..ir import BufferPtr, Expr, as_expr
 from ._state import resource_error, state
 
 _MAX_COUNT = (1 << 20) - 1          # arrival and tx counts are 20-bit (PTX ISA, mbarrier)
@@ -24,13 +24,8 @@ _MAX_COUNT = (1 << 20) - 1          # arrival and tx counts are 20-bit (PTX ISA,
 
 def bar_ptr(bar, what: str) -> BufferPtr:
     """The shared-memory pointer of an mbarrier operand, checked."""
-    if isinstance(bar, TensorHandle):      # its first element (`.data` excludes elem_offset)
-        ptr = BufferPtr(bar.buffer, tuple(as_expr(0) for _ in bar.shape))
-    elif isinstance(bar, Load):
-        ptr = BufferPtr(bar.buffer, bar.indices)
-    elif isinstance(bar, BufferPtr):
-        ptr = bar
-    else:
+    ptr = element_pointer(bar)
+    if ptr is None:
         raise resource_error(f"{what}: the mbarrier must be a shared uint64 slot (bars, "
                              f"bars[i] or bars.ptr_to([i]) of pool.alloc_mbarrier(n)), got {bar!r}")
     b = ptr.buffer

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..builder.context import assigned_name, current, user_src
 from ..builder.control import cta_sync, if_
-from ..builder.ptx import emit_instr
+from ..builder.ptx import element_pointer, emit_instr
 from ..builder.tensor import LocalScalar, TensorHandle, decl_buffer
 from ..dtypes import dtype as _dtype
 from ..ir import BinOp, BufferPtr, Cast, Expr, Let, Load, SpecialReg, Var, as_expr, cast
@@ -57,13 +57,8 @@ def check_cols(n, what: str) -> int:
 
 
 def _slot_ptr(slot, what: str) -> BufferPtr:
-    if isinstance(slot, TensorHandle):      # its first element (`.data` excludes elem_offset)
-        ptr = BufferPtr(slot.buffer, tuple(as_expr(0) for _ in slot.shape))
-    elif isinstance(slot, Load):
-        ptr = BufferPtr(slot.buffer, slot.indices)
-    elif isinstance(slot, BufferPtr):
-        ptr = slot
-    else:
+    ptr = element_pointer(slot)
+    if ptr is None:
         raise resource_error(f"{what}: the address slot must be a shared uint32 tensor (e.g. "
                              f"pool.alloc((1,), 'uint32')), got {slot!r}")
     b = ptr.buffer

@@ -33,6 +33,20 @@ def _first_element(t: TensorHandle) -> BufferPtr:
     return BufferPtr(t.buffer, tuple(Const(0) for _ in t.shape))
 
 
+def element_pointer(x) -> BufferPtr | None:
+    """The element a memory operand names: a tensor (its first element), `t[i]` or
+    `t.ptr_to([i])`; None for anything else (the caller says what it expected)."""
+    from ..ir import Load
+
+    if isinstance(x, TensorHandle):
+        return _first_element(x)
+    if isinstance(x, Load):
+        return BufferPtr(x.buffer, x.indices)
+    if isinstance(x, BufferPtr):
+        return x
+    return None
+
+
 def addr(ptr):
     """Use a pointer as an address *value* operand instead of a `[mem]` operand."""
     if isinstance(ptr, TensorHandle):

@@ -10,7 +10,7 @@ import math
 import pkgutil
 from functools import cached_property
 
-from ...ir import BufferRegion, format_stmt
+from ...ir import BufferRegion
 from ..registry import dispatch, evaluate
 from .common import analyze_side
 

@@ -259,28 +259,40 @@ def reg_elems(tmp: Buffer, start: int, n: int):
     return [Load(tmp, (Const(start + k),), tmp.dtype) for k in range(n)]
 
 
-def alignment_ok(an, side: Side, V: int, skip_leaf_ids=()) -> tuple[bool, str]:
-    """Every stride except the vector's, the region start, elem_offset, the view chain and
-    the declared base alignment must be multiples of V elements."""
+def divisible(an, x, V) -> bool:
+    """x (int or expression) is provably a multiple of V."""
+    return an.divisible(an.simplify(x), V) if isinstance(x, Expr) else x % V == 0
+
+
+def _txt(x):
+    return format_expr(x) if isinstance(x, Expr) else x
+
+
+def base_alignment_ok(an, side: Side, V: int) -> tuple[bool, str]:
+    """The region start, elem_offset, the view chain and the declared base alignment must
+    keep a V-element vector aligned (TIRx 0.27 forgot elem_offset here)."""
     buf = side.buf
-    ebytes = buf.dtype.bits // 8
-    vbytes = V * ebytes
+    vbytes = V * (buf.dtype.bits // 8)
+    if not divisible(an, side.base, V):
+        return False, f"{buf.name}: region start offset {_txt(side.base)} is not a multiple of {V}"
+    if not divisible(an, buf.elem_offset, V):
+        return False, f"{buf.name}: elem_offset {_txt(buf.elem_offset)} is not a multiple of {V}"
+    chain = byte_offset(buf, None)
+    if not divisible(an, chain, vbytes):
+        return False, (f"{buf.name}: its view starts {_txt(chain)} bytes into "
+                       f"'{buf.root.name}', not a multiple of {vbytes}")
+    if buf.root.align % vbytes:
+        return False, (f"{buf.name}: base alignment {buf.root.align} B is below {vbytes} B "
+                       f"(declare align={vbytes})")
+    return True, ""
+
+
+def alignment_ok(an, side: Side, V: int, skip_leaf_ids=()) -> tuple[bool, str]:
+    """Every stride except the vector's must be a multiple of V elements, and so must the
+    region's base (base_alignment_ok)."""
     for i, l in enumerate(side.leaves):
         if i in skip_leaf_ids or l.extent == 1:
             continue
-        st = l.stride
-        if not (an.divisible(st, V) if isinstance(st, Expr) else st % V == 0):
-            return False, f"{buf.name}: stride {format_expr(st) if isinstance(st, Expr) else st} is not a multiple of {V}"
-    base = side.base
-    if not (an.divisible(an.simplify(base), V) if isinstance(base, Expr) else base % V == 0):
-        return False, f"{buf.name}: region start offset {format_expr(base) if isinstance(base, Expr) else base} is not a multiple of {V}"
-    eo = buf.elem_offset
-    if not (an.divisible(an.simplify(eo), V) if isinstance(eo, Expr) else eo % V == 0):
-        return False, f"{buf.name}: elem_offset {format_expr(eo) if isinstance(eo, Expr) else eo} is not a multiple of {V}"
-    chain = byte_offset(buf, None)
-    if not (an.divisible(an.simplify(chain), vbytes) if isinstance(chain, Expr) else chain % vbytes == 0):
-        return False, f"{buf.name}: its view starts {format_expr(chain) if isinstance(chain, Expr) else chain} bytes into '{buf.root.name}', not a multiple of {vbytes}"
-    root = buf.root
-    if root.align % vbytes:
-        return False, f"{buf.name}: base alignment {root.align} B is below {vbytes} B (declare align={vbytes})"
-    return True, ""
+        if not divisible(an, l.stride, V):
+            return False, f"{side.buf.name}: stride {_txt(l.stride)} is not a multiple of {V}"
+    return base_alignment_ok(an, side, V)

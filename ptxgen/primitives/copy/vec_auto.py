@@ -19,9 +19,9 @@ from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, Const, Expr, For, Let, Var
 from ...emit.target import cache_modifiers as target_cache_modifiers
 from ..registry import register
-from .common import (CONTAINERS, const_offset, digits_offset, element_address, flat_pointer,
-                     is_int, ld_st_pair, refine, reg_elems, split_leaves)
-from ...emit.memory import byte_offset
+from .common import (CONTAINERS, base_alignment_ok, const_offset, digits_offset, divisible,
+                     element_address, flat_pointer, is_int, ld_st_pair, refine, reg_elems,
+                     split_leaves)
 
 MEMORY = ("global", "shared")
 def cache_modifiers(call) -> tuple[bool, str]:
@@ -54,12 +54,6 @@ def _coalesce(items):
     return out
 
 
-def _divisible(an, x, V) -> bool:
-    if isinstance(x, Expr):
-        return an.divisible(an.simplify(x), V)
-    return x % V == 0
-
-
 def plan_memory_copy(call, widths=(128, 64, 32, 16, 8)):
     """(Plan, reason): the widest vector partition of a memory<->memory copy."""
     src, dst = call.src_side, call.dst_side
@@ -83,7 +77,7 @@ def plan_memory_copy(call, widths=(128, 64, 32, 16, 8)):
         if bits % ebits:
             continue
         V = bits // ebits
-        why = _vector_ok(call, items, V, bits, byte_offset)
+        why = _vector_ok(call, items, V)
         if why:
             reasons.append(f"{bits}b: {why}")
             continue
@@ -98,16 +92,13 @@ def plan_memory_copy(call, widths=(128, 64, 32, 16, 8)):
     return None, "; ".join(reasons) or f"{ebits}-bit elements have no vector form"
 
 
-def _vector_ok(call, items, V, bits, byte_offset) -> str:
+def _vector_ok(call, items, V) -> str:
     an = call.an
-    if V == 1:
-        tail_ok = True
-    else:
+    if V > 1:
         ext, (s0, s1) = items[0]
-        tail_ok = is_int(s0) and is_int(s1) and s0 == 1 and s1 == 1 and ext % V == 0
-        if not tail_ok:
-            if not (is_int(s0) and s0 == 1 and is_int(s1) and s1 == 1):
-                return "the innermost elements are not contiguous on both sides"
+        if not (is_int(s0) and s0 == 1 and is_int(s1) and s1 == 1):
+            return "the innermost elements are not contiguous on both sides"
+        if ext % V:
             return f"the contiguous tail of {ext} elements is not a multiple of {V}"
     for side in (call.src_side, call.dst_side):
         if side.swizzle is not None and V > side.chunk_elems:
@@ -117,20 +108,12 @@ def _vector_ok(call, items, V, bits, byte_offset) -> str:
         if k == 0 and V > 1:
             continue
         for side, st in zip((call.src_side, call.dst_side), strides):
-            if not _divisible(an, st, V):
+            if not divisible(an, st, V):
                 return f"{side.buf.name}: stride {st} is not a multiple of {V}"
-    vbytes = bits // 8
     for side in (call.src_side, call.dst_side):
-        buf = side.buf
-        if not _divisible(an, side.base, V):
-            return f"{buf.name}: the region start (offset {side.base}) is not a multiple of {V}"
-        if not _divisible(an, buf.elem_offset, V):
-            return f"{buf.name}: elem_offset={buf.elem_offset} is not a multiple of {V}"
-        chain = byte_offset(buf, None)
-        if not _divisible(an, chain, vbytes):
-            return f"{buf.name}: its view starts {chain} bytes into '{buf.root.name}'"
-        if buf.root.align % vbytes:
-            return f"{buf.name}: declared align={buf.root.align} is below {vbytes} bytes"
+        ok, why = base_alignment_ok(an, side, V)
+        if not ok:
+            return why
     return ""
 
 
