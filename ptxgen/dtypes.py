@@ -38,13 +38,6 @@ class DType:
     def is_float(self) -> bool:
         return self.kind == "float"
 
-    @property
-    def is_signed(self) -> bool:
-        return self.kind == "int"
-
-    def with_lanes(self, lanes: int) -> "DType":
-        return dtype(self.scalar.name if lanes == 1 else f"{self.scalar.name}x{lanes}")
-
     def __str__(self) -> str:
         return self.name
 
@@ -105,18 +98,6 @@ def dtype(x) -> DType:
 
 
 # ---- PTX facts per scalar dtype ------------------------------------------
-# register class: the typed virtual register family that holds a *value* of the dtype.
-# Sub-32-bit integers live in 32-bit registers (as in C); f16/bf16/fp8 values live
-# in b16 registers (fp8 is storage only: it is moved, never computed on).
-_REG = {
-    "bool": "pred",
-    "int8": "s32", "int16": "s32", "int32": "s32", "int64": "s64",
-    "uint8": "u32", "uint16": "u32", "uint32": "u32", "uint64": "u64",
-    "float16": "b16", "bfloat16": "b16", "float32": "f32", "float64": "f64",
-    "float8_e4m3fn": "u32", "float8_e5m2": "u32", "float4_e2m1fn": "u32",
-    "handle": "u64",
-}
-
 # memory type used by ld/st of one element (bits only, never a float conversion for 16-bit floats)
 _MEM = {
     "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64",
@@ -126,35 +107,12 @@ _MEM = {
 }
 
 
-def reg_type(dt: DType) -> str:
-    return _REG[dtype(dt).scalar.name]
-
-
 def mem_type(dt: DType) -> str:
     dt = dtype(dt).scalar
     if dt.name not in _MEM:
         raise PtxgenError(f"{dt.name} has no single-element load/store form; move it in a "
                           f"wider container (e.g. a uint8 view of packed pairs)")
     return _MEM[dt.name]
-
-
-def container_type(nbits: int) -> tuple[str, int]:
-    """(PTX type, count) that moves `nbits` of raw bits: u8/u16/u32, v2/v4 of u32, v4 of b64."""
-    table = {8: ("u8", 1), 16: ("u16", 1), 32: ("u32", 1), 64: ("u32", 2),
-             128: ("u32", 4), 256: ("u32", 8)}
-    if nbits not in table:
-        raise PtxgenError(f"no PTX container moves {nbits} bits; widths are 8/16/32/64/128/256")
-    return table[nbits]
-
-
-def numpy_dtype(dt: DType):
-    """numpy dtype for host-side checks; fp8/bf16 map to same-width unsigned ints."""
-    import numpy as np
-
-    dt = dtype(dt).scalar
-    if dt.kind == "storage" or dt.name == "bfloat16":
-        return np.dtype({8: "uint8", 16: "uint16", 4: "uint8"}[dt.bits])
-    return np.dtype("bool" if dt.name == "bool" else dt.name)
 
 
 ALL_SCALARS = tuple(k for k in _SCALARS if k != "handle")

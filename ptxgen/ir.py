@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .dtypes import DType, dtype
-from .errors import PtxgenError, TraceError
+from .errors import TraceError
 
 INT32 = dtype("int32")
 INT64 = dtype("int64")
@@ -542,10 +542,6 @@ def walk(body, fn):
             walk(s.then, fn)
             if s.else_:
                 walk(s.else_, fn)
-
-
-class IRError(PtxgenError):
-    pass
 
 
 # the printer lives in its own module; these names are part of ir's surface

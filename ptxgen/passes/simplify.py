@@ -107,17 +107,6 @@ class Analyzer(FactsMixin):
         self._mod.pop(var.uid, None)
         self._values.pop(var.uid, None)
 
-    def value_of(self, var: Var):
-        return self._values.get(var.uid)
-
-    # ---- bounds ------------------------------------------------------------
-    def prove(self, cond) -> bool | None:
-        """Decide a comparison from bounds; None when unknown."""
-        s = self.simplify(cond)
-        if isinstance(s, Const):
-            return bool(s.value)
-        return None
-
     # ---- simplification ----------------------------------------------------
     def simplify(self, e):
         if not isinstance(e, Expr):

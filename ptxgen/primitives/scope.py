@@ -6,7 +6,6 @@ thread (1), warp (32 lanes), warpgroup (4 consecutive warps, 128 threads) and ct
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..errors import PtxgenError
@@ -45,11 +44,3 @@ def make_scope(name: str, block) -> ExecScope:
             tid = SpecialReg("tid.x") + SpecialReg("tid.y") * bx + SpecialReg("tid.z") * (bx * by)
         return ExecScope("cta", total, tid, "tid")
     raise PtxgenError(f"unknown execution scope {name!r}; scopes are {', '.join(SCOPES)}")
-
-
-def scope_fits_block(scope: ExecScope, block) -> tuple[bool, str]:
-    total = math.prod((tuple(block) + (1, 1, 1))[:3])
-    if scope.name in ("warp", "warpgroup") and total % scope.nthreads:
-        return False, (f"the block has {total} threads, not a multiple of the "
-                       f"{scope.nthreads} a {scope.name} needs")
-    return True, ""

@@ -154,15 +154,6 @@ def is_int(x) -> bool:
 
 
 # ---- partitions ---------------------------------------------------------------------------
-@dataclass
-class Partition:
-    """[outer, threads, vec] over common leaves; groups hold per-side leaf lists."""
-    outer: int
-    threads: int
-    vec: int
-    groups: dict   # "outer"/"threads"/"vec" -> list of (extent, [stride per side]) innermost first
-
-
 def split_leaves(items, cuts):
     """Cut leaves `items` = [(extent, [stride per side])] (innermost first) at cumulative
     products `cuts` (e.g. [V, V*T]).  Returns one group per cut interval, or None when a
