@@ -358,6 +358,11 @@ class Buffer:
             b = b.data.buffer
         return b
 
+    def storage_ptr(self) -> "BufferPtr":
+        """The pointer a view of this buffer shares: its own data pointer, or its base if it
+        owns its storage (a view keeps elem_offset, so both address the same elements)."""
+        return self.data if self.data is not None else BufferPtr(self, None)
+
     def numel(self):
         return math.prod(self.shape) if all(isinstance(s, int) for s in self.shape) else None
 

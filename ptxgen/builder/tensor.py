@@ -253,7 +253,7 @@ class TensorHandle:
         if dt != b.dtype:
             eo = eo * b.dtype.bits // dt.bits if isinstance(eo, int) else eo * b.dtype.bits // dt.bits
         nb = make_buffer(current().unique(assigned_name(b.name + "_view")), shape, dt, b.scope,
-                         layout=lay, elem_offset=eo, align=b.align, data=_storage_of(b))
+                         layout=lay, elem_offset=eo, align=b.align, data=b.storage_ptr())
         return _declare(nb)
 
     def permute(self, *dims):
@@ -275,7 +275,7 @@ class TensorHandle:
         shape = tuple(b.shape[d] for d in dims)
         nb = make_buffer(current().unique(assigned_name(b.name + "_t")), shape, b.dtype, b.scope,
                          layout=new, elem_offset=b.elem_offset, align=b.align,
-                         data=_storage_of(b))
+                         data=b.storage_ptr())
         return _declare(nb)
 
     def local(self, *shape, layout=None):
@@ -291,14 +291,8 @@ class TensorHandle:
                        f"thread holds {span}")
         nb = make_buffer(current().unique(assigned_name(b.name + "_local")), shape, b.dtype,
                          "local", layout=layout, elem_offset=b.elem_offset, align=b.align,
-                         data=BufferPtr(b, None))
+                         data=b.storage_ptr())
         return _declare(nb)
-
-
-def _storage_of(b: Buffer) -> BufferPtr:
-    """The pointer a view of `b` shares: b's own data pointer, or b's base if b owns storage
-    (the view keeps b's elem_offset, so both address the same elements)."""
-    return b.data if b.data is not None else BufferPtr(b, None)
 
 
 def _last_dim_contiguous(b):

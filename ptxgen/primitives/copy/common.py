@@ -213,8 +213,8 @@ def flat_pointer(side: Side, offset):
     buf = side.buf
     eo = buf.elem_offset
     off = offset if is_int(eo) and eo == 0 else offset + eo
-    storage = buf.data if buf.data is not None else BufferPtr(buf, None)
-    flat = Buffer(buf.name, (1 << 40,), buf.dtype, buf.scope, None, 0, buf.align, storage)
+    flat = Buffer(buf.name, (1 << 40,), buf.dtype, buf.scope, None, 0, buf.align,
+                  buf.storage_ptr())
     return BufferPtr(flat, (off if isinstance(off, Expr) else Const(int(off)),))
 
 
