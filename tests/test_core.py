@@ -447,3 +447,31 @@ def test_select_of_bools_and_bool_logic():
     for arch in ARCHS:
         ok, log = assemble(k.ptx(arch), arch)
         assert ok, log
+
+
+def test_names_and_locations_when_imported_through_dotdot_path(tmp_path):
+    """A sys.path entry like "benchmarks/.." makes frames carry unnormalized paths; the
+    builder must still see ptxgen's own frames as its own (names from the user's line)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "user_kernel.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.join(repo, "tests", "..")!r})
+        import ptxgen as pg
+        N = pg.var("N")
+        @pg.kernel(grid=(1,), block=(32,))
+        def k(a: pg.Tensor((N,), "float32")):
+            tx = pg.thread_id(32)
+            my_index = pg.let(tx * 2)
+            a[my_index] = pg.float32(1.0)
+        print("my_index = pg.let" in k.ptx("sm_90a"))
+    """))
+    env = dict(os.environ, PYTHONPATH="")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, cwd=tmp_path).stdout.split()
+    assert out[0] == "True"

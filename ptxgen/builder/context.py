@@ -14,14 +14,17 @@ import threading
 from ..errors import TraceError
 from ..ir import (BinOp, BufferPtr, Cast, Load, Not, PrimFunc, Select, Stmt, Var)
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Frames carry the path the module was imported by (maybe with "..", e.g. from a sys.path
+# entry like "benchmarks/.."); match that spelling as well as the normalized one.
+_PKG_DIRS = tuple({os.path.dirname(os.path.dirname(__file__)) + os.sep,
+                   os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep})
 _local = threading.local()
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 
 
 def _user_frame():
     f = sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith(_PKG_DIR)
+    while f is not None and (f.f_code.co_filename.startswith(_PKG_DIRS)
                              or f.f_code.co_filename.endswith("contextlib.py")):
         f = f.f_back
     return f

@@ -26,7 +26,7 @@ def _locate(e: PtxgenError):
     tb = e.__traceback__
     while tb is not None:
         fname = tb.tb_frame.f_code.co_filename
-        if not fname.startswith(context._PKG_DIR):
+        if not fname.startswith(context._PKG_DIRS):
             where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
         tb = tb.tb_next
     if where:
