@@ -168,7 +168,8 @@ def print_func(f: PrimFunc) -> str:
             ps.append(f"{p.name}: pg.{p.var.dtype}")
         else:
             ps.append(f"{p.name}: pg.var({p.var.dtype})")
-    lines = [f"@pg.kernel(grid={tuple(f.grid)}, block={tuple(f.block)})",
+    grid = f"<{f.attrs['grid']}>" if "grid" in f.attrs else tuple(f.grid)
+    lines = [f"@pg.kernel(grid={grid}, block={tuple(f.block)})",
              f"def {f.name}({', '.join(ps)}):"]
     _print_body(f.body, lines, 1)
     if len(lines) == 2:

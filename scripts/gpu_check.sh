@@ -10,11 +10,11 @@ python3 -m pytest tests/gpu -m gpu -q -rfE -p no:cacheprovider ${K:+-k "$K"} \
     --junitxml="$OUT/gpu_junit.xml" 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
 rc=${PIPESTATUS[0]}
 if [ -z "$K" ]; then
-  python3 benchmarks/grid_stride_vs_torch.py 1 2>&1 | tee "$OUT/bench_grid_stride.log"
+  python3 benchmarks/grid_stride_vs_torch.py 1 4 2>&1 | tee "$OUT/bench_grid_stride.log"
   python3 benchmarks/launch_overhead.py 2>&1 | tail -8 | tee "$OUT/bench_launch.log"
 fi
 echo "==== summary ===="
 cat "$OUT/gpu.txt"
 grep -E "passed|failed|error|skipped" "$OUT/gpu_tests.log" | tail -1
-[ -z "$K" ] && cat "$OUT/bench_grid_stride.log" | tail -1
+[ -z "$K" ] && tail -2 "$OUT/bench_grid_stride.log"
 exit $rc

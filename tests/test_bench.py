@@ -80,6 +80,7 @@ def test_register_rules(registry):
 
 def test_load_plugins(monkeypatch, tmp_path):
     monkeypatch.setattr(sweep, "_REGISTRY", {})
+    monkeypatch.setattr(sweep, "DEFAULT_PLUGINS", ())      # only the named module registers
     (tmp_path / "my_copy_kernels.py").write_text(
         "from ptxgen.bench import register_copy_bench, SkipReason\n"
         "register_copy_bench('plug', lambda cfg: SkipReason('x'), path='g2g')\n")

@@ -475,3 +475,32 @@ def test_names_and_locations_when_imported_through_dotdot_path(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          env=env, cwd=tmp_path).stdout.split()
     assert out[0] == "True"
+
+
+def test_callable_grid_and_cta_id_without_extent():
+    N = pg.var("N")
+
+    def per_128(args):
+        return (args["N"] // 128,)
+
+    @pg.kernel(grid=per_128, block=(128,))
+    def k(a: pg.Tensor((N,), "float32")):
+        tx = pg.thread_id(128)
+        bx = pg.cta_id()
+        a[bx * 128 + tx] = pg.float32(1.0)
+    assert str(k.ir).startswith("@pg.kernel(grid=<per_128>, block=(128, 1, 1))")
+    assert k._grid_fn({"N": 1024}) == (8,)
+    assert "mov.u32 %r3, %ctaid.x;" in k.ptx("sm_90a")
+
+    with pytest.raises(pg.TraceError, match=r"test_core.py:\d+: the kernel's grid is a callable "
+                       r"\(computed per launch\), but gridDim.x is fixed to 4 here; use "
+                       r"pg.cta_id\(\) without an extent"):
+        @pg.kernel(grid=per_128, block=(128,))
+        def bad(a: pg.Tensor((N,), "float32")):
+            bx = pg.cta_id(4)
+            a[bx] = pg.float32(1.0)
+
+    with pytest.raises(pg.TraceError, match="dim must be 'x', 'y' or 'z', got 'w'"):
+        @pg.kernel(grid=per_128, block=(128,))
+        def bad_dim(a: pg.Tensor((N,), "float32")):
+            pg.cta_id(dim="w")

@@ -133,6 +133,20 @@ def test_grid_stride_copy_small_grid():
         assert same(a, b)
 
 
+def test_grid_stride_copy_one_chunk_per_cta():
+    """The example's default: a callable grid (one chunk of THREADS*UNROLL vectors per CTA),
+    sizes with partial chunks, leftover vectors and leftover elements."""
+    import grid_stride_copy as g
+
+    k = g.make(threads=32, unroll=2, name="gsc_chunks")
+    for n in (3, 256, 1000, 1003):
+        a, b = rand((n,), "float32"), poison((n,), "float32")
+        grid = k._grid_fn({"N": n})
+        assert grid == (max(1, n // 4 // 64),)
+        ptxsim.run(k, [a, b], [n], grid=grid)
+        assert same(a, b)
+
+
 def test_unrolled_inner_loop_facts():
     @pg.kernel(grid=(1,), block=(1,))
     def k(B: pg.Tensor((2, 16), "int32")):
@@ -215,6 +229,36 @@ def test_bench_streaming_kernels():
         a, b = rand((rows, 32), "float16"), poison((rows, 32), "float16")
         ptxsim.run(k, [a, b], [rows])
         assert same(a, b), scope
+
+
+@pytest.mark.parametrize("kind,dtype,scope,tile", [
+    ("g2s2g", "float16", "warpgroup", (16, 32)),       # one tile per instance (grid from ROWS)
+    ("reg", "float32", "warp", (16, 32)),
+    ("reg", "int8", "cta", (64, 64)),
+    ("vec_64b", "float16", "warp", (8, 64)),
+    ("vec_16b", "int8", "warpgroup", (16, 16)),
+    ("ldstmatrix", "bfloat16", "warp", (16, 16)),
+    ("ldstmatrix", "float16", "warpgroup", (32, 16)),
+])
+def test_bench_copy_kernels_one_tile_per_instance(kind, dtype, scope, tile):
+    """The bench's g2s2g / g2r2g / forced-vector / ldstmatrix kernels copy every byte, with
+    the per-launch grid (one tile per scope instance) their launch computes."""
+    from ptxgen.bench import copy_kernels as ck
+
+    ebytes = np.dtype(NP[dtype]).itemsize
+    if kind == "g2s2g":
+        k, _ = ck.streaming_copy_kernel(dtype, scope, tile)
+    elif kind == "reg":
+        k, _ = ck.register_copy_kernel(dtype, scope, tile, 16 // ebytes)
+    elif kind == "ldstmatrix":
+        k, _ = ck.ldstmatrix_copy_kernel(dtype, scope, tile)
+    else:
+        k, _ = ck.forced_vec_copy_kernel(dtype, scope, tile, int(kind[4:-1]))
+    rows = tile[0] * 2 * (256 // ck._SCOPE_THREADS[scope]) + tile[0]   # a partial last CTA
+    a, b = rand((rows, tile[1]), dtype), poison((rows, tile[1]), dtype)
+    grid = k._grid_fn({"ROWS": rows})
+    ptxsim.run(k, [a, b], [rows], grid=grid)
+    assert same(a, b)
 
 
 def test_float16_arithmetic_matches_numpy():

@@ -1,38 +1,55 @@
 """Copy kernels for `ptxgen bench copy`: whole-GPU streaming kernels built with ptxgen.
 
-Each builder makes a kernel in which every CTA (warp scope: every warp; warpgroup scope:
-every warpgroup) loops over its tiles of a large (ROWS, cols) tensor:
+Each scope instance (a warp, a warpgroup or the CTA) copies whole tiles of a large
+(ROWS, cols) tensor, by default one tile per instance with the grid computed from ROWS
+(persistent grids looping over tiles were slower on the H200; ctas_per_sm= builds one):
 
-  g2s2g   tile.<scope>.copy global -> shared, barrier, shared -> global (vec_auto / fallback)
-  g2g     the grid-stride vectorized copy of examples/grid_stride_copy.py (float32 view)
+  g2s2g   vec_auto / fallback: tile.<scope>.copy global -> shared, barrier, shared -> global
+  g2r2g   reg: tile.<scope>.copy into a register tile (vec_auto's register path) and out;
+          vec_16b ... vec_256b: the same split, each thread forcing one vector form
+  s2r2s   ldstmatrix: global -> shared, ldmatrix, stmatrix, shared -> global (16-bit types)
+  g2g     grid_stride(_nc_cs): examples/grid_stride_copy.py on the bytes as float32 words
+          (no tile: every tile row times the same kernel)
 
-The grid comes from the SM count.  Variants that have no streaming form yet (the forced
-vec_* forms, ldstmatrix, the reg path) register a builder that says so, so their rows read
-"skipped: <why>" instead of vanishing.
+A config a variant cannot take (a dtype the form cannot move, a tile that does not split
+over the scope, a form the GPU lacks) becomes a row "skipped: <the dispatcher's reason>".
 """
 # no `from __future__ import annotations`: kernel annotations refer to local variables
-import functools
-
 from .sweep import BenchKernel, CopyConfig, SkipReason, register_copy_bench
 
 THREADS = 256
 _SCOPE_THREADS = {"warp": 32, "warpgroup": 128, "cta": THREADS}
 
 
-@functools.lru_cache(maxsize=None)
-def sm_count() -> int:
-    from cuda.bindings import driver as d
-
-    from ..runtime import driver as rt
-
-    rt.ensure_context() if hasattr(rt, "ensure_context") else None
-    err, dev = d.cuDeviceGet(0)
-    err, n = d.cuDeviceGetAttribute(
-        d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
-    return int(n)
+def _grid(groups, ctas_per_sm, nsm):
+    """One tile per scope instance (the grid is a callable of ROWS and the tile), or with
+    ctas_per_sm a persistent grid whose instances loop.  On the H200 the first was faster
+    (benchmarks/RESULTS.md, grid-stride variants)."""
+    if ctas_per_sm:
+        return (nsm * ctas_per_sm,), nsm * ctas_per_sm
+    return None, None
 
 
-def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_sm=2,
+def _tile_loop(pg, scope, groups, R, ROWS, ctas):
+    """(group index, loop over this instance's tile indices)."""
+    bx = pg.cta_id(ctas)
+    g = 0 if scope == "cta" else (pg.warp_id() if scope == "warp" else pg.warpgroup_id())
+    first = pg.let(bx * groups + g)
+    return g, pg.serial(first, ROWS // R, pg.grid_dim() * groups)
+
+
+def _kernel(body, name, R, groups, grid):
+    import ptxgen as pg
+
+    if grid is None:
+        def one_tile_per_instance(args, R=R, groups=groups):
+            return (max(1, -(-(args["ROWS"] // R) // groups)),)
+        grid = one_tile_per_instance
+    body.__name__ = name
+    return pg.kernel(grid=grid, block=(THREADS,), name=name)(body)
+
+
+def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_sm=None,
                           nsm=132, name=None):
     """A tile-streaming g2s2g kernel: each scope instance copies whole tiles through its own
     shared-memory slot; barriers are per instance (bar.warp.sync / named barriers)."""
@@ -41,34 +58,158 @@ def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_
     R, C = tile
     per = _SCOPE_THREADS[scope]
     groups = THREADS // per
-    grid = nsm * ctas_per_sm
+    grid, ctas = _grid(groups, ctas_per_sm, nsm)
     ROWS = pg.var("ROWS")
     kw = {"dispatch": dispatch} if dispatch else {}
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         pg.thread_id(THREADS)
-        bx = pg.cta_id(grid)
-        ntiles = pg.let(ROWS // R)
         copy = getattr(pg.tile, scope).copy
-        if scope == "cta":
-            sm = pg.alloc_shared((R, C), dtype, align=128)
-            for t in pg.serial(bx, ntiles, pg.grid_dim()):
-                copy(sm[0:R, 0:C], src[t * R:t * R + R, 0:C], **kw)
-                pg.cta_sync()
-                copy(dst[t * R:t * R + R, 0:C], sm[0:R, 0:C], **kw)
-                pg.cta_sync()
-            return
-        g = pg.warp_id() if scope == "warp" else pg.warpgroup_id()
         sm = pg.alloc_shared((groups, R, C), dtype, align=128)
-        first = pg.let(bx * groups + g)
-        for t in pg.serial(first, ntiles, pg.grid_dim() * groups):
+        g, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        for t in tiles:
             copy(sm[g:g + 1, 0:R, 0:C], src[t * R:t * R + R, 0:C], **kw)
             _group_sync(pg, scope, g)
             copy(dst[t * R:t * R + R, 0:C], sm[g:g + 1, 0:R, 0:C], **kw)
             _group_sync(pg, scope, g)
 
-    body.__name__ = name or f"stream_{dtype}_{scope}_{R}x{C}"
-    return pg.kernel(grid=(grid,), block=(THREADS,), name=body.__name__)(body), grid
+    k = _kernel(body, name or f"stream_{dtype}_{scope}_{R}x{C}", R, groups, grid)
+    return k, ctas
+
+
+def register_tile_layout(scope: str, tile, vec: int):
+    """The register layout of a g2r2g tile: each thread holds runs of `vec` contiguous
+    elements of a row; a warp's threads cover consecutive runs (coalesced), and a thread's
+    further runs are one pass of the scope further down.  SkipReason when the tile does not
+    split into whole vectors over the scope's threads."""
+    from ..layout import S, TileLayout, laneid, tid, tid_in_wg
+
+    R, C = tile
+    P = _SCOPE_THREADS[scope]
+    axis = {"warp": laneid, "warpgroup": tid_in_wg, "cta": tid}[scope]
+    if C % vec:
+        return SkipReason(f"{C} columns are not whole {vec}-element vectors")
+    per_row = C // vec
+    if per_row > P or P % per_row:
+        return SkipReason(f"a row of {per_row} vectors does not split over the {P} threads "
+                          f"of a {scope}")
+    rows_per_pass = P // per_row
+    if R % rows_per_pass:
+        return SkipReason(f"a {R}x{C} tile holds {R * C // P} elements per thread of a "
+                          f"{scope}; a {vec}-element vector per thread needs "
+                          f"{rows_per_pass} rows per pass")
+    passes = R // rows_per_pass
+    return TileLayout(S[((passes, rows_per_pass), (per_row, vec)):
+                        ((vec, per_row @ axis), (1 @ axis, 1))])
+
+
+def register_copy_kernel(dtype: str, scope: str, tile, vec: int, dispatch=None,
+                         ctas_per_sm=None, nsm=132, name=None):
+    """A tile-streaming g2r2g kernel: each scope instance loads a tile into registers (all
+    loads in flight), then stores it.  dispatch forces a vec_* form; None is vec_auto."""
+    import ptxgen as pg
+
+    lay = register_tile_layout(scope, tile, vec)
+    if isinstance(lay, SkipReason):
+        return lay, None
+    R, C = tile
+    groups = THREADS // _SCOPE_THREADS[scope]
+    grid, ctas = _grid(groups, ctas_per_sm, nsm)
+    ROWS = pg.var("ROWS")
+    kw = {"dispatch": dispatch} if dispatch else {}
+
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        pg.thread_id(THREADS)
+        copy = getattr(pg.tile, scope).copy
+        regs = pg.alloc_local((R, C), dtype, layout=lay)
+        _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        for t in tiles:
+            copy(regs[0:R, 0:C], src[t * R:t * R + R, 0:C], **kw)
+            copy(dst[t * R:t * R + R, 0:C], regs[0:R, 0:C], **kw)
+
+    return _kernel(body, name or f"regs_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
+
+
+def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=None, nsm=132,
+                           name=None):
+    """g2r2g with one forced vec_<bits>b form: the forms are thread-scope, so each thread of
+    the scope instance copies its own runs of the tile (register_tile_layout's split), all
+    loads of a tile before its stores."""
+    import ptxgen as pg
+
+    from ..dtypes import dtype as _dtype
+
+    ebits = _dtype(dtype).bits
+    if bits % ebits:
+        return SkipReason(f"a {bits}-bit vector is not a whole number of {dtype} elements"), None
+    vec = bits // ebits
+    lay = register_tile_layout(scope, tile, vec)
+    if isinstance(lay, SkipReason):
+        return lay, None
+    R, C = tile
+    P = _SCOPE_THREADS[scope]
+    groups = THREADS // P
+    per_row = C // vec
+    rows_per_pass = P // per_row
+    passes = R // rows_per_pass
+    grid, ctas = _grid(groups, ctas_per_sm, nsm)
+    ROWS = pg.var("ROWS")
+    variant = f"vec_{bits}b"
+
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        tx = pg.thread_id(THREADS)
+        lt = pg.let(tx % P)
+        row0 = pg.let(lt // per_row)
+        col = pg.let(lt % per_row * vec)
+        regs = pg.alloc_local((passes * vec,), dtype)
+        _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        for t in tiles:
+            for p in range(passes):         # Python loop: register indices are constants
+                r = t * R + p * rows_per_pass + row0
+                pg.tile.thread.copy(regs[p * vec:p * vec + vec], src[r, col:col + vec],
+                                    dispatch=variant)
+            for p in range(passes):         # Python loop: register indices are constants
+                r = t * R + p * rows_per_pass + row0
+                pg.tile.thread.copy(dst[r, col:col + vec], regs[p * vec:p * vec + vec],
+                                    dispatch=variant)
+
+    return _kernel(body, name or f"{variant}_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
+
+
+def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=132,
+                           name=None):
+    """g2s, ldmatrix into the mma fragment layout, stmatrix back, s2g: the s2r2s path timed
+    inside a streaming kernel (the global legs are vec_auto)."""
+    import ptxgen as pg
+
+    from ..primitives.copy.ldstmatrix import ldmatrix_layout
+
+    R, C = tile
+    groups = THREADS // _SCOPE_THREADS[scope]
+    warps = _SCOPE_THREADS[scope] // 32
+    try:
+        lay = ldmatrix_layout(R, C, warps=warps)
+    except ValueError as e:
+        return SkipReason(str(e).split(": ", 1)[-1]), None
+    grid, ctas = _grid(groups, ctas_per_sm, nsm)
+    ROWS = pg.var("ROWS")
+
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        pg.thread_id(THREADS)
+        copy = getattr(pg.tile, scope).copy
+        sm = pg.alloc_shared((groups, R, C), dtype, align=128)
+        regs = pg.alloc_local((R, C), dtype, layout=lay)
+        g, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        for t in tiles:
+            copy(sm[g:g + 1, 0:R, 0:C], src[t * R:t * R + R, 0:C])
+            _group_sync(pg, scope, g)
+            copy(regs[0:R, 0:C], sm[g:g + 1, 0:R, 0:C], dispatch="ldstmatrix")
+            copy(sm[g:g + 1, 0:R, 0:C], regs[0:R, 0:C], dispatch="ldstmatrix")
+            _group_sync(pg, scope, g)
+            copy(dst[t * R:t * R + R, 0:C], sm[g:g + 1, 0:R, 0:C])
+            _group_sync(pg, scope, g)
+
+    return _kernel(body, name or f"ldsm_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
 
 
 def _group_sync(pg, scope, g):
@@ -89,26 +230,29 @@ def _tile_rows(cfg: CopyConfig):
     return cfg.size_bytes // row_bytes
 
 
-def _build_stream(cfg: CopyConfig, dispatch=None):
+def _bench_kernel(cfg: CopyConfig, make):
+    """Build with make() -> (kernel, ctas) or (SkipReason, None); a dispatch rejection or a
+    resource limit becomes a skipped row with the reason, anything else an error row."""
+    import warnings
+
+    from ..errors import DispatchError, ResourceError
+    from ..runtime import device_arch
+
     rows = _tile_rows(cfg)
     if rows is None:
         return SkipReason(f"{cfg.size_bytes} bytes is not a whole number of {cfg.tile} tiles")
     R, C = cfg.tile
     if R * C % _SCOPE_THREADS[cfg.scope]:
         return SkipReason(f"a {R}x{C} tile does not split over a {cfg.scope}")
-    k, _ = streaming_copy_kernel(cfg.dtype, cfg.scope, cfg.tile, dispatch, nsm=sm_count(),
-                                 name=f"{cfg.variant}_{cfg.dtype}_{cfg.scope}_{R}x{C}")
-    import warnings
-
-    from ..errors import ResourceError
-    from ..runtime import device_arch
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # fallback warns; that is the point here
         try:
+            k, _ = make()
+            if isinstance(k, SkipReason):
+                return k
             ptx = k.ptx(device_arch())
-        except ResourceError as e:               # e.g. 8 warps x a 32 KiB tile each
-            return SkipReason(str(e).split(": ", 1)[-1])
+        except (DispatchError, ResourceError) as e:
+            return SkipReason(" ".join(str(e).split(": ", 1)[-1].split()))
 
     def launch(src, dst, nbytes, stream, k=k, rows=rows):
         k(src, dst, ROWS=rows, stream=stream)
@@ -116,9 +260,55 @@ def _build_stream(cfg: CopyConfig, dispatch=None):
     return BenchKernel(name=k.name, launch=launch, ptx=ptx)
 
 
-def _build_grid_stride(cfg: CopyConfig):
-    pass
+def _name(cfg):
+    return f"{cfg.variant}_{cfg.dtype}_{cfg.scope}_{cfg.tile[0]}x{cfg.tile[1]}"
 
+
+def _build_stream(cfg: CopyConfig, dispatch=None):
+    return _bench_kernel(cfg, lambda: streaming_copy_kernel(
+        cfg.dtype, cfg.scope, cfg.tile, dispatch, name=_name(cfg)))
+
+
+def _widest_register_vec(cfg: CopyConfig):
+    """vec_auto's register path gets the widest run (<= 16 bytes) the tile splits into."""
+    from ..dtypes import dtype as _dtype
+
+    ebytes = _dtype(cfg.dtype).bits // 8
+    why = None
+    for nbytes in (16, 8, 4, 2, 1):
+        if nbytes % ebytes:
+            continue
+        lay = register_tile_layout(cfg.scope, cfg.tile, nbytes // ebytes)
+        if not isinstance(lay, SkipReason):
+            return nbytes // ebytes
+        why = why or lay
+    return why
+
+
+def _build_reg(cfg: CopyConfig):
+    vec = _widest_register_vec(cfg)
+    if isinstance(vec, SkipReason):
+        return vec
+    return _bench_kernel(cfg, lambda: register_copy_kernel(
+        cfg.dtype, cfg.scope, cfg.tile, vec, name=_name(cfg)))
+
+
+def _build_forced(bits):
+    return lambda cfg: _bench_kernel(cfg, lambda: forced_vec_copy_kernel(
+        cfg.dtype, cfg.scope, cfg.tile, bits, name=_name(cfg)))
+
+
+def _build_ldstmatrix(cfg: CopyConfig):
+    from ..dtypes import dtype as _dtype
+
+    if _dtype(cfg.dtype).bits != 16:
+        return SkipReason(f"ldmatrix/stmatrix move 16-bit elements (b16); {cfg.dtype} is "
+                          f"{_dtype(cfg.dtype).bits}-bit")
+    return _bench_kernel(cfg, lambda: ldstmatrix_copy_kernel(
+        cfg.dtype, cfg.scope, cfg.tile, name=_name(cfg)))
+
+
+def _build_grid_stride(cfg: CopyConfig, load_hint=None, store_hint=None):
     if cfg.scope != "cta":
         return SkipReason("the grid-stride copy is a whole-CTA kernel")
     import os
@@ -131,7 +321,7 @@ def _build_grid_stride(cfg: CopyConfig):
         import grid_stride_copy as g
     except ImportError:
         return SkipReason("examples/grid_stride_copy.py is not available")
-    k = g.make(ctas=sm_count() * 8, name=f"grid_stride_{cfg.dtype}")
+    k = g.make(name=f"{cfg.variant}_{cfg.dtype}", load_hint=load_hint, store_hint=store_hint)
     n = cfg.size_bytes // 4     # moved as float32 words: a copy moves bits
 
     def launch(src, dst, nbytes, stream, k=k, n=n):
@@ -140,17 +330,13 @@ def _build_grid_stride(cfg: CopyConfig):
     return BenchKernel(name=k.name, launch=launch, ptx=lambda: k.ptx("sm_90a"))
 
 
-def _no_streaming_form(why):
-    return lambda cfg: SkipReason(why)
-
-
 register_copy_bench("vec_auto", lambda cfg: _build_stream(cfg), path="g2s2g", replace=True)
 register_copy_bench("fallback", lambda cfg: _build_stream(cfg, "fallback"), path="g2s2g",
                     replace=True)
+register_copy_bench("reg", _build_reg, path="g2r2g", replace=True)
+for _bits in (16, 32, 64, 128, 256):
+    register_copy_bench(f"vec_{_bits}b", _build_forced(_bits), path="g2r2g", replace=True)
+register_copy_bench("ldstmatrix", _build_ldstmatrix, path="s2r2s", replace=True)
 register_copy_bench("grid_stride", _build_grid_stride, path="g2g", replace=True)
-for _v in ("vec_16b", "vec_32b", "vec_64b", "vec_128b", "vec_256b"):
-    register_copy_bench(_v, _no_streaming_form(
-        "forced single-vector forms have no streaming kernel in this sweep yet"),
-        path="g2r2g", replace=True)
-register_copy_bench("ldstmatrix", _no_streaming_form(
-    "ldmatrix/stmatrix streaming kernel not in this sweep yet"), path="s2r2s", replace=True)
+register_copy_bench("grid_stride_nc_cs", lambda cfg: _build_grid_stride(
+    cfg, ["nc", "L1::no_allocate"], "cs"), path="g2g", replace=True)

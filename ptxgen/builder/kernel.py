@@ -76,7 +76,10 @@ class Kernel:
         self._ptx_cache: dict = {}
         self._lock = threading.RLock()
         self._launchers: dict = {}
-        self.ir = self._trace(grid, block, dynamic_smem_bytes)
+        # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
+        # the body then may not fix gridDim with cta_id(n)
+        self._grid_fn = grid if callable(grid) else None
+        self.ir = self._trace(None if self._grid_fn else grid, block, dynamic_smem_bytes)
 
     # ---- tracing --------------------------------------------------------------------
     def _trace(self, grid, block, dyn) -> PrimFunc:
@@ -140,6 +143,13 @@ class Kernel:
         self._declared = ({0, 1, 2} if ctx.block_used else
                           {k for k, w in ctx.block_set.items() if "decorator" not in w},
                           {k for k, w in ctx.grid_set.items() if "decorator" not in w})
+        if self._grid_fn is not None:
+            if ctx.grid_set:
+                k, where = sorted(ctx.grid_set.items())[0]
+                raise TraceError(f"{where}: the kernel's grid is a callable (computed per launch), "
+                                 f"but gridDim.{'xyz'[k]} is fixed to {func.grid[k]} here; use "
+                                 f"pg.cta_id() without an extent")
+            func.attrs["grid"] = getattr(self._grid_fn, "__name__", "callable")
         if func.dynamic_smem_reserve is not None and func.dynamic_smem_reserve < func.dynamic_smem_bytes:
             raise TraceError(f"{src}: pg.launch(dynamic_smem_bytes={func.dynamic_smem_reserve}) "
                              f"is less than the {func.dynamic_smem_bytes} bytes the shared.dyn "
@@ -238,7 +248,9 @@ class Kernel:
                     self._launchers[lkey] = launcher
         if block is not None or grid is not None:
             self._check_launch_dims(grid, block)
-        launcher(args, kw, grid=grid if grid is not None else self.ir.grid,
+        if grid is None:
+            grid = self._grid_fn or self.ir.grid
+        launcher(args, kw, grid=grid,
                  block=block if block is not None else self.ir.block, stream=stream,
                  dynamic_smem_bytes=dynamic_smem_bytes)
 
