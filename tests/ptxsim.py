@@ -272,8 +272,12 @@ class Sim:
                             for t in lanes:
                                 t["wait"] = None
                             released = True
-                    elif kind == "named" and len(ts) >= count:
-                        for t in ts[:count]:
+                    elif kind == "named" and len(ts) > count:
+                        raise Trap(f"bar.sync {ident}, {count}: {len(ts)} threads wait on it at "
+                                   f"once; more arrivals than the count is undefined on the "
+                                   f"hardware (an H200 hangs)")
+                    elif kind == "named" and len(ts) == count:
+                        for t in ts:
                             t["wait"] = None
                         released = True
             if not released and not progressed:

@@ -233,6 +233,8 @@ def test_bench_streaming_kernels():
 
 @pytest.mark.parametrize("kind,dtype,scope,tile", [
     ("g2s2g", "float16", "warpgroup", (16, 32)),       # one tile per instance (grid from ROWS)
+    ("g2s2g", "float16", "cta", (32, 32)),             # half the threads move data
+    ("g2s2g", "int8", "warp", (8, 64)),
     ("reg", "float32", "warp", (16, 32)),
     ("reg", "int8", "cta", (64, 64)),
     ("vec_64b", "float16", "warp", (8, 64)),

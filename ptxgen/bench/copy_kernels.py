@@ -213,10 +213,14 @@ def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=1
 
 
 def _group_sync(pg, scope, g):
+    """The barrier of one scope instance.  A named barrier's count must be exactly the
+    threads that reach it: 256 threads on a 128-count barrier hang an H200."""
     if scope == "warp":
         pg.warp_sync()
-    else:   # one named barrier per warpgroup (ids 1..), 128 threads each
+    elif scope == "warpgroup":   # one named barrier per warpgroup (ids 1..), 128 threads each
         pg.named_barrier(g + 1, 128)
+    else:
+        pg.cta_sync()
 
 
 def _tile_rows(cfg: CopyConfig):
