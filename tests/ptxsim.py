@@ -384,7 +384,7 @@ class Sim:
             addr = self._addr(th, ctx, ops[0])
             if kind == "init":
                 n = self._read(th, ctx, ops[1])
-                ctx["mbar"][addr] = {"expected": n, "pending": n, "phase": 0}
+                ctx["mbar"][addr] = {"expected": n, "pending": n, "phase": 0, "tx": 0}
             return True
         if kind == "arrive":
             addr = self._addr(th, ctx, ops[1])
@@ -393,10 +393,10 @@ class Sim:
                 raise Trap(f"mbarrier.arrive on an uninitialized barrier at {addr}")
             if ops[0] != "_":
                 self._write(th, ops[0], bar["phase"], 64)
+            if "expect_tx" in parts:
+                bar["tx"] += self._read(th, ctx, ops[2])
             bar["pending"] -= 1
-            if bar["pending"] == 0:
-                bar["phase"] ^= 1
-                bar["pending"] = bar["expected"]
+            self._complete_phase(bar)
             return True
         if kind in ("try_wait", "test_wait") and "parity" in parts:
             addr = self._addr(th, ctx, ops[1])
@@ -407,6 +407,44 @@ class Sim:
             self._write(th, ops[0], done, 1)
             return done or kind == "test_wait"
         raise Unsupported(".".join(parts))
+
+    @staticmethod
+    def _complete_phase(bar):
+        """A phase completes when every expected arrival came and no tx bytes are owed."""
+        if bar["pending"] == 0 and bar["tx"] == 0:
+            bar["phase"] ^= 1
+            bar["pending"] = bar["expected"]
+        elif bar["tx"] < 0:
+            raise Trap(f"mbarrier: {-bar['tx']} more tx bytes completed than were expected")
+
+    def _op_cp(self, th, ctx, parts, ops):
+        """Non-tensor bulk copies, modelled as completing at once: global -> shared completes
+        the mbarrier's tx bytes, shared -> global joins a bulk group (waits are no-ops)."""
+        op = ".".join(parts)
+        if op in ("cp.async.bulk.commit_group", "cp.async.bulk.wait_group",
+                  "cp.async.bulk.wait_group.read"):
+            return
+        if op == "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes":
+            dspace, sspace = "shared", "global"
+        elif op == "cp.async.bulk.global.shared::cta.bulk_group":
+            dspace, sspace = "global", "shared"
+        else:
+            raise Unsupported(op)
+        n = self._read(th, ctx, ops[2])
+        if n % 16:
+            raise Trap(f"{op}: {n} bytes is not a multiple of 16")
+        daddr, saddr = self._addr(th, ctx, ops[0]), self._addr(th, ctx, ops[1])
+        if daddr % 16 or saddr % 16:
+            raise Trap(f"{op}: addresses must be 16-byte aligned ({daddr}, {saddr})")
+        sbuf, soff = self._mem(th, ctx, sspace, saddr, n)
+        dbuf, doff = self._mem(th, ctx, dspace, daddr, n)
+        dbuf[doff:doff + n] = bytes(sbuf[soff:soff + n])
+        if dspace == "shared":
+            bar = ctx["mbar"].get(self._addr(th, ctx, ops[3]))
+            if bar is None:
+                raise Trap(f"{op}: the mbarrier is not initialized")
+            bar["tx"] -= n
+            self._complete_phase(bar)
 
     def _matrix(self, lanes, ctx, pc):
         """ldmatrix / stmatrix .m8n8.xN[.trans].b16 for one warp: lane i*8+r addresses row r

@@ -103,3 +103,22 @@ def test_ldstmatrix_kernel_uses_ldmatrix_and_stmatrix():
     assert assemble(ptx, "sm_90a")[0]
     r, _ = ldstmatrix_copy_kernel("float16", "cta", (32, 32))
     assert isinstance(r, SkipReason) and "multiple of 8*warps" in r.reason
+
+
+def test_bulk_kernel_forms_and_refusals():
+    from ptxgen.bench.copy_kernels import bulk_copy_kernel
+
+    k, _ = bulk_copy_kernel("float16", (64, 64))
+    ptx = k.ptx("sm_90a")
+    assert ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd4], "
+            "8192, [%r4];") in ptx
+    assert "cp.async.bulk.global.shared::cta.bulk_group [%rd6], [%r3], 8192;" in ptx
+    assert "mbarrier.arrive.expect_tx.shared.b64 %rd3, [%r4], 8192;" in ptx
+    for arch in ("sm_90a", "sm_100a"):
+        ok, log = assemble(k.ptx(arch), arch)
+        assert ok, log
+    with pytest.raises(pg.ArchError, match="needs sm_90 or newer; the target is sm_80"):
+        k.ptx("sm_80")
+    r, _ = bulk_copy_kernel("int8", (3, 5))
+    assert r == SkipReason("a bulk copy moves a multiple of 16 bytes, at most 1048560; a 3x5 "
+                           "int8 tile is 15")

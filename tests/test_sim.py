@@ -241,6 +241,8 @@ def test_bench_streaming_kernels():
     ("vec_16b", "int8", "warpgroup", (16, 16)),
     ("ldstmatrix", "bfloat16", "warp", (16, 16)),
     ("ldstmatrix", "float16", "warpgroup", (32, 16)),
+    ("bulk", "float16", "cta", (16, 32)),
+    ("bulk", "int8", "cta", (8, 16)),
 ])
 def test_bench_copy_kernels_one_tile_per_instance(kind, dtype, scope, tile):
     """The bench's g2s2g / g2r2g / forced-vector / ldstmatrix kernels copy every byte, with
@@ -248,7 +250,9 @@ def test_bench_copy_kernels_one_tile_per_instance(kind, dtype, scope, tile):
     from ptxgen.bench import copy_kernels as ck
 
     ebytes = np.dtype(NP[dtype]).itemsize
-    if kind == "g2s2g":
+    if kind == "bulk":
+        k, _ = ck.bulk_copy_kernel(dtype, tile)
+    elif kind == "g2s2g":
         k, _ = ck.streaming_copy_kernel(dtype, scope, tile)
     elif kind == "reg":
         k, _ = ck.register_copy_kernel(dtype, scope, tile, 16 // ebytes)
@@ -482,3 +486,15 @@ def test_wgmma_check_tiles_are_laid_out_as_the_descriptors_expect():
                                           dump_b], stop_at=("wgmma",))
         for name, dump, bits, major in (("A", dump_a, a, am), ("B", dump_b, b, bm)):
             assert same(dump, ex.expected_dump(bits, major, sw)), (case, name)
+
+
+def test_bulk_copy_kernel_loops_with_mbarrier_phases():
+    """Two CTAs, five tiles: the one-thread bulk loop flips its mbarrier parity per tile."""
+    from ptxgen.bench import copy_kernels as ck
+
+    k, ctas = ck.bulk_copy_kernel("float32", (8, 16), ctas_per_sm=1, nsm=2)
+    assert ctas == 2
+    rows = 8 * 5
+    a, b = rand((rows, 16), "float32"), poison((rows, 16), "float32")
+    ptxsim.run(k, [a, b], [rows])
+    assert same(a, b)

@@ -8,6 +8,8 @@ Each scope instance (a warp, a warpgroup or the CTA) copies whole tiles of a lar
   g2r2g   reg: tile.<scope>.copy into a register tile (vec_auto's register path) and out;
           vec_16b ... vec_256b: the same split, each thread forcing one vector form
   s2r2s   ldstmatrix: global -> shared, ldmatrix, stmatrix, shared -> global (16-bit types)
+  g2s2g   bulk: cp.async.bulk (the TMA engine, no tensor map) global -> shared -> global,
+          one thread per CTA (sm_90+)
   g2g     grid_stride(_nc_cs): examples/grid_stride_copy.py on the bytes as float32 words
           (no tile: every tile row times the same kernel)
 
@@ -30,12 +32,22 @@ def _grid(groups, ctas_per_sm, nsm):
     return None, None
 
 
+class _Tiles:
+    """pg.serial over an instance's tile indices, remembering where it starts."""
+
+    def __init__(self, pg, start, stop, step):
+        self.start, self._loop = start, pg.serial(start, stop, step)
+
+    def __iter__(self):
+        return iter(self._loop)
+
+
 def _tile_loop(pg, scope, groups, R, ROWS, ctas):
     """(group index, loop over this instance's tile indices)."""
     bx = pg.cta_id(ctas)
     g = 0 if scope == "cta" else (pg.warp_id() if scope == "warp" else pg.warpgroup_id())
     first = pg.let(bx * groups + g)
-    return g, pg.serial(first, ROWS // R, pg.grid_dim() * groups)
+    return g, _Tiles(pg, first, ROWS // R, pg.grid_dim() * groups)
 
 
 def _kernel(body, name, R, groups, grid):
@@ -68,10 +80,13 @@ def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_
         sm = pg.alloc_shared((groups, R, C), dtype, align=128)
         g, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
+            # the slot is reused only from the second tile on: wait for the previous
+            # tile's reads of it there, instead of after every tile
+            with pg.if_(t != tiles.start):
+                _group_sync(pg, scope, g)
             copy(sm[g:g + 1, 0:R, 0:C], src[t * R:t * R + R, 0:C], **kw)
             _group_sync(pg, scope, g)
             copy(dst[t * R:t * R + R, 0:C], sm[g:g + 1, 0:R, 0:C], **kw)
-            _group_sync(pg, scope, g)
 
     k = _kernel(body, name or f"stream_{dtype}_{scope}_{R}x{C}", R, groups, grid)
     return k, ctas
@@ -176,6 +191,53 @@ def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=
     return _kernel(body, name or f"{variant}_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
 
 
+def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
+    """g2s2g by the bulk-copy (TMA) engine: one thread per CTA issues
+    cp.async.bulk global -> shared (completing an mbarrier's tx bytes), waits, then
+    cp.async.bulk shared -> global and waits until the tile has been read.  One warp per
+    CTA (only lane 0 works), so up to 32 CTAs and their tiles are in flight per SM.  sm_90+."""
+    import ptxgen as pg
+
+    from ..dtypes import dtype as _dtype
+
+    R, C = tile
+    nbytes = R * C * _dtype(dtype).bits // 8
+    if nbytes % 16 or nbytes > 1048560:
+        return SkipReason(f"a bulk copy moves a multiple of 16 bytes, at most 1048560; a "
+                          f"{R}x{C} {dtype} tile is {nbytes}"), None
+    grid, ctas = _grid(1, ctas_per_sm, nsm)
+    ROWS = pg.var("ROWS")
+
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        tx = pg.thread_id(32)
+        sm = pg.alloc_shared((R, C), dtype, align=128)
+        bar = pg.alloc_shared((1,), "uint64", align=8)
+        _, tiles = _tile_loop(pg, "cta", 1, R, ROWS, ctas)
+        with pg.if_(tx == 0):
+            pg.ptx.mbarrier.init(bar, 1)
+            pg.ptx.fence.mbarrier_init()
+            phase = pg.local_scalar("int32", 0)
+            for t in tiles:
+                pg.ptx.mbarrier.arrive_expect_tx(bar, nbytes)
+                pg.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"](
+                    sm.ptr_to([0, 0]), src.ptr_to([t * R, 0]), nbytes, bar.ptr_to([0]))
+                pg.ptx.mbarrier.try_wait(bar, phase)
+                phase.set(1 - phase)
+                pg.ptx["cp.async.bulk.global.shared::cta.bulk_group"](
+                    dst.ptr_to([t * R, 0]), sm.ptr_to([0, 0]), nbytes)
+                pg.ptx["cp.async.bulk.commit_group"]()
+                pg.ptx["cp.async.bulk.wait_group.read"](0)     # the slot may be refilled
+            pg.ptx["cp.async.bulk.wait_group"](0)               # writes done before exit
+
+    name = name or f"bulk_{dtype}_{R}x{C}"
+    if grid is None:
+        def one_tile_per_cta(args, R=R):
+            return (max(1, args["ROWS"] // R),)
+        grid = one_tile_per_cta
+    body.__name__ = name
+    return pg.kernel(grid=grid, block=(32,), name=name)(body), ctas
+
+
 def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=132,
                            name=None):
     """g2s, ldmatrix into the mma fragment layout, stmatrix back, s2g: the s2r2s path timed
@@ -234,7 +296,7 @@ def _tile_rows(cfg: CopyConfig):
     return cfg.size_bytes // row_bytes
 
 
-def _bench_kernel(cfg: CopyConfig, make):
+def _bench_kernel(cfg: CopyConfig, make, check_split=True):
     """Build with make() -> (kernel, ctas) or (SkipReason, None); a dispatch rejection or a
     resource limit becomes a skipped row with the reason, anything else an error row."""
     import warnings
@@ -246,7 +308,7 @@ def _bench_kernel(cfg: CopyConfig, make):
     if rows is None:
         return SkipReason(f"{cfg.size_bytes} bytes is not a whole number of {cfg.tile} tiles")
     R, C = cfg.tile
-    if R * C % _SCOPE_THREADS[cfg.scope]:
+    if check_split and R * C % _SCOPE_THREADS[cfg.scope]:
         return SkipReason(f"a {R}x{C} tile does not split over a {cfg.scope}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # fallback warns; that is the point here
@@ -341,6 +403,14 @@ register_copy_bench("reg", _build_reg, path="g2r2g", replace=True)
 for _bits in (16, 32, 64, 128, 256):
     register_copy_bench(f"vec_{_bits}b", _build_forced(_bits), path="g2r2g", replace=True)
 register_copy_bench("ldstmatrix", _build_ldstmatrix, path="s2r2s", replace=True)
+def _build_bulk(cfg: CopyConfig):
+    if cfg.scope != "cta":
+        return SkipReason("bulk copies are issued by one thread per CTA; scope cta only")
+    return _bench_kernel(cfg, lambda: bulk_copy_kernel(cfg.dtype, cfg.tile, name=_name(cfg)),
+                         check_split=False)
+
+
+register_copy_bench("bulk", _build_bulk, path="g2s2g", replace=True)
 register_copy_bench("grid_stride", _build_grid_stride, path="g2g", replace=True)
 register_copy_bench("grid_stride_nc_cs", lambda cfg: _build_grid_stride(
     cfg, ["nc", "L1::no_allocate"], "cs"), path="g2g", replace=True)
