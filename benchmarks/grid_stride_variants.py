@@ -83,9 +83,11 @@ def variants(sms):
     for t, u in [(256, 2), (256, 1), (128, 2), (128, 4), (256, 4), (512, 2), (512, 1),
                  (1024, 1)]:
         v[f"oneshot t{t} u{u}"] = g.make(t, u, name=f"one_{t}_{u}")
-    v["oneshot t256 u2 nc"] = g.make(256, 2, name="one_nc", load_hint=NC)
-    v["oneshot t256 u2 cs"] = g.make(256, 2, name="one_cs", store_hint=CS)
-    v["oneshot t256 u2 nc/cs"] = g.make(256, 2, name="one_nccs", load_hint=NC, store_hint=CS)
+    for label, lh, sh in [("nc", NC, None), ("cs", None, CS), ("nc/cs", NC, CS),
+                          ("L2::256B", "L2::256B", None), ("L1::no_allocate", "L1::no_allocate",
+                                                           None)]:
+        v[f"oneshot t256 u1 {label}"] = g.make(256, 1, name="one_" + label.replace(
+            ":", "_").replace("/", "_"), load_hint=lh, store_hint=sh)
     return v
 
 

@@ -7,16 +7,17 @@ registers first, then stores (a load after a store to another buffer could alias
 wait).  The float32x4 accesses are proven 16-byte aligned from the index facts (i * 4) and the
 declared align=16.
 
-By default the grid is a callable of N with one chunk per CTA: on the H200 that beat every
-persistent grid (a few CTAs per SM looping) by 4-8% (benchmarks/RESULTS.md).  Pass ctas=<int>
-for a fixed, persistent grid; the loop is correct for any grid."""
+By default the grid is a callable of N with one 4 KiB chunk (256 threads x 1 vector) per CTA:
+on the H200 that beat every persistent grid (a few CTAs per SM looping) by 7-10% and larger
+chunks (UNROLL 2-4) by 1-5% (benchmarks/RESULTS.md).  Pass ctas=<int> for a fixed, persistent
+grid; the loop is correct for any grid."""
 import numpy as np
 
 import ptxgen as pg
 
 N = pg.var("N")
 THREADS = 256
-UNROLL = 2
+UNROLL = 1
 
 
 def make(threads=THREADS, unroll=UNROLL, ctas=None, name="grid_stride_copy", load_hint=None,

@@ -23,11 +23,11 @@ def registry(monkeypatch):
 # ---- sweep expansion --------------------------------------------------------------
 def test_expand_defaults(registry):
     cfgs = sweep.expand()
-    assert len(cfgs) == 2 * 4 * 3 * 3
+    assert len(cfgs) == 2 * 4 * 3 * 4
     assert {c.variant for c in cfgs} == {"tma", "ldst"}
     assert {c.dtype for c in cfgs} == {"float16", "float32", "bfloat16", "int8"}
     assert {c.scope for c in cfgs} == {"warp", "warpgroup", "cta"}
-    assert {c.tile for c in cfgs} == {(32, 32), (64, 64), (128, 64)}
+    assert {c.tile for c in cfgs} == {(32, 32), (32, 64), (64, 64), (128, 64)}
     assert {(c.variant, c.path) for c in cfgs} == {("tma", "g2s2g"), ("ldst", "g2r2g")}
     assert all(c.size_bytes == 2 << 30 for c in cfgs)
     assert len(set(cfgs)) == len(cfgs)

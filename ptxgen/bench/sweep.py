@@ -42,7 +42,7 @@ __all__ = ["CopyConfig", "BenchKernel", "SkipReason", "register_copy_bench",
 SCOPES = ("warp", "warpgroup", "cta")
 DEFAULT_DTYPES = ("float16", "float32", "bfloat16", "int8")
 DEFAULT_SCOPES = SCOPES
-DEFAULT_TILES = ((32, 32), (64, 64), (128, 64))
+DEFAULT_TILES = ((32, 32), (32, 64), (64, 64), (128, 64))
 DEFAULT_PLUGINS = ("ptxgen.bench.copy_kernels",)
 DEFAULT_COPY_BYTES = 2 << 30   # per buffer; the CLI default --size 4GiB is src + dst
 ALIGN = 1 << 20                # buffer sizes are whole MiB: divisible by any tile row
@@ -166,7 +166,8 @@ def parse_tile(text) -> tuple[int, int]:
 def expand(variants=None, dtypes=None, scopes=None, tiles=None, *,
            size_bytes: int = DEFAULT_COPY_BYTES) -> list[CopyConfig]:
     """All configs of variants x dtypes x scopes x tiles (empty/None = the defaults:
-    every registered variant, float16/float32/bfloat16/int8, every scope, 32x32/64x64/128x64).
+    every registered variant, float16/float32/bfloat16/int8, every scope, 32x32/32x64/64x64/
+    128x64).
 
     Names are validated here, before any GPU work, so a typo costs no device time.
     """
