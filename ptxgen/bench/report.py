@@ -314,33 +314,39 @@ def _matplotlib():
 
 
 def plot_report(doc: dict, path: str) -> None:
-    """One bar panel per dtype x scope (bars: variant x tile, GB/s), baselines as
-    horizontal lines, WRONG kernels in red; written with the Agg backend (no display)."""
+    """One panel per dtype x scope: horizontal bars (variant x tile, GB/s, fastest on top)
+    so every label stays readable, baselines and the datasheet peak as vertical lines, WRONG
+    kernels in red; written with the Agg backend (no display)."""
     Figure, Canvas = _matplotlib()
     timed = [r for r in doc["rows"] if r["gbps"] is not None]
     panels = list(dict.fromkeys((r["dtype"], r["scope"]) for r in timed)) or [("", "")]
     ncol = min(3, len(panels))
     nrow = math.ceil(len(panels) / ncol)
-    fig = Figure(figsize=(5.5 * ncol, 3.8 * nrow), layout="constrained")
+    most = max([sum((r["dtype"], r["scope"]) == p for r in timed) for p in panels] + [1])
+    fig = Figure(figsize=(6.0 * ncol, (0.17 * most + 1.2) * nrow), layout="constrained")
     Canvas(fig)
     axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
     colors = ("tab:gray", "tab:green", "tab:purple", "tab:orange")
     for ax, (dt, sc) in zip(axes, panels):
-        rs = [r for r in timed if (r["dtype"], r["scope"]) == (dt, sc)]
-        labels = [f"{r['variant']}\n{r['tile'][0]}x{r['tile'][1]}" for r in rs]
-        ax.bar(range(len(rs)), [r["gbps"] for r in rs],
-               color=["tab:red" if r["correctness"].startswith("WRONG") else "tab:blue" for r in rs])
-        ax.set_xticks(range(len(rs)), labels, fontsize=7)
+        rs = sorted((r for r in timed if (r["dtype"], r["scope"]) == (dt, sc)),
+                    key=lambda r: r["gbps"])
+        labels = [f"{r['variant']} {r['tile'][0]}x{r['tile'][1]}" for r in rs]
+        ax.barh(range(len(rs)), [r["gbps"] for r in rs], height=0.75,
+                color=["tab:red" if r["correctness"].startswith("WRONG") else "tab:blue"
+                       for r in rs])
+        ax.set_yticks(range(len(rs)), labels, fontsize=6)
+        ax.set_ylim(-0.6, max(len(rs), 1) - 0.4)
         for b, c in zip(doc["baselines"], colors):
-            ax.axhline(b["gbps"], color=c, linestyle="--", linewidth=1, label=b["name"])
+            ax.axvline(b["gbps"], color=c, linestyle="--", linewidth=1, label=b["name"])
         if doc["device"].get("peak_gbps"):
-            ax.axhline(doc["device"]["peak_gbps"], color="black", linewidth=1,
+            ax.axvline(doc["device"]["peak_gbps"], color="black", linewidth=1,
                        label=f"datasheet {doc['device']['peak_gbps']:.0f} GB/s")
-        ax.set_ylim(bottom=0)
+        ax.set_xlim(left=0)
         ax.set_title(f"{dt} / {sc}" if dt else "baselines only", fontsize=9)
-        ax.set_ylabel("GB/s (read + write)")
-    axes[0].legend(fontsize=7, loc="lower left", framealpha=0.9)
+        ax.set_xlabel("GB/s (read + write)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[0].legend(fontsize=6, loc="lower right", framealpha=0.9)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.suptitle(f"copy, {fmt_bytes(doc['size_bytes'])}, {doc['device']['name']}", fontsize=10)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
