@@ -23,7 +23,7 @@ THREADS = 256
 _SCOPE_THREADS = {"warp": 32, "warpgroup": 128, "cta": THREADS}
 
 
-def _grid(groups, ctas_per_sm, nsm):
+def _grid(ctas_per_sm, nsm):
     """One tile per scope instance (the grid is a callable of ROWS and the tile), or with
     ctas_per_sm a persistent grid whose instances loop.  On the H200 the first was faster
     (benchmarks/RESULTS.md, grid-stride variants)."""
@@ -70,7 +70,7 @@ def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_
     R, C = tile
     per = _SCOPE_THREADS[scope]
     groups = THREADS // per
-    grid, ctas = _grid(groups, ctas_per_sm, nsm)
+    grid, ctas = _grid(ctas_per_sm, nsm)
     ROWS = pg.var("ROWS")
     kw = {"dispatch": dispatch} if dispatch else {}
 
@@ -129,7 +129,7 @@ def register_copy_kernel(dtype: str, scope: str, tile, vec: int, dispatch=None,
         return lay, None
     R, C = tile
     groups = THREADS // _SCOPE_THREADS[scope]
-    grid, ctas = _grid(groups, ctas_per_sm, nsm)
+    grid, ctas = _grid(ctas_per_sm, nsm)
     ROWS = pg.var("ROWS")
     kw = {"dispatch": dispatch} if dispatch else {}
 
@@ -167,7 +167,7 @@ def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=
     per_row = C // vec
     rows_per_pass = P // per_row
     passes = R // rows_per_pass
-    grid, ctas = _grid(groups, ctas_per_sm, nsm)
+    grid, ctas = _grid(ctas_per_sm, nsm)
     ROWS = pg.var("ROWS")
     variant = f"vec_{bits}b"
 
@@ -205,7 +205,7 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
     if nbytes % 16 or nbytes > 1048560:
         return SkipReason(f"a bulk copy moves a multiple of 16 bytes, at most 1048560; a "
                           f"{R}x{C} {dtype} tile is {nbytes}"), None
-    grid, ctas = _grid(1, ctas_per_sm, nsm)
+    grid, ctas = _grid(ctas_per_sm, nsm)
     ROWS = pg.var("ROWS")
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
@@ -253,7 +253,7 @@ def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=1
         lay = ldmatrix_layout(R, C, warps=warps)
     except ValueError as e:
         return SkipReason(str(e).split(": ", 1)[-1]), None
-    grid, ctas = _grid(groups, ctas_per_sm, nsm)
+    grid, ctas = _grid(ctas_per_sm, nsm)
     ROWS = pg.var("ROWS")
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
