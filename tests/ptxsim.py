@@ -412,32 +412,30 @@ class Sim(AluOps):
             raise Unsupported(op)
         return f
 
+    def _access(self, th, ctx, parts, addr_tok):
+        """(memory, offset, element bytes, register tokens' splitter) of an ld/st."""
+        ty = parts[-1]
+        vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
+        size = _WIDTH[ty] // 8
+        buf, off = self._mem(th, ctx, parts[1], self._addr(th, ctx, addr_tok), size * vec)
+        regs = (lambda tok: tok.strip("{}").split(",")) if vec > 1 else (lambda tok: [tok])
+        return buf, off, size, regs
+
     def _op_ld(self, th, ctx, parts, ops):
         ty = parts[-1]
         if parts[1] == "param":
             self._write(th, ops[0], ctx["params"][ops[1][1:-1]], _WIDTH[ty])
             return
-        space = parts[1]
-        vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
-        size = _WIDTH[ty] // 8
-        addr = self._addr(th, ctx, ops[1])
-        buf, off = self._mem(th, ctx, space, addr, size * vec)
-        dsts = ops[0].strip("{}").split(",") if vec > 1 else [ops[0]]
-        for k, d in enumerate(dsts):
+        buf, off, size, regs = self._access(th, ctx, parts, ops[1])
+        for k, d in enumerate(regs(ops[0])):
             raw = int.from_bytes(buf[off + k * size:off + (k + 1) * size], "little")
             if ty[0] == "s":
                 raw = _signed(raw, _WIDTH[ty])
             self._write(th, d, raw, _reg_bits(d))
 
     def _op_st(self, th, ctx, parts, ops):
-        ty = parts[-1]
-        space = parts[1]
-        vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
-        size = _WIDTH[ty] // 8
-        addr = self._addr(th, ctx, ops[0])
-        buf, off = self._mem(th, ctx, space, addr, size * vec)
-        srcs = ops[1].strip("{}").split(",") if vec > 1 else [ops[1]]
-        for k, s in enumerate(srcs):
+        buf, off, size, regs = self._access(th, ctx, parts, ops[0])
+        for k, s in enumerate(regs(ops[1])):
             v = _mask(self._read(th, ctx, s), size * 8)
             buf[off + k * size:off + (k + 1) * size] = v.to_bytes(size, "little")
 

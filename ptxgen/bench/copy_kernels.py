@@ -32,25 +32,15 @@ def _grid(ctas_per_sm, nsm):
     return None, None
 
 
-class _Tiles:
-    """pg.serial over an instance's tile indices, remembering where it starts."""
-
-    def __init__(self, pg, start, stop, step):
-        self.start, self._loop = start, pg.serial(start, stop, step)
-
-    def __iter__(self):
-        return iter(self._loop)
-
-
 def _tile_loop(pg, scope, groups, R, ROWS, ctas):
-    """(group index, loop over this instance's tile indices)."""
+    """(group index, this instance's first tile index, the loop over its tile indices)."""
     bx = pg.cta_id(ctas)
     g = 0 if scope == "cta" else (pg.warp_id() if scope == "warp" else pg.warpgroup_id())
     first = pg.let(bx * groups + g)
-    return g, _Tiles(pg, first, ROWS // R, pg.grid_dim() * groups)
+    return g, first, pg.serial(first, ROWS // R, pg.grid_dim() * groups)
 
 
-def _kernel(body, name, R, groups, grid):
+def _kernel(body, name, R, groups, grid, block=THREADS):
     import ptxgen as pg
 
     if grid is None:
@@ -58,7 +48,7 @@ def _kernel(body, name, R, groups, grid):
             return (max(1, -(-(args["ROWS"] // R) // groups)),)
         grid = one_tile_per_instance
     body.__name__ = name
-    return pg.kernel(grid=grid, block=(THREADS,), name=name)(body)
+    return pg.kernel(grid=grid, block=(block,), name=name)(body)
 
 
 def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_sm=None,
@@ -78,11 +68,11 @@ def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_
         pg.thread_id(THREADS)
         copy = getattr(pg.tile, scope).copy
         sm = pg.alloc_shared((groups, R, C), dtype, align=128)
-        g, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        g, first, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             # the slot is reused only from the second tile on: wait for the previous
             # tile's reads of it there, instead of after every tile
-            with pg.if_(t != tiles.start):
+            with pg.if_(t != first):
                 _group_sync(pg, scope, g)
             copy(sm[g:g + 1, 0:R, 0:C], src[t * R:t * R + R, 0:C], **kw)
             _group_sync(pg, scope, g)
@@ -92,16 +82,11 @@ def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_
     return k, ctas
 
 
-def register_tile_layout(scope: str, tile, vec: int):
-    """The register layout of a g2r2g tile: each thread holds runs of `vec` contiguous
-    elements of a row; a warp's threads cover consecutive runs (coalesced), and a thread's
-    further runs are one pass of the scope further down.  SkipReason when the tile does not
-    split into whole vectors over the scope's threads."""
-    from ..layout import S, TileLayout, laneid, tid, tid_in_wg
-
+def _register_split(scope: str, tile, vec: int):
+    """(vectors per row, rows per pass, passes) of a tile split into `vec`-element runs over
+    the scope's threads, or SkipReason when it does not split into whole vectors."""
     R, C = tile
     P = _SCOPE_THREADS[scope]
-    axis = {"warp": laneid, "warpgroup": tid_in_wg, "cta": tid}[scope]
     if C % vec:
         return SkipReason(f"{C} columns are not whole {vec}-element vectors")
     per_row = C // vec
@@ -113,7 +98,21 @@ def register_tile_layout(scope: str, tile, vec: int):
         return SkipReason(f"a {R}x{C} tile holds {R * C // P} elements per thread of a "
                           f"{scope}; a {vec}-element vector per thread needs "
                           f"{rows_per_pass} rows per pass")
-    passes = R // rows_per_pass
+    return per_row, rows_per_pass, R // rows_per_pass
+
+
+def register_tile_layout(scope: str, tile, vec: int):
+    """The register layout of a g2r2g tile: each thread holds runs of `vec` contiguous
+    elements of a row; a warp's threads cover consecutive runs (coalesced), and a thread's
+    further runs are one pass of the scope further down.  SkipReason when the tile does not
+    split into whole vectors over the scope's threads."""
+    from ..layout import S, TileLayout, laneid, tid, tid_in_wg
+
+    split = _register_split(scope, tile, vec)
+    if isinstance(split, SkipReason):
+        return split
+    per_row, rows_per_pass, passes = split
+    axis = {"warp": laneid, "warpgroup": tid_in_wg, "cta": tid}[scope]
     return TileLayout(S[((passes, rows_per_pass), (per_row, vec)):
                         ((vec, per_row @ axis), (1 @ axis, 1))])
 
@@ -137,7 +136,7 @@ def register_copy_kernel(dtype: str, scope: str, tile, vec: int, dispatch=None,
         pg.thread_id(THREADS)
         copy = getattr(pg.tile, scope).copy
         regs = pg.alloc_local((R, C), dtype, layout=lay)
-        _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        _, _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             copy(regs[0:R, 0:C], src[t * R:t * R + R, 0:C], **kw)
             copy(dst[t * R:t * R + R, 0:C], regs[0:R, 0:C], **kw)
@@ -148,7 +147,7 @@ def register_copy_kernel(dtype: str, scope: str, tile, vec: int, dispatch=None,
 def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=None, nsm=132,
                            name=None):
     """g2r2g with one forced vec_<bits>b form: the forms are thread-scope, so each thread of
-    the scope instance copies its own runs of the tile (register_tile_layout's split), all
+    the scope instance copies its own runs of the tile (_register_split's split), all
     loads of a tile before its stores."""
     import ptxgen as pg
 
@@ -158,15 +157,13 @@ def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=
     if bits % ebits:
         return SkipReason(f"a {bits}-bit vector is not a whole number of {dtype} elements"), None
     vec = bits // ebits
-    lay = register_tile_layout(scope, tile, vec)
-    if isinstance(lay, SkipReason):
-        return lay, None
+    split = _register_split(scope, tile, vec)
+    if isinstance(split, SkipReason):
+        return split, None
+    per_row, rows_per_pass, passes = split
     R, C = tile
     P = _SCOPE_THREADS[scope]
     groups = THREADS // P
-    per_row = C // vec
-    rows_per_pass = P // per_row
-    passes = R // rows_per_pass
     grid, ctas = _grid(ctas_per_sm, nsm)
     ROWS = pg.var("ROWS")
     variant = f"vec_{bits}b"
@@ -177,7 +174,7 @@ def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=
         row0 = pg.let(lt // per_row)
         col = pg.let(lt % per_row * vec)
         regs = pg.alloc_local((passes * vec,), dtype)
-        _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        _, _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             for p in range(passes):         # Python loop: register indices are constants
                 r = t * R + p * rows_per_pass + row0
@@ -212,7 +209,7 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
         tx = pg.thread_id(32)
         sm = pg.alloc_shared((R, C), dtype, align=128)
         bar = pg.alloc_shared((1,), "uint64", align=8)
-        _, tiles = _tile_loop(pg, "cta", 1, R, ROWS, ctas)
+        _, _, tiles = _tile_loop(pg, "cta", 1, R, ROWS, ctas)
         with pg.if_(tx == 0):
             pg.ptx.mbarrier.init(bar, 1)
             pg.ptx.fence.mbarrier_init()
@@ -229,13 +226,7 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
                 pg.ptx["cp.async.bulk.wait_group.read"](0)     # the slot may be refilled
             pg.ptx["cp.async.bulk.wait_group"](0)               # writes done before exit
 
-    name = name or f"bulk_{dtype}_{R}x{C}"
-    if grid is None:
-        def one_tile_per_cta(args, R=R):
-            return (max(1, args["ROWS"] // R),)
-        grid = one_tile_per_cta
-    body.__name__ = name
-    return pg.kernel(grid=grid, block=(32,), name=name)(body), ctas
+    return _kernel(body, name or f"bulk_{dtype}_{R}x{C}", R, 1, grid, block=32), ctas
 
 
 def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=132,
@@ -261,7 +252,7 @@ def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=1
         copy = getattr(pg.tile, scope).copy
         sm = pg.alloc_shared((groups, R, C), dtype, align=128)
         regs = pg.alloc_local((R, C), dtype, layout=lay)
-        g, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        g, _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             copy(sm[g:g + 1, 0:R, 0:C], src[t * R:t * R + R, 0:C])
             _group_sync(pg, scope, g)

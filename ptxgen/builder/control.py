@@ -57,13 +57,14 @@ def thread_id(n: int, dim: str = "x") -> Var:
 def cta_id(n: int | None = None, dim: str = "x") -> Var:
     """Declare gridDim.<dim> = n and return %ctaid.<dim>.  Without n the grid is left to the
     launch (a callable grid, or grid= at the call) and only the hardware bound is known."""
-    if n is None:
-        if dim not in _DIMS:
-            raise fail(f"dim must be 'x', 'y' or 'z', got {dim!r}")
+    if n is not None:
+        _set_extent("grid", dim, n)
+        top = n - 1
+    elif dim not in _DIMS:
+        raise fail(f"dim must be 'x', 'y' or 'z', got {dim!r}")
+    else:
         top = 2**31 - 2 if dim == "x" else 65534
-        return _let(assigned_name(f"b{dim}"), SpecialReg(f"ctaid.{dim}"), (0, top))
-    _set_extent("grid", dim, n)
-    return _let(assigned_name(f"b{dim}"), SpecialReg(f"ctaid.{dim}"), (0, n - 1))
+    return _let(assigned_name(f"b{dim}"), SpecialReg(f"ctaid.{dim}"), (0, top))
 
 
 def lane_id() -> Var:
