@@ -34,7 +34,10 @@ _PREC = {"or": 1, "xor": 2, "and": 3, "shl": 4, "shr": 4, "add": 5, "sub": 5,
 
 
 class Expr:
-    """Base class of expressions.  Subclasses are frozen dataclasses."""
+    """Base class of expressions.  Subclasses are slotted classes with plain __init__s:
+    a frozen dataclass costs 4x more to build, and the builder and the simplifier build
+    thousands.  Immutable by contract: nothing assigns a field after construction (the
+    cached structural key `_key` aside)."""
 
     dtype: DType
     __slots__ = ()
@@ -90,90 +93,138 @@ class Expr:
         return format_expr(self)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class Const(Expr):
-    value: Any
-    dtype: DType = INT32
+    __slots__ = ("value", "dtype", "_key")
+
+    def __init__(self, value, dtype: DType = None):
+        self.value = value
+        self.dtype = INT32 if dtype is None else dtype
+        self._key = None
 
     def __repr__(self):
         return f"Const({self.value!r}, {self.dtype})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class Var(Expr):
     """A named immutable value: a parameter, a loop variable or a `let` binding.
 
     Identity semantics: two Vars with one name are different variables."""
-    name: str
-    dtype: DType = INT32
-    uid: int = field(default_factory=lambda: next(_ids))
+    __slots__ = ("name", "dtype", "uid", "_key")
+
+    def __init__(self, name: str, dtype: DType = None, uid: int | None = None):
+        self.name = name
+        self.dtype = INT32 if dtype is None else dtype
+        self.uid = next(_ids) if uid is None else uid
+        self._key = None
 
     def __repr__(self):
         return f"Var({self.name})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class SpecialReg(Expr):
     """A PTX special register such as %tid.x."""
-    name: str
-    dtype: DType = INT32
+    __slots__ = ("name", "dtype", "_key")
+
+    def __init__(self, name: str, dtype: DType = None):
+        self.name = name
+        self.dtype = INT32 if dtype is None else dtype
+        self._key = None
+
+    def __repr__(self):
+        return f"SpecialReg({self.name})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class BinOp(Expr):
-    op: str
-    a: Expr
-    b: Expr
-    dtype: DType
+    __slots__ = ("op", "a", "b", "dtype", "_key")
+
+    def __init__(self, op: str, a: Expr, b: Expr, dtype: DType):
+        self.op = op
+        self.a = a
+        self.b = b
+        self.dtype = dtype
+        self._key = None
+
+    def __repr__(self):
+        return f"BinOp({self.op}, {self.a!r}, {self.b!r})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class Not(Expr):
-    a: Expr
-    dtype: DType = BOOL
+    __slots__ = ("a", "dtype", "_key")
+
+    def __init__(self, a: Expr, dtype: DType = None):
+        self.a = a
+        self.dtype = BOOL if dtype is None else dtype
+        self._key = None
+
+    def __repr__(self):
+        return f"Not({self.a!r})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class Cast(Expr):
-    a: Expr
-    dtype: DType
+    __slots__ = ("a", "dtype", "_key")
+
+    def __init__(self, a: Expr, dtype: DType):
+        self.a = a
+        self.dtype = dtype
+        self._key = None
+
+    def __repr__(self):
+        return f"Cast({self.a!r}, {self.dtype})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class Select(Expr):
-    cond: Expr
-    t: Expr
-    f: Expr
-    dtype: DType
+    __slots__ = ("cond", "t", "f", "dtype", "_key")
+
+    def __init__(self, cond: Expr, t: Expr, f: Expr, dtype: DType):
+        self.cond = cond
+        self.t = t
+        self.f = f
+        self.dtype = dtype
+        self._key = None
+
+    def __repr__(self):
+        return f"Select({self.cond!r}, {self.t!r}, {self.f!r})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class Load(Expr):
     """buffer[indices]; a vector dtype loads `lanes` consecutive elements; `cache` holds
     validated cache modifiers (e.g. ".nc.L1::no_allocate") for global vector loads."""
-    buffer: "Buffer"
-    indices: tuple
-    dtype: DType
-    cache: str = ""
+    __slots__ = ("buffer", "indices", "dtype", "cache", "_key")
+
+    def __init__(self, buffer: "Buffer", indices: tuple, dtype: DType, cache: str = ""):
+        self.buffer = buffer
+        self.indices = indices
+        self.dtype = dtype
+        self.cache = cache
+        self._key = None
+
+    def __repr__(self):
+        return f"Load({self.buffer.name}, {self.indices!r})"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
 class BufferPtr(Expr):
     """Address of buffer[indices] (indices None: the base pointer `buffer.data`)."""
-    buffer: "Buffer"
-    indices: tuple | None
-    dtype: DType = HANDLE
+    __slots__ = ("buffer", "indices", "dtype", "_key")
+
+    def __init__(self, buffer: "Buffer", indices: tuple | None, dtype: DType = None):
+        self.buffer = buffer
+        self.indices = indices
+        self.dtype = HANDLE if dtype is None else dtype
+        self._key = None
 
     @property
     def scope(self):
         return self.buffer.scope
+
+    def __repr__(self):
+        return f"BufferPtr({self.buffer.name}, {self.indices!r})"
 
 
 def expr_key(e):
     """Structural identity of an expression (Vars and buffers by identity), for caches."""
     if not isinstance(e, Expr):
         return e
-    k = e.__dict__.get("_key")
+    k = e._key
     if k is None:
         t = type(e)
         if t is Const:
@@ -198,7 +249,7 @@ def expr_key(e):
                  else tuple(expr_key(i) for i in e.indices))
         else:
             k = ("?", id(e))
-        object.__setattr__(e, "_key", k)
+        e._key = k
     return k
 
 

@@ -278,9 +278,7 @@ def var(name: str, dtype="int32") -> Var:
     dt = _dtype(dtype)
     if not dt.is_int or dt.bits < 32:
         raise fail(f"pg.var dtype must be int32/int64 (or unsigned), got {dt}")
-    v = Var(name, dt)
-    v.__dict__["symbol"] = True
-    return v
+    return Var(name, dt)
 
 
 __all__ = ["thread_id", "cta_id", "lane_id", "warp_id", "warpgroup_id", "launch", "let",
