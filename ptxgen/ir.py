@@ -101,6 +101,9 @@ class Const(Expr):
         self.dtype = INT32 if dtype is None else dtype
         self._key = None
 
+    def _make_key(self):
+        return ("c", self.value, self.dtype.name)
+
     def __repr__(self):
         return f"Const({self.value!r}, {self.dtype})"
 
@@ -117,6 +120,9 @@ class Var(Expr):
         self.uid = next(_ids) if uid is None else uid
         self._key = None
 
+    def _make_key(self):
+        return ("v", self.uid)
+
     def __repr__(self):
         return f"Var({self.name})"
 
@@ -129,6 +135,9 @@ class SpecialReg(Expr):
         self.name = name
         self.dtype = INT32 if dtype is None else dtype
         self._key = None
+
+    def _make_key(self):
+        return ("sr", self.name)
 
     def __repr__(self):
         return f"SpecialReg({self.name})"
@@ -144,6 +153,9 @@ class BinOp(Expr):
         self.dtype = dtype
         self._key = None
 
+    def _make_key(self):
+        return (self.op, expr_key(self.a), expr_key(self.b), self.dtype.name)
+
     def __repr__(self):
         return f"BinOp({self.op}, {self.a!r}, {self.b!r})"
 
@@ -156,6 +168,9 @@ class Not(Expr):
         self.dtype = BOOL if dtype is None else dtype
         self._key = None
 
+    def _make_key(self):
+        return ("not", expr_key(self.a))
+
     def __repr__(self):
         return f"Not({self.a!r})"
 
@@ -167,6 +182,9 @@ class Cast(Expr):
         self.a = a
         self.dtype = dtype
         self._key = None
+
+    def _make_key(self):
+        return ("cast", expr_key(self.a), self.dtype.name)
 
     def __repr__(self):
         return f"Cast({self.a!r}, {self.dtype})"
@@ -181,6 +199,9 @@ class Select(Expr):
         self.f = f
         self.dtype = dtype
         self._key = None
+
+    def _make_key(self):
+        return ("sel", expr_key(self.cond), expr_key(self.t), expr_key(self.f))
 
     def __repr__(self):
         return f"Select({self.cond!r}, {self.t!r}, {self.f!r})"
@@ -197,6 +218,10 @@ class Load(Expr):
         self.dtype = dtype
         self.cache = cache
         self._key = None
+
+    def _make_key(self):
+        return ("ld", self.buffer.uid, tuple([expr_key(i) for i in self.indices]), self.dtype.name,
+                self.cache)
 
     def __repr__(self):
         return f"Load({self.buffer.name}, {self.indices!r})"
@@ -216,40 +241,23 @@ class BufferPtr(Expr):
     def scope(self):
         return self.buffer.scope
 
+    def _make_key(self):
+        return ("ptr", self.buffer.uid, None if self.indices is None
+                else tuple([expr_key(i) for i in self.indices]))
+
     def __repr__(self):
         return f"BufferPtr({self.buffer.name}, {self.indices!r})"
 
 
 def expr_key(e):
-    """Structural identity of an expression (Vars and buffers by identity), for caches."""
-    if not isinstance(e, Expr):
-        return e
-    k = e._key
+    """Structural identity of an expression (Vars and buffers by identity), for caches.
+    Computed once per node (each class's _make_key) and kept in its `_key` slot."""
+    try:
+        k = e._key
+    except AttributeError:
+        return ("?", id(e)) if isinstance(e, Expr) else e
     if k is None:
-        t = type(e)
-        if t is Const:
-            k = ("c", e.value, e.dtype.name)
-        elif t is Var:
-            k = ("v", e.uid)
-        elif t is BinOp:
-            k = (e.op, expr_key(e.a), expr_key(e.b), e.dtype.name)
-        elif t is SpecialReg:
-            k = ("sr", e.name)
-        elif t is Cast:
-            k = ("cast", expr_key(e.a), e.dtype.name)
-        elif t is Select:
-            k = ("sel", expr_key(e.cond), expr_key(e.t), expr_key(e.f))
-        elif t is Not:
-            k = ("not", expr_key(e.a))
-        elif t is Load:
-            k = ("ld", e.buffer.uid, tuple(expr_key(i) for i in e.indices), e.dtype.name,
-                 e.cache)
-        elif t is BufferPtr:
-            k = ("ptr", e.buffer.uid, None if e.indices is None
-                 else tuple(expr_key(i) for i in e.indices))
-        else:
-            k = ("?", id(e))
-        e._key = k
+        k = e._key = e._make_key()
     return k
 
 

@@ -20,32 +20,61 @@ _PKG_DIRS = tuple({os.path.dirname(os.path.dirname(__file__)) + os.sep,
                    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep})
 _local = threading.local()
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
+_FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
+
+
+_IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen (or contextlib)
+_BASENAME: dict = {}
+_NAMES: dict = {}       # (code, line, pattern) -> the name bound on that line, or None
 
 
 def _user_frame():
+    """The innermost frame outside ptxgen.  Runs for every traced statement, so the
+    per-file test is cached."""
     f = sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith(_PKG_DIRS)
-                             or f.f_code.co_filename.endswith("contextlib.py")):
+    is_pkg = _IS_PKG
+    while f is not None:
+        fn = f.f_code.co_filename
+        pkg = is_pkg.get(fn)
+        if pkg is None:
+            pkg = is_pkg[fn] = fn.startswith(_PKG_DIRS) or fn.endswith("contextlib.py")
+        if not pkg:
+            return f
         f = f.f_back
-    return f
+    return None
 
 
 def user_src() -> str:
     f = _user_frame()
     if f is None:
         return "<unknown>"
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+    fn = f.f_code.co_filename
+    base = _BASENAME.get(fn)
+    if base is None:
+        base = _BASENAME[fn] = os.path.basename(fn)
+    return f"{base}:{f.f_lineno}"
+
+
+def _bound_name(pattern, default: str) -> str:
+    f = _user_frame()
+    if f is None:
+        return default
+    key = (f.f_code, f.f_lineno, pattern)
+    name = _NAMES.get(key, False)
+    if name is False:
+        m = pattern.match(linecache.getline(f.f_code.co_filename, f.f_lineno))
+        name = _NAMES[key] = m.group(1) if m else None
+    return default if name is None else name
 
 
 def assigned_name(default: str) -> str:
     """The variable name on the left of the user's `name = pg.something(...)` line."""
-    f = _user_frame()
-    if f is not None:
-        line = linecache.getline(f.f_code.co_filename, f.f_lineno)
-        m = _ASSIGN.match(line)
-        if m:
-            return m.group(1)
-    return default
+    return _bound_name(_ASSIGN, default)
+
+
+def loop_var_name(default: str = "i") -> str:
+    """The target of the user's `for name in pg.serial(...)` line."""
+    return _bound_name(_FOR, default)
 
 
 def fail(msg: str) -> TraceError:
@@ -90,6 +119,8 @@ class TraceContext:
 
     def check_live(self, *exprs):
         """Reject a loop variable used after its loop, at the user's line."""
+        if not self.dead_loop_vars:   # no loop has ended yet: nothing can be dead
+            return
         for e in exprs:
             self._check(e)
 

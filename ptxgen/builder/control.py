@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from ..dtypes import dtype as _dtype
 from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, SpecialReg, Var, While,
                   as_expr)
-from .context import assigned_name, current, fail, user_src
+from .context import assigned_name, current, fail, loop_var_name, user_src
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
@@ -148,7 +148,7 @@ def _loop(kind, args):
                    "use pg.serial for a runtime trip count")
     ctx.check_live(lo, hi)
     src = user_src()
-    var = Var(ctx.unique(assigned_loop_name()), lo.dtype)
+    var = Var(ctx.unique(loop_var_name()), lo.dtype)
     body: list = []
     ctx.bodies.append(body)
     ctx.live_loop_vars.add(var.uid)
@@ -163,21 +163,6 @@ def _loop(kind, args):
         ctx.live_loop_vars.discard(var.uid)
         ctx.dead_loop_vars[var.uid] = src
         ctx.append(For(var, lo, hi, step, kind, body, src=src))
-
-
-def assigned_loop_name() -> str:
-    import linecache
-    import re
-
-    from .context import _user_frame
-
-    f = _user_frame()
-    if f is not None:
-        m = re.match(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b",
-                     linecache.getline(f.f_code.co_filename, f.f_lineno))
-        if m:
-            return m.group(1)
-    return "i"
 
 
 def serial(*args):

@@ -67,6 +67,18 @@ def _param_from_annotation(name, ann, fn):
     return ann
 
 
+def _annotated_params(fn):
+    """(name, annotation) of each parameter.  A plain function is read off its code object:
+    inspect.signature costs as much as tracing a small kernel."""
+    code = fn.__code__ if inspect.isfunction(fn) else None
+    if code is None or hasattr(fn, "__wrapped__") or code.co_kwonlyargcount or \
+            code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        return [(n, p.annotation) for n, p in inspect.signature(fn).parameters.items()]
+    anns = fn.__annotations__
+    return [(n, anns.get(n, inspect.Parameter.empty))
+            for n in code.co_varnames[:code.co_argcount]]
+
+
 class Kernel:
     """A traced kernel: .ir, .ptx(arch), .compile(arch), and a launch by calling it."""
 
@@ -100,8 +112,8 @@ class Kernel:
         args = []
         symbols: dict[int, Var] = {}
         src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
-        for pname, p in inspect.signature(fn).parameters.items():
-            ann = _param_from_annotation(pname, p.annotation, fn)
+        for pname, ann in _annotated_params(fn):
+            ann = _param_from_annotation(pname, ann, fn)
             if isinstance(ann, Tensor):
                 for s in ann.shape:
                     if isinstance(s, Var):
