@@ -1,5 +1,10 @@
-"""Trace + lower + emit time of every example kernel (median of N, CPU only), and the
-cost of layout apply on a 3-level layout.  A tracked figure, not a timed test."""
+"""Trace + lower + emit time of every example kernel, and the cost of layout apply on a
+3-level layout.  A tracked figure, not a timed test.
+
+Wall time on a shared VM drifts (2x within minutes here), so the kernels are timed
+round-robin (every kernel sees the same machine phases), a calibration loop is timed in the
+same rounds, and each kernel's Python bytecode count per build is reported: that count is
+deterministic, so it is the figure to compare across runs and machines."""
 import os
 import statistics
 import sys
@@ -11,25 +16,62 @@ sys.path[:0] = [os.path.join(HERE, "..", "examples"), os.path.join(HERE, "..")]
 
 import ptxgen as pg  # noqa: E402
 
+ARCH = "sm_90a"
 
-def time_kernel(fn_factory, reps=60):
-    """Median of trace (the @pg.kernel call) and build (lower + emit) after one warm-up, so
-    one-time costs (template compilation, imports) are not counted; also the fastest total,
-    which on a noisy VM tracks the code's own cost better than the median."""
-    fn_factory().ptx("sm_90a")
-    trace, build = [], []
-    lines = 0
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        k = fn_factory()
-        t1 = time.perf_counter()
-        text = k.ptx("sm_90a")
-        t2 = time.perf_counter()
-        trace.append(t1 - t0)
-        build.append(t2 - t1)
-        lines = text.count("\n")
-    best = min(t + b for t, b in zip(trace, build))
-    return statistics.median(trace) * 1e6, statistics.median(build) * 1e6, best * 1e6, lines
+
+def one_build(factory):
+    """(trace seconds, lower+emit seconds, PTX text) of one fresh build."""
+    t0 = time.perf_counter()
+    k = factory()
+    t1 = time.perf_counter()
+    text = k.ptx(ARCH)
+    return t1 - t0, time.perf_counter() - t1, text
+
+
+def calibration():
+    """sum(range(1000)): a fixed amount of interpreter work, ~10 us on a current desktop."""
+    t0 = time.perf_counter()
+    sum(range(1000))
+    return time.perf_counter() - t0
+
+
+def bytecodes(factory) -> int:
+    """Python bytecodes executed by one build (trace + lower + emit), via sys.settrace
+    opcode events: the same on every run and machine for the same code."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "opcode":
+            count += 1
+        return local
+
+    def new_frame(frame, event, arg):
+        frame.f_trace_opcodes = True
+        return local
+
+    sys.settrace(new_frame)
+    try:
+        factory().ptx(ARCH)
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def time_all(named, rounds=60):
+    """Round-robin: each round builds every kernel once, then times the calibration."""
+    samples = {name: ([], []) for name, _ in named}
+    calib = []
+    lines = {}
+    for name, f in named:   # warm-up: template compilation, imports, caches of the layouts
+        lines[name] = one_build(f)[2].count("\n")
+    for _ in range(rounds):
+        for name, f in named:
+            tr, bu, _ = one_build(f)
+            samples[name][0].append(tr)
+            samples[name][1].append(bu)
+        calib.append(calibration())
+    return samples, lines, calib
 
 
 def factories():
@@ -38,9 +80,11 @@ def factories():
     for mod in ("smem_demo", "dyn_arena", "phase_loop", "let_scalar", "add_one",
                 "grid_stride_copy"):
         m = importlib.import_module(mod)
-        for k in m.KERNELS:
-            yield f"{mod}:{k.name}", (lambda k=k: pg.Kernel(k.fn, grid=k.ir.grid, block=k.ir.block,
-                                                            name=k.name))
+        names = [k.name for k in m.KERNELS]
+        for n, k in enumerate(m.KERNELS):
+            label = f"{mod}:{k.name}" + (f"#{n + 1}" if names.count(k.name) > 1 else "")
+            yield label, (lambda k=k: pg.Kernel(k.fn, grid=k._grid_fn or k.ir.grid,
+                                                block=k.ir.block, name=k.name))
     from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout
 
     def warp_copy():
@@ -70,12 +114,21 @@ def factories():
 
 def main():
     warnings.simplefilter("ignore")
-    print(f"{'kernel':<36} {'trace us':>9} {'emit us':>8} {'total us':>9} {'best us':>8} "
-          f"{'PTX lines':>10} {'us/line':>8}")
-    for name, f in factories():
-        tr, bu, best, lines = time_kernel(f)
-        print(f"{name:<36} {tr:>9.0f} {bu:>8.0f} {tr + bu:>9.0f} {best:>8.0f} {lines:>10} "
-              f"{(tr + bu) / max(lines, 1):>8.2f}")
+    named = list(factories())
+    samples, lines, calib = time_all(named)
+    med = statistics.median
+    print(f"{'kernel':<34} {'trace us':>8} {'emit us':>8} {'total us':>9} {'best us':>8} "
+          f"{'PTX lines':>9} {'us/line':>8} {'py ops':>8} {'ops/line':>8}")
+    for name, f in named:
+        trace, build = samples[name]
+        tr, bu = med(trace) * 1e6, med(build) * 1e6
+        best = min(t + b for t, b in zip(trace, build)) * 1e6
+        ops = bytecodes(f)
+        n = max(lines[name], 1)
+        print(f"{name:<34} {tr:>8.0f} {bu:>8.0f} {tr + bu:>9.0f} {best:>8.0f} {n:>9} "
+              f"{(tr + bu) / n:>8.2f} {ops:>8} {ops / n:>8.0f}")
+    print(f"calibration, sum(range(1000)) in the same rounds: median {med(calib) * 1e6:.1f} us, "
+          f"best {min(calib) * 1e6:.1f} us")
     from ptxgen.layout._bench import bench_apply
 
     print(f"layout apply, 3-level nested layout: {bench_apply():.2f} us/call")

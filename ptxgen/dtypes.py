@@ -6,7 +6,7 @@ conversion.  Vector types (``float32x4``) are a scalar dtype plus a lane count.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .errors import PtxgenError
@@ -19,24 +19,21 @@ class DType:
     kind: str          # "int", "uint", "float", "storage" (fp8/fp4: bits only), "bool", "handle"
     bits: int          # bits of one lane
     lanes: int = 1
+    # derived facts, computed once (dtypes are interned; the emitter reads these per node)
+    is_int: bool = field(init=False, repr=False)
+    is_float: bool = field(init=False, repr=False)
+    scalar: "DType" = field(init=False, repr=False)   # the lane type of a vector
 
-    # ---- derived facts -------------------------------------------------
-    @property
-    def scalar(self) -> "DType":
-        return self if self.lanes == 1 else dtype(self.name.rsplit("x", 1)[0])
+    def __post_init__(self):
+        object.__setattr__(self, "is_int", self.kind in ("int", "uint"))
+        object.__setattr__(self, "is_float", self.kind == "float")
+        object.__setattr__(self, "scalar", self if self.lanes == 1
+                           else dtype(self.name.rsplit("x", 1)[0]))
 
     @property
     def nbytes(self) -> float:
         """Bytes of the whole value (fractional for float4_e2m1fn)."""
         return self.bits * self.lanes / 8
-
-    @property
-    def is_int(self) -> bool:
-        return self.kind in ("int", "uint")
-
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "float"
 
     def __str__(self) -> str:
         return self.name

@@ -312,12 +312,14 @@ def as_expr(v, like: DType | None = None) -> Expr:
 
 
 def binop(op: str, a, b) -> Expr:
-    if isinstance(a, Expr) and isinstance(b, Expr) and a.dtype is b.dtype and a.dtype.is_int \
-            and op in _FAST_INT:
-        return BinOp(op, a, b, a.dtype)   # the common case: int index arithmetic
-    if isinstance(a, Expr) and type(b) is int and a.dtype is INT32 and op in _FAST_INT \
-            and -2147483648 <= b <= 2147483647:
-        return BinOp(op, a, Const(b, INT32), INT32)
+    if op in _FAST_INT and isinstance(a, Expr):   # the common case: int index arithmetic
+        dt = a.dtype
+        if dt.is_int:
+            if type(b) is int:
+                if dt is INT32 and -2147483648 <= b <= 2147483647:
+                    return BinOp(op, a, Const(b, INT32), INT32)
+            elif isinstance(b, Expr) and b.dtype is dt:
+                return BinOp(op, a, b, dt)
     if not isinstance(a, Expr):
         b = as_expr(b)
         a = as_expr(a, b.dtype)

@@ -12,39 +12,50 @@ from .ir import (BOOL, INT32, INT64, Barrier, BinOp, Buffer, BufferPtr, BufferRe
 
 # ----------------------------------------------------------------------------------
 def _fmt_const(c: Const) -> str:
-    if c.dtype == BOOL:
-        return "True" if c.value else "False"
-    if c.dtype.is_float:
-        s = repr(float(c.value))
-        return s if c.dtype.name == "float32" else f"{c.dtype}({s})"
-    if c.dtype in (INT32, INT64):
+    dt = c.dtype
+    if dt is INT32 or dt is INT64:
         return str(c.value)
-    return f"{c.dtype}({c.value})"
+    if dt == BOOL:
+        return "True" if c.value else "False"
+    if dt.is_float:
+        s = repr(float(c.value))
+        return s if dt.name == "float32" else f"{dt}({s})"
+    return f"{dt}({c.value})"
 
 
 def _fmt_index(buf, indices) -> str:
-    return f"{buf.name}[{', '.join(format_expr(i) for i in indices)}]"
+    return f"{buf.name}[{', '.join([format_expr(i) for i in indices])}]"
+
+
+def _binop_forms():
+    """op -> (kind, symbol, precedence, right operand's precedence): one lookup per node."""
+    out = {op: ("cmp", sym, 5, 5) for op, sym in _CMP.items()}
+    out.update({op: ("call", op, 0, 0) for op in ("min", "max")})
+    for op, p in _PREC.items():
+        rhs = p + 1 if op in ("sub", "floordiv", "floormod", "div") else p
+        # bitwise (precedence <= 4): parenthesize compound operands for readability
+        out[op] = ("bit", _ARITH[op], 9, 9) if p <= 4 else ("arith", _ARITH[op], p, rhs)
+    return out
+
+
+_BINOP_FORMS = _binop_forms()
 
 
 def format_expr(e, parent_prec: int = 0) -> str:
     t = type(e)
-    if t is Const:
-        return _fmt_const(e)
     if t is Var:
         return e.name
+    if t is Const:
+        return _fmt_const(e)
     if t is BinOp:
-        if e.op in _CMP:
-            s = f"{format_expr(e.a, 5)} {_CMP[e.op]} {format_expr(e.b, 5)}"
-            return f"({s})" if parent_prec else s
-        if e.op in ("min", "max"):
-            return f"pg.{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
-        p = _PREC[e.op]
-        if p <= 4:   # bitwise: parenthesize compound operands for readability
-            s = f"{format_expr(e.a, 9)} {_ARITH[e.op]} {format_expr(e.b, 9)}"
-            return f"({s})" if parent_prec else s
-        rhs_p = p + 1 if e.op in ("sub", "floordiv", "floormod", "div") else p
-        s = f"{format_expr(e.a, p)} {_ARITH[e.op]} {format_expr(e.b, rhs_p)}"
-        return f"({s})" if p < parent_prec else s
+        kind, sym, p, rhs_p = _BINOP_FORMS[e.op]
+        if kind == "arith":
+            s = f"{format_expr(e.a, p)} {sym} {format_expr(e.b, rhs_p)}"
+            return f"({s})" if p < parent_prec else s
+        if kind == "call":
+            return f"pg.{sym}({format_expr(e.a)}, {format_expr(e.b)})"
+        s = f"{format_expr(e.a, p)} {sym} {format_expr(e.b, rhs_p)}"
+        return f"({s})" if parent_prec else s
     if t is Load:
         if e.dtype == e.buffer.dtype:
             return _fmt_index(e.buffer, e.indices)
@@ -118,7 +129,7 @@ def format_stmt(s: Stmt) -> str:
             return f"pg.named_barrier({bid}, {s.count})"
         return "pg.cta_sync()" if s.kind == "cta" else "pg.warp_sync()"
     if t is Instr:
-        ops = ", ".join(_fmt_operand(o) for o in s.operands)
+        ops = ", ".join([_fmt_operand(o) for o in s.operands])
         g = f"@{format_expr(s.guard)} " if s.guard is not None else ""
         return f"{g}pg.ptx[{s.opcode!r}]({ops})"
     if t is Comment:
@@ -131,10 +142,11 @@ def format_stmt(s: Stmt) -> str:
 
 
 def _fmt_operand(o) -> str:
-    if isinstance(o, Mem):
+    t = type(o)
+    if t is Mem:
         return f"[{format_expr(o.ptr)}{'+' + str(o.offset) if o.offset else ''}]"
-    if isinstance(o, VecOperand):
-        return "{" + ", ".join(_fmt_operand(x) for x in o.items) + "}"
+    if t is VecOperand:
+        return "{" + ", ".join([_fmt_operand(x) for x in o.items]) + "}"
     if isinstance(o, str):
         return o
     return format_expr(o)

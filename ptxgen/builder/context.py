@@ -12,69 +12,76 @@ import sys
 import threading
 
 from ..errors import TraceError
-from ..ir import (BinOp, BufferPtr, Cast, Load, Not, PrimFunc, Select, Stmt, Var)
+from ..ir import (BinOp, BufferPtr, Cast, Const, Load, Not, PrimFunc, Select, SpecialReg, Stmt,
+                  Var)
 
 # Frames carry the path the module was imported by (maybe with "..", e.g. from a sys.path
 # entry like "benchmarks/.."); match that spelling as well as the normalized one.
 _PKG_DIRS = tuple({os.path.dirname(os.path.dirname(__file__)) + os.sep,
                    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep})
-_local = threading.local()
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
 
 
 _IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen (or contextlib)
-_BASENAME: dict = {}
-_NAMES: dict = {}       # (code, line, pattern) -> the name bound on that line, or None
+_SITES: dict = {}       # (co_filename, line) -> Site
 
 
-def _user_frame():
-    """The innermost frame outside ptxgen.  Runs for every traced statement, so the
-    per-file test is cached."""
-    f = sys._getframe(1)
-    is_pkg = _IS_PKG
+class Site:
+    """A line of user code: its "file:line" and the names it binds, read once per line
+    (a trace asks for them at every statement)."""
+    __slots__ = ("src", "assigned", "loop_var")
+
+    def __init__(self, filename: str | None, line: int = 0):
+        if filename is None:
+            self.src, self.assigned, self.loop_var = "<unknown>", None, None
+            return
+        self.src = f"{os.path.basename(filename)}:{line}"
+        text = linecache.getline(filename, line)
+        m = _ASSIGN.match(text)
+        self.assigned = m.group(1) if m else None     # `name = pg.something(...)`
+        m = _FOR.match(text)
+        self.loop_var = m.group(1) if m else None     # `for name in pg.serial(...)`
+
+
+_NOWHERE = Site(None)
+
+
+def user_site(depth: int = 2) -> Site:
+    """The line of the innermost frame outside ptxgen, searched from `depth` frames above
+    this call (2: the caller of the function that asks, usually already the user's line).
+    A public API call looks it up once and hands it to its helpers (`at=`)."""
+    f = sys._getframe(depth)
     while f is not None:
         fn = f.f_code.co_filename
-        pkg = is_pkg.get(fn)
+        pkg = _IS_PKG.get(fn)
         if pkg is None:
-            pkg = is_pkg[fn] = fn.startswith(_PKG_DIRS) or fn.endswith("contextlib.py")
+            pkg = _IS_PKG[fn] = fn.startswith(_PKG_DIRS) or fn.endswith("contextlib.py")
         if not pkg:
-            return f
+            key = (fn, f.f_lineno)     # not the code object: hashing one costs a microsecond
+            site = _SITES.get(key)
+            if site is None:
+                site = _SITES[key] = Site(fn, f.f_lineno)
+            return site
         f = f.f_back
-    return None
+    return _NOWHERE
 
 
 def user_src() -> str:
-    f = _user_frame()
-    if f is None:
-        return "<unknown>"
-    fn = f.f_code.co_filename
-    base = _BASENAME.get(fn)
-    if base is None:
-        base = _BASENAME[fn] = os.path.basename(fn)
-    return f"{base}:{f.f_lineno}"
+    return user_site(3).src
 
 
-def _bound_name(pattern, default: str) -> str:
-    f = _user_frame()
-    if f is None:
-        return default
-    key = (f.f_code, f.f_lineno, pattern)
-    name = _NAMES.get(key, False)
-    if name is False:
-        m = pattern.match(linecache.getline(f.f_code.co_filename, f.f_lineno))
-        name = _NAMES[key] = m.group(1) if m else None
+def assigned_name(default: str, at: Site | None = None) -> str:
+    """The variable name on the left of the user's `name = pg.something(...)` line
+    (`at`: that line, if the caller has it)."""
+    name = (at or user_site(3)).assigned
     return default if name is None else name
 
 
-def assigned_name(default: str) -> str:
-    """The variable name on the left of the user's `name = pg.something(...)` line."""
-    return _bound_name(_ASSIGN, default)
-
-
-def loop_var_name(default: str = "i") -> str:
+def loop_var_name(default: str = "i", at: Site | None = None) -> str:
     """The target of the user's `for name in pg.serial(...)` line."""
-    return _bound_name(_FOR, default)
+    name = (at or user_site(3)).loop_var
+    return default if name is None else name
 
 
 def fail(msg: str) -> TraceError:
@@ -106,47 +113,61 @@ class TraceContext:
     def body(self) -> list:
         return self.bodies[-1]
 
-    def append(self, s: Stmt):
-        s.src = s.src or user_src()
-        self.body.append(s)
+    def append(self, s: Stmt, src: str | None = None):
+        """Add a statement to the innermost body, located at `src` (default: the user's line)."""
+        s.src = s.src or src or user_site(3).src
+        self.bodies[-1].append(s)
         self.last_closed_if = None
         return s
 
     def unique(self, name: str) -> str:
-        n = self.names.get(name, 0)
-        self.names[name] = n + 1
-        return name if n == 0 else f"{name}_{n}"
+        names = self.names
+        n = names.get(name, 0)
+        names[name] = n + 1
+        return f"{name}_{n}" if n else name
 
     def check_live(self, *exprs):
         """Reject a loop variable used after its loop, at the user's line."""
-        if not self.dead_loop_vars:   # no loop has ended yet: nothing can be dead
-            return
-        for e in exprs:
-            self._check(e)
+        dead = self.dead_loop_vars
+        if dead:   # empty until a loop has ended: nothing can be dead before
+            for e in exprs:
+                _check_live(e, dead)
 
-    def _check(self, e):
-        t = type(e)
-        if t is Var:
-            where = self.dead_loop_vars.get(e.uid)
-            if where is not None:
-                raise fail(f"loop variable '{e.name}' is used after its loop ended "
-                           f"(the loop is at {where}); bind the value inside the loop")
-        elif t is BinOp:
-            self._check(e.a)
-            self._check(e.b)
-        elif t is Load or t is BufferPtr and e.indices is not None:
-            for i in e.indices:
-                self._check(i)
-        elif t in (Cast, Not):
-            self._check(e.a)
-        elif t is Select:
-            self._check(e.cond)
-            self._check(e.t)
-            self._check(e.f)
+
+def _check_live(e, dead: dict):
+    """Depth first, left to right: the first dead use in the source is the one reported."""
+    t = type(e)
+    if t is BinOp:
+        _check_live(e.a, dead)
+        b = e.b
+        if type(b) is not Const:     # a constant, the usual right operand, has no variables
+            _check_live(b, dead)
+    elif t is Var:
+        if e.uid in dead:
+            raise fail(f"loop variable '{e.name}' is used after its loop ended "
+                       f"(the loop is at {dead[e.uid]}); bind the value inside the loop")
+    elif t is Const or t is SpecialReg:
+        pass
+    elif t is Load or t is BufferPtr and e.indices is not None:
+        for i in e.indices:
+            _check_live(i, dead)
+    elif t is Cast or t is Not:
+        _check_live(e.a, dead)
+    elif t is Select:
+        _check_live(e.cond, dead)
+        _check_live(e.t, dead)
+        _check_live(e.f, dead)
+
+
+class _Local(threading.local):
+    ctx = None      # the TraceContext being traced on this thread, if any
+
+
+_local = _Local()
 
 
 def current() -> TraceContext:
-    ctx = getattr(_local, "ctx", None)
+    ctx = _local.ctx
     if ctx is None:
         raise TraceError(f"{user_src()}: this call is only valid inside a @pg.kernel function "
                          f"while it is being traced")
@@ -154,7 +175,7 @@ def current() -> TraceContext:
 
 
 def push(ctx: TraceContext):
-    if getattr(_local, "ctx", None) is not None:
+    if _local.ctx is not None:
         raise TraceError("a @pg.kernel is already being traced on this thread "
                          "(kernels cannot be defined inside kernels)")
     _local.ctx = ctx

@@ -7,21 +7,22 @@ from contextlib import contextmanager
 from ..dtypes import dtype as _dtype
 from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, SpecialReg, Var, While,
                   as_expr)
-from .context import assigned_name, current, fail, loop_var_name, user_src
+from .context import assigned_name, current, fail, loop_var_name, user_site
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
 
-def _let(name: str, value: Expr, bounds=None) -> Var:
-    ctx = current()
-    v = Var(ctx.unique(name), value.dtype)
-    ctx.append(Let(v, value, bounds))
+def _let(ctx, at, name: str, value: Expr, bounds=None) -> Var:
+    """Bind `value` to a fresh Var named after the user's line `at` (a Site)."""
+    v = Var(ctx.unique(assigned_name(name, at)), value.dtype)
+    ctx.append(Let(v, value, bounds), at.src)
     ctx.facts.append(("let", v, value, bounds))
     ctx.let_values[v.uid] = value
     return v
 
 
-def _set_extent(which: str, dim: str, n: int):
+def _set_extent(which: str, dim: str, n: int, at):
+    """Declare blockDim/gridDim.<dim> = n (declared at `at`); returns the context."""
     ctx = current()
     if dim not in _DIMS:
         raise fail(f"dim must be 'x', 'y' or 'z', got {dim!r}")
@@ -34,7 +35,7 @@ def _set_extent(which: str, dim: str, n: int):
     if k in seen and cur[k] != n:
         raise fail(f"{which}Dim.{dim} was declared as {cur[k]} at {seen[k]}; now {n}")
     cur[k] = n
-    seen[k] = user_src()
+    seen[k] = at.src
     if which == "block" and cur[0] * cur[1] * cur[2] > 1024:
         raise fail(f"a CTA holds at most 1024 threads; blockDim {tuple(cur)} has "
                    f"{cur[0] * cur[1] * cur[2]} (ptxas would accept it and the launch would fail)")
@@ -46,47 +47,53 @@ def _set_extent(which: str, dim: str, n: int):
         f.block = tuple(cur)
     else:
         f.grid = tuple(cur)
+    return ctx
 
 
 def thread_id(n: int, dim: str = "x") -> Var:
     """Declare blockDim.<dim> = n and return %tid.<dim> (bounded to [0, n))."""
-    _set_extent("block", dim, n)
-    return _let(assigned_name(f"t{dim}"), SpecialReg(f"tid.{dim}"), (0, n - 1))
+    at = user_site()
+    ctx = _set_extent("block", dim, n, at)
+    return _let(ctx, at, f"t{dim}", SpecialReg(f"tid.{dim}"), (0, n - 1))
 
 
 def cta_id(n: int | None = None, dim: str = "x") -> Var:
     """Declare gridDim.<dim> = n and return %ctaid.<dim>.  Without n the grid is left to the
     launch (a callable grid, or grid= at the call) and only the hardware bound is known."""
+    at = user_site()
     if n is not None:
-        _set_extent("grid", dim, n)
+        ctx = _set_extent("grid", dim, n, at)
         top = n - 1
     elif dim not in _DIMS:
         raise fail(f"dim must be 'x', 'y' or 'z', got {dim!r}")
     else:
+        ctx = current()
         top = 2**31 - 2 if dim == "x" else 65534
-    return _let(assigned_name(f"b{dim}"), SpecialReg(f"ctaid.{dim}"), (0, top))
+    return _let(ctx, at, f"b{dim}", SpecialReg(f"ctaid.{dim}"), (0, top))
 
 
 def lane_id() -> Var:
-    return _let(assigned_name("lane"), SpecialReg("laneid"), (0, 31))
+    return _let(current(), user_site(), "lane", SpecialReg("laneid"), (0, 31))
 
 
-def _block_x():
+def _block_x(ctx):
     """blockDim.x as traced; the caller's facts depend on it, so launches must keep it."""
-    ctx = current()
     ctx.block_used = True
     return ctx.func.block[0]
 
 
 def warp_id() -> Var:
     """tid.x / 32 (stable, unlike %warpid)."""
-    bx = _block_x()
-    return _let(assigned_name("warp"), SpecialReg("tid.x") // 32, (0, max(bx // 32 - 1, 0)))
+    ctx = current()
+    bx = _block_x(ctx)
+    return _let(ctx, user_site(), "warp", SpecialReg("tid.x") // 32, (0, max(bx // 32 - 1, 0)))
 
 
 def warpgroup_id() -> Var:
-    bx = _block_x()
-    return _let(assigned_name("wg"), SpecialReg("tid.x") // 128, (0, max(bx // 128 - 1, 0)))
+    ctx = current()
+    bx = _block_x(ctx)
+    return _let(ctx, user_site(), "wg", SpecialReg("tid.x") // 128,
+                (0, max(bx // 128 - 1, 0)))
 
 
 def grid_dim(dim: str = "x"):
@@ -101,12 +108,13 @@ def launch(grid=None, block=None, dynamic_smem_bytes=None):
     """Set the launch inside the body (overrides the decorator's)."""
     ctx = current()
     f = ctx.func
+    src = user_site().src
     if grid is not None:
         f.grid = (tuple(grid) + (1, 1, 1))[:3]
-        ctx.grid_set = {k: user_src() for k in range(3)}
+        ctx.grid_set = dict.fromkeys(range(3), src)
     if block is not None:
         f.block = (tuple(block) + (1, 1, 1))[:3]
-        ctx.block_set = {k: user_src() for k in range(3)}
+        ctx.block_set = dict.fromkeys(range(3), src)
     if dynamic_smem_bytes is not None:
         f.dynamic_smem_reserve = int(dynamic_smem_bytes)
 
@@ -114,54 +122,64 @@ def launch(grid=None, block=None, dynamic_smem_bytes=None):
 def let(value, dtype=None) -> Var:
     """Immutable binding; facts about its value (bounds, divisibility) reach every use."""
     ctx = current()
-    value = as_expr(value) if dtype is None else as_expr(value, _dtype(dtype))
-    if dtype is not None and value.dtype != _dtype(dtype):
-        raise fail(f"pg.let value is {value.dtype}, declared {dtype}; use pg.cast")
+    if dtype is None:
+        value = value if isinstance(value, Expr) else as_expr(value)
+    else:
+        dt = _dtype(dtype)
+        value = as_expr(value, dt)
+        if value.dtype != dt:
+            raise fail(f"pg.let value is {value.dtype}, declared {dtype}; use pg.cast")
     ctx.check_live(value)
-    return _let(assigned_name("v"), value)
+    return _let(ctx, user_site(), "v", value)
 
 
 def _loop(kind, args):
     ctx = current()
-    if len(args) == 1:
+    n = len(args)
+    if n == 1:
         lo, hi, step = 0, args[0], 1
-    elif len(args) == 2:
+    elif n == 2:
         (lo, hi), step = args, 1
-    elif len(args) == 3:
+    elif n == 3:
         lo, hi, step = args
     else:
         raise fail(f"pg.{kind} takes (stop), (start, stop) or (start, stop, step)")
-    if isinstance(step, int):
+    int_step = isinstance(step, int)
+    if int_step:
         if step <= 0:
             raise fail(f"pg.{kind} step must be positive, got {step!r}")
     elif kind == "unroll" or not isinstance(step, Expr) or not step.dtype.is_int:
         raise fail(f"pg.{kind} step must be a positive int (pg.serial also takes an integer "
                    f"expression), got {step!r}")
-    hi = as_expr(hi)
-    lo = as_expr(lo, hi.dtype if not isinstance(lo, Expr) else None)
+    if not isinstance(hi, Expr):
+        hi = as_expr(hi)
+    if not isinstance(lo, Expr):
+        lo = as_expr(lo, hi.dtype)
     if lo.dtype != hi.dtype:
         raise fail(f"pg.{kind} bounds differ in dtype: {lo.dtype} vs {hi.dtype}")
     if not lo.dtype.is_int:
         raise fail(f"pg.{kind} bounds must be integers, got {lo.dtype}")
-    if kind == "unroll" and not (isinstance(lo, Const) and isinstance(hi, Const)):
+    lo_b = lo.value if isinstance(lo, Const) else None         # the range fact's bounds
+    hi_b = hi.value - 1 if isinstance(hi, Const) else None
+    if kind == "unroll" and (lo_b is None or hi_b is None):
         raise fail("pg.unroll needs constant bounds (it copies the body at trace time); "
                    "use pg.serial for a runtime trip count")
     ctx.check_live(lo, hi)
-    src = user_src()
-    var = Var(ctx.unique(loop_var_name()), lo.dtype)
+    at = user_site()     # the generator runs on the user's `for` line
+    src = at.src
+    var = Var(ctx.unique(loop_var_name("i", at)), lo.dtype)
     body: list = []
     ctx.bodies.append(body)
-    ctx.live_loop_vars.add(var.uid)
-    ctx.loop_exprs[var.uid] = (lo, hi, step if isinstance(step, Expr) else None)
-    lo_b = lo.value if isinstance(lo, Const) else None
-    hi_b = hi.value - 1 if isinstance(hi, Const) else None
-    ctx.facts.append(("range", var, lo_b, hi_b, step if isinstance(step, int) else 1, lo))
+    uid = var.uid
+    ctx.live_loop_vars.add(uid)
+    ctx.loop_exprs[uid] = (lo, hi, None if int_step else step)
+    ctx.facts.append(("range", var, lo_b, hi_b, step if int_step else 1, lo))
     try:
         yield var
     finally:
         ctx.bodies.pop()
-        ctx.live_loop_vars.discard(var.uid)
-        ctx.dead_loop_vars[var.uid] = src
+        ctx.live_loop_vars.discard(uid)
+        ctx.dead_loop_vars[uid] = src
         ctx.append(For(var, lo, hi, step, kind, body, src=src))
 
 
@@ -175,21 +193,21 @@ def unroll(*args):
     return _loop("unroll", args)
 
 
-def _cond(c, what):
+def _cond(ctx, c, what):
     if isinstance(c, bool):
         return Const(c, BOOL)
     c = as_expr(c)
     if c.dtype != BOOL:
         raise fail(f"pg.{what} condition must be a comparison (bool), got {c.dtype}")
-    current().check_live(c)
+    ctx.check_live(c)
     return c
 
 
 @contextmanager
 def if_(cond):
     ctx = current()
-    c = _cond(cond, "if_")
-    src = user_src()
+    c = _cond(ctx, cond, "if_")
+    src = user_site().src
     body: list = []
     ctx.bodies.append(body)
     ctx.active_mask.append(c)
@@ -225,8 +243,8 @@ def else_():
 @contextmanager
 def while_(cond):
     ctx = current()
-    c = _cond(cond, "while_")
-    src = user_src()
+    c = _cond(ctx, cond, "while_")
+    src = user_site().src
     body: list = []
     ctx.bodies.append(body)
     try:

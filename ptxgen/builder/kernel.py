@@ -106,9 +106,9 @@ class Kernel:
             func.dynamic_smem_reserve = int(dyn)
         ctx = context.TraceContext(func)
         if grid is not None:
-            ctx.grid_set = {k: "the @pg.kernel decorator" for k in range(3)}
+            ctx.grid_set = dict.fromkeys(range(3), "the @pg.kernel decorator")
         if block is not None:
-            ctx.block_set = {k: "the @pg.kernel decorator" for k in range(3)}
+            ctx.block_set = dict.fromkeys(range(3), "the @pg.kernel decorator")
         args = []
         symbols: dict[int, Var] = {}
         src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"

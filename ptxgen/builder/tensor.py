@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 
 from ..dtypes import DType, dtype as _dtype
+from ..emit.target import cache_modifiers
 from ..errors import PtxgenError
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
                   Store, Var, as_expr)
-from .context import assigned_name, current, fail
+from .context import Site, assigned_name, current, fail, user_site
 
 _ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
 
@@ -133,28 +134,33 @@ class TensorHandle:
         if not isinstance(key, tuple):
             key = (key,)
         b = self.buffer
-        if len(key) != b.ndim:
+        if len(key) != len(b.shape):
             raise fail(f"shape mismatch: '{b.name}' has {b.ndim} dimension(s) "
                        f"{tuple(b.shape)} but was indexed with {len(key)}")
         ctx = current()
+        dead = ctx.dead_loop_vars      # empty until a loop ends: then check_live has work
         out = []
         has_slice = False
         for d, (k, ext) in enumerate(zip(key, b.shape)):
-            if isinstance(k, slice):
+            if isinstance(k, Expr):    # the common case: an index expression or a loop var
+                e = k
+            elif isinstance(k, slice):
                 if not allow_slices:
                     raise fail(f"'{b.name}': a region (slice) cannot be used here")
                 has_slice = True
                 out.append(self._slice(k, ext, d))
                 continue
-            if isinstance(k, TensorHandle) or isinstance(k, float):
+            elif isinstance(k, TensorHandle) or isinstance(k, float):
                 raise fail(f"'{b.name}': index {d} must be an integer expression, got {k!r}")
-            e = as_expr(k)
+            else:
+                e = as_expr(k)
             if not e.dtype.is_int:
                 raise fail(f"'{b.name}': index {d} must be an integer, got {e.dtype}")
             if isinstance(e, Const) and isinstance(ext, int) and not 0 <= e.value < ext:
                 raise fail(f"index {e.value} is out of range for dimension {d} of '{b.name}' "
                            f"(extent {ext})")
-            ctx.check_live(e)
+            if dead:
+                ctx.check_live(e)
             out.append(e)
         return out, has_slice
 
@@ -182,7 +188,7 @@ class TensorHandle:
     def __getitem__(self, key):
         idx, has_slice = self._indices(key)
         if has_slice:
-            region = tuple(i if isinstance(i, tuple) else (i, 1) for i in idx)
+            region = tuple([i if isinstance(i, tuple) else (i, 1) for i in idx])
             return BufferRegion(self.buffer, region)
         return Load(self.buffer, tuple(idx), self.buffer.dtype)
 
@@ -225,13 +231,13 @@ class TensorHandle:
 
     def vstore(self, indices, value, cache_hint=None):
         """A vector store; `cache_hint` ("cs", "L1::no_allocate", ...) for global stores."""
-        value = as_expr(value)
+        value = value if isinstance(value, Expr) else as_expr(value)
         idx = self._vec_check(indices, value.dtype)
         current().append(Store(self.buffer, idx, value, self._cache("store", cache_hint)))
 
     def _cache(self, kind, hint) -> str:
-        from ..emit.target import cache_modifiers
-
+        if hint is None:      # no hint, no modifiers
+            return ""
         ok, mods = cache_modifiers(kind, hint, self.buffer.root.scope)
         if not ok:
             raise fail(f"'{self.buffer.name}': {mods}")
@@ -252,9 +258,10 @@ class TensorHandle:
         eo = b.elem_offset
         if dt != b.dtype:
             eo = eo * b.dtype.bits // dt.bits if isinstance(eo, int) else eo * b.dtype.bits // dt.bits
-        nb = make_buffer(current().unique(assigned_name(b.name + "_view")), shape, dt, b.scope,
+        ctx, at = current(), user_site()
+        nb = make_buffer(ctx.unique(assigned_name(b.name + "_view", at)), shape, dt, b.scope,
                          layout=lay, elem_offset=eo, align=b.align, data=b.storage_ptr())
-        return _declare(nb)
+        return _declare(ctx, nb, at)
 
     def permute(self, *dims):
         from ..layout import S, TileLayout
@@ -273,10 +280,11 @@ class TensorHandle:
             lay = TileLayout(S[tuple(b.shape):tuple(strides)])
         new = lay.permute_dims(*dims)
         shape = tuple(b.shape[d] for d in dims)
-        nb = make_buffer(current().unique(assigned_name(b.name + "_t")), shape, b.dtype, b.scope,
+        ctx, at = current(), user_site()
+        nb = make_buffer(ctx.unique(assigned_name(b.name + "_t", at)), shape, b.dtype, b.scope,
                          layout=new, elem_offset=b.elem_offset, align=b.align,
                          data=b.storage_ptr())
-        return _declare(nb)
+        return _declare(ctx, nb, at)
 
     def local(self, *shape, layout=None):
         """This thread's registers of a thread-axis local layout (physical order)."""
@@ -289,10 +297,11 @@ class TensorHandle:
         if layout is None and math.prod(shape) != span:
             raise fail(f"local{shape} of '{b.name}' has {math.prod(shape)} elements but this "
                        f"thread holds {span}")
-        nb = make_buffer(current().unique(assigned_name(b.name + "_local")), shape, b.dtype,
+        ctx, at = current(), user_site()
+        nb = make_buffer(ctx.unique(assigned_name(b.name + "_local", at)), shape, b.dtype,
                          "local", layout=layout, elem_offset=b.elem_offset, align=b.align,
                          data=b.storage_ptr())
-        return _declare(nb)
+        return _declare(ctx, nb, at)
 
 
 def _last_dim_contiguous(b):
@@ -305,23 +314,25 @@ def _last_dim_contiguous(b):
         return False
 
 
-def _declare(b: Buffer) -> TensorHandle:
-    current().append(DeclBuffer(b))
+def _declare(ctx, b: Buffer, at: Site) -> TensorHandle:
+    ctx.append(DeclBuffer(b), at.src)
     return TensorHandle(b)
 
 
 def store(buf: Buffer, idx: tuple, value):
     ctx = current()
     dt = buf.dtype
-    if isinstance(value, float) and dt.is_int:
-        raise fail(f"storing float {value!r} into {dt} buffer '{buf.name}' needs an explicit "
-                   f"pg.cast(value, '{dt}')")
-    if isinstance(value, TensorHandle):
-        raise fail(f"cannot store a tensor into an element of '{buf.name}'; use pg.tile.*.copy")
-    if dt.kind == "storage" and not isinstance(value, Expr):
-        raise fail(f"'{buf.name}' is {dt}, a storage-only type: store values loaded from "
-                   f"another {dt} buffer")
-    v = as_expr(value, dt) if not isinstance(value, Expr) else value
+    v = value
+    if not isinstance(v, Expr):
+        if isinstance(value, float) and dt.is_int:
+            raise fail(f"storing float {value!r} into {dt} buffer '{buf.name}' needs an explicit "
+                       f"pg.cast(value, '{dt}')")
+        if isinstance(value, TensorHandle):
+            raise fail(f"cannot store a tensor into an element of '{buf.name}'; use pg.tile.*.copy")
+        if dt.kind == "storage":
+            raise fail(f"'{buf.name}' is {dt}, a storage-only type: store values loaded from "
+                       f"another {dt} buffer")
+        v = as_expr(value, dt)
     if v.dtype != dt:
         if v.dtype.is_float and dt.is_int:
             raise fail(f"storing a {v.dtype} value into {dt} buffer '{buf.name}' needs an explicit "
@@ -335,8 +346,15 @@ def store(buf: Buffer, idx: tuple, value):
 # ---- allocation ------------------------------------------------------------------------
 def alloc_buffer(shape, dtype, scope="global", layout=None, align=16, elem_offset=0,
                  byte_offset=None, name=None):
+    return _alloc(user_site(), "buf", name, shape, dtype, scope, layout, align, elem_offset,
+                  byte_offset)
+
+
+def _alloc(at: Site, default: str, name, shape, dtype, scope, layout=None, align=16,
+           elem_offset=0, byte_offset=None):
+    """alloc_buffer called from the user's line `at` (unnamed: named after its variable)."""
     ctx = current()
-    name = ctx.unique(name or assigned_name("buf"))
+    name = ctx.unique(name or assigned_name(default, at))
     if scope not in _ALLOC_SCOPES:
         raise fail(f"alloc_buffer scope must be one of {', '.join(_ALLOC_SCOPES)}, got {scope!r} "
                    f"(global tensors are kernel parameters)")
@@ -361,33 +379,33 @@ def alloc_buffer(shape, dtype, scope="global", layout=None, align=16, elem_offse
         ctx.func.dynamic_smem_bytes = math.ceil(nbytes * b.dtype.bits / 8)
     elif b.span_elems() is None:
         raise fail(f"'{name}': {scope} allocations need a constant shape")
-    ctx.append(Alloc(b))
+    ctx.append(Alloc(b), at.src)
     return TensorHandle(b)
 
 
 def alloc_shared(shape, dtype, layout=None, align=16, name=None):
-    return alloc_buffer(shape, dtype, "shared", layout, align, name=name or assigned_name("smem"))
+    return _alloc(user_site(), "smem", name, shape, dtype, "shared", layout, align)
 
 
 def alloc_local(shape, dtype, layout=None, align=16, name=None):
-    return alloc_buffer(shape, dtype, "local", layout, align, name=name or assigned_name("local"))
+    return _alloc(user_site(), "local", name, shape, dtype, "local", layout, align)
 
 
 def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None, byte_offset=None,
                 align=None, allocated_addr=None, name=None):
     """A view over existing storage (data=ptr); with data=None it allocates like alloc_buffer."""
     ctx = current()
-    name = name or assigned_name("view")
+    at = user_site()
+    name = name or assigned_name("view", at)
     if data is None:
         if scope == "tmem":
             if allocated_addr is None:
                 raise fail("a tmem view needs allocated_addr= (the TMEM address of its first column)")
             b = make_buffer(ctx.unique(name), shape, dtype, "tmem", layout, 0, None, 16)
             b.tmem_addr = as_expr(allocated_addr)
-            ctx.append(DeclBuffer(b))
-            return TensorHandle(b)
-        return alloc_buffer(shape, dtype, scope or "local", layout, align or 16, elem_offset,
-                            byte_offset, name=name)
+            return _declare(ctx, b, at)
+        return _alloc(at, "view", name, shape, dtype, scope or "local", layout, align or 16,
+                      elem_offset, byte_offset)
     if isinstance(data, TensorHandle):
         data = data.data
     if not isinstance(data, BufferPtr):
@@ -402,8 +420,7 @@ def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None,
     b = make_buffer(ctx.unique(name), shape, dtype, root.scope, layout, elem_offset, byte_offset,
                     align or root.align, data=data)
     _check_view_bounds(b, root)
-    ctx.append(DeclBuffer(b))
-    return TensorHandle(b)
+    return _declare(ctx, b, at)
 
 
 def _check_view_bounds(b: Buffer, root: Buffer):
@@ -477,7 +494,7 @@ LocalScalar.__hash__ = object.__hash__
 
 def local_scalar(dtype, init=None, name=None):
     """A mutable scalar: `phase += 1`, `phase.set(expr)`; same IR as alloc_local((1,)) + [0]."""
-    h = alloc_buffer((1,), dtype, "local", name=name or assigned_name("scalar"))
+    h = _alloc(user_site(), "scalar", name, (1,), dtype, "local")
     if init is not None:
         h[0] = init
     return LocalScalar(h)

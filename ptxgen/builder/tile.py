@@ -33,9 +33,9 @@ def _validate_copy(dst, src):
         raise fail(f"copy dtype mismatch: dst {dst} is {dst.dtype}, src {src} is {src.dtype}; "
                    f"copy moves bits, so both sides need one dtype (view one side with "
                    f".view(..., dtype=...) to reinterpret)")
-    if _squeeze(dst.shape) != _squeeze(src.shape):
-        raise fail(f"copy extent mismatch: dst {dst} has extents {dst.shape}, src {src} has "
-                   f"{src.shape}")
+    ds, ss = dst.shape, src.shape
+    if ds != ss and _squeeze(ds) != _squeeze(ss):
+        raise fail(f"copy extent mismatch: dst {dst} has extents {ds}, src {src} has {ss}")
     for r in (dst, src):
         if r.buffer.scope == "tmem":
             raise fail(f"{r} is in tensor memory; use tcgen05 ld/st/cp primitives")
@@ -60,8 +60,9 @@ def copy(scope: str, dst, src, dispatch=None, **options):
     ctx = current()
     d, s = _region(dst, "dst"), _region(src, "src")
     _validate_copy(d, s)
-    for r in (d, s):
-        ctx.check_live(*[x for x, _ in r.region if not isinstance(x, int)])
+    if ctx.dead_loop_vars:     # else nothing can be dead (check_live would do nothing)
+        for r in (d, s):
+            ctx.check_live(*[x for x, _ in r.region if not isinstance(x, int)])
     opts = dict(options)
     if dispatch is not None:
         opts["dispatch"] = dispatch

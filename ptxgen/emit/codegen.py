@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import __version__ as _version
 from ..errors import PtxgenError
 from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
-                  Let, Load, Mem, Store, VecOperand, While, format_stmt)
+                  Let, Load, Mem, Store, TileCall, VecOperand, While, format_stmt)
 from ..passes.lower import register_buffers, unroll
 from ..passes.simplify import Analyzer
 from ..primitives import lower_tile_call
@@ -28,7 +28,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.target = target
         self.an = Analyzer()
         self.lines: list[str] = []
-        self.line_stmt: list = []       # per body line: index into self.stmts (or -1)
+        self._marks: list = [(0, -1)]   # (first body line, index into self.stmts) per statement
         self.stmts: list = []           # (statement text, user src)
         self._cur = -1
         self.ptx_version = target.min_ptx
@@ -42,7 +42,20 @@ class Codegen(ValueEmitter, MemoryEmitter):
     # ---- plumbing -----------------------------------------------------------------
     def emit(self, line: str):
         self.lines.append("    " + line)
-        self.line_stmt.append(self._cur)
+
+    @property
+    def line_stmt(self) -> list:
+        """Per body line, the index into self.stmts of the statement that emitted it (-1:
+        none).  Built on demand from the statement marks: only error reports need it."""
+        out = []
+        marks = self._marks + [(len(self.lines), -1)]
+        for (start, idx), (end, _) in zip(marks, marks[1:]):
+            out.extend([idx] * (end - start))
+        return out
+
+    def _mark(self, idx: int):
+        self._cur = idx
+        self._marks.append((len(self.lines), idx))
 
     def label(self, what: str) -> str:
         self.labels += 1
@@ -50,7 +63,6 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     def place(self, label: str):
         self.lines.append(label + ":")
-        self.line_stmt.append(self._cur)
 
     def need_opcode(self, opcode: str, **kw):
         need = check_opcode(opcode, self.target, **kw)
@@ -59,21 +71,27 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     # ---- statements ---------------------------------------------------------------
     def body(self, stmts):
+        dispatch = self._DISPATCH
+        outer = self._cur
         for s in stmts:
-            self._cur = len(self.stmts)
+            self._mark(len(self.stmts))
             text = format_stmt(s)
             self.stmts.append((text, s.src))
-            if type(s) is not Comment:
+            handler = dispatch.get(type(s))
+            if handler is None:
+                raise PtxgenError(f"internal: no emitter for {type(s).__name__}")
+            if handler is not Codegen.s_Comment:
                 self.lines.append("    // " + one_line(text))
-                self.line_stmt.append(self._cur)
             try:
-                getattr(self, "s_" + type(s).__name__)(s)
+                handler(self, s)
             except PtxgenError as e:   # locate the error at the user's line, once
                 if s.src and not getattr(e, "located", False) and \
                         not str(e.args[0] if e.args else "").startswith(s.src):
                     e.args = (f"{s.src}: {e.args[0]}",) + e.args[1:]
                     e.located = True
                 raise
+        if self._cur != outer:   # what the enclosing statement emits next is its own
+            self._mark(outer)
 
     def s_TileCall(self, s):
         stmts = unroll(lower_tile_call(s, self.target, self.an, self.func))
@@ -84,7 +102,6 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     def s_Comment(self, s):
         self.lines.append("    // " + one_line(s.text))
-        self.line_stmt.append(self._cur)
 
     def s_Let(self, s: Let):
         value = self.an.simplify(s.value)
@@ -219,21 +236,24 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.emit(text)
 
     def operand(self, o) -> str:
-        if isinstance(o, str):
-            return o
-        if isinstance(o, Mem):
+        t = type(o)
+        if t is Load:
+            buf, idx = o.buffer, o.indices
+            if buf.data is None and buf.layout is None and len(idx) == 1 \
+                    and type(idx[0]) is Const and o.dtype is buf.dtype:
+                regs = self.local_regs.get(buf.uid)     # fast path: a staging register
+                if regs is not None:
+                    return regs[idx[0].value]
+        elif t is VecOperand:
+            return "{" + ", ".join([self.operand(x) for x in o.items]) + "}"
+        elif t is Mem:
             base, off = self.mem_operand(o.ptr)
             off += o.offset
             return f"[{base}{_off(off)}]"
-        if isinstance(o, VecOperand):
-            return "{" + ", ".join(self.operand(x) for x in o.items) + "}"
-        if hasattr(o, "ptx_operand"):   # composite operands, e.g. [tmem_addr+8], [map, {x, y}]
+        elif isinstance(o, str):
+            return o
+        elif hasattr(o, "ptx_operand"):   # composite operands, e.g. [tmem_addr+8], [map, {x, y}]
             return o.ptx_operand(self.operand)
-        if type(o) is Load and o.buffer.data is None and o.buffer.layout is None \
-                and len(o.indices) == 1 and type(o.indices[0]) is Const:
-            regs = self.local_regs.get(o.buffer.uid)     # fast path: a staging register
-            if regs is not None and o.dtype is o.buffer.dtype:
-                return regs[o.indices[0].value]
         return self.val(self.an.simplify(o))   # a local element is its register (writable)
 
     # ---- module -------------------------------------------------------------------
@@ -270,7 +290,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.kernel_name = sanitize(f.name, self.names)
         self.param_names = {p: sanitize(p.name, self.names) for p in f.params}
         self.stmts.append(("(kernel entry: parameters)", ""))
-        self._cur = 0
+        self._mark(0)
         self.entry()
         self.body(f.body)
         self.finish_memory()
@@ -282,6 +302,11 @@ class Codegen(ValueEmitter, MemoryEmitter):
             ptx_version="%d.%d" % self.ptx_version, name=self.kernel_name,
             module_decls=self.module_decls, params=self.params(), directives=directives,
             decls=decls, body="\n".join(self.lines), tail="\n".join(self.tail))
+
+
+Codegen._DISPATCH = {cls: getattr(Codegen, "s_" + cls.__name__)
+                     for cls in (Alloc, Barrier, Comment, DeclBuffer, For, If, Instr, Let, Store,
+                                 TileCall, While)}
 
 
 def reg_type_of(dt) -> str:

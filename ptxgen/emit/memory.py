@@ -65,6 +65,7 @@ class MemoryEmitter(BoundsChecks):
         self.smem_static = 0
         self.local_in_regs: set = set()
         self._off_cache: dict = {}
+        self._strides: dict = {}
         self.debug_bounds = getattr(self, "debug_bounds", False)
 
     # ---- storage ----------------------------------------------------------------
@@ -171,8 +172,11 @@ class MemoryEmitter(BoundsChecks):
         self._off_cache[key] = aff.copy()
         return aff
 
-    def _elem_affine(self, buf, indices) -> Affine:
-        if buf.layout is None:
+    def _row_major_strides(self, buf) -> list:
+        """Element strides of a row-major buffer, innermost last (ints, or Exprs for
+        symbolic extents); cached per buffer."""
+        strides = self._strides.get(buf.uid)
+        if strides is None:
             strides = []
             stride = 1
             for ext in reversed(buf.shape):
@@ -183,10 +187,18 @@ class MemoryEmitter(BoundsChecks):
                     st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
                     e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
                     stride = BinOp("mul", e, st, st.dtype)
+            strides.reverse()
+            self._strides[buf.uid] = strides
+        return strides
+
+    def _elem_affine(self, buf, indices) -> Affine:
+        if buf.layout is None:
             aff = Affine(INT32)
-            for idx, stride in zip(indices, reversed(strides)):
-                if isinstance(stride, int):
-                    a = self._aff(idx).scale(stride) if stride != 1 else self._aff(idx)
+            for idx, stride in zip(indices, self._row_major_strides(buf)):
+                if type(stride) is int:
+                    a = self._aff(idx)
+                    if stride != 1:
+                        a.scale(stride)
                 else:
                     dt = idx.dtype if isinstance(idx, Expr) else stride.dtype
                     i = idx if isinstance(idx, Expr) else Const(idx, dt)
@@ -203,8 +215,11 @@ class MemoryEmitter(BoundsChecks):
             if e.dtype is INT64:
                 aff.dtype = INT64
             aff.add(e)
-        if aff.dtype is not INT64 and any(a.dtype is not INT32 for a, _ in aff.items()):
-            aff.dtype = INT64   # unsigned (or narrow) indices: widen, zero-extending them
+        if aff.dtype is not INT64:
+            for a, c in aff.terms.values():
+                if c and a.dtype is not INT32:
+                    aff.dtype = INT64   # unsigned (or narrow) indices: widen, zero-extending
+                    break
         return aff
 
     def _address(self, root, space, aff):
@@ -212,51 +227,45 @@ class MemoryEmitter(BoundsChecks):
         cached separately from the base, so A[i, j] and B[i, j] share one index."""
         base = self.base[root.uid]
         const = aff.const
-        aff.const = 0
-        items = aff.items()
-        if not items:
+        terms = [(k, t) for k, t in aff.terms.items() if t[1]]
+        if not terms:
             return self._fold_negative(base, const, space)
         # factor out the largest power-of-two multiple: emit the element-ish index once,
         # then one scale (mul.wide for the 64-bit spaces)
         g = 0
-        for _, c in items:
-            g = math.gcd(g, c)
-        g = g & -g if g > 0 else 1
-        for t in aff.terms.values():
-            t[1] //= g
-        idx = aff.to_expr()
+        for _, t in terms:
+            g = math.gcd(g, t[1])
+        g &= -g
+        # the index's identity is its (ordered) terms: keyed without building the expression
+        ikey = (aff.dtype, tuple([(k, t[1] // g) for k, t in terms]))
         wide64 = space in ("global", "local")
-        key = ("addr", base, expr_key(idx), g)
-        hit = self._lookup(key)
+        key = ("addr", base, ikey, g)
+        hit = self.known.get(key)
         if hit is None:
-            skey = ("scaled", expr_key(idx), g, wide64)
-            scaled = self._lookup(skey)
+            skey = ("scaled", ikey, g, wide64)
+            scaled = self.known.get(skey)
+            aff.const = 0
+            for _, t in terms:
+                t[1] //= g
+            idx = aff.to_expr()
             v = self.val(idx)
             r = self.new_reg("b64" if wide64 else "b32")
             if wide64:
                 if scaled is None:
+                    scaled = self.new_reg("b64")
                     if idx.dtype == INT64:
-                        scaled = self.new_reg("b64")
                         self.emit(form("binary", "mul.lo", "s64").format(d=scaled, a=v, b=g))
                     else:
-                        scaled = self.new_reg("b64")
                         self.emit(form("binary", "mul.wide", "s32").format(d=scaled, a=v, b=g))
-                    self.scopes[-1][skey] = scaled
+                    self.remember(skey, scaled)
                 self.emit(form("binary", "add", "s64").format(d=r, a=base, b=scaled))
             elif g == 1:
                 self.emit(form("binary", "add", "s32").format(d=r, a=base, b=v))
             else:
                 self.emit(form("ternary", "mad.lo", "s32").format(d=r, a=v, b=g, c=base))
             hit = r
-            self.scopes[-1][key] = r
+            self.remember(key, r)
         return self._fold_negative(hit, const, space)
-
-    def _lookup(self, key):
-        for scope in reversed(self.scopes):
-            hit = scope.get(key)
-            if hit is not None:
-                return hit
-        return None
 
     def _fold_negative(self, reg, const, space):
         if const >= 0:

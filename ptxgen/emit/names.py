@@ -12,8 +12,9 @@ _LINE_BREAKS = str.maketrans({c: " " for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u202
 
 
 def one_line(text: str) -> str:
-    """Comment text that cannot end its `//` comment: every line break becomes a space."""
-    return text.translate(_LINE_BREAKS)
+    """Comment text that cannot end its `//` comment: every line break becomes a space.
+    (Every line break is unprintable, so printable text, the usual case, is returned as is.)"""
+    return text if text.isprintable() else text.translate(_LINE_BREAKS)
 
 
 def sanitize(name: str, used: set) -> str:

@@ -22,7 +22,7 @@ REG_CLASSES = {"pred": ("%p", ".pred"), "b16": ("%rs", ".b16"), "b32": ("%r", ".
                "b64": ("%rd", ".b64"), "f32": ("%f", ".f32"), "f64": ("%fd", ".f64")}
 
 
-def reg_class(dt: DType) -> str:
+def _reg_class(dt: DType) -> str:
     if dt == BOOL:
         return "pred"
     if dt.name == "float32":
@@ -36,12 +36,32 @@ def reg_class(dt: DType) -> str:
     return "b32"
 
 
-def int_type(dt: DType) -> str:
-    """PTX arithmetic type of an integer dtype (sub-32-bit ints compute in 32 bits)."""
+def _int_type(dt: DType) -> str:
     bits = 64 if dt.bits == 64 else 32
     return f"{'s' if dt.kind == 'int' else 'u'}{bits}"
 
 
+# dtypes are interned, so these per-dtype facts are table lookups after the first use
+_REG_CLASS: dict = {}
+_INT_TYPE: dict = {}
+
+
+def reg_class(dt: DType) -> str:
+    c = _REG_CLASS.get(dt)
+    if c is None:
+        c = _REG_CLASS[dt] = _reg_class(dt)
+    return c
+
+
+def int_type(dt: DType) -> str:
+    """PTX arithmetic type of an integer dtype (sub-32-bit ints compute in 32 bits)."""
+    t = _INT_TYPE.get(dt)
+    if t is None:
+        t = _INT_TYPE[dt] = _int_type(dt)
+    return t
+
+
+_PREFIX = {c: p for c, (p, _) in REG_CLASSES.items()}
 _CMP_OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 
 
@@ -50,7 +70,10 @@ class ValueEmitter:
 
     def _init_values(self):
         self.reg_counts = {k: 0 for k in REG_CLASSES}
-        self.scopes = [{}]
+        # pure values computed so far, visible in the current lexical scope: one dict, plus
+        # per open scope the keys it added (dropped when the scope closes)
+        self.known: dict = {}
+        self._scope_keys: list = [[]]
         self.var_reg: dict[int, str] = {}
         self._impure = False
 
@@ -58,17 +81,24 @@ class ValueEmitter:
     def new_reg(self, cls: str) -> str:
         n = self.reg_counts[cls] + 1
         self.reg_counts[cls] = n
-        return f"{REG_CLASSES[cls][0]}{n}"
+        return _PREFIX[cls] + str(n)
 
     def reg_decls(self) -> list[str]:
         return [f".reg {REG_CLASSES[c][1]} {REG_CLASSES[c][0]}<{n + 1}>;"
                 for c, n in self.reg_counts.items() if n]
 
     def push_scope(self):
-        self.scopes.append({})
+        self._scope_keys.append([])
 
     def pop_scope(self):
-        self.scopes.pop()
+        known = self.known
+        for k in self._scope_keys.pop():
+            del known[k]
+
+    def remember(self, key, reg: str):
+        """Cache a pure value (or address) for the rest of the current scope."""
+        self.known[key] = reg
+        self._scope_keys[-1].append(key)
 
     # ---- immediates -----------------------------------------------------------------
     def imm(self, c: Const) -> str:
@@ -100,7 +130,7 @@ class ValueEmitter:
         """Operand for an already simplified expression: register name or immediate."""
         t = type(e)
         if t is Const:
-            return self.imm(e)
+            return str(e.value) if e.dtype.is_int else self.imm(e)
         if t is Var:
             r = self.var_reg.get(e.uid)
             if r is None:
@@ -108,15 +138,16 @@ class ValueEmitter:
                                   f"(a loop variable after its loop, or a value from another "
                                   f"branch)")
             return r
-        key = expr_key(e)
-        for scope in reversed(self.scopes):
-            r = scope.get(key)
-            if r is not None:
-                return r
+        key = e._key
+        if key is None:
+            key = expr_key(e)
+        r = self.known.get(key)
+        if r is not None:
+            return r
         saved, self._impure = self._impure, False
         r = self._emit_expr(e)
         if not self._impure:
-            self.scopes[-1][key] = r
+            self.remember(key, r)
         self._impure |= saved
         return r
 
@@ -193,43 +224,41 @@ class ValueEmitter:
     def _int_binop(self, e: BinOp) -> str:
         op, dt = e.op, e.dtype
         ty = int_type(dt)
-        bits = ty[1:]
         cls = reg_class(dt)
-        b_const = e.b.value if type(e.b) is Const else None
+        b = e.b
+        b_const = b.value if type(b) is Const else None
+        a = e.a
         # a*c + b -> mad (one line instead of two)
-        if op == "add" and type(e.a) is BinOp and e.a.op == "mul" and type(e.a.b) is Const \
-                and not _pow2(e.a.b.value):
-            x = self.val(e.a.a)
-            y = self.val(e.b)
+        if op == "add" and type(a) is BinOp and a.op == "mul" and type(a.b) is Const \
+                and not _pow2(a.b.value):
+            x = self.val(a.a)
+            y = self.val(b)
             r = self.new_reg(cls)
-            self.emit(form("ternary", "mad.lo", ty).format(d=r, a=x, b=self.imm(e.a.b), c=y))
+            self.emit(form("ternary", "mad.lo", ty).format(d=r, a=x, b=self.imm(a.b), c=y))
             return self._narrow(r, dt)
-        a = self.val(e.a)
-        if op == "mul" and b_const is not None and _pow2(b_const):
+        av = self.val(a)
+        if op in _POW2_FORMS and b_const is not None and b_const > 0 \
+                and b_const & (b_const - 1) == 0:
+            shift = b_const.bit_length() - 1
             r = self.new_reg(cls)
-            self.emit(form("binary", "shl", "b" + bits).format(d=r, a=a, b=b_const.bit_length() - 1))
-            return self._narrow(r, dt)
-        if op in ("floordiv", "floormod") and b_const is not None and _pow2(b_const):
-            r = self.new_reg(cls)
+            if op == "mul":
+                self.emit(form("binary", "shl", "b" + ty[1:]).format(d=r, a=av, b=shift))
+                return self._narrow(r, dt)
             if op == "floordiv":   # arithmetic shift == floor division by 2^k
-                self.emit(form("binary", "shr", ty).format(d=r, a=a, b=b_const.bit_length() - 1))
-            else:                  # two's complement: a & (2^k - 1) == floor modulo
-                self.emit(form("binary", "and", "b" + bits).format(d=r, a=a, b=b_const - 1))
+                self.emit(form("binary", "shr", ty).format(d=r, a=av, b=shift))
+                return r
+            # two's complement: a & (2^k - 1) == floor modulo
+            self.emit(form("binary", "and", "b" + ty[1:]).format(d=r, a=av, b=b_const - 1))
             return r
-        b = self.val(e.b)
+        bv = self.val(b)
         if op in ("floordiv", "floormod"):
-            return self._floor_divmod(op, e, a, b, ty, cls)
-        r = self.new_reg(cls)
-        if op in ("add", "sub", "min", "max"):
-            self.emit(form("binary", op, ty).format(d=r, a=a, b=b))
-        elif op == "mul":
-            self.emit(form("binary", "mul.lo", ty).format(d=r, a=a, b=b))
-        elif op in ("and", "or", "xor", "shl"):
-            self.emit(form("binary", op, "b" + bits).format(d=r, a=a, b=b))
-        elif op == "shr":
-            self.emit(form("binary", "shr", ty).format(d=r, a=a, b=b))
-        else:
+            return self._floor_divmod(op, e, av, bv, ty, cls)
+        opcode = _INT_OPCODE.get(op)
+        if opcode is None:
             raise PtxgenError(f"integer operator {op} has no PTX form")
+        r = self.new_reg(cls)
+        self.emit(form("binary", opcode, ty if opcode in _TYPED_SIGNED else "b" + ty[1:])
+                  .format(d=r, a=av, b=bv))
         return self._narrow(r, dt)
 
     def _floor_divmod(self, op, e, a, b, ty, cls):
@@ -382,6 +411,13 @@ class ValueEmitter:
         widening = dst.bits > src.bits
         self.emit(form("cvt", ft[d], ft[s], rnd="" if widening else ".rn").format(d=r, a=v))
         return r
+
+
+# integer operators -> PTX opcode; the signed/unsigned-typed ones take s32/u32..., the rest bNN
+_INT_OPCODE = {"add": "add", "sub": "sub", "min": "min", "max": "max", "mul": "mul.lo",
+               "and": "and", "or": "or", "xor": "xor", "shl": "shl", "shr": "shr"}
+_POW2_FORMS = frozenset(("mul", "floordiv", "floormod"))   # shl / shr / and by a power of 2
+_TYPED_SIGNED = frozenset(("add", "sub", "min", "max", "mul.lo", "shr"))
 
 
 def _pow2(c) -> bool:

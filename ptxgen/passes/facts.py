@@ -8,71 +8,39 @@ from __future__ import annotations
 
 import math
 
-from ..ir import BOOL, BinOp, Cast, Const, Not, Select, SpecialReg, Var, int_range
+from ..ir import BOOL, BinOp, Cast, Const, Not, Select, SpecialReg, Var, expr_key, int_range
 
 _SPECIAL_BOUNDS = {"laneid": (0, 31), "warpid": (0, 31), "nwarpid": (1, 32),
                    "tid.x": (0, 1023), "tid.y": (0, 1023), "tid.z": (0, 63),
                    "ntid.x": (1, 1024), "ntid.y": (1, 1024), "ntid.z": (1, 64),
                    "ctaid.x": (0, 2**31 - 1), "ctaid.y": (0, 65535), "ctaid.z": (0, 65535),
                    "nctaid.x": (1, 2**31 - 1), "nctaid.y": (1, 65535), "nctaid.z": (1, 65535)}
+_CMP = frozenset(("lt", "le", "gt", "ge", "eq", "ne"))
 
 
 class FactsMixin:
-    """bounds / modset / divisibility; needs self._bounds, self._mod (var uid -> fact)."""
+    """bounds / modset / divisibility; needs self._bounds, self._mod (var uid -> fact) and
+    self._memo (expr_key -> bounds of an operation node), which must be cleared whenever a
+    fact changes (bind/unbind): a node's bounds are a function of its variables' facts."""
 
     def bounds(self, e) -> tuple:
         """(lo, hi) inclusive; None for an unknown side."""
         t = type(e)
-        if t is Const:
-            v = int(e.value) if e.dtype.is_int or e.dtype == BOOL else None
-            return (v, v)
         if t is Var:
             b = self._bounds.get(e.uid)
-            if b is not None:
-                return b
-            return _dtype_bounds(e.dtype)
+            return b if b is not None else _dtype_bounds(e.dtype)
+        if t is Const:
+            dt = e.dtype
+            v = int(e.value) if dt.is_int or dt is BOOL else None
+            return (v, v)
+        if t is BinOp:
+            key = expr_key(e)
+            b = self._memo.get(key)
+            if b is None:
+                b = self._memo[key] = self._binop_bounds(e)
+            return b
         if t is SpecialReg:
             return _SPECIAL_BOUNDS.get(e.name, (None, None))
-        if t is BinOp:
-            op = e.op
-            if op in ("lt", "le", "gt", "ge", "eq", "ne"):
-                return (0, 1)
-            a = self.bounds(e.a)
-            b = self.bounds(e.b)
-            if op == "add":
-                return (_add(a[0], b[0]), _add(a[1], b[1]))
-            if op == "sub":
-                return (_sub(a[0], b[1]), _sub(a[1], b[0]))
-            if op == "mul":
-                if None in a or None in b:
-                    return _nonneg_or_unknown(a, b)
-                ps = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
-                return (min(ps), max(ps))
-            if op in ("floordiv", "shr") and isinstance(e.b, Const):
-                c = e.b.value if op == "floordiv" else 1 << e.b.value
-                if c > 0:
-                    return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
-            if op == "shl" and isinstance(e.b, Const):
-                c = 1 << e.b.value
-                return (None if a[0] is None else a[0] * c, None if a[1] is None else a[1] * c)
-            if op == "floormod" and isinstance(e.b, Const) and e.b.value > 0:
-                c = e.b.value
-                if a[0] is not None and a[1] is not None and a[0] >= 0 and a[1] < c:
-                    return a
-                return (0, c - 1)
-            if op == "and":
-                if isinstance(e.b, Const) and e.b.value >= 0:
-                    hi = e.b.value if a[1] is None or a[0] is None or a[0] < 0 else min(a[1], e.b.value)
-                    return (0, hi)
-                if _nonneg(a) and _nonneg(b):
-                    return (0, min(a[1], b[1]))
-            if op in ("xor", "or") and _nonneg(a) and _nonneg(b):
-                return (0, (1 << max(a[1], b[1]).bit_length()) - 1)
-            if op == "min":
-                return (_min(a[0], b[0]), _min(a[1], b[1]))
-            if op == "max":
-                return (_max(a[0], b[0]), _max(a[1], b[1]))
-            return _dtype_bounds(e.dtype)
         if t is Select:
             a, b = self.bounds(e.t), self.bounds(e.f)
             return (_min(a[0], b[0]), _max(a[1], b[1]))
@@ -87,14 +55,59 @@ class FactsMixin:
             return (0, 1)
         return _dtype_bounds(getattr(e, "dtype", None))
 
+    def _binop_bounds(self, e) -> tuple:
+        """bounds() of an operation node, from its operands' bounds (memoized by bounds)."""
+        op = e.op
+        if op in _CMP:
+            return (0, 1)
+        a = self.bounds(e.a)
+        b = self.bounds(e.b)
+        if op == "add":
+            return (_add(a[0], b[0]), _add(a[1], b[1]))
+        if op == "sub":
+            return (_sub(a[0], b[1]), _sub(a[1], b[0]))
+        if op == "mul":
+            if None in a or None in b:
+                return _nonneg_or_unknown(a, b)
+            if b[0] == b[1]:   # times a constant: the two products, ordered
+                lo, hi = a[0] * b[0], a[1] * b[0]
+                return (lo, hi) if lo <= hi else (hi, lo)
+            ps = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
+            return (min(ps), max(ps))
+        if op in ("floordiv", "shr") and isinstance(e.b, Const):
+            c = e.b.value if op == "floordiv" else 1 << e.b.value
+            if c > 0:
+                return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
+        if op == "shl" and isinstance(e.b, Const):
+            c = 1 << e.b.value
+            return (None if a[0] is None else a[0] * c, None if a[1] is None else a[1] * c)
+        if op == "floormod" and isinstance(e.b, Const) and e.b.value > 0:
+            c = e.b.value
+            if a[0] is not None and a[1] is not None and a[0] >= 0 and a[1] < c:
+                return a
+            return (0, c - 1)
+        if op == "and":
+            if isinstance(e.b, Const) and e.b.value >= 0:
+                hi = e.b.value if a[1] is None or a[0] is None or a[0] < 0 else min(a[1], e.b.value)
+                return (0, hi)
+            if _nonneg(a) and _nonneg(b):
+                return (0, min(a[1], b[1]))
+        if op in ("xor", "or") and _nonneg(a) and _nonneg(b):
+            return (0, (1 << max(a[1], b[1]).bit_length()) - 1)
+        if op == "min":
+            return (_min(a[0], b[0]), _min(a[1], b[1]))
+        if op == "max":
+            return (_max(a[0], b[0]), _max(a[1], b[1]))
+        return _dtype_bounds(e.dtype)
+
     # ---- divisibility ------------------------------------------------------
     def modset(self, e) -> tuple:
         """(m, r): e == m*k + r for some integer k.  m == 0 means e == r exactly."""
         t = type(e)
-        if t is Const:
-            return (0, int(e.value)) if e.dtype.is_int else (1, 0)
         if t is Var:
             return self._mod.get(e.uid, (1, 0))
+        if t is Const:
+            return (0, int(e.value)) if e.dtype.is_int else (1, 0)
         if t is BinOp:
             op = e.op
             if op in ("add", "sub"):
@@ -158,7 +171,9 @@ class FactsMixin:
             return True
         if aff.const % k:
             return False
-        for atom, c in aff.items():
+        for atom, c in aff.terms.values():
+            if not c:
+                continue
             m, r = self.modset(atom)
             if (c * m) % k or (c * r) % k:
                 return False

@@ -34,11 +34,13 @@ class Affine:
         self.const = const
 
     def add(self, other: "Affine", sign=1):
+        terms = self.terms
         for k, (atom, c) in other.terms.items():
-            if k in self.terms:
-                self.terms[k][1] += sign * c
+            t = terms.get(k)
+            if t is None:
+                terms[k] = [atom, sign * c]
             else:
-                self.terms[k] = [atom, sign * c]
+                t[1] += sign * c
         self.const += sign * other.const
         return self
 
@@ -49,29 +51,33 @@ class Affine:
         return self
 
     def copy(self) -> "Affine":
-        return Affine(self.dtype, {k: [a, c] for k, (a, c) in self.terms.items()}, self.const)
+        terms = self.terms   # fresh [atom, coef] lists: add/scale change them in place
+        return Affine(self.dtype, dict(zip(terms, map(list, terms.values()))), self.const)
 
     def items(self):
-        return [(a, c) for a, c in self.terms.values() if c != 0]
+        return [(a, c) for a, c in self.terms.values() if c]
 
     def to_expr(self) -> Expr:
         dt = self.dtype
         out = None
-        for atom, c in self.items():
+        for atom, c in self.terms.values():
+            if not c:
+                continue
             if atom.dtype is not dt:   # mixed widths: widen the narrow atom
                 atom = Cast(atom, dt)
-            t = atom if c == 1 else BinOp("mul", atom, Const(c, dt), dt) if c > 0 else None
-            if c < 0:
+            if c > 0:
+                t = atom if c == 1 else BinOp("mul", atom, Const(c, dt), dt)
+                out = t if out is None else BinOp("add", out, t, dt)
+            else:
                 t = atom if c == -1 else BinOp("mul", atom, Const(-c, dt), dt)
                 out = BinOp("sub", out if out is not None else Const(0, dt), t, dt)
-                continue
-            out = t if out is None else BinOp("add", out, t, dt)
+        const = self.const
         if out is None:
-            return Const(self.const, dt)
-        if self.const > 0:
-            out = BinOp("add", out, Const(self.const, dt), dt)
-        elif self.const < 0:
-            out = BinOp("sub", out, Const(-self.const, dt), dt)
+            return Const(const, dt)
+        if const > 0:
+            return BinOp("add", out, Const(const, dt), dt)
+        if const < 0:
+            return BinOp("sub", out, Const(-const, dt), dt)
         return out
 
 
@@ -83,6 +89,7 @@ class Analyzer(FactsMixin):
         self._mod: dict[int, tuple] = {}
         self._values: dict[int, Expr] = {}
         self._cache: dict = {}
+        self._memo: dict = {}   # bounds per operation node under the current facts
 
     # ---- facts -------------------------------------------------------------
     def bind_let(self, var: Var, value: Expr, bounds=None):
@@ -92,7 +99,8 @@ class Analyzer(FactsMixin):
             b = (max(_lo(b), bounds[0]), min(_hi(b), bounds[1]))
         self._bounds[var.uid] = b
         self._mod[var.uid] = self.modset(value)
-        # no cache flush: a variable is bound before any expression that uses it is seen
+        self._memo.clear()   # cheap, and exact even if an expression used var before this
+        # no simplify cache flush: a variable is bound before any expression that uses it is seen
 
     def bind_range(self, var: Var, lo, hi, step=1, start=None):
         """var takes values lo..hi inclusive (None = unknown), congruent to `start` mod step."""
@@ -101,18 +109,20 @@ class Analyzer(FactsMixin):
             m, r = self.modset(start)
             g = math.gcd(step, m)
             self._mod[var.uid] = (g, r % g) if g else (0, r)
+        self._memo.clear()
 
     def unbind(self, var: Var):
         self._bounds.pop(var.uid, None)
         self._mod.pop(var.uid, None)
         self._values.pop(var.uid, None)
+        self._memo.clear()
 
     # ---- simplification ----------------------------------------------------
     def simplify(self, e):
-        if not isinstance(e, Expr):
-            return e
         t = type(e)
-        if t is Const or t is Var or t is SpecialReg or t is BufferPtr and e.indices is None:
+        if t is not BinOp and t is not Load and (
+                t is Const or t is Var or t is SpecialReg or not isinstance(e, Expr)
+                or t is BufferPtr and e.indices is None):
             return e
         key = expr_key(e)
         hit = self._cache.get(key)
@@ -139,10 +149,10 @@ class Analyzer(FactsMixin):
                         return y if bool(x.value) == (e.op == "and") else x
             return e if a is e.a and b is e.b else BinOp(e.op, a, b, e.dtype)
         if t is Load:
-            idx = tuple(self.simplify(i) for i in e.indices)
+            idx = tuple([self.simplify(i) for i in e.indices])
             return Load(e.buffer, idx, e.dtype, e.cache)
         if t is BufferPtr:
-            return BufferPtr(e.buffer, tuple(self.simplify(i) for i in e.indices), e.dtype)
+            return BufferPtr(e.buffer, tuple([self.simplify(i) for i in e.indices]), e.dtype)
         if t is Cast:
             a = self.simplify(e.a)
             if isinstance(a, Const) and e.dtype.is_int and a.dtype.is_int:
@@ -189,30 +199,39 @@ class Analyzer(FactsMixin):
     # integer arithmetic --------------------------------------------------------
     def affine(self, e) -> Affine:
         """Canonical affine form of an integer expression (simplifying its atoms)."""
-        dt = e.dtype
         t = type(e)
-        if t is Const:
-            return Affine(dt, {}, int(e.value))
         if t is BinOp:
-            op = e.op
-            if op in ("add", "sub"):
-                return self.affine(e.a).add(self.affine(e.b), 1 if op == "add" else -1)
+            op, b = e.op, e.b
             if op == "mul":
-                a, b = self.affine(e.a), self.affine(e.b)
+                if type(b) is Const:   # the common `x * c`: no form for the constant
+                    return self.affine(e.a).scale(int(b.value))
+                a, b = self.affine(e.a), self.affine(b)
                 if not b.terms:
                     return a.scale(b.const)
                 if not a.terms:
                     return b.scale(a.const)
-            elif op == "shl" and type(e.b) is Const:
-                return self.affine(e.a).scale(1 << e.b.value)
-            elif type(e.b) is Const and e.b.value > 0:   # stay in affine form: no re-parsing
-                c = e.b.value
-                if op in ("floordiv", "floormod"):
-                    return self._divmod_aff(op, self.affine(e.a), c, dt)
-                if op == "shr":
-                    return self._divmod_aff("floordiv", self.affine(e.a), 1 << c, dt)
-                if op == "and" and _is_pow2(c + 1):
-                    return self._divmod_aff("floormod", self.affine(e.a), c + 1, dt)
+            elif op == "add" or op == "sub":
+                a = self.affine(e.a)
+                if type(b) is Const:
+                    a.const += int(b.value) if op == "add" else -int(b.value)
+                    return a
+                return a.add(self.affine(b), 1 if op == "add" else -1)
+            elif type(b) is Const:
+                c = b.value
+                if op == "shl":
+                    return self.affine(e.a).scale(1 << c)
+                if c > 0:   # stay in affine form: no re-parsing
+                    if op == "floordiv" or op == "floormod":
+                        return self._divmod_aff(op, self.affine(e.a), c, e.dtype)
+                    if op == "shr":
+                        return self._divmod_aff("floordiv", self.affine(e.a), 1 << c, e.dtype)
+                    if op == "and" and _is_pow2(c + 1):
+                        return self._divmod_aff("floormod", self.affine(e.a), c + 1, e.dtype)
+        elif t is Const:
+            return Affine(e.dtype, {}, int(e.value))
+        elif t is Var or t is SpecialReg:   # its own atom
+            return Affine(e.dtype, {expr_key(e): [e, 1]}, 0)
+        dt = e.dtype
         s = self._atom(e)
         if type(s) is Const:
             return Affine(dt, {}, int(s.value))
@@ -224,7 +243,9 @@ class Analyzer(FactsMixin):
     def _aff_bounds(self, aff: Affine) -> tuple:
         """Interval of an affine form from its atoms' bounds (same as bounds() of its expr)."""
         lo = hi = aff.const
-        for atom, c in aff.items():
+        for atom, c in aff.terms.values():
+            if not c:
+                continue
             a_lo, a_hi = self.bounds(atom)
             if a_lo is None or a_hi is None:
                 return (None, None)
@@ -288,36 +309,39 @@ class Analyzer(FactsMixin):
         return self._divmod_aff(op, self.affine(a_expr), c, dt).to_expr()
 
     def _divmod_aff(self, op, a: Affine, c: int, dt) -> Affine:
-        """floor a // c or a % c on an affine form: (c*Q + R) // c == Q + R // c."""
+        """floor a // c or a % c on an affine form: (c*Q + R) // c == Q + R // c.
+        `a` is left as it is (the xor rule divides one form twice)."""
         if c == 1:
             return a.copy() if op == "floordiv" else Affine(dt, {}, 0)
-        q = Affine(dt)
-        r = Affine(dt)
+        qt, rt = {}, {}
         for k, (atom, coef) in a.terms.items():
-            if coef == 0:
-                continue
-            if coef % c == 0:
-                q.terms[k] = [atom, coef // c]
-            else:
-                r.terms[k] = [atom, coef]
-        q.const, r.const = a.const // c, a.const % c
-        if not r.terms:
-            return q if op == "floordiv" else Affine(dt, {}, r.const)
+            if coef:
+                if coef % c:
+                    rt[k] = [atom, coef]
+                else:
+                    qt[k] = [atom, coef // c]
+        qc, rc = divmod(a.const, c)
+        if not rt:
+            return Affine(dt, qt, qc) if op == "floordiv" else Affine(dt, {}, rc)
+        r = Affine(dt, rt, rc)
         lo, hi = self._aff_bounds(r)
         if lo is not None and hi is not None and lo // c == hi // c:
             # R // c is a known constant
             k = lo // c
             if op == "floordiv":
-                q.const += k
-                return q
+                return Affine(dt, qt, qc + k)
             r.const -= k * c
             return r
-        r_expr = r.to_expr()
+        atom = BinOp(op, r.to_expr(), Const(c, dt), dt)
+        key = expr_key(atom)
         if op == "floormod":
-            atom = BinOp("floormod", r_expr, Const(c, dt), dt)
-            return Affine(dt, {expr_key(atom): [atom, 1]}, 0)
-        atom = BinOp("floordiv", r_expr, Const(c, dt), dt)
-        return q.add(Affine(dt, {expr_key(atom): [atom, 1]}, 0))
+            return Affine(dt, {key: [atom, 1]}, 0)
+        t = qt.get(key)   # Q + R // c
+        if t is None:
+            qt[key] = [atom, 1]
+        else:
+            t[1] += 1
+        return Affine(dt, qt, qc)
 
     def _xor(self, a, b, dt):
         if isinstance(a, Const) and isinstance(b, Const):
