@@ -116,8 +116,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.an.bind_let(s.var, value, s.bounds)
 
     def s_Store(self, s: Store):
-        value = self.an.simplify(s.value)
-        self.store(s.buffer, tuple(self.an.simplify(i) for i in s.indices), value, s.cache)
+        # the indices stay as written: the address's affine form simplifies them itself
+        self.store(s.buffer, s.indices, self.an.simplify(s.value), s.cache)
 
     def s_Alloc(self, s: Alloc):
         self.alloc(s.buffer)

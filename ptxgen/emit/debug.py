@@ -20,6 +20,7 @@ class BoundsChecks:
         if not self.debug_bounds or buf.scope not in ("global", "shared", "shared.dyn"):
             return
         for d, (idx, ext) in enumerate(zip(indices, buf.shape)):
+            idx = self.an.simplify(idx)
             if isinstance(idx, Const) and isinstance(ext, int) and 0 <= idx.value < ext:
                 continue
             lo, hi = self.an.bounds(idx)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import itertools
 from typing import Callable, NamedTuple
 
+import numpy as np
+
 from ..dtypes import dtype as _dtype
 from ..errors import ArchError, LayoutError, PtxgenError
 
@@ -346,6 +348,21 @@ def mma_operand_desc_params(*, major, swizzle, elem_bits, rows, k_extent, atom_o
     return DescParams(lbo, sbo, notes)
 
 
+def _grid_values(fn, rows: int, cols: int):
+    """((rows, cols) index arrays, fn over them) for the whole tile in one call when `fn` is
+    array-generic (layouts and the canonical formula are: + - * // % ^ >> & only), else None
+    and the caller goes element by element.  A 128x64 tile is 8192 Python calls otherwise."""
+    r = np.repeat(np.arange(rows, dtype=np.int64), cols)
+    k = np.tile(np.arange(cols, dtype=np.int64), rows)
+    try:
+        out = fn(r, k)
+    except (TypeError, ValueError, PtxgenError):
+        return None
+    if not (isinstance(out, np.ndarray) and out.shape == r.shape and out.dtype.kind in "iu"):
+        return None
+    return (r, k), out
+
+
 def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, swizzle, elem_bits,
                          rows, k_extent, atom_order=None) -> DescParams:
     """Check a buffer layout (``(row, k) -> element offset``) against the canonical layout the
@@ -354,7 +371,17 @@ def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, s
 
     With ``atom_order=None`` either unit order is accepted (the returned LBO/SBO follow the match).
     """
+    grid = _grid_values(offset_fn_elems, rows, k_extent)
+
     def first_mismatch(c: _Canon):
+        if grid is not None:   # the whole tile at once
+            r, k = grid[0]
+            got = grid[1] * c.elem_bits
+            bad = np.flatnonzero(got != _offset(c, r, k) * 8)
+            if bad.size == 0:
+                return None
+            i = int(bad[0])
+            return int(r[i]), int(k[i]), got[i] / 8
         for r in range(c.rows):
             for k in range(c.k_extent):
                 got = offset_fn_elems(r, k) * c.elem_bits

@@ -20,6 +20,7 @@ DstLayout decoded to 32-bit cells.)
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -99,8 +100,11 @@ def pick_x(shape: Shape, ncols: int, max_regs: int = 128) -> int:
     return best
 
 
-def warp_instrs(shape: Shape, rows: int, ncols: int, max_regs: int = 128) -> list:
-    """The instructions one warp issues to cover `rows` (16 or 32) lanes x `ncols` columns."""
+@lru_cache(maxsize=256)
+def warp_instrs(shape: Shape, rows: int, ncols: int, max_regs: int = 128) -> tuple:
+    """The instructions one warp issues to cover `rows` (16 or 32) lanes x `ncols` columns.
+    A pure function of its arguments with an immutable result, so cached: every tmem
+    load/store checks each shape against it, with up to 32 x 128 cells per instruction."""
     if rows % shape.lanes or rows > 32:
         raise LayoutError(f".{shape.name} covers {shape.lanes} lanes; a warp's {rows} rows "
                           f"are not a multiple of it (or exceed its 32-lane quarter)")
@@ -108,10 +112,11 @@ def warp_instrs(shape: Shape, rows: int, ncols: int, max_regs: int = 128) -> lis
     out = []
     for lane0 in range(0, rows, shape.lanes):
         for col0 in range(0, ncols, shape.cols * x):
-            cells = tuple(tuple((lane0 + shape.at(t, j)[0], col0 + shape.at(t, j)[1])
-                                for j in range(shape.regs * x)) for t in range(32))
+            cells = tuple(tuple((lane0 + lane, col0 + col)
+                                for lane, col in (shape.at(t, j) for j in range(shape.regs * x)))
+                          for t in range(32))
             out.append(WarpInstr(lane0, col0, x, cells))
-    return out
+    return tuple(out)
 
 
 def register_layout(shape_name: str, rows: int, ncols: int, axis="tid", max_regs=128):
@@ -127,10 +132,12 @@ def register_layout(shape_name: str, rows: int, ncols: int, axis="tid", max_regs
     for w in range(rows // per_warp):
         reg = 0
         for i in ins:
-            for t in range(32):
-                for j, (r, c) in enumerate(i.cells[t]):
-                    table[w * per_warp + r, c] = (32 * w + t, reg + j)
-            reg += len(i.cells[0])
+            cells = np.asarray(i.cells, dtype=np.int64)     # [thread][register] -> (row, col)
+            n = cells.shape[1]
+            at = (w * per_warp + cells[..., 0], cells[..., 1])
+            table[at + (0,)] = 32 * w + np.arange(32)[:, None]
+            table[at + (1,)] = reg + np.arange(n)[None, :]
+            reg += n
     return _fit_layout(table, Axis.get(axis))
 
 
@@ -167,11 +174,14 @@ def _fit_layout(table, axis) -> TileLayout:
     shape = tuple(m[0] for m in modes)
     stride = tuple(m[1] for m in modes)
     lay = TileLayout(S[shape:stride])
-    for r in range(rows):
-        for c in range(ncols):
-            o = lay.apply(r, c, shape=(rows, ncols))
-            if (o.get(axis.name, 0), o["m"]) != tuple(int(v) for v in table[r, c]):
-                raise LayoutError("the fragment is not a linear layout (internal)")
+    # checked on every element at once (layouts evaluate numpy index arrays elementwise)
+    r = np.repeat(np.arange(rows, dtype=np.int64), ncols)
+    c = np.tile(np.arange(ncols, dtype=np.int64), rows)
+    o = lay.apply(r, c, shape=(rows, ncols))
+    got = np.stack([np.broadcast_to(np.asarray(o.get(axis.name, 0)), r.shape),
+                    np.broadcast_to(np.asarray(o["m"]), r.shape)], axis=1)
+    if not np.array_equal(got, table.reshape(rows * ncols, 2)):
+        raise LayoutError("the fragment is not a linear layout (internal)")
     return lay
 
 

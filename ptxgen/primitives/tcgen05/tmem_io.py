@@ -15,6 +15,8 @@ warp w reads lanes 32*(w % 4)...).  Registers are 32-bit elements of a local buf
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ...builder.context import current
 from ...builder.tile import _active_check
 from ...dtypes import dtype as _dtype
@@ -31,8 +33,9 @@ _AXES = {"warp": {"laneid": 1}, "warpgroup": {"tid_in_wg": 1, "laneid": 1, "wid_
 
 
 def _thread_of(o, scope):
+    """Thread index of register-layout offsets `o` (ints, or numpy arrays of them)."""
     w = _AXES[scope]
-    bad = [a for a in o if a not in w and a != "m" and o[a]]
+    bad = [a for a in o if a not in w and a != "m" and np.any(o[a])]
     if bad:
         raise PtxgenError(f"the register layout uses the {bad[0]} axis, which does not number "
                           f"the threads of the {scope} scope")
@@ -83,7 +86,7 @@ def _tmem_io(scope, op, regs, tmem, fence, dispatch, max_regs):
                               " (build it with tmem_layout.register_layout(shape, rows, cols))")
     except (PtxgenError, LayoutError) as e:
         raise C.located(e) from None
-    opts = {"_table": table, "_fence": fence, "_max_regs": max_regs,
+    opts = {"_table": table, "_fence": fence, "_max_regs": max_regs, "_plans": why,
             "_all_active": _active_check(ctx, scope)}
     if dispatch is not None:
         opts["dispatch"] = dispatch
@@ -91,54 +94,69 @@ def _tmem_io(scope, op, regs, tmem, fence, dispatch, max_regs):
 
 
 def _element_table(r, t, scope):
-    """[(row, col, lane, column, thread, register)] for every element of the region."""
+    """Rows (row, col, lane, column, thread, register) for every element of the region, as
+    an int64 array.  The layouts are evaluated on whole index arrays (they only use
+    + - * // %), so a 128x256 accumulator costs three layout calls, not three per element."""
     rb, (r0, c0) = r.buffer, r.starts
-    out = []
-    for i in range(t.shape[-2]):
-        for j in range(t.shape[-1]):
-            o = rb.layout.apply(r0 + i, c0 + j, shape=rb.shape) if rb.layout is not None else \
-                {"m": (r0 + i) * rb.shape[1] + c0 + j}
-            lane, col, _ = C.tmem_cell(t, i, j)
-            out.append((i, j, lane, col, _thread_of(o, scope), o["m"]))
-    return out
+    rows, cols = t.shape[-2], t.shape[-1]
+    i = np.repeat(np.arange(rows, dtype=np.int64), cols)
+    j = np.tile(np.arange(cols, dtype=np.int64), rows)
+    o = rb.layout.apply(r0 + i, c0 + j, shape=rb.shape) if rb.layout is not None else \
+        {"m": (r0 + i) * rb.shape[1] + c0 + j}
+    lane, col, _ = C.tmem_cell(t, i, j)
+    cells = [i, j, lane, col, _thread_of(o, scope), o["m"]]
+    return np.stack([np.broadcast_to(np.asarray(x, dtype=np.int64), i.shape) for x in cells],
+                    axis=1)
 
 
 def fragment_plan(table, shape_name, scope, rows, cols, max_regs=128):
     """(instrs, regmap) if every element sits where .shape_name delivers it, else (None, why).
-    regmap[p] is the register ("m") of fragment position p (the same in every thread)."""
+    regmap[p] is the register ("m") of fragment position p (the same in every thread).
+    `table` is _element_table's (or any sequence of its 6-tuples); checked as arrays."""
     shape = TL.SHAPES[shape_name]
     per_warp = min(rows, 32)
     try:
         instrs = TL.warp_instrs(shape, per_warp, cols, max_regs)
     except LayoutError as e:
         return None, str(e)
-    where = {}
+    # (thread, fragment position) that delivers each (lane within the warp's quarter, column)
+    where_t = np.full((32, cols), -1, dtype=np.int64)
+    where_p = np.full((32, cols), -1, dtype=np.int64)
     p0 = 0
     for ins in instrs:
-        for t in range(32):
-            for j, (lane, col) in enumerate(ins.cells[t]):
-                where[(lane, col)] = (t, p0 + j)
-        p0 += len(ins.cells[0])
-    regmap = {}
-    for i, j, lane, col, thread, m in table:
-        w, lw = divmod(lane, 32)
-        t_hw, p = where[(lw, col)]
-        if thread != 32 * w + t_hw:
-            return None, (f"element ({i}, {j}) (TMEM lane {lane}, column {col}) is in thread "
-                          f"{thread} of the register layout, but .{shape_name} delivers it to "
-                          f"thread {32 * w + t_hw}")
-        if regmap.setdefault(p, m) != m:
-            return None, (f"the register layout uses register {m} for element ({i}, {j}) but "
-                          f"register {regmap[p]} for another thread's element at the same "
-                          f".{shape_name} fragment position {p}")
+        n = len(ins.cells[0])
+        cells = np.asarray(ins.cells, dtype=np.int64)          # [thread][register] -> (lane, col)
+        where_t[cells[..., 0], cells[..., 1]] = np.arange(32)[:, None]
+        where_p[cells[..., 0], cells[..., 1]] = p0 + np.arange(n)[None, :]
+        p0 += n
+    i, j, lane, col, thread, m = np.asarray(table, dtype=np.int64).reshape(-1, 6).T
+    w, lw = np.divmod(lane, 32)
+    delivered = 32 * w + where_t[lw, col]
+    p = where_p[lw, col]
+    positions, first = np.unique(p, return_index=True)
+    first_m = np.zeros(max(p0, 1), dtype=np.int64)
+    first_m[positions] = m[first]
+    bad = np.flatnonzero((thread != delivered) | (m != first_m[p]))
+    if bad.size:
+        k = int(bad[0])
+        if thread[k] != delivered[k]:
+            return None, (f"element ({i[k]}, {j[k]}) (TMEM lane {lane[k]}, column {col[k]}) is "
+                          f"in thread {thread[k]} of the register layout, but .{shape_name} "
+                          f"delivers it to thread {delivered[k]}")
+        return None, (f"the register layout uses register {m[k]} for element ({i[k]}, {j[k]}) "
+                      f"but register {first_m[p[k]]} for another thread's element at the same "
+                      f".{shape_name} fragment position {p[k]}")
+    regmap = {int(positions[x]): int(m[first[x]]) for x in np.argsort(first)}
     return (instrs, regmap), f"{len(instrs)} x .{shape_name}.x{instrs[0].x} per warp"
 
 
 def _fits(shape_name):
     def pred(call):
         r, t = call.args
-        plan, why = fragment_plan(call.opt("_table"), shape_name, call.scope.name,
-                                  t.shape[-2], t.shape[-1], call.opt("_max_regs", 128))
+        known = call.opt("_plans", {}).get(shape_name)   # checked while tracing
+        plan, why = known if known is not None else fragment_plan(
+            call.opt("_table"), shape_name, call.scope.name, t.shape[-2], t.shape[-1],
+            call.opt("_max_regs", 128))
         if plan is None:
             return False, why
         call.options[f"_plan_{shape_name}"] = plan
