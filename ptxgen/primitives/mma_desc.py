@@ -364,12 +364,14 @@ def _grid_values(fn, rows: int, cols: int):
 
 
 def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, swizzle, elem_bits,
-                         rows, k_extent, atom_order=None) -> DescParams:
+                         rows, k_extent, atom_order=None, explain=True) -> DescParams:
     """Check a buffer layout (``(row, k) -> element offset``) against the canonical layout the
     descriptor will describe; return its DescParams, or raise LayoutError naming the first
     mismatching coordinate and any other (major, swizzle, atom_order) that does match.
 
     With ``atom_order=None`` either unit order is accepted (the returned LBO/SBO follow the match).
+    ``explain=False`` leaves out the search for other matching modes (for callers that probe
+    several modes and report only when none fits).
     """
     grid = _grid_values(offset_fn_elems, rows, k_extent)
 
@@ -402,6 +404,8 @@ def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, s
     c, (r, k, got) = misses[0]
     matches = []
     for mj, sw, o in itertools.product(("K", "MN"), ("none", "32B", "64B", "128B"), ("mn", "k")):
+        if not explain:
+            break
         if (mj, sw) == (major, c.swizzle) and o in tried:
             continue
         try:
@@ -410,8 +414,8 @@ def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, s
             continue
         if first_mismatch(alt) is None:
             matches.append(f"major={mj!r}, swizzle={sw!r}, atom_order={o!r}")
-    hint = ("; the buffer matches " + " or ".join(matches)) if matches else \
-        "; no other canonical mode matches either"
+    hint = "" if not explain else ("; the buffer matches " + " or ".join(matches)) if matches \
+        else "; no other canonical mode matches either"
     raise LayoutError(
         f"buffer layout does not match the {major}-major {c.swizzle} canonical layout (PTX ISA "
         f"'Canonical Layouts', units stacked along {c.order.upper()} first): first mismatch at "

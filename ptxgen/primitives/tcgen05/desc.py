@@ -225,16 +225,23 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
         for order in ("mn", "k"):
             try:
                 params = md.check_layout_matches(offset, major=mj, swizzle=sw, elem_bits=bits,
-                                                 rows=R, k_extent=K, atom_order=order)
+                                                 rows=R, k_extent=K, atom_order=order,
+                                                 explain=False)
             except LayoutError as e:
-                errs.append(str(e))
+                errs.append(order)
                 continue
             found = (mj, order, params)
             break
         if found:
             break
         reasons[mj] = errs[0]
-    if found is None:
+    if found is None:   # the report: each major's first miss again, now with the modes that fit
+        for mj, order in reasons.items():
+            try:
+                md.check_layout_matches(offset, major=mj, swizzle=sw, elem_bits=bits, rows=R,
+                                        k_extent=K, atom_order=order)
+            except LayoutError as e:
+                reasons[mj] = str(e)
         detail = "; ".join(f"{m}-major: {r}" for m, r in reasons.items())
         what = "is neither K-major- nor MN-major-compatible" if len(majors) == 2 else \
             f"is not {majors[0]}-major-compatible"
