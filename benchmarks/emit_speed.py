@@ -19,12 +19,12 @@ import ptxgen as pg  # noqa: E402
 ARCH = "sm_90a"
 
 
-def one_build(factory):
+def one_build(factory, arch=ARCH):
     """(trace seconds, lower+emit seconds, PTX text) of one fresh build."""
     t0 = time.perf_counter()
     k = factory()
     t1 = time.perf_counter()
-    text = k.ptx(ARCH)
+    text = k.ptx(arch)
     return t1 - t0, time.perf_counter() - t1, text
 
 
@@ -35,7 +35,7 @@ def calibration():
     return time.perf_counter() - t0
 
 
-def bytecodes(factory) -> int:
+def bytecodes(factory, arch=ARCH) -> int:
     """Python bytecodes executed by one build (trace + lower + emit), via sys.settrace
     opcode events: the same on every run and machine for the same code."""
     count = 0
@@ -52,7 +52,7 @@ def bytecodes(factory) -> int:
 
     sys.settrace(new_frame)
     try:
-        factory().ptx(ARCH)
+        factory().ptx(arch)
     finally:
         sys.settrace(None)
     return count
@@ -60,18 +60,33 @@ def bytecodes(factory) -> int:
 
 def time_all(named, rounds=60):
     """Round-robin: each round builds every kernel once, then times the calibration."""
-    samples = {name: ([], []) for name, _ in named}
+    samples = {name: ([], []) for name, _, _ in named}
     calib = []
     lines = {}
-    for name, f in named:   # warm-up: template compilation, imports, caches of the layouts
-        lines[name] = one_build(f)[2].count("\n")
+    for name, f, arch in named:   # warm-up: template compilation, imports, layout caches
+        lines[name] = one_build(f, arch)[2].count("\n")
     for _ in range(rounds):
-        for name, f in named:
-            tr, bu, _ = one_build(f)
+        for name, f, arch in named:
+            tr, bu, _ = one_build(f, arch)
             samples[name][0].append(tr)
             samples[name][1].append(bu)
         calib.append(calibration())
     return samples, lines, calib
+
+
+def _retrace(k):
+    return lambda: pg.Kernel(k.fn, grid=k._grid_fn or k.ir.grid, block=k.ir.block, name=k.name)
+
+
+def larger_examples():
+    """(label, factory, arch) of the other examples: MMA kernels whose build checks every
+    element of their operand layouts, and the pool demo."""
+    import importlib
+
+    for mod, arch, pick in (("smem_pool_demo", "sm_90a", 0), ("wgmma_desc_check", "sm_90a", 0),
+                            ("gemm_sm100", "sm_100a", 0)):
+        k = importlib.import_module(mod).KERNELS[pick]
+        yield f"{mod}:{k.name}", _retrace(k), arch
 
 
 def factories():
@@ -83,8 +98,7 @@ def factories():
         names = [k.name for k in m.KERNELS]
         for n, k in enumerate(m.KERNELS):
             label = f"{mod}:{k.name}" + (f"#{n + 1}" if names.count(k.name) > 1 else "")
-            yield label, (lambda k=k: pg.Kernel(k.fn, grid=k._grid_fn or k.ir.grid,
-                                                block=k.ir.block, name=k.name))
+            yield label, _retrace(k)
     from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout
 
     def warp_copy():
@@ -112,26 +126,32 @@ def factories():
     yield "tile.cta.copy 64x64 f16 SW128", swz_copy
 
 
-def main():
-    warnings.simplefilter("ignore")
-    named = list(factories())
-    samples, lines, calib = time_all(named)
+def report(named, rounds):
+    samples, lines, calib = time_all(named, rounds)
     med = statistics.median
-    print(f"{'kernel':<34} {'trace us':>8} {'emit us':>8} {'total us':>9} {'best us':>8} "
+    print(f"{'kernel':<36} {'trace us':>8} {'emit us':>8} {'total us':>9} {'best us':>8} "
           f"{'PTX lines':>9} {'us/line':>8} {'py ops':>8} {'ops/line':>8}")
-    for name, f in named:
+    for name, f, arch in named:
         trace, build = samples[name]
         tr, bu = med(trace) * 1e6, med(build) * 1e6
         best = min(t + b for t, b in zip(trace, build)) * 1e6
-        ops = bytecodes(f)
+        ops = bytecodes(f, arch)
         n = max(lines[name], 1)
-        print(f"{name:<34} {tr:>8.0f} {bu:>8.0f} {tr + bu:>9.0f} {best:>8.0f} {n:>9} "
+        print(f"{name:<36} {tr:>8.0f} {bu:>8.0f} {tr + bu:>9.0f} {best:>8.0f} {n:>9} "
               f"{(tr + bu) / n:>8.2f} {ops:>8} {ops / n:>8.0f}")
     print(f"calibration, sum(range(1000)) in the same rounds: median {med(calib) * 1e6:.1f} us, "
           f"best {min(calib) * 1e6:.1f} us")
+
+
+def main():
+    warnings.simplefilter("ignore")
+    print(f"Seed examples and tile copies ({ARCH}), 60 rounds:")
+    report([(name, f, ARCH) for name, f in factories()], 60)
+    print("\nLarger examples, 10 rounds:")
+    report(list(larger_examples()), 10)
     from ptxgen.layout._bench import bench_apply
 
-    print(f"layout apply, 3-level nested layout: {bench_apply():.2f} us/call")
+    print(f"\nlayout apply, 3-level nested layout: {bench_apply():.2f} us/call")
 
 
 if __name__ == "__main__":

@@ -430,3 +430,28 @@ def test_wgmma_shape(kw, out):
 def test_wgmma_shape_illegal(kw, match):
     with pytest.raises(PtxgenError, match=match):
         wgmma_shape(**(dict(N=64, dtype="bf16") | kw))
+
+
+# ------------------------------------------------------------------ whole-tile (numpy) check
+def _outcome(fn, **kw):
+    try:
+        return tuple(check_layout_matches(fn, **kw)[:2])
+    except LayoutError as e:
+        return str(e)
+
+
+@pytest.mark.parametrize("have", [("K", "128B", "mn"), ("K", "none", "k"), ("MN", "64B", "k"),
+                                  ("MN", "32B", "mn")])
+@pytest.mark.parametrize("want", [("K", "128B"), ("K", "none"), ("MN", "64B"), ("K", "32B")])
+def test_check_layout_matches_whole_tile_equals_per_element(have, want):
+    """An array-generic offset function is checked on the whole tile in one numpy call; the
+    verdict and the message must be exactly those of the element-by-element check."""
+    from ptxgen.primitives import mma_desc
+
+    c = mma_desc._canon(*have[:2], 16, 64, 64, have[2])
+    vectorized = lambda r, k: mma_desc._offset(c, r, k) // 2           # noqa: E731
+    per_element = lambda r, k: vectorized(int(r), int(k))               # noqa: E731
+    kw = dict(major=want[0], swizzle=want[1], elem_bits=16, rows=64, k_extent=64)
+    assert mma_desc._grid_values(vectorized, 64, 64) is not None
+    assert mma_desc._grid_values(per_element, 64, 64) is None
+    assert _outcome(vectorized, **kw) == _outcome(per_element, **kw)

@@ -124,12 +124,14 @@ class Analyzer(FactsMixin):
                 t is Const or t is Var or t is SpecialReg or not isinstance(e, Expr)
                 or t is BufferPtr and e.indices is None):
             return e
-        key = expr_key(e)
-        hit = self._cache.get(key)
+        # memoized per node object: a structural key costs more than it saves (the emitter
+        # sees each expression once; repeats are the same object).  The entry keeps the node
+        # alive, so its id cannot be reused by another node while the cache lives.
+        hit = self._cache.get(id(e))
         if hit is not None:
-            return hit
+            return hit[1]
         out = self._simplify(e)
-        self._cache[key] = out
+        self._cache[id(e)] = (e, out)
         return out
 
     def _simplify(self, e):
@@ -270,6 +272,20 @@ class Analyzer(FactsMixin):
             a, b = self.simplify(e.a), self.simplify(e.b)
             return BinOp("mul", a, b, dt)
         b = self.simplify(e.b)
+        a = e.a
+        if (op == "floordiv" or op == "floormod") and type(b) is Const and b.value > 1 \
+                and (type(a) is Var or type(a) is SpecialReg) and a.dtype is dt:
+            # x // c, x % c of a plain variable: what _divmod concludes, without affine forms
+            # (it only changes when x's bounds fix the quotient)
+            c = b.value
+            lo, hi = self.bounds(a)
+            if lo is None or hi is None or lo // c != hi // c:
+                return e if b is e.b else BinOp(op, a, b, dt)
+            if op == "floordiv":
+                return Const(lo // c, dt)
+            k = lo // c * c
+            return a if k == 0 else BinOp("sub", a, Const(k, dt), dt) if k > 0 else \
+                BinOp("add", a, Const(-k, dt), dt)
         if op == "shr" and isinstance(b, Const):
             return self._divmod("floordiv", e.a, 1 << b.value, dt)
         if op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
