@@ -138,6 +138,9 @@ class ValueEmitter:
                                   f"(a loop variable after its loop, or a value from another "
                                   f"branch)")
             return r
+        if t is Load:   # reads memory: never reused, so never keyed
+            self._impure = True
+            return self.load(e)
         key = e._key
         if key is None:
             key = expr_key(e)

@@ -120,10 +120,10 @@ class Analyzer(FactsMixin):
     # ---- simplification ----------------------------------------------------
     def simplify(self, e):
         t = type(e)
-        if t is not BinOp and t is not Load and (
-                t is Const or t is Var or t is SpecialReg or not isinstance(e, Expr)
-                or t is BufferPtr and e.indices is None):
-            return e
+        if t is not BinOp and (t is Const or t is Var or t is SpecialReg or t is Load
+                               or not isinstance(e, Expr)
+                               or t is BufferPtr and e.indices is None):
+            return e   # a Load's indices become an address's affine form, simplified there
         # memoized per node object: a structural key costs more than it saves (the emitter
         # sees each expression once; repeats are the same object).  The entry keeps the node
         # alive, so its id cannot be reused by another node while the cache lives.
@@ -150,9 +150,6 @@ class Analyzer(FactsMixin):
                     if isinstance(x, Const):
                         return y if bool(x.value) == (e.op == "and") else x
             return e if a is e.a and b is e.b else BinOp(e.op, a, b, e.dtype)
-        if t is Load:
-            idx = tuple([self.simplify(i) for i in e.indices])
-            return Load(e.buffer, idx, e.dtype, e.cache)
         if t is BufferPtr:
             return BufferPtr(e.buffer, tuple([self.simplify(i) for i in e.indices]), e.dtype)
         if t is Cast:
