@@ -29,10 +29,20 @@ def one_build(factory, arch=ARCH):
 
 
 def calibration():
-    """sum(range(1000)): a fixed amount of interpreter work, ~10 us on a current desktop."""
+    """(sum(range(1000)), one jinja render of a two-field template, averaged over 10): fixed
+    amounts of interpreter work that tell a run on a fast machine from one on a slow or
+    throttled one (DEVELOPERS.md quotes ~20 us per render for the reference machine)."""
     t0 = time.perf_counter()
     sum(range(1000))
-    return time.perf_counter() - t0
+    t1 = time.perf_counter()
+    for _ in range(10):
+        _JINJA.render(op="add.s32", ops="%r1, %r2, %r3")
+    return t1 - t0, (time.perf_counter() - t1) / 10
+
+
+import jinja2  # noqa: E402
+
+_JINJA = jinja2.Template("{{ op }} {{ ops }};")
 
 
 def bytecodes(factory, arch=ARCH) -> int:
@@ -139,8 +149,10 @@ def report(named, rounds):
         n = max(lines[name], 1)
         print(f"{name:<36} {tr:>8.0f} {bu:>8.0f} {tr + bu:>9.0f} {best:>8.0f} {n:>9} "
               f"{(tr + bu) / n:>8.2f} {ops:>8} {ops / n:>8.0f}")
-    print(f"calibration, sum(range(1000)) in the same rounds: median {med(calib) * 1e6:.1f} us, "
-          f"best {min(calib) * 1e6:.1f} us")
+    loop, render = [c[0] for c in calib], [c[1] for c in calib]
+    print(f"calibration in the same rounds: sum(range(1000)) median {med(loop) * 1e6:.1f} us "
+          f"(best {min(loop) * 1e6:.1f}), one jinja render median {med(render) * 1e6:.1f} us "
+          f"(best {min(render) * 1e6:.1f})")
 
 
 def main():
