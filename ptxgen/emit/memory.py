@@ -147,29 +147,33 @@ class MemoryEmitter(BoundsChecks):
     def offset_affine(self, buf, indices) -> Affine:
         """Bytes from the root storage to buf[indices] (indices simplified; None: buf.data).
         Cached per (buffer, indices): the value is the same wherever it is computed."""
-        key = (buf.uid, None if indices is None else tuple(expr_key(i) for i in indices))
+        key = (buf.uid, None if indices is None else tuple([expr_key(i) for i in indices]))
         hit = self._off_cache.get(key)
-        if hit is not None:
-            return hit.copy()
+        if hit is None:
+            hit = self._off_cache[key] = self._offset_affine(buf, indices)
+        return hit.copy()   # callers may rewrite their copy
+
+    def _offset_affine(self, buf, indices) -> Affine:
         parent = buf.data
         if parent is None:
-            base = Affine(INT32)
+            base = None   # owns its storage: no base offset
         else:
             pidx = None if parent.indices is None else \
-                tuple(self.an.simplify(i) for i in parent.indices)
+                tuple([self.an.simplify(i) for i in parent.indices])
             base = self.offset_affine(parent.buffer, pidx)
         if indices is None:
-            aff = base
-        else:
-            bits = 8 if buf.dtype == BOOL else buf.dtype.bits   # a predicate slot: one byte
-            if bits < 8:
-                raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view "
-                                  f"'{buf.name}' as uint8 to move packed pairs")
-            aff = self._elem_affine(buf, indices).scale(bits // 8)
+            return base if base is not None else Affine(INT32)
+        bits = 8 if buf.dtype == BOOL else buf.dtype.bits   # a predicate slot: one byte
+        if bits < 8:
+            raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view "
+                              f"'{buf.name}' as uint8 to move packed pairs")
+        aff = self._elem_affine(buf, indices)
+        if bits != 8:
+            aff.scale(bits // 8)
+        if base is not None:
             wide = aff.dtype is INT64 or base.dtype is INT64
             aff.add(base)
             aff.dtype = INT64 if wide else INT32
-        self._off_cache[key] = aff.copy()
         return aff
 
     def _row_major_strides(self, buf) -> list:

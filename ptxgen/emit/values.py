@@ -148,7 +148,10 @@ class ValueEmitter:
         if r is not None:
             return r
         saved, self._impure = self._impure, False
-        r = self._emit_expr(e)
+        if t is BinOp and e.dtype.is_int and e.op not in _CMP_OPS:   # index arithmetic
+            r = self._int_binop(e)
+        else:
+            r = self._emit_expr(e)
         if not self._impure:
             self.remember(key, r)
         self._impure |= saved
