@@ -231,7 +231,12 @@ class Analyzer(FactsMixin):
         elif t is Var or t is SpecialReg:   # its own atom
             return Affine(e.dtype, {expr_key(e): [e, 1]}, 0)
         dt = e.dtype
-        s = self._atom(e)
+        if t is BinOp and op == "xor":   # a split xor is an affine form already
+            s = self._xor_form(self.simplify(e.a), self.simplify(e.b), dt)
+            if type(s) is Affine:
+                return s
+        else:
+            s = self._atom(e)
         if type(s) is Const:
             return Affine(dt, {}, int(s.value))
         if type(s) is BinOp and (s.op in ("add", "sub") or s.op == "mul" and (
@@ -293,9 +298,10 @@ class Analyzer(FactsMixin):
                 return self._divmod("floormod", e.a, m + 1, dt)
             low = _trailing_zeros(m)
             if _is_pow2((m >> low) + 1):   # contiguous mask: ((a >> low) % 2^n) << low
-                inner = self._divmod("floormod", BinOp("floordiv", e.a, Const(1 << low, dt), dt),
-                                     (m >> low) + 1, dt)
-                return self.affine(BinOp("mul", inner, Const(1 << low, dt), dt)).to_expr()
+                inner = self._divmod_aff("floormod", self._divmod_aff(
+                    "floordiv", self.affine(e.a), 1 << low, dt), (m >> low) + 1, dt)
+                return Affine(dt, {k: [a, c << low] for k, (a, c) in inner.terms.items() if c},
+                              inner.const << low).to_expr()
             a = self.simplify(e.a)
             # bits of `a` above the mask do not matter: strip a `% 2^k` that covers the mask
             if type(a) is BinOp and a.op == "floormod" and isinstance(a.b, Const) \
@@ -357,6 +363,12 @@ class Analyzer(FactsMixin):
         return Affine(dt, qt, qc)
 
     def _xor(self, a, b, dt):
+        r = self._xor_form(a, b, dt)
+        return r.to_expr() if type(r) is Affine else r
+
+    def _xor_form(self, a, b, dt):
+        """a ^ b as an expression, or as an affine form when it splits into ADD-high plus
+        XOR-low (kept as a form so that affine() need not parse it back)."""
         if isinstance(a, Const) and isinstance(b, Const):
             return Const(_fold("xor", a.value, b.value, dt), dt)
         for x, y in ((a, b), (b, a)):
@@ -372,14 +384,15 @@ class Analyzer(FactsMixin):
             return BinOp("xor", a, b, dt)
         p = 1 << max(by[1], 1).bit_length()
         xa = self.affine(x)
-        hi = self._divmod_aff("floordiv", xa, p, dt).to_expr()
+        hi = self._divmod_aff("floordiv", xa, p, dt)
         lo = self._divmod_aff("floormod", xa, p, dt).to_expr()
         low = BinOp("xor", lo, y, dt) if not (isinstance(lo, Const) and lo.value == 0) else y
-        if isinstance(hi, Const) and hi.value == 0:
+        terms = {k: [a, c * p] for k, (a, c) in hi.terms.items() if c}   # (x // p) * p
+        if not terms and hi.const == 0:
             return low
-        out = self.affine(BinOp("mul", hi, Const(p, dt), dt))
+        out = Affine(dt, terms, hi.const * p)
         out.add(Affine(dt, {expr_key(low): [low, 1]}))
-        return out.to_expr()
+        return out
 
 
 # ---- small helpers -----------------------------------------------------------------
