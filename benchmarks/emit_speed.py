@@ -4,12 +4,15 @@
 Wall time on a shared VM drifts (2x within minutes here), so the kernels are timed
 round-robin (every kernel sees the same machine phases), a calibration loop is timed in the
 same rounds, and each kernel's Python bytecode count per build is reported: that count is
-deterministic, so it is the figure to compare across runs and machines."""
+deterministic, so it is the figure to compare across runs and machines (same Python).  The
+larger examples check every element of their MMA operand layouts while tracing."""
 import os
 import statistics
 import sys
 import time
 import warnings
+
+import jinja2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "examples"), os.path.join(HERE, "..")]
@@ -40,14 +43,12 @@ def calibration():
     return t1 - t0, (time.perf_counter() - t1) / 10
 
 
-import jinja2  # noqa: E402
-
 _JINJA = jinja2.Template("{{ op }} {{ ops }};")
 
 
 def bytecodes(factory, arch=ARCH) -> int:
     """Python bytecodes executed by one build (trace + lower + emit), via sys.settrace
-    opcode events: the same on every run and machine for the same code."""
+    opcode events: the same on every run and machine for the same code and Python version."""
     count = 0
 
     def local(frame, event, arg):
