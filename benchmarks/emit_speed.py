@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "examples"), os.path.join(HERE, "..")]
 
 import ptxgen as pg  # noqa: E402
+from emit_profile import bytecodes  # noqa: E402  (sys.settrace opcode counts)
 
 ARCH = "sm_90a"
 
@@ -44,29 +45,6 @@ def calibration():
 
 
 _JINJA = jinja2.Template("{{ op }} {{ ops }};")
-
-
-def bytecodes(factory, arch=ARCH) -> int:
-    """Python bytecodes executed by one build (trace + lower + emit), via sys.settrace
-    opcode events: the same on every run and machine for the same code and Python version."""
-    count = 0
-
-    def local(frame, event, arg):
-        nonlocal count
-        if event == "opcode":
-            count += 1
-        return local
-
-    def new_frame(frame, event, arg):
-        frame.f_trace_opcodes = True
-        return local
-
-    sys.settrace(new_frame)
-    try:
-        factory().ptx(arch)
-    finally:
-        sys.settrace(None)
-    return count
 
 
 def time_all(named, rounds=60):
