@@ -50,13 +50,7 @@ def format_expr(e, parent_prec: int = 0) -> str:
     if t is BinOp:
         kind, sym, p, rhs_p = _BINOP_FORMS[e.op]
         if kind == "arith":
-            a, b = e.a, e.b   # leaves (the usual operands) printed here, without a call
-            ta, tb = type(a), type(b)
-            sa = a.name if ta is Var else str(a.value) if ta is Const and a.dtype is INT32 \
-                else format_expr(a, p)
-            sb = b.name if tb is Var else str(b.value) if tb is Const and b.dtype is INT32 \
-                else format_expr(b, rhs_p)
-            s = f"{sa} {sym} {sb}"
+            s = f"{format_expr(e.a, p)} {sym} {format_expr(e.b, rhs_p)}"
             return f"({s})" if p < parent_prec else s
         if kind == "call":
             return f"pg.{sym}({format_expr(e.a)}, {format_expr(e.b)})"
