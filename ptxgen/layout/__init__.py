@@ -5,6 +5,7 @@ decomposition); strides may be bound to thread axes (`1 @ laneid`).  `Swizzle` a
 `ComposeLayout` add the XOR swizzles of MMA/TMA shared-memory tiles.  The address rule is
 `addr(B[c]) = B.data + elem_offset + layout.apply(*c, shape=shape)["m"]`.
 """
+from ._grid import index_grid, per_element
 from ._axis import (Axis, Stride, TCol, TLane, laneid, m, tid, tid_in_wg, warpid,  # noqa: F401
                     wid_in_wg)
 from ._spec import S, Spec
@@ -23,5 +24,6 @@ def tile_to(atom, shape):
 
 
 __all__ = ["Axis", "Stride", "S", "Spec", "TileLayout", "Swizzle", "ComposeLayout",
-           "swizzle_32B", "swizzle_64B", "swizzle_128B", "tile", "tile_to",
+           "swizzle_32B", "swizzle_64B", "swizzle_128B", "tile", "tile_to", "index_grid",
+           "per_element",
            "m", "laneid", "warpid", "tid", "tid_in_wg", "wid_in_wg", "TLane", "TCol"]

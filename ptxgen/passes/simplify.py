@@ -50,6 +50,11 @@ class Affine:
         self.const *= c
         return self
 
+    def scaled(self, c: int) -> "Affine":
+        """A new form c * self without zero terms (so it reads like its expression)."""
+        return Affine(self.dtype, {k: [a, n * c] for k, (a, n) in self.terms.items() if n},
+                      self.const * c)
+
     def copy(self) -> "Affine":
         terms = self.terms   # fresh [atom, coef] lists: add/scale change them in place
         return Affine(self.dtype, dict(zip(terms, map(list, terms.values()))), self.const)
@@ -274,20 +279,6 @@ class Analyzer(FactsMixin):
             a, b = self.simplify(e.a), self.simplify(e.b)
             return BinOp("mul", a, b, dt)
         b = self.simplify(e.b)
-        a = e.a
-        if (op == "floordiv" or op == "floormod") and type(b) is Const and b.value > 1 \
-                and (type(a) is Var or type(a) is SpecialReg) and a.dtype is dt:
-            # x // c, x % c of a plain variable: what _divmod concludes, without affine forms
-            # (it only changes when x's bounds fix the quotient)
-            c = b.value
-            lo, hi = self.bounds(a)
-            if lo is None or hi is None or lo // c != hi // c:
-                return e if b is e.b else BinOp(op, a, b, dt)
-            if op == "floordiv":
-                return Const(lo // c, dt)
-            k = lo // c * c
-            return a if k == 0 else BinOp("sub", a, Const(k, dt), dt) if k > 0 else \
-                BinOp("add", a, Const(-k, dt), dt)
         if op == "shr" and isinstance(b, Const):
             return self._divmod("floordiv", e.a, 1 << b.value, dt)
         if op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
@@ -300,8 +291,7 @@ class Analyzer(FactsMixin):
             if _is_pow2((m >> low) + 1):   # contiguous mask: ((a >> low) % 2^n) << low
                 inner = self._divmod_aff("floormod", self._divmod_aff(
                     "floordiv", self.affine(e.a), 1 << low, dt), (m >> low) + 1, dt)
-                return Affine(dt, {k: [a, c << low] for k, (a, c) in inner.terms.items() if c},
-                              inner.const << low).to_expr()
+                return inner.scaled(1 << low).to_expr()
             a = self.simplify(e.a)
             # bits of `a` above the mask do not matter: strip a `% 2^k` that covers the mask
             if type(a) is BinOp and a.op == "floormod" and isinstance(a.b, Const) \
@@ -387,10 +377,9 @@ class Analyzer(FactsMixin):
         hi = self._divmod_aff("floordiv", xa, p, dt)
         lo = self._divmod_aff("floormod", xa, p, dt).to_expr()
         low = BinOp("xor", lo, y, dt) if not (isinstance(lo, Const) and lo.value == 0) else y
-        terms = {k: [a, c * p] for k, (a, c) in hi.terms.items() if c}   # (x // p) * p
-        if not terms and hi.const == 0:
+        out = hi.scaled(p)   # (x // p) * p
+        if not out.terms and out.const == 0:
             return low
-        out = Affine(dt, terms, hi.const * p)
         out.add(Affine(dt, {expr_key(low): [low, 1]}))
         return out
 

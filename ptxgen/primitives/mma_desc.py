@@ -19,6 +19,7 @@ import numpy as np
 
 from ..dtypes import dtype as _dtype
 from ..errors import ArchError, LayoutError, PtxgenError
+from ..layout import index_grid
 
 # -------- swizzle modes -------------------------------------------------------------------------
 
@@ -352,8 +353,7 @@ def _grid_values(fn, rows: int, cols: int):
     """((rows, cols) index arrays, fn over them) for the whole tile in one call when `fn` is
     array-generic (layouts and the canonical formula are: + - * // % ^ >> & only), else None
     and the caller goes element by element.  A 128x64 tile is 8192 Python calls otherwise."""
-    r = np.repeat(np.arange(rows, dtype=np.int64), cols)
-    k = np.tile(np.arange(cols, dtype=np.int64), rows)
+    r, k = index_grid(rows, cols)
     try:
         out = fn(r, k)
     except (TypeError, ValueError, PtxgenError):

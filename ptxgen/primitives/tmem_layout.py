@@ -26,7 +26,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ..errors import LayoutError
-from ..layout import Axis, S, TCol, TileLayout, TLane
+from ..layout import Axis, S, TCol, TileLayout, TLane, index_grid, per_element
 
 LANES = 128
 TMEM_COLS = 512
@@ -175,11 +175,9 @@ def _fit_layout(table, axis) -> TileLayout:
     stride = tuple(m[1] for m in modes)
     lay = TileLayout(S[shape:stride])
     # checked on every element at once (layouts evaluate numpy index arrays elementwise)
-    r = np.repeat(np.arange(rows, dtype=np.int64), ncols)
-    c = np.tile(np.arange(ncols, dtype=np.int64), rows)
+    r, c = index_grid(rows, ncols)
     o = lay.apply(r, c, shape=(rows, ncols))
-    got = np.stack([np.broadcast_to(np.asarray(o.get(axis.name, 0)), r.shape),
-                    np.broadcast_to(np.asarray(o["m"]), r.shape)], axis=1)
+    got = np.stack([per_element(o.get(axis.name, 0), r), per_element(o["m"], r)], axis=1)
     if not np.array_equal(got, table.reshape(rows * ncols, 2)):
         raise LayoutError("the fragment is not a linear layout (internal)")
     return lay

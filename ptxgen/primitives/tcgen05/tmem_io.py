@@ -21,6 +21,7 @@ from ...builder.context import current
 from ...builder.tile import _active_check
 from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
+from ...layout import index_grid, per_element
 from ...ir import Instr, Let, SpecialReg, TileCall, Var, VecOperand
 from .. import tmem_layout as TL
 from ..registry import register
@@ -99,14 +100,12 @@ def _element_table(r, t, scope):
     + - * // %), so a 128x256 accumulator costs three layout calls, not three per element."""
     rb, (r0, c0) = r.buffer, r.starts
     rows, cols = t.shape[-2], t.shape[-1]
-    i = np.repeat(np.arange(rows, dtype=np.int64), cols)
-    j = np.tile(np.arange(cols, dtype=np.int64), rows)
+    i, j = index_grid(rows, cols)
     o = rb.layout.apply(r0 + i, c0 + j, shape=rb.shape) if rb.layout is not None else \
         {"m": (r0 + i) * rb.shape[1] + c0 + j}
     lane, col, _ = C.tmem_cell(t, i, j)
     cells = [i, j, lane, col, _thread_of(o, scope), o["m"]]
-    return np.stack([np.broadcast_to(np.asarray(x, dtype=np.int64), i.shape) for x in cells],
-                    axis=1)
+    return np.stack([per_element(x, i) for x in cells], axis=1)
 
 
 def fragment_plan(table, shape_name, scope, rows, cols, max_regs=128):
@@ -153,20 +152,19 @@ def fragment_plan(table, shape_name, scope, rows, cols, max_regs=128):
 def _fits(shape_name):
     def pred(call):
         r, t = call.args
-        known = call.opt("_plans", {}).get(shape_name)   # checked while tracing
-        plan, why = known if known is not None else fragment_plan(
-            call.opt("_table"), shape_name, call.scope.name, t.shape[-2], t.shape[-1],
-            call.opt("_max_regs", 128))
-        if plan is None:
-            return False, why
-        call.options[f"_plan_{shape_name}"] = plan
-        return True, why
+        plans = call.options.setdefault("_plans", {})   # filled while tracing; emission reads it
+        if shape_name not in plans:
+            plans[shape_name] = fragment_plan(call.opt("_table"), shape_name, call.scope.name,
+                                              t.shape[-2], t.shape[-1],
+                                              call.opt("_max_regs", 128))
+        plan, why = plans[shape_name]
+        return plan is not None, why
     return pred
 
 
 def _emit_io(call, shape_name, store):
     r, t = call.args
-    instrs, regmap = call.opt(f"_plan_{shape_name}")
+    instrs, regmap = call.opt("_plans")[shape_name][0]
     out = []
     addr = Var("taddr", _U32)
     base = C.tmem_addr(t)
