@@ -117,8 +117,8 @@ class Var(Expr):
     def __init__(self, name: str, dtype: DType = None, uid: int | None = None):
         self.name = name
         self.dtype = INT32 if dtype is None else dtype
-        self.uid = next(_ids) if uid is None else uid
-        self._key = None
+        self.uid = uid = next(_ids) if uid is None else uid
+        self._key = ("v", uid)   # eager: every Var gets keyed, and a tuple costs less than a call
 
     def _make_key(self):
         return ("v", self.uid)
@@ -154,7 +154,13 @@ class BinOp(Expr):
         self._key = None
 
     def _make_key(self):
-        return (self.op, expr_key(self.a), expr_key(self.b), self.dtype.name)
+        a, b = self.a, self.b   # children are Exprs: their keys inline, no expr_key calls
+        ka, kb = a._key, b._key
+        if ka is None:
+            ka = a._key = a._make_key()
+        if kb is None:
+            kb = b._key = b._make_key()
+        return (self.op, ka, kb, self.dtype.name)
 
     def __repr__(self):
         return f"BinOp({self.op}, {self.a!r}, {self.b!r})"

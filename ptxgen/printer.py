@@ -49,13 +49,17 @@ def format_expr(e, parent_prec: int = 0) -> str:
         return _fmt_const(e)
     if t is BinOp:
         kind, sym, p, rhs_p = _BINOP_FORMS[e.op]
+        a, b = e.a, e.b   # variables and int32 literals, most operands, print inline
+        ta, tb = type(a), type(b)
+        sa = a.name if ta is Var else str(a.value) if ta is Const and a.dtype is INT32 \
+            else format_expr(a, p if kind != "call" else 0)
+        sb = b.name if tb is Var else str(b.value) if tb is Const and b.dtype is INT32 \
+            else format_expr(b, rhs_p if kind != "call" else 0)
         if kind == "arith":
-            s = f"{format_expr(e.a, p)} {sym} {format_expr(e.b, rhs_p)}"
-            return f"({s})" if p < parent_prec else s
+            return f"({sa} {sym} {sb})" if p < parent_prec else f"{sa} {sym} {sb}"
         if kind == "call":
-            return f"pg.{sym}({format_expr(e.a)}, {format_expr(e.b)})"
-        s = f"{format_expr(e.a, p)} {sym} {format_expr(e.b, rhs_p)}"
-        return f"({s})" if parent_prec else s
+            return f"pg.{sym}({sa}, {sb})"
+        return f"({sa} {sym} {sb})" if parent_prec else f"{sa} {sym} {sb}"
     if t is Load:
         if e.dtype == e.buffer.dtype:
             return _fmt_index(e.buffer, e.indices)
