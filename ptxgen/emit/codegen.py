@@ -104,16 +104,24 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.lines.append("    // " + one_line(s.text))
 
     def s_Let(self, s: Let):
-        value = self.an.simplify(s.value)
+        an = self.an
+        aff = an.int_affine(s.value)   # index arithmetic: emitted and bound from its form
         self._impure = False
-        v = self.val(value)
+        if aff is None:
+            value = an.simplify(s.value)
+            v = self.val(value)
+        else:
+            v = self.affine_val(aff)
         if v[0] != "%" or self._impure:
             r = self.new_reg(reg_class(s.var.dtype))
             self.emit(form("mov", self._mov_type(s.var.dtype)).format(d=r, a=v))
             v = r
         self._impure = False
         self.var_reg[s.var.uid] = v
-        self.an.bind_let(s.var, value, s.bounds)
+        if aff is None:
+            an.bind_let(s.var, value, s.bounds)
+        else:
+            an.bind_let_affine(s.var, aff, s.bounds)
 
     def s_Store(self, s: Store):
         # the indices stay as written: the address's affine form simplifies them itself
@@ -175,11 +183,21 @@ class Codegen(ValueEmitter, MemoryEmitter):
     def s_For(self, s: For):
         if s.kind != "serial":
             raise PtxgenError("internal: unrolled loops must be expanded before emission")
-        start, stop = self.an.simplify(s.start), self.an.simplify(s.stop)
+        an = self.an
+        # bounds that are index arithmetic are emitted and bounded from their affine forms
+        start_aff, stop_aff = an.int_affine(s.start), an.int_affine(s.stop)
+        if start_aff is not None and not start_aff.is_const():
+            start, ((lo, _), start_mod) = start_aff, an.affine_facts(start_aff)
+        else:
+            start = an.simplify(s.start)
+            lo, start_mod = an.bounds(start)[0], None
+        if stop_aff is not None and not stop_aff.is_const():
+            stop, hi_stop = stop_aff, an.affine_facts(stop_aff)[0][1]
+        else:
+            stop = an.simplify(s.stop)
+            hi_stop = an.bounds(stop)[1]
         dt = s.var.dtype
         ty = "s64" if dt.bits == 64 else "s32"
-        lo = self.an.bounds(start)[0]
-        hi_stop = self.an.bounds(stop)[1]
         hi = None if hi_stop is None else hi_stop - 1
         if isinstance(start, Const) and isinstance(stop, Const) and isinstance(s.step, int):
             trip = len(range(start.value, stop.value, s.step))
@@ -189,8 +207,9 @@ class Codegen(ValueEmitter, MemoryEmitter):
         else:
             trip = None
         i = self.new_reg(reg_class(dt))
-        self.emit(form("mov", "b64" if dt.bits == 64 else "b32").format(d=i, a=self.val(start)))
-        stop_v = self.val(stop)
+        a = self.val(start) if start_mod is None else self.affine_val(start)
+        self.emit(form("mov", "b64" if dt.bits == 64 else "b32").format(d=i, a=a))
+        stop_v = self.val(stop) if stop is not stop_aff else self.affine_val(stop)
         top, end = self.label("for"), self.label("endfor")
         self.place(top)
         step = self.an.simplify(s.step) if not isinstance(s.step, int) else s.step
@@ -200,7 +219,11 @@ class Codegen(ValueEmitter, MemoryEmitter):
             self.emit(form("setp", "ge", ty).format(d=p, a=i, b=stop_v))
             self.emit(form("bra").format(p=p, l=end))
         self.var_reg[s.var.uid] = i
-        self.an.bind_range(s.var, lo, hi, s.step if isinstance(s.step, int) else 1, start)
+        if start_mod is None:
+            an.bind_range(s.var, lo, hi, s.step if isinstance(s.step, int) else 1, start)
+        else:
+            an.bind_range(s.var, lo, hi, s.step if isinstance(s.step, int) else 1,
+                          start_mod=start_mod)
         self.push_scope()
         self.body(s.body)
         self.pop_scope()

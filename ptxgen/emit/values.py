@@ -157,6 +157,109 @@ class ValueEmitter:
         self._impure |= saved
         return r
 
+    def affine_val(self, aff) -> str:
+        """Operand of an affine form: what val(aff.to_expr()) gives, without building the
+        expression.  to_expr's chain is ((t1 + t2) - t3) + const with t = atom or
+        atom * |coef|; walking it here emits the same instructions under the same value-table
+        keys (a later val() of the same expression hits), in one call instead of a val and
+        _int_binop recursion per node."""
+        dt = aff.dtype
+        if dt.bits < 32:     # narrow ints re-extend after each op: the general path
+            return self.val(aff.to_expr())
+        terms = []
+        for k, t in aff.terms.items():
+            if t[1]:
+                if t[0].dtype is not dt:   # a widened atom: to_expr casts it
+                    return self.val(aff.to_expr())
+                terms.append((k, t[0], t[1]))
+        const = aff.const
+        if not terms:
+            return str(const)
+        dn = dt.name
+        # keys of the chain's nodes, bottom-up: node i adds term i; a last node adds const
+        keys, tkeys = [], []
+        nk = None
+        for k, _, c in terms:
+            m = c if c > 0 else -c
+            tk = k if m == 1 else ("mul", k, ("c", m, dn), dn)
+            tkeys.append(tk)
+            if nk is None:
+                nk = tk if c > 0 else ("sub", ("c", 0, dn), tk, dn)
+            else:
+                nk = ("add" if c > 0 else "sub", nk, tk, dn)
+            keys.append(nk)
+        if const:
+            keys.append(("add" if const > 0 else "sub", nk, ("c", abs(const), dn), dn))
+        known = self.known
+        # a first term atom * c (c > 0, not a power of 2) that node 1 adds to becomes a mad
+        c0 = terms[0][2]
+        mad = c0 > 1 and c0 & (c0 - 1) and len(keys) > 1 and \
+            (terms[1][2] > 0 if len(terms) > 1 else const > 0)
+        # val() looks the top node up first and descends only on a miss
+        start, r = 0, None
+        for j in range(len(keys) - 1, -1, -1):
+            r = known.get(keys[j])
+            if r is not None:
+                start = j + 1
+                break
+            if j == 1 and mad:
+                start = 1
+                break
+        if start == len(keys):
+            return r
+        saved, self._impure = self._impure, False
+        ty = int_type(dt)
+        cls = "b64" if dt.bits == 64 else "b32"
+        lines = self.lines
+        for j in range(start, len(keys)):
+            if j < len(terms):
+                _, atom, c = terms[j]
+                m = c if c > 0 else -c
+            else:
+                atom, c, m = None, const, abs(const)
+            if j == 1 and mad:
+                x = self.val(terms[0][1])
+                y = str(m) if atom is None else self._term_val(atom, m, tkeys[1], ty, cls)
+                r = self.new_reg(cls)
+                lines.append("    " + form("ternary", "mad.lo", ty).format(d=r, a=x, b=c0, c=y))
+            elif j == 0:
+                if c > 0:
+                    r = self._term_val(atom, m, tkeys[0], ty, cls)
+                    continue      # the term is the node: _term_val keyed it
+                b = self._term_val(atom, m, tkeys[0], ty, cls)
+                r = self.new_reg(cls)
+                lines.append("    " + form("binary", "sub", ty).format(d=r, a="0", b=b))
+            else:
+                b = str(m) if atom is None else self._term_val(atom, m, tkeys[j], ty, cls)
+                a, r = r, self.new_reg(cls)
+                lines.append("    " + form("binary", "add" if c > 0 else "sub", ty)
+                             .format(d=r, a=a, b=b))
+            if not self._impure:
+                known[keys[j]] = r
+                self._scope_keys[-1].append(keys[j])
+        self._impure |= saved
+        return r
+
+    def _term_val(self, atom, m: int, key, ty: str, cls: str) -> str:
+        """Operand of the chain term atom * m (m > 0), as val() of that product would be."""
+        if m == 1:
+            return self.val(atom)
+        r = self.known.get(key)
+        if r is not None:
+            return r
+        saved, self._impure = self._impure, False
+        a = self.val(atom)
+        r = self.new_reg(cls)
+        if m & (m - 1) == 0:
+            self.lines.append("    " + form("binary", "shl", "b" + ty[1:]).format(
+                d=r, a=a, b=m.bit_length() - 1))
+        else:
+            self.lines.append("    " + form("binary", "mul.lo", ty).format(d=r, a=a, b=m))
+        if not self._impure:
+            self.remember(key, r)
+        self._impure |= saved
+        return r
+
     def reg(self, e) -> str:
         """Like val() but never an immediate (for operands that must be registers)."""
         v = self.val(e)

@@ -158,6 +158,50 @@ class FactsMixin:
             return self.modset(e.a) if e.a.dtype.is_int else (1, 0)
         return (1, 0)
 
+    def affine_facts(self, aff) -> tuple:
+        """(bounds, modset) of aff.to_expr() without building it: the same interval and
+        congruence rules as bounds()/modset() of that expression's nodes, folded along
+        its chain ((t1 + t2) - t3) + const, t = atom or atom * |coef|."""
+        dt = aff.dtype
+        lo = hi = None
+        m = r = 0
+        first = True
+        for atom, c in aff.terms.values():
+            if not c:
+                continue
+            if atom.dtype is not dt:   # to_expr casts a narrower atom: the general path
+                e = aff.to_expr()
+                return self.bounds(e), self.modset(e)
+            k = c if c > 0 else -c
+            t_lo, t_hi = self.bounds(atom)
+            tm, tr = self.modset(atom)
+            if k != 1:   # atom * k
+                if t_lo is None or t_hi is None:
+                    t_lo, t_hi = (0, None) if t_lo is not None and t_lo >= 0 else (None, None)
+                else:
+                    t_lo, t_hi = t_lo * k, t_hi * k
+                g = math.gcd(tm * k)
+                tm, tr = (g, (tr * k) % g) if g else (0, tr * k)
+            if first and c > 0:
+                lo, hi, m, r = t_lo, t_hi, tm, tr
+            else:   # node + t or node - t (the first node: 0 - t)
+                if first:
+                    lo = hi = 0
+                if c > 0:
+                    lo, hi, r = _add(lo, t_lo), _add(hi, t_hi), r + tr
+                else:
+                    lo, hi, r = _sub(lo, t_hi), _sub(hi, t_lo), r - tr
+                m = math.gcd(m, tm)
+                m, r = (m, r % m) if m else (0, r)
+            first = False
+        const = aff.const
+        if first:
+            return (const, const), (0, const)
+        if const:
+            lo, hi, r = _add(lo, const), _add(hi, const), r + const
+            m, r = (m, r % m) if m else (0, r)
+        return (lo, hi), (m, r)
+
     def divisible(self, e, k: int) -> bool:
         """True if e is provably a multiple of k."""
         if k == 1:

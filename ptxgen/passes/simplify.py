@@ -20,6 +20,9 @@ from ..ir import (BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg,
                   BufferPtr, expr_key, int_range)
 
 
+_AFFINE_OPS = frozenset(("add", "sub", "mul", "shl"))   # integer ops that stay affine
+
+
 def _is_pow2(c: int) -> bool:
     return c > 0 and c & (c - 1) == 0
 
@@ -59,6 +62,12 @@ class Affine:
         terms = self.terms   # fresh [atom, coef] lists: add/scale change them in place
         return Affine(self.dtype, dict(zip(terms, map(list, terms.values()))), self.const)
 
+    def is_const(self) -> bool:
+        for t in self.terms.values():
+            if t[1]:
+                return False
+        return True
+
     def items(self):
         return [(a, c) for a, c in self.terms.values() if c]
 
@@ -92,26 +101,39 @@ class Analyzer(FactsMixin):
     def __init__(self):
         self._bounds: dict[int, tuple] = {}
         self._mod: dict[int, tuple] = {}
-        self._values: dict[int, Expr] = {}
         self._cache: dict = {}
         self._memo: dict = {}   # bounds per operation node under the current facts
 
     # ---- facts -------------------------------------------------------------
     def bind_let(self, var: Var, value: Expr, bounds=None):
-        self._values[var.uid] = value
-        b = self.bounds(value)
+        self._bind_facts(var, self.bounds(value), self.modset(value), bounds)
+
+    def bind_let_affine(self, var: Var, aff: Affine, bounds=None):
+        """bind_let of a value held as its affine form (see affine_facts)."""
+        b, mod = self.affine_facts(aff)
+        self._bind_facts(var, b, mod, bounds)
+
+    def _bind_facts(self, var, b, mod, bounds):
         if bounds is not None:
             b = (max(_lo(b), bounds[0]), min(_hi(b), bounds[1]))
         self._bounds[var.uid] = b
-        self._mod[var.uid] = self.modset(value)
+        self._mod[var.uid] = mod
         self._memo.clear()   # cheap, and exact even if an expression used var before this
         # no simplify cache flush: a variable is bound before any expression that uses it is seen
 
-    def bind_range(self, var: Var, lo, hi, step=1, start=None):
-        """var takes values lo..hi inclusive (None = unknown), congruent to `start` mod step."""
+    def int_affine(self, e):
+        """The affine form simplify() would print back for e (an integer add, sub, mul or
+        shl), else None: the emitter takes such values straight from the form."""
+        if type(e) is BinOp and e.op in _AFFINE_OPS and e.dtype.is_int:
+            return self.affine(e)
+        return None
+
+    def bind_range(self, var: Var, lo, hi, step=1, start=None, start_mod=None):
+        """var takes values lo..hi inclusive (None = unknown), congruent to `start` mod step
+        (`start_mod`: the start's modset, when the caller has it already)."""
         self._bounds[var.uid] = (lo, hi)
-        if step > 1 and start is not None:
-            m, r = self.modset(start)
+        if step > 1 and (start is not None or start_mod is not None):
+            m, r = self.modset(start) if start_mod is None else start_mod
             g = math.gcd(step, m)
             self._mod[var.uid] = (g, r % g) if g else (0, r)
         self._memo.clear()
@@ -119,7 +141,6 @@ class Analyzer(FactsMixin):
     def unbind(self, var: Var):
         self._bounds.pop(var.uid, None)
         self._mod.pop(var.uid, None)
-        self._values.pop(var.uid, None)
         self._memo.clear()
 
     # ---- simplification ----------------------------------------------------
@@ -265,7 +286,7 @@ class Analyzer(FactsMixin):
         return (lo, hi)
 
     def _simplify_int(self, e):
-        if e.op in ("add", "sub", "mul", "shl"):
+        if e.op in _AFFINE_OPS:
             return self.affine(e).to_expr()
         return self._atom(e)
 
