@@ -73,15 +73,17 @@ class Codegen(ValueEmitter, MemoryEmitter):
     def body(self, stmts):
         dispatch = self._DISPATCH
         outer = self._cur
+        lines, marks, texts = self.lines, self._marks, self.stmts
         for s in stmts:
-            self._mark(len(self.stmts))
+            self._cur = idx = len(texts)     # what _mark does, inline: once per statement
+            marks.append((len(lines), idx))
             text = format_stmt(s)
-            self.stmts.append((text, s.src))
+            texts.append((text, s.src))
             handler = dispatch.get(type(s))
             if handler is None:
                 raise PtxgenError(f"internal: no emitter for {type(s).__name__}")
             if handler is not Codegen.s_Comment:
-                self.lines.append("    // " + one_line(text))
+                lines.append("    // " + one_line(text))
             try:
                 handler(self, s)
             except PtxgenError as e:   # locate the error at the user's line, once

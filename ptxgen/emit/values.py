@@ -152,8 +152,9 @@ class ValueEmitter:
             r = self._int_binop(e)
         else:
             r = self._emit_expr(e)
-        if not self._impure:
-            self.remember(key, r)
+        if not self._impure:   # remember(), inline
+            self.known[key] = r
+            self._scope_keys[-1].append(key)
         self._impure |= saved
         return r
 

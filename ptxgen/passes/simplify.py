@@ -229,7 +229,10 @@ class Analyzer(FactsMixin):
             op, b = e.op, e.b
             if op == "mul":
                 if type(b) is Const:   # the common `x * c`: no form for the constant
-                    return self.affine(e.a).scale(int(b.value))
+                    a = e.a
+                    if type(a) is Var:   # a variable's form, built inline
+                        return Affine(a.dtype, {a._key: [a, int(b.value)]}, 0)
+                    return self.affine(a).scale(int(b.value))
                 a, b = self.affine(e.a), self.affine(b)
                 if not b.terms:
                     return a.scale(b.const)
@@ -239,6 +242,13 @@ class Analyzer(FactsMixin):
                 a = self.affine(e.a)
                 if type(b) is Const:
                     a.const += int(b.value) if op == "add" else -int(b.value)
+                    return a
+                if type(b) is Var:   # one more term, without a form for it
+                    t = a.terms.get(b._key)
+                    if t is None:
+                        a.terms[b._key] = [b, 1 if op == "add" else -1]
+                    else:
+                        t[1] += 1 if op == "add" else -1
                     return a
                 return a.add(self.affine(b), 1 if op == "add" else -1)
             elif type(b) is Const:
@@ -254,7 +264,9 @@ class Analyzer(FactsMixin):
                         return self._divmod_aff("floormod", self.affine(e.a), c + 1, e.dtype)
         elif t is Const:
             return Affine(e.dtype, {}, int(e.value))
-        elif t is Var or t is SpecialReg:   # its own atom
+        elif t is Var:   # its own atom
+            return Affine(e.dtype, {e._key: [e, 1]}, 0)
+        elif t is SpecialReg:
             return Affine(e.dtype, {expr_key(e): [e, 1]}, 0)
         dt = e.dtype
         if t is BinOp and op == "xor":   # a split xor is an affine form already
