@@ -167,35 +167,36 @@ class ValueEmitter:
         dt = aff.dtype
         if dt.bits < 32:     # narrow ints re-extend after each op: the general path
             return self.val(aff.to_expr())
-        terms = []
-        for k, t in aff.terms.items():
-            if t[1]:
-                if t[0].dtype is not dt:   # a widened atom: to_expr casts it
-                    return self.val(aff.to_expr())
-                terms.append((k, t[0], t[1]))
-        const = aff.const
-        if not terms:
-            return str(const)
         dn = dt.name
-        # keys of the chain's nodes, bottom-up: node i adds term i; a last node adds const
-        keys, tkeys = [], []
+        # the chain's terms and, bottom-up, the keys of its terms and of its nodes
+        terms, tkeys, keys = [], [], []
         nk = None
-        for k, _, c in terms:
-            m = c if c > 0 else -c
-            tk = k if m == 1 else ("mul", k, ("c", m, dn), dn)
-            tkeys.append(tk)
-            if nk is None:
-                nk = tk if c > 0 else ("sub", ("c", 0, dn), tk, dn)
+        for k, t in aff.terms.items():
+            c = t[1]
+            if not c:
+                continue
+            atom = t[0]
+            if atom.dtype is not dt:   # a widened atom: to_expr casts it
+                return self.val(aff.to_expr())
+            if c > 0:
+                tk = k if c == 1 else ("mul", k, ("c", c, dn), dn)
+                nk = tk if nk is None else ("add", nk, tk, dn)
             else:
-                nk = ("add" if c > 0 else "sub", nk, tk, dn)
+                tk = k if c == -1 else ("mul", k, ("c", -c, dn), dn)
+                nk = ("sub", ("c", 0, dn) if nk is None else nk, tk, dn)
+            terms.append((atom, c))
+            tkeys.append(tk)
             keys.append(nk)
+        const = aff.const
+        if nk is None:
+            return str(const)
         if const:
             keys.append(("add" if const > 0 else "sub", nk, ("c", abs(const), dn), dn))
         known = self.known
         # a first term atom * c (c > 0, not a power of 2) that node 1 adds to becomes a mad
-        c0 = terms[0][2]
+        c0 = terms[0][1]
         mad = c0 > 1 and c0 & (c0 - 1) and len(keys) > 1 and \
-            (terms[1][2] > 0 if len(terms) > 1 else const > 0)
+            (terms[1][1] > 0 if len(terms) > 1 else const > 0)
         # val() looks the top node up first and descends only on a miss
         start, r = 0, None
         for j in range(len(keys) - 1, -1, -1):
@@ -214,12 +215,12 @@ class ValueEmitter:
         lines = self.lines
         for j in range(start, len(keys)):
             if j < len(terms):
-                _, atom, c = terms[j]
+                atom, c = terms[j]
                 m = c if c > 0 else -c
             else:
                 atom, c, m = None, const, abs(const)
             if j == 1 and mad:
-                x = self.val(terms[0][1])
+                x = self.val(terms[0][0])
                 y = str(m) if atom is None else self._term_val(atom, m, tkeys[1], ty, cls)
                 r = self.new_reg(cls)
                 lines.append("    " + form("ternary", "mad.lo", ty).format(d=r, a=x, b=c0, c=y))
