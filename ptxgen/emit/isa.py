@@ -5,6 +5,7 @@ A jinja render costs ~20 us; a cached `str.format` costs ~1 us.  So each distinc
 """
 from __future__ import annotations
 
+import string
 from functools import lru_cache
 from pathlib import Path
 
@@ -44,12 +45,27 @@ _PLACEHOLDERS = {k: "{" + k + "}" for k in ("d", "a", "b", "c", "v", "p", "l", "
                                              "op", "ops")}
 
 
+class Form(str):
+    """An instruction form's format string whose `.format(d=..., a=...)` is the text compiled
+    once into an f-string function: str.format with keywords parses the string and builds
+    a dict on every call, 4x the cost, and the emitter fills one form per PTX line."""
+
+    def __new__(cls, text: str):
+        self = super().__new__(cls, text)
+        fields = []
+        for _, field, _, _ in string.Formatter().parse(text):
+            if field is not None and field not in fields:
+                fields.append(field)
+        # **_: like str.format, a form ignores operands it does not use (bar.sync's count)
+        self.format = eval(f'lambda {"".join(f + ", " for f in fields)}**_: f{text!r}')
+        return self
+
+
 @lru_cache(maxsize=None)
-def form(name: str, *args, **attrs) -> str:
+def form(name: str, *args, **attrs) -> Form:
     """Format string of one instruction form, e.g. form("ld", "global", "u32", 4)."""
     macro = getattr(_macros(), name)
-    text = str(macro(*args, **attrs)).strip()
-    return text
+    return Form(str(macro(*args, **attrs)).strip())
 
 
 @lru_cache(maxsize=1)
