@@ -11,30 +11,42 @@ from .ir import (BOOL, INT32, INT64, Barrier, BinOp, Buffer, BufferPtr, BufferRe
                  _ARITH, _CMP, _PREC)
 
 # ----------------------------------------------------------------------------------
+# The emitter prints every statement into a PTX comment, so the common cases (variables
+# and int32 literals as operands, single indices) are formatted in line rather than by a
+# recursive call.  (A list comprehension beats map() here: map calls a Python function
+# from C, without the interpreter's cheap inlined call.)
+
 def _fmt_const(c: Const) -> str:
     dt = c.dtype
     if dt is INT32 or dt is INT64:
         return str(c.value)
-    if dt == BOOL:
+    if dt is BOOL:
         return "True" if c.value else "False"
     if dt.is_float:
         s = repr(float(c.value))
-        return s if dt.name == "float32" else f"{dt}({s})"
-    return f"{dt}({c.value})"
+        return s if dt.name == "float32" else f"{dt.name}({s})"
+    return f"{dt.name}({c.value})"
 
 
-def _fmt_index(buf, indices) -> str:
-    return f"{buf.name}[{', '.join([format_expr(i) for i in indices])}]"
+def _fmt_list(xs) -> str:
+    """Comma-separated expressions (indices); a lone variable or literal in line."""
+    if len(xs) == 1:
+        x = xs[0]
+        t = type(x)
+        return x.name if t is Var else str(x.value) if t is Const and x.dtype is INT32 \
+            else format_expr(x)
+    return ", ".join([format_expr(x) for x in xs])
 
 
 def _binop_forms():
-    """op -> (kind, symbol, precedence, right operand's precedence): one lookup per node."""
-    out = {op: ("cmp", sym, 5, 5) for op, sym in _CMP.items()}
-    out.update({op: ("call", op, 0, 0) for op in ("min", "max")})
+    """op -> (symbol, precedence of the left and of the right operand, the parent
+    precedence above which it is parenthesized, call form): one lookup per node."""
+    out = {op: (sym, 5, 5, 0, False) for op, sym in _CMP.items()}
+    out.update({op: (op, 0, 0, 99, True) for op in ("min", "max")})
     for op, p in _PREC.items():
         rhs = p + 1 if op in ("sub", "floordiv", "floormod", "div") else p
         # bitwise (precedence <= 4): parenthesize compound operands for readability
-        out[op] = ("bit", _ARITH[op], 9, 9) if p <= 4 else ("arith", _ARITH[op], p, rhs)
+        out[op] = (_ARITH[op], 9, 9, 0, False) if p <= 4 else (_ARITH[op], p, rhs, p, False)
     return out
 
 
@@ -43,32 +55,38 @@ _BINOP_FORMS = _binop_forms()
 
 def format_expr(e, parent_prec: int = 0) -> str:
     t = type(e)
+    if t is BinOp:
+        sym, p, rhs_p, above, call = _BINOP_FORMS[e.op]
+        a, b = e.a, e.b
+        ta, tb = type(a), type(b)
+        sa = a.name if ta is Var else str(a.value) if ta is Const and a.dtype is INT32 \
+            else format_expr(a, p)
+        sb = b.name if tb is Var else str(b.value) if tb is Const and b.dtype is INT32 \
+            else format_expr(b, rhs_p)
+        if call:
+            return f"pg.{sym}({sa}, {sb})"
+        return f"({sa} {sym} {sb})" if parent_prec > above else f"{sa} {sym} {sb}"
     if t is Var:
         return e.name
     if t is Const:
-        return _fmt_const(e)
-    if t is BinOp:
-        kind, sym, p, rhs_p = _BINOP_FORMS[e.op]
-        a, b = e.a, e.b   # variables and int32 literals, most operands, print inline
-        ta, tb = type(a), type(b)
-        sa = a.name if ta is Var else str(a.value) if ta is Const and a.dtype is INT32 \
-            else format_expr(a, p if kind != "call" else 0)
-        sb = b.name if tb is Var else str(b.value) if tb is Const and b.dtype is INT32 \
-            else format_expr(b, rhs_p if kind != "call" else 0)
-        if kind == "arith":
-            return f"({sa} {sym} {sb})" if p < parent_prec else f"{sa} {sym} {sb}"
-        if kind == "call":
-            return f"pg.{sym}({sa}, {sb})"
-        return f"({sa} {sym} {sb})" if parent_prec else f"{sa} {sym} {sb}"
+        return str(e.value) if e.dtype is INT32 else _fmt_const(e)
     if t is Load:
-        if e.dtype == e.buffer.dtype:
-            return _fmt_index(e.buffer, e.indices)
-        idx = ", ".join(format_expr(i) for i in e.indices)
-        return f"{e.buffer.name}.vload([{idx}], {e.dtype}{_hint(e.cache)})"
+        idx = e.indices
+        if len(idx) == 1:   # _fmt_list in line: loads are the most common indexed nodes
+            x = idx[0]
+            tx = type(x)
+            idx = x.name if tx is Var else str(x.value) if tx is Const and x.dtype is INT32 \
+                else format_expr(x)
+        else:
+            idx = _fmt_list(idx)
+        if e.dtype is e.buffer.dtype:
+            return f"{e.buffer.name}[{idx}]"
+        hint = _hint(e.cache) if e.cache else ""
+        return f"{e.buffer.name}.vload([{idx}], {e.dtype.name}{hint})"
     if t is SpecialReg:
-        return f"%{e.name}"
+        return "%" + e.name
     if t is Cast:
-        return f"pg.cast({format_expr(e.a)}, {e.dtype})"
+        return f"pg.cast({format_expr(e.a)}, {e.dtype.name})"
     if t is Select:
         return f"pg.select({format_expr(e.cond)}, {format_expr(e.t)}, {format_expr(e.f)})"
     if t is Not:
@@ -76,7 +94,7 @@ def format_expr(e, parent_prec: int = 0) -> str:
     if t is BufferPtr:
         if e.indices is None:
             return f"{e.buffer.name}.data"
-        return f"{e.buffer.name}.ptr_to([{', '.join(format_expr(i) for i in e.indices)}])"
+        return f"{e.buffer.name}.ptr_to([{_fmt_list(e.indices)}])"
     if isinstance(e, (int, float)):
         return str(e)
     return repr(e)
@@ -106,18 +124,28 @@ def format_stmt(s: Stmt) -> str:
     """One line (the head line for compound statements); used in PTX comments too."""
     t = type(s)
     if t is Store:
-        if s.value.dtype.lanes > 1 and s.value.dtype != s.buffer.dtype:
-            idx = ", ".join(format_expr(i) for i in s.indices)
-            return f"{s.buffer.name}.vstore([{idx}], {format_expr(s.value)}{_hint(s.cache)})"
-        return f"{_fmt_index(s.buffer, s.indices)} = {format_expr(s.value)}"
+        v, buf = s.value, s.buffer
+        if v.dtype.lanes > 1 and v.dtype is not buf.dtype:
+            hint = _hint(s.cache) if s.cache else ""
+            return f"{buf.name}.vstore([{_fmt_list(s.indices)}], {format_expr(v)}{hint})"
+        return f"{buf.name}[{_fmt_list(s.indices)}] = {format_expr(v)}"
     if t is Let:
         return f"{s.var.name} = pg.let({format_expr(s.value)})"
+    if t is Instr:
+        ops = ", ".join([_fmt_operand(o) for o in s.operands])
+        g = f"@{format_expr(s.guard)} " if s.guard is not None else ""
+        return f"{g}pg.ptx[{s.opcode!r}]({ops})"
     if t is For:
-        unit = isinstance(s.step, int) and s.step == 1
-        rng = (format_expr(s.stop) if isinstance(s.start, Const) and s.start.value == 0
-               and unit else f"{format_expr(s.start)}, {format_expr(s.stop)}"
-               + ("" if unit else f", {format_expr(s.step)}"))
-        return f"for {s.var.name} in pg.{s.kind}({rng}):"
+        start, stop, step = s.start, s.stop, s.step
+        stop = stop.name if type(stop) is Var else format_expr(stop)
+        if isinstance(step, int) and step == 1:
+            if type(start) is Const and start.value == 0:
+                return f"for {s.var.name} in pg.{s.kind}({stop}):"
+            step = ""
+        else:
+            step = ", " + (step.name if type(step) is Var else format_expr(step))
+        start = start.name if type(start) is Var else format_expr(start)
+        return f"for {s.var.name} in pg.{s.kind}({start}, {stop}{step}):"
     if t is If:
         return f"with pg.if_({format_expr(s.cond)}):"
     if t is While:
@@ -132,15 +160,12 @@ def format_stmt(s: Stmt) -> str:
             bid = s.id if isinstance(s.id, int) else format_expr(s.id)
             return f"pg.named_barrier({bid}, {s.count})"
         return "pg.cta_sync()" if s.kind == "cta" else "pg.warp_sync()"
-    if t is Instr:
-        ops = ", ".join([_fmt_operand(o) for o in s.operands])
-        g = f"@{format_expr(s.guard)} " if s.guard is not None else ""
-        return f"{g}pg.ptx[{s.opcode!r}]({ops})"
     if t is Comment:
         return f"# {s.text}"
     if t is TileCall:
-        args = ", ".join(str(a) if isinstance(a, BufferRegion) else format_expr(a) for a in s.args)
-        opts = "".join(f", {k}={v!r}" for k, v in s.options.items() if not k.startswith("_"))
+        args = ", ".join([str(a) if isinstance(a, BufferRegion) else format_expr(a)
+                          for a in s.args])
+        opts = "".join([f", {k}={v!r}" for k, v in s.options.items() if not k.startswith("_")])
         return f"pg.tile.{s.scope}.{s.op}({args}{opts})"
     return repr(s)
 

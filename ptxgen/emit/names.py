@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
 PTX_KEYWORDS = {"ret", "exit", "bra", "call", "entry", "func", "reg", "param", "global",
                 "shared", "local", "const", "tex", "version", "target", "align"}
 
@@ -18,15 +19,19 @@ def one_line(text: str) -> str:
 
 
 def sanitize(name: str, used: set) -> str:
-    """A valid, unique PTX identifier derived from `name`; nothing in it can inject PTX."""
-    s = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
-    if not s or not (s[0].isalpha() or s[0] == "_"):
-        s = "_" + s
+    """A valid, unique PTX identifier derived from `name`; nothing in it can inject PTX.
+    (An ASCII Python identifier, the usual name, is already [A-Za-z_][A-Za-z0-9_]*.)"""
+    s = name if type(name) is str else str(name)
+    if not (s.isascii() and s.isidentifier()):
+        s = _NON_IDENT.sub("_", s)
+        if not s or not (s[0].isalpha() or s[0] == "_"):
+            s = "_" + s
     if s in PTX_KEYWORDS or s.startswith("_ptxgen"):
         s = s + "_"
-    base, n = s, 1
-    while s in used:
-        n += 1
-        s = f"{base}_{n}"
+    if s in used:
+        n = 2
+        while f"{s}_{n}" in used:
+            n += 1
+        s = f"{s}_{n}"
     used.add(s)
     return s

@@ -3,68 +3,84 @@
 Unrolling substitutes the loop variable by each constant, so indices such as
 `acc[k]` become constants and the local buffer can live in registers.  A local
 buffer stays in registers only if every access index is a constant after this.
+
+Both passes run on every build, so they are written for the interpreter: leaf operands
+(Var, Const) are handled in line rather than by a recursive call, which costs as much as
+several bytecodes.
 """
 from __future__ import annotations
 
-from operator import is_
+import operator
 
 from ..ir import (Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr, Let, Load,
                   Mem, Not, Select, SpecialReg, Store, TileCall, Var, VecOperand, While)
 
+_FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+         "floordiv": operator.floordiv, "floormod": operator.mod, "shl": operator.lshift,
+         "shr": operator.rshift, "and": operator.and_, "or": operator.or_,
+         "xor": operator.xor, "min": min, "max": max}
+
 
 def subst(e, m: dict):
-    """Replace Vars (by uid) in an expression.  An unchanged subtree is returned as is."""
+    """Replace Vars (by uid) in an expression.  An unchanged subtree is returned as is;
+    integer operations whose operands both become constants are folded."""
     t = type(e)
-    if t is Const or e is None:
-        return e
     if t is Var:
         return m.get(e.uid, e)
     if t is BinOp:
-        a, b = subst(e.a, m), subst(e.b, m)
-        if a is e.a and b is e.b:
+        a, b = e.a, e.b
+        ta, tb = type(a), type(b)
+        na = m.get(a.uid, a) if ta is Var else a if ta is Const else subst(a, m)
+        nb = m.get(b.uid, b) if tb is Var else b if tb is Const else subst(b, m)
+        if na is a and nb is b:
             return e
-        if type(a) is Const and type(b) is Const and e.dtype.is_int and a.dtype.is_int:
-            v = _FOLD.get(e.op)
-            if v is not None and not (e.op in ("floordiv", "floormod") and b.value == 0):
-                return Const(v(a.value, b.value), e.dtype)
-        return BinOp(e.op, a, b, e.dtype)
+        if type(na) is Const and type(nb) is Const and e.dtype.is_int and na.dtype.is_int:
+            fold = _FOLD.get(e.op)
+            if fold is not None and not (nb.value == 0 and e.op in ("floordiv", "floormod")):
+                return Const(fold(na.value, nb.value), e.dtype)
+        return BinOp(e.op, na, nb, e.dtype)
     if t is Load:
         idx = _subst_all(e.indices, m)
         return e if idx is e.indices else Load(e.buffer, idx, e.dtype, e.cache)
+    if t is Cast:
+        a = subst(e.a, m)
+        return e if a is e.a else Cast(a, e.dtype)
     if t is BufferPtr:
         if e.indices is None:
             return e
         idx = _subst_all(e.indices, m)
         return e if idx is e.indices else BufferPtr(e.buffer, idx)
-    if t is Cast:
-        a = subst(e.a, m)
-        return e if a is e.a else Cast(a, e.dtype)
     if t is Select:
         c, x, y = subst(e.cond, m), subst(e.t, m), subst(e.f, m)
         return e if c is e.cond and x is e.t and y is e.f else Select(c, x, y, e.dtype)
     if t is Not:
         a = subst(e.a, m)
         return e if a is e.a else Not(a)
-    return e
+    return e   # Const, SpecialReg, None
 
 
 def _subst_all(xs: tuple, m: dict) -> tuple:
     """subst over a tuple of expressions; the same tuple when nothing changed."""
-    out = tuple([subst(x, m) for x in xs])
-    return xs if all(map(is_, xs, out)) else out
-
-
-_FOLD = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
-         "floordiv": lambda x, y: x // y, "floormod": lambda x, y: x % y,
-         "shl": lambda x, y: x << y, "shr": lambda x, y: x >> y, "and": lambda x, y: x & y,
-         "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y, "min": min, "max": max}
+    if len(xs) == 1:   # the usual index
+        x = xs[0]
+        t = type(x)
+        y = m.get(x.uid, x) if t is Var else x if t is Const else subst(x, m)
+        return xs if y is x else (y,)
+    out, changed = [], False
+    for x in xs:
+        t = type(x)
+        y = m.get(x.uid, x) if t is Var else x if t is Const else subst(x, m)
+        out.append(y)
+        if y is not x:
+            changed = True
+    return tuple(out) if changed else xs
 
 
 def _subst_operand(o, m):
     if isinstance(o, Mem):
         return Mem(subst(o.ptr, m), o.offset)
     if isinstance(o, VecOperand):
-        return VecOperand(tuple(_subst_operand(x, m) for x in o.items))
+        return VecOperand(tuple([_subst_operand(x, m) for x in o.items]))
     if isinstance(o, str):
         return o
     return subst(o, m)
@@ -79,8 +95,7 @@ def subst_body(body, m: dict):
     for s in body:
         t = type(s)
         if t is Store:
-            s = Store(s.buffer, tuple([subst(i, m) for i in s.indices]), subst(s.value, m),
-                      s.cache, src=s.src)
+            s = Store(s.buffer, _subst_all(s.indices, m), subst(s.value, m), s.cache, src=s.src)
         elif t is Let:
             fresh = Var(s.var.name, s.var.dtype)
             value = subst(s.value, m)
@@ -136,9 +151,16 @@ def _unroll(body):
     out, changed = [], False
     for s in body:
         t = type(s)
-        new = None
+        if t not in _NESTED:
+            out.append(s)
+            continue
         if t is For:
-            inner = _unroll(s.body)
+            for x in s.body:   # _unroll's own test, in line: most loop bodies are leaves
+                if type(x) in _NESTED:
+                    inner = _unroll(s.body)
+                    break
+            else:
+                inner = None
             if s.kind == "unroll":
                 start, stop = s.start, s.stop
                 if not (isinstance(start, Const) and isinstance(stop, Const)):
@@ -147,122 +169,128 @@ def _unroll(body):
                     raise PtxgenError(f"{s.src}: pg.unroll needs constant bounds")
                 if inner is None:
                     inner = s.body
-                new = []
+                uid, dt = s.var.uid, s.var.dtype
                 for k in range(start.value, stop.value, s.step):
-                    new.extend(subst_body(inner, {s.var.uid: Const(k, s.var.dtype)}))
-            elif inner is not None:
-                new = [For(s.var, s.start, s.stop, s.step, s.kind, inner, src=s.src)]
+                    out += subst_body(inner, {uid: Const(k, dt)})
+                changed = True
+                continue
+            if inner is not None:
+                s = For(s.var, s.start, s.stop, s.step, s.kind, inner, src=s.src)
+                changed = True
         elif t is If:
             then = _unroll(s.then)
             else_ = _unroll(s.else_) if s.else_ else None
             if then is not None or else_ is not None:
-                new = [If(s.cond, s.then if then is None else then,
-                          s.else_ if else_ is None else else_, src=s.src)]
-        elif t is While:
+                s = If(s.cond, s.then if then is None else then,
+                       s.else_ if else_ is None else else_, src=s.src)
+                changed = True
+        else:
             inner = _unroll(s.body)
             if inner is not None:
-                new = [While(s.cond, inner, src=s.src)]
-        if new is None:
-            out.append(s)
-        else:
-            out.extend(new)
-            changed = True
+                s = While(s.cond, inner, src=s.src)
+                changed = True
+        out.append(s)
     return out if changed else None
+
+
+_LEAVES = frozenset((Const, Var, SpecialReg))
 
 
 def register_buffers(body) -> set:
     """uids of the local buffers allocated in `body` whose every access there has a constant
     element offset.  Storage allocated outside `body` is already placed when it runs, so only
     its own allocations are decided here (and a body without one needs no expression walk)."""
-    stmts, allocated = [], set()
-    _scan(body, stmts, allocated)
+    allocated, accesses, exprs = set(), [], []
+    _scan(body, allocated, accesses, exprs)
     if not allocated:
         return set()
-    accesses = []
-    for s in stmts:
-        t = type(s)
-        if t is Store:
-            accesses.append((s.buffer, s.indices))
-            _loads(s.value, accesses)
-            for i in s.indices:
-                _loads(i, accesses)
-        elif t is Let:
-            _loads(s.value, accesses)
-        elif t is If or t is While:
-            _loads(s.cond, accesses)
-        elif t is For:
-            _loads(s.start, accesses)
-            _loads(s.stop, accesses)
-        elif t is TileCall:   # a local region operand: registers if its start is constant
-            for a in s.args:
-                if isinstance(a, BufferRegion):
-                    accesses.append((a.buffer, tuple(Const(x) if isinstance(x, int) else x
-                                                     for x in a.starts)))
-        elif t is Instr:
-            for o in s.operands:
-                if isinstance(o, Mem):
-                    _loads(o.ptr, accesses)
-                elif isinstance(o, VecOperand):
-                    for x in o.items:
-                        if not isinstance(x, str):
-                            _loads(x, accesses)
-                elif not isinstance(o, str):
-                    _loads(o, accesses)
+    for e in exprs:
+        if type(e) not in _LEAVES:
+            _loads(e, accesses)
     used, dynamic = set(), set()
     for buf, idx in accesses:
-        root = buf.root
-        if root.uid not in allocated:
+        root = buf
+        while root.data is not None:
+            root = root.data.buffer
+        uid = root.uid
+        if uid not in allocated or uid in dynamic:
             continue
-        used.add(root.uid)
+        used.add(uid)
         if buf.dtype is not root.dtype or not _const_offset(buf, idx):
-            dynamic.add(root.uid)
+            dynamic.add(uid)
     return used - dynamic
 
 
-def _scan(body, stmts: list, allocated: set):
-    """Collect body's statements (pre-order) and the uids of the local buffers it allocates."""
+def _scan(body, allocated: set, accesses: list, exprs: list):
+    """One pre-order pass over body: the uids of the local buffers it allocates, the
+    accesses its statements make directly (buffer, indices; indices None where an address
+    is taken) and the expressions still to search for loads."""
     for s in body:
         t = type(s)
-        if t is Alloc:
+        if t is Store:
+            accesses.append((s.buffer, s.indices))
+            exprs.append(s.value)
+            exprs += s.indices
+        elif t is Let:
+            exprs.append(s.value)
+        elif t is For:
+            exprs.append(s.start)
+            exprs.append(s.stop)
+            _scan(s.body, allocated, accesses, exprs)
+        elif t is If:
+            exprs.append(s.cond)
+            _scan(s.then, allocated, accesses, exprs)
+            if s.else_:
+                _scan(s.else_, allocated, accesses, exprs)
+        elif t is While:
+            exprs.append(s.cond)
+            _scan(s.body, allocated, accesses, exprs)
+        elif t is Alloc:
             if s.buffer.scope == "local":
                 allocated.add(s.buffer.uid)
-            continue
-        stmts.append(s)
-        if t is For or t is While:
-            _scan(s.body, stmts, allocated)
-        elif t is If:
-            _scan(s.then, stmts, allocated)
-            if s.else_:
-                _scan(s.else_, stmts, allocated)
+        elif t is Instr:   # operands that are not expressions are skipped by _loads
+            for o in s.operands:
+                if type(o) is Mem:
+                    exprs.append(o.ptr)
+                elif type(o) is VecOperand:
+                    exprs += o.items
+                else:
+                    exprs.append(o)
+        elif t is TileCall:   # a local region operand: registers if its start is constant
+            exprs += s.args
 
 
-_LEAVES = frozenset((Const, Var, SpecialReg))
-
-
-def _loads(e, acc):
-    """Append (buffer, indices) of every load in e; indices None where an address is taken.
-    Leaf operands (most of them) are skipped before the call."""
+def _loads(e, acc: list):
+    """Append (buffer, indices) of every load in e (an expression, a tile-call region, or
+    anything else, which has none); indices None where an address is taken.  Leaf operands
+    (most of them) are skipped before the call."""
     t = type(e)
-    if t is Load:
+    if t is BinOp:
+        a, b = e.a, e.b
+        if type(a) not in _LEAVES:
+            _loads(a, acc)
+        if type(b) not in _LEAVES:
+            _loads(b, acc)
+    elif t is Load:
         acc.append((e.buffer, e.indices))
         for i in e.indices:
             if type(i) not in _LEAVES:
                 _loads(i, acc)
-    elif t is BinOp:
-        if type(e.a) not in _LEAVES:
-            _loads(e.a, acc)
-        if type(e.b) not in _LEAVES:
-            _loads(e.b, acc)
+    elif t is BufferPtr:
+        if e.indices is not None:
+            acc.append((e.buffer, None))   # address taken: must live in memory
+            for i in e.indices:
+                if type(i) not in _LEAVES:
+                    _loads(i, acc)
     elif t is Cast or t is Not:
         _loads(e.a, acc)
     elif t is Select:
         _loads(e.cond, acc)
         _loads(e.t, acc)
         _loads(e.f, acc)
-    elif t is BufferPtr and e.indices is not None:
-        acc.append((e.buffer, None))   # address taken: must live in memory
-        for i in e.indices:
-            _loads(i, acc)
+    elif t is BufferRegion:   # a tile-call operand
+        acc.append((e.buffer, tuple([Const(x) if isinstance(x, int) else x
+                                     for x, _ in e.region])))
 
 
 def _const_offset(buf, idx) -> bool:
