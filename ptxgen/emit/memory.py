@@ -10,17 +10,26 @@ containers, so any 32-bit register class can be moved without conversion.
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 
 from ..errors import PtxgenError
-from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Load, expr_key, format_expr
+from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Load, Var, expr_key, format_expr
 from ..passes.simplify import Affine
 from .isa import form
 from .debug import BoundsChecks
 from .names import sanitize
-from .values import reg_class
+from .values import _PREFIX, _REG_CLASS, reg_class
 from ..dtypes import mem_type
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}
+# the container (type, count) that moves n bits, and the register class of each type
+_CONTAINERS = {256: ("b32", 8), 128: ("b32", 4), 64: ("b32", 2), 32: ("b32", 1),
+               16: ("b16", 1), 8: ("b8", 1)}
+_CONTAINER_CLS = {"b32": "b32", "b16": "b16", "b8": "b32", "b64": "b64"}
+_new_str = str.__new__
+_COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
+_MEM_TYPE: dict = {}   # dtype (interned) -> ld/st type
+
 
 
 def element_offset(buf, indices):
@@ -41,10 +50,7 @@ def element_offset(buf, indices):
 def byte_offset(buf, indices):
     """Bytes from the root storage to buf[indices] (None indices: buf.data)."""
     parent = buf.data
-    base = 0
-    if parent is not None:
-        base = byte_offset(parent.buffer, parent.indices) if parent.indices is not None \
-            else byte_offset(parent.buffer, None)
+    base = 0 if parent is None else byte_offset(parent.buffer, parent.indices)
     if indices is None:
         return base
     m = element_offset(buf, indices)
@@ -64,8 +70,9 @@ class MemoryEmitter(BoundsChecks):
         self.local_regs: dict[int, list] = {}   # register-resident local buffers
         self.smem_static = 0
         self.local_in_regs: set = set()
-        self._off_cache: dict = {}
-        self._strides: dict = {}
+        self._off_cache: dict = {}              # (parent uid, index keys) -> view base
+        self._bases: dict = {}                  # view uid -> byte offset of its data pointer
+        self._plans: dict = {}                  # buffer uid -> (element bytes, byte strides)
         self.debug_bounds = getattr(self, "debug_bounds", False)
 
     # ---- storage ----------------------------------------------------------------
@@ -126,7 +133,7 @@ class MemoryEmitter(BoundsChecks):
 
     # ---- addresses ------------------------------------------------------------------
     def _root(self, buf):
-        r = buf.root
+        r = buf if buf.data is None else buf.root
         if r.uid not in self.base and r.uid not in self.local_regs:
             raise PtxgenError(f"buffer '{buf.name}' is used before its storage is allocated")
         return r
@@ -136,258 +143,326 @@ class MemoryEmitter(BoundsChecks):
         buf = ptr.buffer
         root = self._root(buf)
         # no separate simplify: the affine form simplifies the index's atoms itself
-        return self._address(root, _SPACE.get(root.scope), self.offset_affine(buf, ptr.indices))
+        return self._address(self.base[root.uid], _SPACE.get(root.scope),
+                             self.offset_affine(buf, ptr.indices))
 
     # ---- offsets as affine forms (no intermediate expression trees) --------------------
-    def _aff(self, x) -> Affine:
-        if isinstance(x, int):
-            return Affine(INT32, {}, x)
-        return self.an.affine(x)
-
     def offset_affine(self, buf, indices) -> Affine:
-        """Bytes from the root storage to buf[indices] (indices simplified; None: buf.data).
-        Cached per (buffer, indices): the value is the same wherever it is computed."""
-        key = (buf.uid, None if indices is None else tuple([expr_key(i) for i in indices]))
-        hit = self._off_cache.get(key)
-        if hit is None:
-            hit = self._off_cache[key] = self._offset_affine(buf, indices)
-        return hit.copy()   # callers may rewrite their copy
-
-    def _offset_affine(self, buf, indices) -> Affine:
-        parent = buf.data
-        if parent is None:
-            base = None   # owns its storage: no base offset
-        else:
-            pidx = None if parent.indices is None else \
-                tuple([self.an.simplify(i) for i in parent.indices])
-            base = self.offset_affine(parent.buffer, pidx)
+        """Bytes from the root storage to buf[indices] (indices simplified; None: buf.data),
+        as a fresh form the caller may rewrite.  Not cached per access: a (buffer, indices)
+        pair rarely repeats, so its key would cost more than it saves; what is fixed per
+        buffer (view base, element size, strides) is cached instead."""
+        base = None if buf.data is None else self._view_base(buf)
         if indices is None:
-            return base if base is not None else Affine(INT32)
-        bits = 8 if buf.dtype == BOOL else buf.dtype.bits   # a predicate slot: one byte
-        if bits < 8:
-            raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view "
-                              f"'{buf.name}' as uint8 to move packed pairs")
-        aff = self._elem_affine(buf, indices)
-        if bits != 8:
-            aff.scale(bits // 8)
+            return Affine(INT32) if base is None else base.copy()
+        nb, strides = self._plans.get(buf.uid) or self._plan(buf)
+        if strides is None:   # a layout
+            m = buf.layout.apply(*indices, shape=buf.shape)["m"]
+            aff = Affine(INT32, {}, m) if isinstance(m, int) else self.an.affine(m)
+            if nb != 1:
+                aff.scale(nb)
+        else:   # row-major: each index scaled by its byte stride as it is added
+            aff = None
+            for idx, s in zip(indices, strides):
+                if type(s) is int:
+                    a = Affine(INT32, {}, idx) if isinstance(idx, int) else self.an.affine(idx)
+                else:   # a symbolic element stride: the product is simplified as an expression
+                    dt = idx.dtype if isinstance(idx, Expr) else s.dtype
+                    i = idx if isinstance(idx, Expr) else Const(idx, dt)
+                    a = self.an.affine(BinOp("mul", i, s, dt))
+                    s = nb
+                if s != 1:
+                    for t in a.terms.values():
+                        t[1] *= s
+                    a.const *= s
+                if aff is None:   # the first index's form is the sum so far
+                    aff = a
+                    if a.dtype is not INT64:
+                        a.dtype = INT32
+                else:
+                    if a.dtype is INT64:
+                        aff.dtype = INT64
+                    aff.add(a)
+            if aff is None:
+                aff = Affine(INT32)
+        eo = buf.elem_offset
+        if isinstance(eo, int):
+            aff.const += eo * nb
+        else:
+            e = self.an.affine(eo)
+            if e.dtype is INT64:
+                aff.dtype = INT64
+            aff.add(e.scale(nb) if nb != 1 else e)
+        if aff.dtype is not INT64:
+            for a, c in aff.terms.values():
+                if c and a.dtype is not INT32:
+                    aff.dtype = INT64   # unsigned (or narrow) indices: widen, zero-extending
+                    break
         if base is not None:
             wide = aff.dtype is INT64 or base.dtype is INT64
             aff.add(base)
             aff.dtype = INT64 if wide else INT32
         return aff
 
-    def _row_major_strides(self, buf) -> list:
-        """Element strides of a row-major buffer, innermost last (ints, or Exprs for
-        symbolic extents); cached per buffer."""
-        strides = self._strides.get(buf.uid)
-        if strides is None:
-            strides = []
-            stride = 1
-            for ext in reversed(buf.shape):
-                strides.append(stride)
+    def _plan(self, buf) -> tuple:
+        """(element bytes, strides) of a buffer, once: row-major strides innermost last, in
+        bytes, or in elements (an Expr) past a symbolic extent; None for a layout."""
+        dt = buf.dtype
+        bits = 8 if dt == BOOL else dt.bits   # a predicate slot: one byte
+        if bits < 8:
+            raise PtxgenError(f"{dt} elements are not byte addressable; view "
+                              f"'{buf.name}' as uint8 to move packed pairs")
+        nb = bits // 8
+        strides = None
+        if buf.layout is None:
+            shape = buf.shape
+            strides, stride = [], 1
+            for ext in reversed(shape[1:]):   # the outermost extent scales no index
+                strides.append(stride * nb if type(stride) is int else stride)
                 if isinstance(stride, int) and isinstance(ext, int):
                     stride *= ext
                 else:
                     st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
                     e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
                     stride = BinOp("mul", e, st, st.dtype)
+            if shape:
+                strides.append(stride * nb if type(stride) is int else stride)
             strides.reverse()
-            self._strides[buf.uid] = strides
-        return strides
+        plan = self._plans[buf.uid] = (nb, strides)
+        return plan
 
-    def _elem_affine(self, buf, indices) -> Affine:
-        if buf.layout is None:
-            aff = Affine(INT32)
-            for idx, stride in zip(indices, self._row_major_strides(buf)):
-                if type(stride) is int:
-                    a = self._aff(idx)
-                    if stride != 1:
-                        a.scale(stride)
-                else:
-                    dt = idx.dtype if isinstance(idx, Expr) else stride.dtype
-                    i = idx if isinstance(idx, Expr) else Const(idx, dt)
-                    a = self.an.affine(BinOp("mul", i, stride, dt))
-                if a.dtype is INT64:
-                    aff.dtype = INT64
-                aff.add(a)
-        else:
-            m = buf.layout.apply(*indices, shape=buf.shape)["m"]
-            aff = self._aff(m)
-        eo = buf.elem_offset
-        if not (isinstance(eo, int) and eo == 0):
-            e = self._aff(eo)
-            if e.dtype is INT64:
-                aff.dtype = INT64
-            aff.add(e)
-        if aff.dtype is not INT64:
-            for a, c in aff.terms.values():
-                if c and a.dtype is not INT32:
-                    aff.dtype = INT64   # unsigned (or narrow) indices: widen, zero-extending
-                    break
-        return aff
-
-    def _address(self, root, space, aff):
-        """(register, immediate) for root base + `aff` bytes.  The scaled variable part is
-        cached separately from the base, so A[i, j] and B[i, j] share one index."""
-        base = self.base[root.uid]
-        const = aff.const
-        terms = [(k, t) for k, t in aff.terms.items() if t[1]]
-        if not terms:
-            return self._fold_negative(base, const, space)
-        # factor out the largest power-of-two multiple: emit the element-ish index once,
-        # then one scale (mul.wide for the 64-bit spaces)
-        g = 0
-        for _, t in terms:
-            g = math.gcd(g, t[1])
-        g &= -g
-        # the index's identity is its (ordered) terms: keyed without building the expression
-        ikey = (aff.dtype, tuple([(k, t[1] // g) for k, t in terms]))
-        wide64 = space in ("global", "local")
-        key = ("addr", base, ikey, g)
-        hit = self.known.get(key)
+    def _view_base(self, buf) -> Affine:
+        """Bytes from the root storage to a view's data pointer.  Cached per view (its pointer
+        never changes) and per structural pointer, so views of one pointer share the form."""
+        hit = self._bases.get(buf.uid)
         if hit is None:
-            skey = ("scaled", ikey, g, wide64)
-            scaled = self.known.get(skey)
-            aff.const = 0
-            for _, t in terms:
-                t[1] //= g
-            idx = aff.to_expr()
-            v = self.val(idx)
-            r = self.new_reg("b64" if wide64 else "b32")
-            if wide64:
-                if scaled is None:
-                    scaled = self.new_reg("b64")
-                    if idx.dtype == INT64:
-                        self.emit(form("binary", "mul.lo", "s64").format(d=scaled, a=v, b=g))
-                    else:
-                        self.emit(form("binary", "mul.wide", "s32").format(d=scaled, a=v, b=g))
-                    self.remember(skey, scaled)
-                self.emit(form("binary", "add", "s64").format(d=r, a=base, b=scaled))
-            elif g == 1:
-                self.emit(form("binary", "add", "s32").format(d=r, a=base, b=v))
+            p = buf.data
+            if p.indices is None:
+                hit = Affine(INT32) if p.buffer.data is None else self._view_base(p.buffer)
             else:
-                self.emit(form("ternary", "mad.lo", "s32").format(d=r, a=v, b=g, c=base))
-            hit = r
-            self.remember(key, r)
-        return self._fold_negative(hit, const, space)
+                pidx = tuple([self.an.simplify(i) for i in p.indices])
+                key = (p.buffer.uid, tuple([expr_key(i) for i in pidx]))
+                hit = self._off_cache.get(key)
+                if hit is None:
+                    hit = self._off_cache[key] = self.offset_affine(p.buffer, pidx)
+            self._bases[buf.uid] = hit
+        return hit
 
-    def _fold_negative(self, reg, const, space):
-        if const >= 0:
-            return (reg, const)
-        # PTX has no [reg-imm]: fold a negative offset into the register
+    def _address(self, base, space, aff):
+        """(register, immediate) for `base` + `aff` bytes.  The scaled variable part is
+        cached separately from the base, so A[i, j] and B[i, j] share one index."""
+        const = aff.const
+        terms = aff.terms
+        # the index's identity: dtype, atoms and coefficients of its nonzero terms, keyed
+        # without building the expression (the coefficients fix the scale g, below)
+        coefs = tuple(map(_COEF, terms.values()))
+        if 0 in coefs:   # a cancelled term
+            terms = {k: t for k, t in terms.items() if t[1]}
+            coefs = tuple(map(_COEF, terms.values()))
+        if not coefs:
+            return (base, const) if const >= 0 else self._fold_negative(base, const)
+        ikey = (aff.dtype, tuple(terms), coefs)
+        key = ("addr", base, ikey)
+        known = self.known
+        hit = known.get(key)
+        if hit is None:
+            # factor out the largest power-of-two multiple: emit the element-ish index once,
+            # then one scale (mul.wide for the 64-bit spaces)
+            g = math.gcd(*coefs)
+            g &= -g
+            wide64 = space != "shared"
+            skey = ("scaled", ikey, wide64)
+            scaled = known.get(skey) if wide64 else None
+            atom = None
+            if len(coefs) == 1 and coefs[0] == g:
+                [(atom, _)] = terms.values()
+            if type(atom) is Var and atom.dtype is aff.dtype:
+                idx = atom   # the index is a variable: no expression to build, and once
+                v = self.val(atom) if scaled is None else None   # scaled, no operand needed
+            else:
+                aff.const = 0
+                if g != 1:
+                    for t in aff.terms.values():
+                        t[1] //= g
+                idx = aff.to_expr()
+                v = self.val(idx)
+            counts = self.reg_counts
+            lines = self.lines
+            scope = self._scope_keys[-1]
+            if wide64:
+                n = counts["b64"] + 1
+                hit = "%rd" + str(n)
+                if scaled is None:
+                    n += 1
+                    scaled = "%rd" + str(n)
+                    mul = ("mul.lo", "s64") if idx.dtype == INT64 else ("mul.wide", "s32")
+                    lines.append("    " + form("binary", *mul).format(d=scaled, a=v, b=g))
+                    known[skey] = scaled
+                    scope.append(skey)
+                counts["b64"] = n
+                lines.append("    " + form("binary", "add", "s64").format(d=hit, a=base, b=scaled))
+            else:
+                n = counts["b32"] + 1
+                counts["b32"] = n
+                hit = "%r" + str(n)
+                if g == 1:
+                    lines.append("    " + form("binary", "add", "s32").format(d=hit, a=base, b=v))
+                else:
+                    lines.append("    " + form("ternary", "mad.lo", "s32").format(d=hit, a=v, b=g, c=base))
+            known[key] = hit
+            scope.append(key)
+        return (hit, const) if const >= 0 else self._fold_negative(hit, const)
+
+    def _fold_negative(self, reg, const):
+        """PTX has no [reg-imm]: a negative offset is added into a new register."""
+        return (self._add_const(reg, const), 0)
+
+    def _add_const(self, reg, const) -> str:
         wide = reg.startswith("%rd")
         r = self.new_reg("b64" if wide else "b32")
         self.emit(form("binary", "add", "s64" if wide else "s32").format(d=r, a=reg, b=const))
-        return (r, 0)
+        return r
 
     def address_value(self, ptr: BufferPtr) -> str:
         """A pointer as a value: 64-bit global address or 32-bit shared address."""
         base, off = self.mem_operand(ptr)
-        if off == 0:
-            return base
-        wide = base.startswith("%rd")
-        r = self.new_reg("b64" if wide else "b32")
-        self.emit(form("binary", "add", "s64" if wide else "s32").format(d=r, a=base, b=off))
-        return r
+        return base if off == 0 else self._add_const(base, off)
 
-    # ---- loads and stores -------------------------------------------------------------
-    def _local_index(self, buf, indices):
+    # ---- loads and stores: the hot path, with new_reg/emit/remember inlined -------------
+    def _local_index(self, buf, root, regs, indices):
         aff = self.offset_affine(buf, indices)
-        if aff.items():
-            raise PtxgenError(f"internal: register buffer '{buf.name}' indexed dynamically")
-        regs = self.local_regs[buf.root.uid]
-        k = aff.const // max(1, buf.root.dtype.bits // 8)
+        for t in aff.terms.values():
+            if t[1]:
+                raise PtxgenError(f"internal: register buffer '{buf.name}' indexed dynamically")
+        k = aff.const // max(1, root.dtype.bits // 8)
         if not 0 <= k < len(regs):
             raise PtxgenError(f"index {', '.join(format_expr(i) for i in indices)} is outside "
                               f"local buffer '{buf.name}' ({len(regs)} elements)")
         return k
 
-    def _check_vector_alignment(self, buf, indices, vbytes, aff):
-        if vbytes <= buf.dtype.bits // 8:
-            return
-        root = buf.root
+    def _unaddressable(self, buf, root):
+        """The error for a buffer without a base register or an addressable state space."""
+        if root.uid not in self.base:
+            raise PtxgenError(f"buffer '{buf.name}' is used before its storage is allocated")
+        raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
+                          f"use the tcgen05 primitives")
+
+    def _check_vector_alignment(self, buf, root, indices, vbytes, aff):
+        """The byte offset must be a provable multiple of the vector size.  Coefficients that
+        are multiples already need no facts (the common, scaled index)."""
         base_align = root.align if root.scope != "local" else 16
-        if not (self.an.affine_divisible(aff, vbytes) and base_align % vbytes == 0):
-            raise PtxgenError(
-                f"{vbytes}-byte vector access to {buf.name}[{', '.join(format_expr(i) for i in indices)}] "
-                f"cannot be proven {vbytes}-byte aligned (byte offset {format_expr(aff.to_expr())}, "
-                f"base align {base_align}); use narrower vectors or make the index a provable multiple")
+        if base_align % vbytes == 0:
+            if aff.const % vbytes == 0:
+                for t in aff.terms.values():
+                    if t[1] % vbytes:
+                        break
+                else:
+                    return
+            if self.an.affine_divisible(aff, vbytes):
+                return
+        raise PtxgenError(
+            f"{vbytes}-byte vector access to {buf.name}[{', '.join(format_expr(i) for i in indices)}] "
+            f"cannot be proven {vbytes}-byte aligned (byte offset {format_expr(aff.to_expr())}, "
+            f"base align {base_align}); use narrower vectors or make the index a provable multiple")
 
     def load(self, e: Load) -> str:
         buf = e.buffer
-        root = self._root(buf)
         lanes = e.dtype.lanes
-        if root.uid in self.local_regs:
-            k = self._local_index(buf, e.indices)
-            regs = self.local_regs[root.uid]
+        root = buf if buf.data is None else buf.root
+        regs = self.local_regs.get(root.uid)
+        if regs is not None:
+            k = self._local_index(buf, root, regs, e.indices)
             if lanes == 1:
                 return regs[k]
             return self._pack(regs[k:k + lanes], buf.dtype)
+        base = self.base.get(root.uid)
         space = _SPACE.get(root.scope)
-        if space is None:
-            raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
-                              f"use the tcgen05 primitives")
-        self.bounds_check(buf, e.indices)
+        if base is None or space is None:
+            self._unaddressable(buf, root)
+        indices = e.indices
+        if self.debug_bounds:
+            self.bounds_check(buf, indices)
         if e.cache:
             self.need_opcode("ld.global" + e.cache)
-        aff = self.offset_affine(buf, e.indices)
+        aff = self.offset_affine(buf, indices)
+        dt = buf.dtype
         if lanes > 1:
-            self._check_vector_alignment(buf, e.indices, e.dtype.bits * lanes // 8, aff)
-        base, off = self._address(root, space, aff)
-        addr = base + (f"+{off}" if off else "")
+            nbits = e.dtype.bits * lanes
+            if nbits > dt.bits:
+                self._check_vector_alignment(buf, root, indices, nbits // 8, aff)
+        reg, off = self._address(base, space, aff)
+        addr = reg + "+" + str(off) if off else reg
+        counts = self.reg_counts
         if lanes == 1:
-            dt = buf.dtype
-            r = self.new_reg(reg_class(dt) if dt.bits >= 16 or dt == BOOL else "b32")
             if dt == BOOL:
                 raise PtxgenError("bool buffers are not supported in memory; use uint8")
-            self.emit(form("ld", space, mem_type(dt)).format(d=r, a=addr))
+            cls = (_REG_CLASS.get(dt) or reg_class(dt)) if dt.bits >= 16 else "b32"
+            n = counts[cls] + 1
+            counts[cls] = n
+            r = _PREFIX[cls] + str(n)
+            mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
+            self.lines.append("    " + form("ld", space, mt).format(d=r, a=addr))
             return r
-        nbits = e.dtype.bits * lanes
-        self._gate_vector(space, nbits)
-        ty, n = _container(nbits)
-        regs = [self.new_reg(_container_cls(ty)) for _ in range(n)]
-        self.emit(form("ld", space, ty, n, e.cache).format(d=_vec(regs), a=addr))
-        return _VecRegs(regs)
+        if nbits == 256:
+            self._gate_vector(space)
+        ty, n = _CONTAINERS.get(nbits) or _container(nbits)
+        cls = _CONTAINER_CLS[ty]
+        c = counts[cls]
+        counts[cls] = c + n
+        regs = list(map(_PREFIX[cls].__add__, map(str, range(c + 1, c + n + 1))))  # no frames
+        text = "{" + ", ".join(regs) + "}"
+        self.lines.append("    " + form("ld", space, ty, n, e.cache).format(
+            d=text if n > 1 else regs[0], a=addr))
+        vec = _new_str(_VecRegs, text)   # _VecRegs(regs) without its Python-level __new__
+        vec.regs = regs
+        return vec
 
     def store(self, buf, indices, value, cache=""):
-        root = self._root(buf)
         lanes = value.dtype.lanes
-        if root.uid in self.local_regs:
-            k = self._local_index(buf, indices)
-            regs = self.local_regs[root.uid]
+        root = buf if buf.data is None else buf.root
+        regs = self.local_regs.get(root.uid)
+        if regs is not None:
+            k = self._local_index(buf, root, regs, indices)
             if lanes == 1:
                 v = self.val(value)
                 self.emit(form("mov", self._mov_type(buf.dtype)).format(d=regs[k], a=v))
             else:
                 self._unpack(self.val(value), regs[k:k + lanes], buf.dtype)
             return
+        base = self.base.get(root.uid)
         space = _SPACE.get(root.scope)
-        if space is None:
-            raise PtxgenError(f"'{buf.name}' is in {root.scope} memory, which is not addressable; "
-                              f"use the tcgen05 primitives")
+        if base is None or space is None:
+            self._unaddressable(buf, root)
         if cache:
             self.need_opcode("st.global" + cache)
         v = self.val(value) if lanes > 1 else self.reg(value)
-        self.bounds_check(buf, indices)
+        if self.debug_bounds:
+            self.bounds_check(buf, indices)
         aff = self.offset_affine(buf, indices)
+        dt = buf.dtype
         if lanes > 1:
-            self._check_vector_alignment(buf, indices, value.dtype.bits * lanes // 8, aff)
-        base, off = self._address(root, space, aff)
-        addr = base + (f"+{off}" if off else "")
+            nbits = value.dtype.bits * lanes
+            if nbits > dt.bits:
+                self._check_vector_alignment(buf, root, indices, nbits // 8, aff)
+        reg, off = self._address(base, space, aff)
+        addr = reg + "+" + str(off) if off else reg
         if lanes == 1:
-            self.emit(form("st", space, mem_type(buf.dtype)).format(a=addr, v=v))
+            mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
+            self.lines.append("    " + form("st", space, mt).format(a=addr, v=v))
             return
-        nbits = value.dtype.bits * lanes
-        self._gate_vector(space, nbits)
-        ty, n = _container(nbits)
-        self.emit(form("st", space, ty, n, cache).format(a=addr, v=_vec(v.regs)))
-
-    def _gate_vector(self, space, nbits):
         if nbits == 256:
-            if space != "global":
-                raise PtxgenError(f"256-bit vector access needs the global state space, not {space}")
-            self.need_opcode("ld.global.v8", feature="256 bit wide load/store", min_sm=100,
-                             min_ptx=(8, 8))
+            self._gate_vector(space)
+        ty, n = _CONTAINERS.get(nbits) or _container(nbits)
+        # a vector value's text is its braced registers already
+        self.lines.append("    " + form("st", space, ty, n, cache).format(
+            a=addr, v=v if n > 1 else v.regs[0]))
+
+    def _gate_vector(self, space):
+        """256-bit (.v8) accesses: global memory only, sm_100+."""
+        if space != "global":
+            raise PtxgenError(f"256-bit vector access needs the global state space, not {space}")
+        self.need_opcode("ld.global.v8", feature="256 bit wide load/store", min_sm=100,
+                         min_ptx=(8, 8))
 
     # ---- container packing ----------------------------------------------------------
     def _pack(self, regs, dt):
@@ -395,7 +470,7 @@ class MemoryEmitter(BoundsChecks):
         memory access moves: 64-bit lanes split, 16-bit lanes pair, 8-bit lanes insert."""
         nbits = dt.bits * len(regs)
         ty, n = _container(nbits)
-        cls = _container_cls(ty)
+        cls = _CONTAINER_CLS[ty]
         if dt.bits == 64:
             out = []
             for reg in regs:
@@ -404,13 +479,17 @@ class MemoryEmitter(BoundsChecks):
                 out += [lo, hi]
             return _VecRegs(out)
         per = len(regs) // n
+        if per == 1:   # a move per lane, new_reg/emit inlined (the register-tile hot path)
+            fmt, counts = form("mov", ty.replace("u", "b")), self.reg_counts
+            c = counts[cls]
+            counts[cls] = c + n
+            out = list(map(_PREFIX[cls].__add__, map(str, range(c + 1, c + n + 1))))
+            self.lines += ["    " + fmt.format(d=r, a=p) for r, p in zip(out, regs)]
+            return _VecRegs(out)
         out = []
         for c in range(n):
             part = regs[c * per:(c + 1) * per]
-            if per == 1:
-                r = self.new_reg(cls)
-                self.emit(form("mov", ty.replace("u", "b")).format(d=r, a=part[0]))
-            elif dt.bits == 16:
+            if dt.bits == 16:
                 r = self.new_reg(cls)
                 self.emit(form("mov", "b32").format(d=r, a="{" + ", ".join(part) + "}"))
             elif dt.bits == 8:
@@ -435,12 +514,14 @@ class MemoryEmitter(BoundsChecks):
                 self.emit(form("mov", "b64").format(d=reg, a="{" + f"{lo}, {hi}" + "}"))
             return
         per = len(regs) // len(vec.regs)
+        if per == 1:   # a move per lane
+            fmt = form("mov", "b16" if dt.bits == 16 else
+                       self._mov_type(dt) if dt.bits >= 32 else "b32")
+            self.lines += ["    " + fmt.format(d=p, a=r) for p, r in zip(regs, vec.regs)]
+            return
         for c, r in enumerate(vec.regs):
             part = regs[c * per:(c + 1) * per]
-            if per == 1:
-                self.emit(form("mov", self._mov_type(dt) if dt.bits >= 32 else "b32").format(d=part[0], a=r)
-                          if dt.bits != 16 else form("mov", "b16").format(d=part[0], a=r))
-            elif dt.bits == 16:
+            if dt.bits == 16:
                 self.emit(form("mov", "b32").format(d="{" + ", ".join(part) + "}", a=r))
             else:
                 if r.startswith("%rs"):      # a 16-bit container of two bytes
@@ -461,23 +542,8 @@ class _VecRegs(str):
         return s
 
 
-def _vec(regs) -> str:
-    return "{" + ", ".join(regs) + "}" if len(regs) > 1 else regs[0]
-
-
 def _container(nbits):
-    if nbits == 256:
-        return "b32", 8
-    if nbits == 128:
-        return "b32", 4
-    if nbits == 64:
-        return "b32", 2
-    if nbits in (32, 16, 8):
-        return {32: "b32", 16: "b16", 8: "b8"}[nbits], 1
-    raise PtxgenError(f"no PTX container moves {nbits} bits")
-
-
-def _container_cls(ty):
-    return {"b32": "b32", "b16": "b16", "b8": "b32", "b64": "b64"}[ty]
-
-
+    c = _CONTAINERS.get(nbits)
+    if c is None:
+        raise PtxgenError(f"no PTX container moves {nbits} bits")
+    return c
