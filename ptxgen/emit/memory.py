@@ -277,15 +277,14 @@ class MemoryEmitter(BoundsChecks):
             if len(coefs) == 1 and coefs[0] == g:
                 [(atom, _)] = terms.values()
             if type(atom) is Var and atom.dtype is aff.dtype:
-                idx = atom   # the index is a variable: no expression to build, and once
-                v = self.val(atom) if scaled is None else None   # scaled, no operand needed
+                # the index is a variable: once scaled, no operand needed
+                v = self.val(atom) if scaled is None else None
             else:
                 aff.const = 0
                 if g != 1:
                     for t in aff.terms.values():
                         t[1] //= g
-                idx = aff.to_expr()
-                v = self.val(idx)
+                v = self.affine_val(aff)
             counts = self.reg_counts
             lines = self.lines
             scope = self._scope_keys[-1]
@@ -295,7 +294,7 @@ class MemoryEmitter(BoundsChecks):
                 if scaled is None:
                     n += 1
                     scaled = "%rd" + str(n)
-                    mul = ("mul.lo", "s64") if idx.dtype == INT64 else ("mul.wide", "s32")
+                    mul = ("mul.lo", "s64") if aff.dtype is INT64 else ("mul.wide", "s32")
                     lines.append("    " + form("binary", *mul).format(d=scaled, a=v, b=g))
                     known[skey] = scaled
                     scope.append(skey)
