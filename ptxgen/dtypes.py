@@ -105,11 +105,13 @@ _MEM = {
 
 
 def mem_type(dt: DType) -> str:
-    dt = dtype(dt).scalar
-    if dt.name not in _MEM:
-        raise PtxgenError(f"{dt.name} has no single-element load/store form; move it in a "
+    """The ld/st type of one element (the emitter asks per access: one lookup, no call)."""
+    name = (dt if isinstance(dt, DType) else dtype(dt)).scalar.name
+    m = _MEM.get(name)
+    if m is None:
+        raise PtxgenError(f"{name} has no single-element load/store form; move it in a "
                           f"wider container (e.g. a uint8 view of packed pairs)")
-    return _MEM[dt.name]
+    return m
 
 
 ALL_SCALARS = tuple(k for k in _SCALARS if k != "handle")

@@ -21,6 +21,7 @@ BOOL = dtype("bool")
 HANDLE = dtype("handle")
 
 _ids = itertools.count()
+_INT32_VALUES = range(-2**31, 2**31)   # `x in` it: one C call, cheaper than a chained compare
 
 # ----------------------------------------------------------------------------------
 # expressions
@@ -42,30 +43,15 @@ class Expr:
     dtype: DType
     __slots__ = ()
 
-    # arithmetic -------------------------------------------------------------
-    def __add__(self, o): return binop("add", self, o)
-    def __radd__(self, o): return binop("add", o, self)
-    def __sub__(self, o): return binop("sub", self, o)
-    def __rsub__(self, o): return binop("sub", o, self)
-    def __mul__(self, o): return binop("mul", self, o)
-    def __rmul__(self, o): return binop("mul", o, self)
-    def __floordiv__(self, o): return binop("floordiv", self, o)
-    def __rfloordiv__(self, o): return binop("floordiv", o, self)
-    def __mod__(self, o): return binop("floormod", self, o)
-    def __rmod__(self, o): return binop("floormod", o, self)
+    # arithmetic: methods made by _arith/_rarith below the class -----------------
     def __truediv__(self, o): return binop("div", self, o)
     def __rtruediv__(self, o): return binop("div", o, self)
-    def __and__(self, o): return binop("and", self, o)
-    def __rand__(self, o): return binop("and", o, self)
-    def __or__(self, o): return binop("or", self, o)
-    def __ror__(self, o): return binop("or", o, self)
-    def __xor__(self, o): return binop("xor", self, o)
-    def __rxor__(self, o): return binop("xor", o, self)
     def __lshift__(self, o): return binop("shl", self, o)
     def __rlshift__(self, o): return binop("shl", o, self)
     def __rshift__(self, o): return binop("shr", self, o)
     def __rrshift__(self, o): return binop("shr", o, self)
     def __neg__(self): return binop("sub", 0, self)
+
     def __invert__(self):
         if self.dtype == BOOL:
             return Not(self)
@@ -93,13 +79,48 @@ class Expr:
         return format_expr(self)
 
 
+def _arith(op):
+    """Expr.__<op>__ for an op of binop's fast path: int32 index arithmetic (`i * 4`,
+    `i + j`) is built right here, one call less per operator than going through binop."""
+    def method(self, o):
+        dt = self.dtype
+        if type(o) is int:
+            if dt is INT32 and o in _INT32_VALUES:
+                return BinOp(op, self, Const(o, INT32), INT32)
+        elif isinstance(o, Expr) and o.dtype is dt and dt.is_int:
+            return BinOp(op, self, o, dt)
+        return binop(op, self, o)
+    return method
+
+
+def _rarith(op):
+    """Expr.__r<op>__: `4 * i` with an int32 `i` built here, as binop would."""
+    def method(self, o):
+        if type(o) is int and self.dtype is INT32 and o in _INT32_VALUES:
+            return BinOp(op, Const(o, INT32), self, INT32)
+        return binop(op, o, self)
+    return method
+
+
+for _op, _name in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("floordiv", "floordiv"),
+                   ("floormod", "mod"), ("and", "and"), ("or", "or"), ("xor", "xor")):
+    for _make, _fmt in ((_arith, "__%s__"), (_rarith, "__r%s__")):
+        _m = _make(_op)
+        _m.__name__ = _fmt % _name
+        _m.__qualname__ = "Expr." + _m.__name__
+        setattr(Expr, _m.__name__, _m)
+del _op, _name, _make, _fmt, _m
+
+
 class Const(Expr):
     __slots__ = ("value", "dtype", "_key")
 
     def __init__(self, value, dtype: DType = None):
+        if dtype is None:
+            dtype = INT32
         self.value = value
-        self.dtype = INT32 if dtype is None else dtype
-        self._key = None
+        self.dtype = dtype
+        self._key = ("c", value, dtype.name)   # eager, as Var's: most constants get keyed
 
     def _make_key(self):
         return ("c", self.value, self.dtype.name)
@@ -134,7 +155,7 @@ class SpecialReg(Expr):
     def __init__(self, name: str, dtype: DType = None):
         self.name = name
         self.dtype = INT32 if dtype is None else dtype
-        self._key = None
+        self._key = ("sr", name)      # eager, as Var's
 
     def _make_key(self):
         return ("sr", self.name)
@@ -151,7 +172,9 @@ class BinOp(Expr):
         self.a = a
         self.b = b
         self.dtype = dtype
-        self._key = None
+        ka = a._key       # eager when both children have keys (lazy ones: Load, Cast, ...)
+        kb = b._key
+        self._key = None if ka is None or kb is None else (op, ka, kb, dtype.name)
 
     def _make_key(self):
         a, b = self.a, self.b   # children are Exprs: their keys inline, no expr_key calls
@@ -257,7 +280,8 @@ class BufferPtr(Expr):
 
 def expr_key(e):
     """Structural identity of an expression (Vars and buffers by identity), for caches.
-    Computed once per node (each class's _make_key) and kept in its `_key` slot."""
+    Kept in each node's `_key` slot: built with the node for leaves and BinOps (nearly all
+    of them get keyed, and a tuple costs less than a call), else by _make_key on first use."""
     try:
         k = e._key
     except AttributeError:
@@ -293,7 +317,7 @@ def as_expr(v, like: DType | None = None) -> Expr:
     """Wrap a Python literal; `like` gives the context dtype (literals are typed by context)."""
     if isinstance(v, Expr):
         return v
-    if type(v) is int and (like is None or like is INT32) and -2147483648 <= v <= 2147483647:
+    if type(v) is int and (like is None or like is INT32) and v in _INT32_VALUES:
         return Const(v, INT32)
     if isinstance(v, bool):
         return Const(v, BOOL)
@@ -322,7 +346,7 @@ def binop(op: str, a, b) -> Expr:
         dt = a.dtype
         if dt.is_int:
             if type(b) is int:
-                if dt is INT32 and -2147483648 <= b <= 2147483647:
+                if dt is INT32 and b in _INT32_VALUES:
                     return BinOp(op, a, Const(b, INT32), INT32)
             elif isinstance(b, Expr) and b.dtype is dt:
                 return BinOp(op, a, b, dt)
@@ -408,7 +432,13 @@ class Buffer:
     data: Any = None              # BufferPtr of the aliased storage (views)
     param: bool = False
     tmem_addr: Any = None         # tmem buffers: Expr of the allocated base address
-    uid: int = field(default_factory=lambda: next(_ids))
+    uid: int = field(default_factory=_ids.__next__)   # a C callable: no Python call per buffer
+
+    def __post_init__(self):
+        # the buffer that owns the storage this one views: the emitter asks per access, so it
+        # is a plain attribute (a view's `data` is fixed when it is made)
+        d = self.data
+        self.root = self if d is None else d.buffer.root
 
     def __hash__(self):
         return self.uid
@@ -417,21 +447,16 @@ class Buffer:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
-    def root(self) -> "Buffer":
-        """The buffer that owns the storage this one views."""
-        b = self
-        while b.data is not None:
-            b = b.data.buffer
-        return b
-
     def storage_ptr(self) -> "BufferPtr":
         """The pointer a view of this buffer shares: its own data pointer, or its base if it
         owns its storage (a view keeps elem_offset, so both address the same elements)."""
         return self.data if self.data is not None else BufferPtr(self, None)
 
     def numel(self):
-        return math.prod(self.shape) if all(isinstance(s, int) for s in self.shape) else None
+        for s in self.shape:
+            if not isinstance(s, int):
+                return None
+        return math.prod(self.shape)
 
     def nbytes(self):
         n = self.numel()
@@ -455,11 +480,11 @@ class BufferRegion:
 
     @property
     def shape(self):
-        return tuple(e for _, e in self.region)
+        return tuple([e for _, e in self.region])
 
     @property
     def starts(self):
-        return tuple(s for s, _ in self.region)
+        return tuple([s for s, _ in self.region])
 
     @property
     def dtype(self):

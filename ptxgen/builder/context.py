@@ -8,8 +8,8 @@ from __future__ import annotations
 import linecache
 import os
 import re
-import sys
 import threading
+from sys import _getframe
 
 from ..errors import TraceError
 from ..ir import (BinOp, BufferPtr, Cast, Const, Load, Not, PrimFunc, Select, SpecialReg, Stmt,
@@ -51,17 +51,18 @@ def user_site(depth: int = 2) -> Site:
     """The line of the innermost frame outside ptxgen, searched from `depth` frames above
     this call (2: the caller of the function that asks, usually already the user's line).
     A public API call looks it up once and hands it to its helpers (`at=`)."""
-    f = sys._getframe(depth)
+    f = _getframe(depth)
     while f is not None:
         fn = f.f_code.co_filename
+        key = (fn, f.f_lineno)     # not the code object: hashing one costs a microsecond
+        site = _SITES.get(key)     # only user lines are kept: a hit needs no package check
+        if site is not None:
+            return site
         pkg = _IS_PKG.get(fn)
         if pkg is None:
             pkg = _IS_PKG[fn] = fn.startswith(_PKG_DIRS) or fn.endswith("contextlib.py")
         if not pkg:
-            key = (fn, f.f_lineno)     # not the code object: hashing one costs a microsecond
-            site = _SITES.get(key)
-            if site is None:
-                site = _SITES[key] = Site(fn, f.f_lineno)
+            site = _SITES[key] = Site(fn, f.f_lineno)
             return site
         f = f.f_back
     return _NOWHERE
@@ -131,32 +132,48 @@ class TraceContext:
         dead = self.dead_loop_vars
         if dead:   # empty until a loop has ended: nothing can be dead before
             for e in exprs:
-                _check_live(e, dead)
+                check_live_expr(e, dead)
 
 
-def _check_live(e, dead: dict):
-    """Depth first, left to right: the first dead use in the source is the one reported."""
-    t = type(e)
-    if t is BinOp:
-        _check_live(e.a, dead)
-        b = e.b
-        if type(b) is not Const:     # a constant, the usual right operand, has no variables
-            _check_live(b, dead)
-    elif t is Var:
-        if e.uid in dead:
-            raise fail(f"loop variable '{e.name}' is used after its loop ended "
-                       f"(the loop is at {dead[e.uid]}); bind the value inside the loop")
-    elif t is Const or t is SpecialReg:
-        pass
-    elif t is Load or t is BufferPtr and e.indices is not None:
-        for i in e.indices:
-            _check_live(i, dead)
-    elif t is Cast or t is Not:
-        _check_live(e.a, dead)
-    elif t is Select:
-        _check_live(e.cond, dead)
-        _check_live(e.t, dead)
-        _check_live(e.f, dead)
+def check_live_expr(e, dead: dict):
+    """Raise if `e` uses a loop variable of `dead` (ctx.dead_loop_vars: uid -> loop site).
+    Depth first, left to right: the first dead use in the source is the one reported.
+    The right operand of a BinOp is walked by the loop and leaf operands are checked in
+    place: index arithmetic (`(i + k) * 4`) then costs one call, not one per node."""
+    while True:
+        t = type(e)
+        if t is BinOp:
+            a = e.a
+            t = type(a)
+            if t is Var:
+                if a.uid in dead:
+                    raise _dead_use(a, dead)
+            elif t is not Const:
+                check_live_expr(a, dead)
+            e = e.b
+        elif t is Var:
+            if e.uid in dead:
+                raise _dead_use(e, dead)
+            return
+        elif t is Const or t is SpecialReg:
+            return
+        elif t is Load or t is BufferPtr and e.indices is not None:
+            for i in e.indices:
+                check_live_expr(i, dead)
+            return
+        elif t is Cast or t is Not:
+            e = e.a
+        elif t is Select:
+            check_live_expr(e.cond, dead)
+            check_live_expr(e.t, dead)
+            e = e.f
+        else:
+            return
+
+
+def _dead_use(v: Var, dead: dict) -> TraceError:
+    return fail(f"loop variable '{v.name}' is used after its loop ended "
+                f"(the loop is at {dead[v.uid]}); bind the value inside the loop")
 
 
 class _Local(threading.local):
@@ -169,9 +186,15 @@ _local = _Local()
 def current() -> TraceContext:
     ctx = _local.ctx
     if ctx is None:
-        raise TraceError(f"{user_src()}: this call is only valid inside a @pg.kernel function "
-                         f"while it is being traced")
+        raise outside_kernel()
     return ctx
+
+
+def outside_kernel() -> TraceError:
+    """The error of a builder call made while no kernel is traced.  The hottest API calls
+    read `_local.ctx` themselves and raise this (one call less than current())."""
+    return TraceError(f"{user_src()}: this call is only valid inside a @pg.kernel function "
+                      f"while it is being traced")
 
 
 def push(ctx: TraceContext):

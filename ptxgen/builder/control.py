@@ -5,17 +5,24 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..dtypes import dtype as _dtype
-from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, SpecialReg, Var, While,
+from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg, Var, While,
                   as_expr)
-from .context import assigned_name, current, fail, loop_var_name, user_site
+from .context import (_local, check_live_expr, current, fail, outside_kernel,
+                      user_site)
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
 
 def _let(ctx, at, name: str, value: Expr, bounds=None) -> Var:
-    """Bind `value` to a fresh Var named after the user's line `at` (a Site)."""
-    v = Var(ctx.unique(assigned_name(name, at)), value.dtype)
-    ctx.append(Let(v, value, bounds), at.src)
+    """Bind `value` to a fresh Var named after the user's line `at` (a Site).  Every value of
+    a trace goes through here, so ctx.unique and ctx.append are written out inline."""
+    name = at.assigned or name
+    names = ctx.names
+    n = names.get(name, 0)
+    names[name] = n + 1
+    v = Var(f"{name}_{n}" if n else name, value.dtype)
+    ctx.bodies[-1].append(Let(v, value, bounds, src=at.src))
+    ctx.last_closed_if = None
     ctx.facts.append(("let", v, value, bounds))
     ctx.let_values[v.uid] = value
     return v
@@ -121,20 +128,28 @@ def launch(grid=None, block=None, dynamic_smem_bytes=None):
 
 def let(value, dtype=None) -> Var:
     """Immutable binding; facts about its value (bounds, divisibility) reach every use."""
-    ctx = current()
+    ctx = _local.ctx
+    if ctx is None:
+        raise outside_kernel()
     if dtype is None:
-        value = value if isinstance(value, Expr) else as_expr(value)
+        if not isinstance(value, Expr):
+            value = as_expr(value)
     else:
         dt = _dtype(dtype)
         value = as_expr(value, dt)
         if value.dtype != dt:
             raise fail(f"pg.let value is {value.dtype}, declared {dtype}; use pg.cast")
-    ctx.check_live(value)
+    if ctx.dead_loop_vars:
+        check_live_expr(value, ctx.dead_loop_vars)
     return _let(ctx, user_site(), "v", value)
 
 
 def _loop(kind, args):
-    ctx = current()
+    """The generator behind pg.serial/pg.unroll: checks the bounds, opens the body, yields
+    the loop variable once and closes the For when the user's `for` is done."""
+    ctx = _local.ctx
+    if ctx is None:
+        raise outside_kernel()
     n = len(args)
     if n == 1:
         lo, hi, step = 0, args[0], 1
@@ -155,21 +170,30 @@ def _loop(kind, args):
         hi = as_expr(hi)
     if not isinstance(lo, Expr):
         lo = as_expr(lo, hi.dtype)
-    if lo.dtype != hi.dtype:
-        raise fail(f"pg.{kind} bounds differ in dtype: {lo.dtype} vs {hi.dtype}")
-    if not lo.dtype.is_int:
-        raise fail(f"pg.{kind} bounds must be integers, got {lo.dtype}")
-    lo_b = lo.value if isinstance(lo, Const) else None         # the range fact's bounds
+    dt = lo.dtype
+    if dt is not hi.dtype:
+        raise fail(f"pg.{kind} bounds differ in dtype: {dt} vs {hi.dtype}")
+    if not dt.is_int:
+        raise fail(f"pg.{kind} bounds must be integers, got {dt}")
+    lo_b = lo.value if isinstance(lo, Const) else None        # the range fact's bounds
     hi_b = hi.value - 1 if isinstance(hi, Const) else None
     if kind == "unroll" and (lo_b is None or hi_b is None):
         raise fail("pg.unroll needs constant bounds (it copies the body at trace time); "
                    "use pg.serial for a runtime trip count")
-    ctx.check_live(lo, hi)
+    dead = ctx.dead_loop_vars
+    if dead:
+        check_live_expr(lo, dead)
+        check_live_expr(hi, dead)
     at = user_site()     # the generator runs on the user's `for` line
     src = at.src
-    var = Var(ctx.unique(loop_var_name("i", at)), lo.dtype)
+    name = at.loop_var or "i"     # ctx.unique, inline
+    names = ctx.names
+    n = names.get(name, 0)
+    names[name] = n + 1
+    var = Var(f"{name}_{n}" if n else name, dt)
     body: list = []
-    ctx.bodies.append(body)
+    bodies = ctx.bodies
+    bodies.append(body)
     uid = var.uid
     ctx.live_loop_vars.add(uid)
     ctx.loop_exprs[uid] = (lo, hi, None if int_step else step)
@@ -177,10 +201,11 @@ def _loop(kind, args):
     try:
         yield var
     finally:
-        ctx.bodies.pop()
+        bodies.pop()
         ctx.live_loop_vars.discard(uid)
-        ctx.dead_loop_vars[uid] = src
-        ctx.append(For(var, lo, hi, step, kind, body, src=src))
+        dead[uid] = src
+        bodies[-1].append(For(var, lo, hi, step, kind, body, src=src))
+        ctx.last_closed_if = None
 
 
 def serial(*args):
@@ -229,7 +254,6 @@ def else_():
         raise fail("pg.else_() must come directly after a `with pg.if_(...)` block")
     body: list = []
     ctx.bodies.append(body)
-    from ..ir import Not
     ctx.active_mask.append(Not(stmt.cond))
     try:
         yield

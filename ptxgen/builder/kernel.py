@@ -4,11 +4,12 @@ from __future__ import annotations
 import inspect
 import os
 import re
-import threading
+from _thread import RLock
+from types import FunctionType
 
 from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError, TraceError
-from ..ir import Param, PrimFunc, Var
+from ..ir import Param, PrimFunc, Var, cast, const
 from . import context
 from .tensor import Tensor, TensorHandle, make_buffer
 
@@ -40,8 +41,6 @@ class ScalarType:
         self.ptxgen_dtype = name
 
     def __call__(self, value):
-        from ..ir import cast, const
-
         return const(value, self.ptxgen_dtype) if isinstance(value, (int, float)) \
             else cast(value, self.ptxgen_dtype)
 
@@ -70,7 +69,7 @@ def _param_from_annotation(name, ann, fn):
 def _annotated_params(fn):
     """(name, annotation) of each parameter.  A plain function is read off its code object:
     inspect.signature costs as much as tracing a small kernel."""
-    code = fn.__code__ if inspect.isfunction(fn) else None
+    code = fn.__code__ if isinstance(fn, FunctionType) else None
     if code is None or hasattr(fn, "__wrapped__") or code.co_kwonlyargcount or \
             code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
         return [(n, p.annotation) for n, p in inspect.signature(fn).parameters.items()]
@@ -86,7 +85,7 @@ class Kernel:
         self.fn = fn
         self.name = name or fn.__name__
         self._ptx_cache: dict = {}
-        self._lock = threading.RLock()
+        self._lock = RLock()      # _thread's: threading.RLock is a Python-level wrapper
         self._launchers: dict = {}
         # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
         # the body then may not fix gridDim with cta_id(n)
@@ -112,41 +111,39 @@ class Kernel:
         args = []
         symbols: dict[int, Var] = {}
         src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
-        for pname, ann in _annotated_params(fn):
-            ann = _param_from_annotation(pname, ann, fn)
-            if isinstance(ann, Tensor):
-                for s in ann.shape:
-                    if isinstance(s, Var):
-                        symbols.setdefault(s.uid, s)
-                context.push(ctx)
-                try:
+        context.push(ctx)      # once, for the parameters' buffers and the body
+        try:
+            for pname, ann in _annotated_params(fn):
+                if isinstance(ann, str):
+                    ann = _param_from_annotation(pname, ann, fn)
+                if isinstance(ann, Tensor):
+                    for s in ann.shape:
+                        if isinstance(s, Var):
+                            symbols.setdefault(s.uid, s)
                     b = make_buffer(pname, ann.shape, ann.dtype, "global", ann.layout,
                                     ann.elem_offset, ann.byte_offset, ann.align, param=True)
-                finally:
-                    context.pop()
-                func.params.append(Param(pname, "tensor", None, b))
-                args.append(TensorHandle(b))
-            elif isinstance(ann, ScalarType) or (isinstance(ann, str) and ann):
-                dt = _dtype(ann.ptxgen_dtype if isinstance(ann, ScalarType) else ann)
-                if dt.lanes != 1 or dt.kind not in ("int", "uint", "float"):
-                    raise TraceError(f"{src}: scalar parameter '{pname}' must be an int or float "
-                                     f"type, got {dt}")
-                v = Var(pname, dt)
-                func.params.append(Param(pname, "scalar", v))
-                args.append(v)
-            else:
-                raise TraceError(f"{src}: parameter '{pname}' needs an annotation: "
-                                 f"pg.Tensor(shape, dtype) or a scalar type such as pg.int32")
-        for v in symbols.values():
-            func.params.append(Param(v.name, "symbol", v))
-        context.push(ctx)
-        try:
-            fn(*args)
-            for fin in ctx.finalizers:
-                fin()
-        except PtxgenError as e:
-            _locate(e)
-            raise
+                    func.params.append(Param(pname, "tensor", None, b))
+                    args.append(TensorHandle(b))
+                elif isinstance(ann, ScalarType) or (isinstance(ann, str) and ann):
+                    dt = _dtype(ann.ptxgen_dtype if isinstance(ann, ScalarType) else ann)
+                    if dt.lanes != 1 or dt.kind not in ("int", "uint", "float"):
+                        raise TraceError(f"{src}: scalar parameter '{pname}' must be an int or "
+                                         f"float type, got {dt}")
+                    v = Var(pname, dt)
+                    func.params.append(Param(pname, "scalar", v))
+                    args.append(v)
+                else:
+                    raise TraceError(f"{src}: parameter '{pname}' needs an annotation: "
+                                     f"pg.Tensor(shape, dtype) or a scalar type such as pg.int32")
+            for v in symbols.values():
+                func.params.append(Param(v.name, "symbol", v))
+            try:
+                fn(*args)
+                for fin in ctx.finalizers:
+                    fin()
+            except PtxgenError as e:
+                _locate(e)
+                raise
         finally:
             context.pop()
         self._ctx_resources = ctx.resources
@@ -170,14 +167,12 @@ class Kernel:
 
     # ---- building ------------------------------------------------------------------
     def _build(self, arch):
-        from ..emit.codegen import Codegen
-        from ..emit.target import parse_target
-        from ..passes.lower import register_buffers, unroll
-
+        parse_target, unroll, register_buffers, Codegen = _BUILD_API or _build_api()
         target = parse_target(arch)
-        body = unroll(self.ir.body)
-        func = PrimFunc(self.ir.name, self.ir.params, body, self.ir.grid, self.ir.block,
-                        self.ir.dynamic_smem_bytes, self.ir.dynamic_smem_reserve, self.ir.attrs)
+        ir = self.ir
+        body = unroll(ir.body)
+        func = PrimFunc(ir.name, ir.params, body, ir.grid, ir.block, ir.dynamic_smem_bytes,
+                        ir.dynamic_smem_reserve, ir.attrs)
         cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
         cg.local_in_regs = register_buffers(body)
         text = cg.run()
@@ -321,6 +316,21 @@ def _expected_strides(b):
             acc *= d
         return tuple(out)
     return strides
+
+
+_BUILD_API = None
+
+
+def _build_api():
+    """The emitter's entry points, imported by the first build rather than by `import ptxgen`;
+    kept here because a from-import inside _build costs ~3 us per name per build."""
+    global _BUILD_API
+    from ..emit.codegen import Codegen
+    from ..emit.target import parse_target
+    from ..passes.lower import register_buffers, unroll
+
+    _BUILD_API = (parse_target, unroll, register_buffers, Codegen)
+    return _BUILD_API
 
 
 class _Built:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..ir import BufferPtr, Instr, Mem, VecOperand, as_expr
+from ..ir import BufferPtr, Const, Instr, Load, Mem, VecOperand, as_expr
 from .context import current, fail
 from .tensor import LocalScalar, TensorHandle
 
@@ -28,16 +28,12 @@ class _AddrOf:
 def _first_element(t: TensorHandle) -> BufferPtr:
     """A tensor as an operand means its first element (elem_offset included), not `.data`,
     which is the storage base a view shares with its arena."""
-    from ..ir import Const
-
     return BufferPtr(t.buffer, tuple(Const(0) for _ in t.shape))
 
 
 def element_pointer(x) -> BufferPtr | None:
     """The element a memory operand names: a tensor (its first element), `t[i]` or
     `t.ptr_to([i])`; None for anything else (the caller says what it expected)."""
-    from ..ir import Load
-
     if isinstance(x, TensorHandle):
         return _first_element(x)
     if isinstance(x, Load):

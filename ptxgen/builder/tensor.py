@@ -10,9 +10,12 @@ import math
 from ..dtypes import DType, dtype as _dtype
 from ..emit.target import cache_modifiers
 from ..errors import PtxgenError
+from ..layout import S, TileLayout
+from ..passes.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
                   Store, Var, as_expr)
-from .context import Site, assigned_name, current, fail, user_site
+from .context import (Site, _local, assigned_name, check_live_expr, current, fail,
+                      outside_kernel, user_site)
 
 _ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
 
@@ -67,8 +70,6 @@ def _check_layout(layout, shape, name):
             return None
         raise fail(f"'{name}': unknown layout {layout!r}")
     if not hasattr(layout, "apply"):
-        from ..layout import TileLayout
-
         layout = TileLayout(layout)
     size = layout.size()
     n = math.prod(shape) if all(isinstance(s, int) for s in shape) else None
@@ -81,16 +82,20 @@ def _check_layout(layout, shape, name):
 def make_buffer(name, shape, dt, scope, layout=None, elem_offset=0, byte_offset=None, align=16,
                 data=None, param=False) -> Buffer:
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    dt = _dtype(dt)
-    _check_align(align)
+    if not isinstance(dt, DType):      # parameters and views pass a DType already
+        dt = _dtype(dt)
+    if not isinstance(align, int) or align <= 0 or align & (align - 1):
+        _check_align(align)    # raises; the test is repeated here to save a call per buffer
     if scope not in SCOPES:
         raise fail(f"unknown scope {scope!r}; scopes are {', '.join(SCOPES)}")
     for s in shape:
         if isinstance(s, bool) or not (isinstance(s, int) and s > 0 or isinstance(s, Expr)):
             raise fail(f"'{name}': shape entries must be positive ints, got {s!r}")
-    layout = _check_layout(layout, shape, name)
-    eo = _resolve_offset(dt, elem_offset, byte_offset, name)
-    return Buffer(name, shape, dt, scope, layout, eo, align, data, param)
+    if layout is not None:
+        layout = _check_layout(layout, shape, name)
+    if byte_offset is not None:
+        elem_offset = _resolve_offset(dt, elem_offset, byte_offset, name)
+    return Buffer(name, shape, dt, scope, layout, elem_offset, align, data, param)
 
 
 class TensorHandle:
@@ -131,37 +136,39 @@ class TensorHandle:
 
     # ---- indexing -------------------------------------------------------------------
     def _indices(self, key, allow_slices=True):
+        """(checked index Exprs, any slice?); every element access runs it, hence no helpers."""
         if not isinstance(key, tuple):
             key = (key,)
         b = self.buffer
-        if len(key) != len(b.shape):
+        shape = b.shape
+        if len(key) != len(shape):
             raise fail(f"shape mismatch: '{b.name}' has {b.ndim} dimension(s) "
                        f"{tuple(b.shape)} but was indexed with {len(key)}")
-        ctx = current()
-        dead = ctx.dead_loop_vars      # empty until a loop ends: then check_live has work
+        ctx = _local.ctx
+        if ctx is None:
+            raise outside_kernel()
+        dead = ctx.dead_loop_vars      # empty until a loop ends: then the check has work
         out = []
         has_slice = False
-        for d, (k, ext) in enumerate(zip(key, b.shape)):
-            if isinstance(k, Expr):    # the common case: an index expression or a loop var
-                e = k
-            elif isinstance(k, slice):
-                if not allow_slices:
-                    raise fail(f"'{b.name}': a region (slice) cannot be used here")
-                has_slice = True
-                out.append(self._slice(k, ext, d))
-                continue
-            elif isinstance(k, TensorHandle) or isinstance(k, float):
-                raise fail(f"'{b.name}': index {d} must be an integer expression, got {k!r}")
-            else:
-                e = as_expr(k)
-            if not e.dtype.is_int:
-                raise fail(f"'{b.name}': index {d} must be an integer, got {e.dtype}")
-            if isinstance(e, Const) and isinstance(ext, int) and not 0 <= e.value < ext:
-                raise fail(f"index {e.value} is out of range for dimension {d} of '{b.name}' "
+        for d, (k, ext) in enumerate(zip(key, shape)):
+            if not isinstance(k, Expr):    # the common case: an index expression or a loop var
+                if isinstance(k, slice):
+                    if not allow_slices:
+                        raise fail(f"'{b.name}': a region (slice) cannot be used here")
+                    has_slice = True
+                    out.append(self._slice(k, ext, d))
+                    continue
+                if isinstance(k, TensorHandle) or isinstance(k, float):
+                    raise fail(f"'{b.name}': index {d} must be an integer expression, got {k!r}")
+                k = as_expr(k)
+            if not k.dtype.is_int:
+                raise fail(f"'{b.name}': index {d} must be an integer, got {k.dtype}")
+            if isinstance(k, Const) and isinstance(ext, int) and not 0 <= k.value < ext:
+                raise fail(f"index {k.value} is out of range for dimension {d} of '{b.name}' "
                            f"(extent {ext})")
             if dead:
-                ctx.check_live(e)
-            out.append(e)
+                check_live_expr(k, dead)
+            out.append(k)
         return out, has_slice
 
     def _slice(self, k: slice, ext, d):
@@ -171,8 +178,6 @@ class TensorHandle:
         start = 0 if k.start is None else k.start
         stop = ext if k.stop is None else k.stop
         if isinstance(start, Expr) or isinstance(stop, Expr):
-            from ..passes.simplify import Analyzer
-
             extent = Analyzer().simplify(as_expr(stop) - as_expr(start))
             if not isinstance(extent, Const):
                 raise fail(f"'{b.name}': region extent along dim {d} must be a constant "
@@ -190,28 +195,29 @@ class TensorHandle:
         if has_slice:
             region = tuple([i if isinstance(i, tuple) else (i, 1) for i in idx])
             return BufferRegion(self.buffer, region)
-        return Load(self.buffer, tuple(idx), self.buffer.dtype)
+        b = self.buffer
+        return Load(b, tuple(idx), b.dtype)
 
     def __setitem__(self, key, value):
-        idx, has_slice = self._indices(key, allow_slices=False)
-        store(self.buffer, tuple(idx), value)
+        idx, _ = self._indices(key, False)
+        store(self.buffer, tuple(idx), value, user_site())
 
     def region(self):
         """The whole tensor as a region."""
         return BufferRegion(self.buffer, tuple((0, e) for e in self.shape))
 
     def ptr_to(self, indices):
-        idx, _ = self._indices(tuple(indices), allow_slices=False)
+        idx, _ = self._indices(tuple(indices), False)
         return BufferPtr(self.buffer, tuple(idx))
 
     # ---- vector access ----------------------------------------------------------------
     def _vec_check(self, indices, vdt):
         b = self.buffer
-        if vdt.scalar != b.dtype.scalar:
+        if vdt.scalar is not b.dtype.scalar:    # dtypes are interned
             raise fail(f"'{b.name}' holds {b.dtype}; a {vdt} access must use {b.dtype}x<N>")
         if vdt.lanes == 1:
             raise fail(f"vload/vstore need a vector dtype such as {b.dtype}x4, got {vdt}")
-        idx, _ = self._indices(tuple(indices), allow_slices=False)
+        idx, _ = self._indices(tuple(indices), False)
         last = idx[-1]
         ext = b.shape[-1]
         if isinstance(last, Const) and isinstance(ext, int) and last.value + vdt.lanes > ext:
@@ -227,13 +233,19 @@ class TensorHandle:
         selects cache modifiers of a global load."""
         vdt = _dtype(dtype)
         return Load(self.buffer, self._vec_check(indices, vdt), vdt,
-                    self._cache("load", cache_hint))
+                    "" if cache_hint is None else self._cache("load", cache_hint))
 
     def vstore(self, indices, value, cache_hint=None):
         """A vector store; `cache_hint` ("cs", "L1::no_allocate", ...) for global stores."""
-        value = value if isinstance(value, Expr) else as_expr(value)
-        idx = self._vec_check(indices, value.dtype)
-        current().append(Store(self.buffer, idx, value, self._cache("store", cache_hint)))
+        if not isinstance(value, Expr):
+            value = as_expr(value)
+        idx = self._vec_check(indices, value.dtype)     # checks that a trace is running
+        s = Store(self.buffer, idx, value,
+                  "" if cache_hint is None else self._cache("store", cache_hint),
+                  src=user_site().src)
+        ctx = _local.ctx      # ctx.append, inline
+        ctx.bodies[-1].append(s)
+        ctx.last_closed_if = None
 
     def _cache(self, kind, hint) -> str:
         if hint is None:      # no hint, no modifiers
@@ -264,8 +276,6 @@ class TensorHandle:
         return _declare(ctx, nb, at)
 
     def permute(self, *dims):
-        from ..layout import S, TileLayout
-
         b = self.buffer
         if sorted(dims) != list(range(b.ndim)):
             raise fail(f"permute of '{b.name}' needs a permutation of 0..{b.ndim - 1}, got {dims}")
@@ -319,8 +329,11 @@ def _declare(ctx, b: Buffer, at: Site) -> TensorHandle:
     return TensorHandle(b)
 
 
-def store(buf: Buffer, idx: tuple, value):
-    ctx = current()
+def store(buf: Buffer, idx: tuple, value, at: Site | None = None):
+    """Append buf[idx] = value, checked (`at`: the user's line, if the caller has it)."""
+    ctx = _local.ctx
+    if ctx is None:
+        raise outside_kernel()
     dt = buf.dtype
     v = value
     if not isinstance(v, Expr):
@@ -333,14 +346,16 @@ def store(buf: Buffer, idx: tuple, value):
             raise fail(f"'{buf.name}' is {dt}, a storage-only type: store values loaded from "
                        f"another {dt} buffer")
         v = as_expr(value, dt)
-    if v.dtype != dt:
+    if v.dtype is not dt:
         if v.dtype.is_float and dt.is_int:
             raise fail(f"storing a {v.dtype} value into {dt} buffer '{buf.name}' needs an explicit "
                        f"pg.cast(value, '{dt}')")
         raise fail(f"storing a {v.dtype} value into {dt} buffer '{buf.name}'; use "
                    f"pg.cast(value, '{dt}')")
-    ctx.check_live(v)
-    ctx.append(Store(buf, idx, v))
+    if ctx.dead_loop_vars:
+        check_live_expr(v, ctx.dead_loop_vars)
+    ctx.bodies[-1].append(Store(buf, idx, v, src=(at or user_site()).src))   # ctx.append
+    ctx.last_closed_if = None
 
 
 # ---- allocation ------------------------------------------------------------------------
@@ -354,7 +369,7 @@ def _alloc(at: Site, default: str, name, shape, dtype, scope, layout=None, align
            elem_offset=0, byte_offset=None):
     """alloc_buffer called from the user's line `at` (unnamed: named after its variable)."""
     ctx = current()
-    name = ctx.unique(name or assigned_name(default, at))
+    name = ctx.unique(name or at.assigned or default)
     if scope not in _ALLOC_SCOPES:
         raise fail(f"alloc_buffer scope must be one of {', '.join(_ALLOC_SCOPES)}, got {scope!r} "
                    f"(global tensors are kernel parameters)")
@@ -448,18 +463,21 @@ class LocalScalar:
         object.__setattr__(self, "_h", handle)
 
     def __ptxgen_expr__(self):
-        return Load(self._h.buffer, (Const(0),), self._h.buffer.dtype)
+        b = self._h.buffer
+        return Load(b, (Const(0),), b.dtype)
 
     @property
     def buffer(self):
         return self._h.buffer
 
+    # writes: what `buf[0] = value` appends, without indexing a (1,) buffer with 0 again
     def set(self, value):
-        self._h[0] = value
+        store(self._h.buffer, (Const(0),), value, user_site())
         return self
 
     def _update(self, op, other):
-        self._h[0] = getattr(self.__ptxgen_expr__(), op)(other)
+        store(self._h.buffer, (Const(0),), getattr(self.__ptxgen_expr__(), op)(other),
+              user_site())
         return self
 
     def __iadd__(self, o): return self._update("__add__", o)
