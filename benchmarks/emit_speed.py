@@ -3,8 +3,9 @@
 
 Wall time on a shared VM drifts (2x within minutes here), so the kernels are timed
 round-robin (every kernel sees the same machine phases), a calibration loop is timed in the
-same rounds, and each kernel's Python bytecode count per build is reported: that count is
-deterministic, so it is the figure to compare across runs and machines (same Python).  The
+same rounds, and each kernel's Python bytecodes and Python calls per build are reported: those
+counts are deterministic, so they are the figures to compare across runs and machines (same
+Python).  A call costs about as much as five bytecodes here, so both matter.  The
 larger examples check every element of their MMA operand layouts while tracing."""
 import os
 import statistics
@@ -18,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "examples"), os.path.join(HERE, "..")]
 
 import ptxgen as pg  # noqa: E402
-from emit_profile import bytecodes  # noqa: E402  (sys.settrace opcode counts)
+from emit_profile import profile  # noqa: E402  (sys.settrace opcode and call counts)
 
 ARCH = "sm_90a"
 
@@ -119,15 +120,17 @@ def report(named, rounds):
     samples, lines, calib = time_all(named, rounds)
     med = statistics.median
     print(f"{'kernel':<36} {'trace us':>8} {'emit us':>8} {'total us':>9} {'best us':>8} "
-          f"{'PTX lines':>9} {'us/line':>8} {'py ops':>8} {'ops/line':>8}")
+          f"{'PTX lines':>9} {'us/line':>8} {'py ops':>8} {'ops/line':>8} {'py calls':>8}")
     for name, f, arch in named:
         trace, build = samples[name]
         tr, bu = med(trace) * 1e6, med(build) * 1e6
-        best = min(t + b for t, b in zip(trace, build)) * 1e6
-        ops = bytecodes(f, arch)
+        totals = [t + b for t, b in zip(trace, build)]
+        total, best = med(totals) * 1e6, min(totals) * 1e6   # median of whole builds
+        ops, calls = profile(f, arch)
+        ops, calls = sum(ops.values()), sum(calls.values())
         n = max(lines[name], 1)
-        print(f"{name:<36} {tr:>8.0f} {bu:>8.0f} {tr + bu:>9.0f} {best:>8.0f} {n:>9} "
-              f"{(tr + bu) / n:>8.2f} {ops:>8} {ops / n:>8.0f}")
+        print(f"{name:<36} {tr:>8.0f} {bu:>8.0f} {total:>9.0f} {best:>8.0f} {n:>9} "
+              f"{total / n:>8.2f} {ops:>8} {ops / n:>8.0f} {calls:>8}")
     loop, render = [c[0] for c in calib], [c[1] for c in calib]
     print(f"calibration in the same rounds: sum(range(1000)) median {med(loop) * 1e6:.1f} us "
           f"(best {min(loop) * 1e6:.1f}), one jinja render median {med(render) * 1e6:.1f} us "
