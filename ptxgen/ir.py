@@ -416,29 +416,32 @@ def maximum(a, b) -> Expr:
 SCOPES = ("global", "shared", "shared.dyn", "local", "tmem")
 
 
-@dataclass(eq=False)
 class Buffer:
     """Metadata over a pointer: addr(B[c]) = data + elem_offset + layout(c)["m"].
 
     `data` is the storage this buffer views: None for a buffer that owns its storage
-    (parameter or allocation), else the BufferPtr/Buffer it aliases (decl_buffer)."""
-    name: str
-    shape: tuple
-    dtype: DType
-    scope: str = "global"
-    layout: Any = None            # None = row-major; else a ptxgen.layout layout
-    elem_offset: Any = 0          # int or Expr, in elements
-    align: int = 16
-    data: Any = None              # BufferPtr of the aliased storage (views)
-    param: bool = False
-    tmem_addr: Any = None         # tmem buffers: Expr of the allocated base address
-    uid: int = field(default_factory=_ids.__next__)   # a C callable: no Python call per buffer
+    (parameter or allocation), else the BufferPtr/Buffer it aliases (decl_buffer).
+    Slotted, with a plain __init__ (a dataclass's costs a __post_init__ call per buffer)."""
+    __slots__ = ("name", "shape", "dtype", "scope", "layout", "elem_offset", "align", "data",
+                 "param", "tmem_addr", "uid", "root")
 
-    def __post_init__(self):
+    def __init__(self, name: str, shape: tuple, dtype: DType, scope: str = "global",
+                 layout: Any = None, elem_offset: Any = 0, align: int = 16, data: Any = None,
+                 param: bool = False, tmem_addr: Any = None, uid: int | None = None):
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        self.scope = scope
+        self.layout = layout            # None = row-major; else a ptxgen.layout layout
+        self.elem_offset = elem_offset  # int or Expr, in elements
+        self.align = align
+        self.data = data                # BufferPtr of the aliased storage (views)
+        self.param = param
+        self.tmem_addr = tmem_addr      # tmem buffers: Expr of the allocated base address
+        self.uid = next(_ids) if uid is None else uid
         # the buffer that owns the storage this one views: the emitter asks per access, so it
         # is a plain attribute (a view's `data` is fixed when it is made)
-        d = self.data
-        self.root = self if d is None else d.buffer.root
+        self.root = self if data is None else data.buffer.root
 
     def __hash__(self):
         return self.uid

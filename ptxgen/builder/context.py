@@ -94,8 +94,7 @@ class TraceContext:
     def __init__(self, func: PrimFunc):
         self.func = func
         self.bodies = [func.body]
-        self.live_loop_vars: set[int] = set()
-        self.dead_loop_vars: dict[int, str] = {}
+        self.dead_loop_vars: dict[int, str] = {}     # loop var uid -> its loop's site, once closed
         self.arena = None
         self.block_set: dict[int, str] = {}    # dim index -> where it was set
         self.grid_set: dict[int, str] = {}
@@ -106,9 +105,9 @@ class TraceContext:
         self.active_mask: list = []            # conditions of enclosing if_ blocks
         self.resources: dict = {}
         self.block_used = False                # warp/warpgroup ids or cta tiles depend on it
-        self.facts: list = []                  # ("let", var, value, bounds) / ("range", var, lo, hi, step, start)
-        self.let_values: dict = {}             # var uid -> value
-        self.loop_exprs: dict = {}             # loop var uid -> (start, stop, step)
+        # in trace order: ("let", var, value, bounds) and
+        # ("range", var, lo, hi, step, start Expr, stop Expr, step Expr or None)
+        self.facts: list = []
 
     @property
     def body(self) -> list:
@@ -138,37 +137,35 @@ class TraceContext:
 def check_live_expr(e, dead: dict):
     """Raise if `e` uses a loop variable of `dead` (ctx.dead_loop_vars: uid -> loop site).
     Depth first, left to right: the first dead use in the source is the one reported.
-    The right operand of a BinOp is walked by the loop and leaf operands are checked in
-    place: index arithmetic (`(i + k) * 4`) then costs one call, not one per node."""
-    while True:
+    The BinOp spine is walked by the loop, right operand next, and leaf operands are
+    checked in place: index arithmetic (`(i + k) * 4`) then costs one call, not one per
+    node.  Callers test a bare Var or Const themselves, sparing the call."""
+    t = type(e)
+    while t is BinOp:
+        a = e.a
+        e = e.b
+        t = type(a)
+        if t is Var:
+            if a.uid in dead:
+                raise _dead_use(a, dead)
+        elif t is not Const:
+            check_live_expr(a, dead)
         t = type(e)
-        if t is BinOp:
-            a = e.a
-            t = type(a)
-            if t is Var:
-                if a.uid in dead:
-                    raise _dead_use(a, dead)
-            elif t is not Const:
-                check_live_expr(a, dead)
-            e = e.b
-        elif t is Var:
-            if e.uid in dead:
-                raise _dead_use(e, dead)
-            return
-        elif t is Const or t is SpecialReg:
-            return
-        elif t is Load or t is BufferPtr and e.indices is not None:
-            for i in e.indices:
+    if t is Var:
+        if e.uid in dead:
+            raise _dead_use(e, dead)
+    elif t is Const or t is SpecialReg:
+        return
+    elif t is Load or t is BufferPtr and e.indices is not None:
+        for i in e.indices:
+            if type(i) is not Var or i.uid in dead:
                 check_live_expr(i, dead)
-            return
-        elif t is Cast or t is Not:
-            e = e.a
-        elif t is Select:
-            check_live_expr(e.cond, dead)
-            check_live_expr(e.t, dead)
-            e = e.f
-        else:
-            return
+    elif t is Cast or t is Not:
+        check_live_expr(e.a, dead)
+    elif t is Select:
+        check_live_expr(e.cond, dead)
+        check_live_expr(e.t, dead)
+        check_live_expr(e.f, dead)
 
 
 def _dead_use(v: Var, dead: dict) -> TraceError:

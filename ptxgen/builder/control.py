@@ -15,7 +15,8 @@ _DIMS = {"x": 0, "y": 1, "z": 2}
 
 def _let(ctx, at, name: str, value: Expr, bounds=None) -> Var:
     """Bind `value` to a fresh Var named after the user's line `at` (a Site).  Every value of
-    a trace goes through here, so ctx.unique and ctx.append are written out inline."""
+    a trace goes through here, so ctx.unique and ctx.append are written out inline.  The
+    ("let", ...) fact is also the record of the binding (uniform.py reads values off it)."""
     name = at.assigned or name
     names = ctx.names
     n = names.get(name, 0)
@@ -24,7 +25,6 @@ def _let(ctx, at, name: str, value: Expr, bounds=None) -> Var:
     ctx.bodies[-1].append(Let(v, value, bounds, src=at.src))
     ctx.last_closed_if = None
     ctx.facts.append(("let", v, value, bounds))
-    ctx.let_values[v.uid] = value
     return v
 
 
@@ -139,24 +139,26 @@ def let(value, dtype=None) -> Var:
         value = as_expr(value, dt)
         if value.dtype != dt:
             raise fail(f"pg.let value is {value.dtype}, declared {dtype}; use pg.cast")
-    if ctx.dead_loop_vars:
-        check_live_expr(value, ctx.dead_loop_vars)
+    dead = ctx.dead_loop_vars
+    if dead and type(value) is not Const and (type(value) is not Var or value.uid in dead):
+        check_live_expr(value, dead)     # a Const or a live Var: no call
     return _let(ctx, user_site(), "v", value)
 
 
 def _loop(kind, args):
     """The generator behind pg.serial/pg.unroll: checks the bounds, opens the body, yields
-    the loop variable once and closes the For when the user's `for` is done."""
+    the loop variable once and closes the For when the user's `for` is done.  A loop is
+    live while its var's uid is not in ctx.dead_loop_vars (its range fact says the rest)."""
     ctx = _local.ctx
     if ctx is None:
         raise outside_kernel()
     n = len(args)
-    if n == 1:
+    if n == 3:
+        lo, hi, step = args
+    elif n == 1:
         lo, hi, step = 0, args[0], 1
     elif n == 2:
         (lo, hi), step = args, 1
-    elif n == 3:
-        lo, hi, step = args
     else:
         raise fail(f"pg.{kind} takes (stop), (start, stop) or (start, stop, step)")
     int_step = isinstance(step, int)
@@ -168,22 +170,24 @@ def _loop(kind, args):
                    f"expression), got {step!r}")
     if not isinstance(hi, Expr):
         hi = as_expr(hi)
+    dt = hi.dtype
     if not isinstance(lo, Expr):
-        lo = as_expr(lo, hi.dtype)
-    dt = lo.dtype
-    if dt is not hi.dtype:
-        raise fail(f"pg.{kind} bounds differ in dtype: {dt} vs {hi.dtype}")
+        lo = as_expr(lo, dt)
+    if lo.dtype is not dt:
+        raise fail(f"pg.{kind} bounds differ in dtype: {lo.dtype} vs {dt}")
     if not dt.is_int:
         raise fail(f"pg.{kind} bounds must be integers, got {dt}")
-    lo_b = lo.value if isinstance(lo, Const) else None        # the range fact's bounds
-    hi_b = hi.value - 1 if isinstance(hi, Const) else None
+    lo_b = lo.value if type(lo) is Const else None        # the range fact's bounds
+    hi_b = hi.value - 1 if type(hi) is Const else None
     if kind == "unroll" and (lo_b is None or hi_b is None):
         raise fail("pg.unroll needs constant bounds (it copies the body at trace time); "
                    "use pg.serial for a runtime trip count")
     dead = ctx.dead_loop_vars
-    if dead:
-        check_live_expr(lo, dead)
-        check_live_expr(hi, dead)
+    if dead:     # a Const or a live Var bound: no call
+        if lo_b is None and (type(lo) is not Var or lo.uid in dead):
+            check_live_expr(lo, dead)
+        if hi_b is None and (type(hi) is not Var or hi.uid in dead):
+            check_live_expr(hi, dead)
     at = user_site()     # the generator runs on the user's `for` line
     src = at.src
     name = at.loop_var or "i"     # ctx.unique, inline
@@ -194,16 +198,13 @@ def _loop(kind, args):
     body: list = []
     bodies = ctx.bodies
     bodies.append(body)
-    uid = var.uid
-    ctx.live_loop_vars.add(uid)
-    ctx.loop_exprs[uid] = (lo, hi, None if int_step else step)
-    ctx.facts.append(("range", var, lo_b, hi_b, step if int_step else 1, lo))
+    ctx.facts.append(("range", var, lo_b, hi_b, step if int_step else 1, lo, hi,
+                      None if int_step else step))
     try:
         yield var
     finally:
         bodies.pop()
-        ctx.live_loop_vars.discard(uid)
-        dead[uid] = src
+        dead[var.uid] = src
         bodies[-1].append(For(var, lo, hi, step, kind, body, src=src))
         ctx.last_closed_if = None
 

@@ -91,11 +91,12 @@ class _Scope:
 def facts_analyzer(ctx) -> Analyzer:
     """An Analyzer holding the facts in force at this point of the trace."""
     an = Analyzer()
+    dead = ctx.dead_loop_vars
     for kind, var, *rest in ctx.facts:
         if kind == "let":
             an.bind_let(var, rest[0], rest[1])
-        elif var.uid in ctx.live_loop_vars:
-            lo, hi, step, start = rest
+        elif var.uid not in dead:     # a loop still open
+            lo, hi, step, start = rest[:4]
             an.bind_range(var, lo, hi, step, start)
     return an
 

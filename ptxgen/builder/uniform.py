@@ -15,7 +15,9 @@ from ..ir import BinOp, Cast, Const, Load, Not, Select, SpecialReg, Var
 _UNIFORM_REGS = ("ctaid", "nctaid", "ntid", "nwarpid")
 
 
-def _classify(ctx, e, memo) -> str:
+def _classify(binds, e, memo) -> str:
+    """binds: Var uid -> its ("let", ...) or ("range", ...) fact of ctx.facts (the trace
+    records bindings only as facts; this rare check indexes them once per condition)."""
     t = type(e)
     if t is Const:
         return "const"
@@ -26,14 +28,14 @@ def _classify(ctx, e, memo) -> str:
     if t is Var:
         if e.uid in memo:
             return memo[e.uid]
-        value = ctx.let_values.get(e.uid)
-        if value is not None:
-            r = _classify(ctx, value, memo)
-        elif e.uid in ctx.loop_exprs:
-            parts = [_classify(ctx, x, memo) for x in ctx.loop_exprs[e.uid] if x is not None]
-            r = "varying" if any(p in ("thread", "varying") for p in parts) else "uniform"
-        else:
+        fact = binds.get(e.uid)
+        if fact is None:
             r = "uniform"      # parameters and symbols are the same for every thread
+        elif fact[0] == "let":
+            r = _classify(binds, fact[2], memo)
+        else:                  # a loop: its start, stop and step Expr
+            parts = [_classify(binds, x, memo) for x in fact[5:] if x is not None]
+            r = "varying" if any(p in ("thread", "varying") for p in parts) else "uniform"
         memo[e.uid] = r
         return r
     if t is Load:
@@ -42,28 +44,31 @@ def _classify(ctx, e, memo) -> str:
             Select: lambda: (e.cond, e.t, e.f)}.get(t)
     if kids is None:
         return "varying"
-    parts = {_classify(ctx, k, memo) for k in kids()}
+    parts = {_classify(binds, k, memo) for k in kids()}
     for level in ("varying", "thread", "uniform"):
         if level in parts:
             return level
     return "const"
 
 
-def _eval(ctx, e, env):
+def _eval(binds, e, env):
     t = type(e)
     if t is Const:
         return e.value
     if t is SpecialReg:
         return env[e.name]
     if t is Var:
-        return _eval(ctx, ctx.let_values[e.uid], env)
+        fact = binds[e.uid]       # KeyError, as for a loop var: a runtime value
+        if fact[0] != "let":
+            raise KeyError(e.uid)
+        return _eval(binds, fact[2], env)
     if t is Cast:
-        return _eval(ctx, e.a, env)
+        return _eval(binds, e.a, env)
     if t is Not:
-        return ~np.asarray(_eval(ctx, e.a, env), dtype=bool)
+        return ~np.asarray(_eval(binds, e.a, env), dtype=bool)
     if t is Select:
-        return np.where(_eval(ctx, e.cond, env), _eval(ctx, e.t, env), _eval(ctx, e.f, env))
-    a, b = _eval(ctx, e.a, env), _eval(ctx, e.b, env)
+        return np.where(_eval(binds, e.cond, env), _eval(binds, e.t, env), _eval(binds, e.f, env))
+    a, b = _eval(binds, e.a, env), _eval(binds, e.b, env)
     return {
         "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
         "floordiv": lambda: a // b, "floormod": lambda: a % b, "and": lambda: a & b,
@@ -75,7 +80,8 @@ def _eval(ctx, e, env):
 
 
 def uniform_within(ctx, cond, n: int) -> tuple[bool, str]:
-    kind = _classify(ctx, cond, {})
+    binds = {f[1].uid: f for f in ctx.facts}
+    kind = _classify(binds, cond, {})
     if kind in ("const", "uniform"):
         return True, ""
     if kind == "varying":
@@ -87,7 +93,7 @@ def uniform_within(ctx, cond, n: int) -> tuple[bool, str]:
     env = {"tid.x": lin % bx, "tid.y": (lin // bx) % by, "tid.z": lin // (bx * by),
            "laneid": lin % 32}
     try:
-        v = np.broadcast_to(np.asarray(_eval(ctx, cond, env)), (total,))
+        v = np.broadcast_to(np.asarray(_eval(binds, cond, env)), (total,))
     except KeyError:
         return False, "the branch condition mixes thread ids with runtime values"
     groups = v.reshape(-1, n) if total % n == 0 else None
