@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .. import __version__ as _version
 from ..errors import PtxgenError
-from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
-                  Let, Load, Mem, Store, TileCall, VecOperand, While, format_stmt)
+from ..ir import (BOOL, Alloc, Barrier, BinOp, Comment, Const, DeclBuffer, For, If, Instr,
+                  Let, Load, Mem, Store, TileCall, Var, VecOperand, While, format_stmt)
 from ..passes.lower import register_buffers, unroll
 from ..passes.simplify import Analyzer
 from ..primitives import lower_tile_call
@@ -30,7 +30,6 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.lines: list[str] = []
         self._marks: list = [(0, -1)]   # (first body line, index into self.stmts) per statement
         self.stmts: list = []           # (statement text, user src)
-        self._cur = -1
         self.ptx_version = target.min_ptx
         self.labels = 0
         self.names: set = set()
@@ -54,7 +53,6 @@ class Codegen(ValueEmitter, MemoryEmitter):
         return out
 
     def _mark(self, idx: int):
-        self._cur = idx
         self._marks.append((len(self.lines), idx))
 
     def label(self, what: str) -> str:
@@ -71,19 +69,18 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     # ---- statements ---------------------------------------------------------------
     def body(self, stmts):
-        dispatch = self._DISPATCH
-        outer = self._cur
+        dispatch, comment = self._DISPATCH, Codegen.s_Comment
         lines, marks, texts = self.lines, self._marks, self.stmts
+        outer = marks[-1][1]   # the enclosing statement: the latest mark is always its own
         for s in stmts:
-            self._cur = idx = len(texts)     # what _mark does, inline: once per statement
-            marks.append((len(lines), idx))
+            marks.append((len(lines), len(texts)))   # what _mark does, inline
             text = format_stmt(s)
             texts.append((text, s.src))
             handler = dispatch.get(type(s))
             if handler is None:
                 raise PtxgenError(f"internal: no emitter for {type(s).__name__}")
-            if handler is not Codegen.s_Comment:
-                lines.append("    // " + one_line(text))
+            if handler is not comment:   # one_line's usual case, inline: printable text
+                lines.append("    // " + (text if text.isprintable() else one_line(text)))
             try:
                 handler(self, s)
             except PtxgenError as e:   # locate the error at the user's line, once
@@ -92,8 +89,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
                     e.args = (f"{s.src}: {e.args[0]}",) + e.args[1:]
                     e.located = True
                 raise
-        if self._cur != outer:   # what the enclosing statement emits next is its own
-            self._mark(outer)
+        if marks[-1][1] != outer:   # what the enclosing statement emits next is its own
+            marks.append((len(lines), outer))
 
     def s_TileCall(self, s):
         stmts = unroll(lower_tile_call(s, self.target, self.an, self.func))
@@ -106,24 +103,25 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.lines.append("    // " + one_line(s.text))
 
     def s_Let(self, s: Let):
-        an = self.an
-        aff = an.int_affine(s.value)   # index arithmetic: emitted and bound from its form
+        an, var, value = self.an, s.var, s.value
+        # index arithmetic: emitted and bound from its affine form
+        aff = an.int_affine(value) if type(value) is BinOp else None
         self._impure = False
         if aff is None:
-            value = an.simplify(s.value)
+            value = an.simplify(value)
             v = self.val(value)
         else:
             v = self.affine_val(aff)
         if v[0] != "%" or self._impure:
-            r = self.new_reg(reg_class(s.var.dtype))
-            self.emit(form("mov", self._mov_type(s.var.dtype)).format(d=r, a=v))
+            r = self.new_reg(reg_class(var.dtype))
+            self.emit(form("mov", self._mov_type(var.dtype)).format(d=r, a=v))
             v = r
         self._impure = False
-        self.var_reg[s.var.uid] = v
+        self.var_reg[var.uid] = v
         if aff is None:
-            an.bind_let(s.var, value, s.bounds)
+            an.bind_let(var, value, s.bounds)
         else:
-            an.bind_let_affine(s.var, aff, s.bounds)
+            an.bind_let_affine(var, aff, s.bounds)
 
     def s_Store(self, s: Store):
         # the indices stay as written: the address's affine form simplifies them itself
@@ -185,60 +183,68 @@ class Codegen(ValueEmitter, MemoryEmitter):
     def s_For(self, s: For):
         if s.kind != "serial":
             raise PtxgenError("internal: unrolled loops must be expanded before emission")
-        an = self.an
+        an, var, step = self.an, s.var, s.step
         # bounds that are index arithmetic are emitted and bounded from their affine forms
-        start_aff, stop_aff = an.int_affine(s.start), an.int_affine(s.stop)
+        start, stop = s.start, s.stop
+        start_aff = an.int_affine(start) if type(start) is BinOp else None
+        stop_aff = an.int_affine(stop) if type(stop) is BinOp else None
         if start_aff is not None and not start_aff.is_const():
             start, ((lo, _), start_mod) = start_aff, an.affine_facts(start_aff)
         else:
-            start = an.simplify(s.start)
+            start = an.simplify(start)
             lo, start_mod = an.bounds(start)[0], None
         if stop_aff is not None and not stop_aff.is_const():
             stop, hi_stop = stop_aff, an.affine_facts(stop_aff)[0][1]
         else:
-            stop = an.simplify(s.stop)
+            stop = an.simplify(stop)
             hi_stop = an.bounds(stop)[1]
-        dt = s.var.dtype
-        ty = "s64" if dt.bits == 64 else "s32"
+        int_step = isinstance(step, int)
+        wide = var.dtype.bits == 64
+        ty = "s64" if wide else "s32"
         hi = None if hi_stop is None else hi_stop - 1
-        if isinstance(start, Const) and isinstance(stop, Const) and isinstance(s.step, int):
-            trip = len(range(start.value, stop.value, s.step))
+        if int_step and isinstance(start, Const) and isinstance(stop, Const):
+            trip = len(range(start.value, stop.value, step))
             if trip == 0:
                 return
-            hi = start.value + (trip - 1) * s.step
+            hi = start.value + (trip - 1) * step
         else:
             trip = None
-        i = self.new_reg(reg_class(dt))
-        a = self.val(start) if start_mod is None else self.affine_val(start)
-        self.emit(form("mov", "b64" if dt.bits == 64 else "b32").format(d=i, a=a))
-        stop_v = self.val(stop) if stop is not stop_aff else self.affine_val(stop)
-        top, end = self.label("for"), self.label("endfor")
-        self.place(top)
-        step = self.an.simplify(s.step) if not isinstance(s.step, int) else s.step
-        step_v = step if isinstance(step, int) else self.val(step)
+        # emit/label/place/push_scope inline, and a variable's register read inline (val()
+        # raises for an unbound one)
+        lines, var_reg = self.lines, self.var_reg
+        i = self.new_reg("b64" if wide else "b32")   # reg_class of an int
+        a = self.affine_val(start) if start_mod is not None else \
+            type(start) is Var and var_reg.get(start.uid) or self.val(start)
+        lines.append("    " + form("mov", "b64" if wide else "b32").format(d=i, a=a))
+        stop_v = self.affine_val(stop) if stop is stop_aff else \
+            type(stop) is Var and var_reg.get(stop.uid) or self.val(stop)
+        self.labels = n = self.labels + 2
+        top, end = f"$L_for_{n - 1}", f"$L_endfor_{n}"
+        lines.append(top + ":")
+        if not int_step:
+            step = an.simplify(step)
+        step_v = step if isinstance(step, int) else \
+            type(step) is Var and var_reg.get(step.uid) or self.val(step)
         if trip is None:   # top-tested: the trip count may be zero
             p = self.new_reg("pred")
-            self.emit(form("setp", "ge", ty).format(d=p, a=i, b=stop_v))
-            self.emit(form("bra").format(p=p, l=end))
-        self.var_reg[s.var.uid] = i
-        if start_mod is None:
-            an.bind_range(s.var, lo, hi, s.step if isinstance(s.step, int) else 1, start)
-        else:
-            an.bind_range(s.var, lo, hi, s.step if isinstance(s.step, int) else 1,
-                          start_mod=start_mod)
-        self.push_scope()
+            lines.append("    " + form("setp", "ge", ty).format(d=p, a=i, b=stop_v))
+            lines.append("    " + form("bra").format(p=p, l=end))
+        var_reg[var.uid] = i
+        # (start is an affine form where start_mod is given: bind_range then skips it)
+        an.bind_range(var, lo, hi, s.step if int_step else 1, start, start_mod)
+        self._scope_keys.append([])
         self.body(s.body)
         self.pop_scope()
-        self.emit(form("binary", "add", ty).format(d=i, a=i, b=step_v))
+        lines.append("    " + form("binary", "add", ty).format(d=i, a=i, b=step_v))
         if trip is None:
-            self.emit(form("jump").format(l=top))
+            lines.append("    " + form("jump").format(l=top))
         else:              # bottom-tested: one compare and one back-branch per iteration
             p = self.new_reg("pred")
-            self.emit(form("setp", "lt", ty).format(d=p, a=i, b=stop_v))
-            self.emit(form("bra").format(p=p, l=top))
-        self.place(end)
-        self.an.unbind(s.var)
-        del self.var_reg[s.var.uid]
+            lines.append("    " + form("setp", "lt", ty).format(d=p, a=i, b=stop_v))
+            lines.append("    " + form("bra").format(p=p, l=top))
+        lines.append(end + ":")
+        an.unbind(var)
+        del var_reg[var.uid]
 
     def s_Instr(self, s: Instr):
         self.need_opcode(s.opcode, **(s.attrs or {}).get("gate", {}))
@@ -295,17 +301,18 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     def entry(self):
         """Bind params: load scalars, cvta tensor pointers to the global window."""
+        lines = self.lines   # emit, inline
         for p in self.func.params:
             name = self.param_names[p]
             if p.kind == "tensor":
                 r = self.new_reg("b64")
-                self.emit(form("ld_param", "u64").format(d=r, a=name))
-                self.emit(form("cvta_global").format(d=r, a=r))
+                lines.append("    " + form("ld_param", "u64").format(d=r, a=name))
+                lines.append("    " + form("cvta_global").format(d=r, a=r))
                 self.base[p.buffer.uid] = r
             else:
                 dt = p.var.dtype
                 r = self.new_reg(reg_class(dt))
-                self.emit(form("ld_param", reg_type_of(dt)).format(d=r, a=name))
+                lines.append("    " + form("ld_param", reg_type_of(dt)).format(d=r, a=name))
                 self.var_reg[p.var.uid] = r
                 if p.kind == "symbol":   # shape extents are never negative
                     self.an.bind_range(p.var, 0, None)

@@ -62,6 +62,15 @@ def int_type(dt: DType) -> str:
 
 
 _PREFIX = {c: p for c, (p, _) in REG_CLASSES.items()}
+_INT_REGS: dict = {}   # int dtype -> (PTX type, register class, register prefix)
+
+
+def _int_regs(dt: DType) -> tuple:
+    cls = "b64" if dt.bits == 64 else "b32"
+    t = _INT_REGS[dt] = (int_type(dt), cls, _PREFIX[cls])
+    return t
+
+
 _CMP_OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 
 
@@ -129,8 +138,6 @@ class ValueEmitter:
     def val(self, e) -> str:
         """Operand for an already simplified expression: register name or immediate."""
         t = type(e)
-        if t is Const:
-            return str(e.value) if e.dtype.is_int else self.imm(e)
         if t is Var:
             r = self.var_reg.get(e.uid)
             if r is None:
@@ -138,6 +145,8 @@ class ValueEmitter:
                                   f"(a loop variable after its loop, or a value from another "
                                   f"branch)")
             return r
+        if t is Const:
+            return str(e.value) if e.dtype.is_int else self.imm(e)
         if t is Load:   # reads memory: never reused, so never keyed
             self._impure = True
             return self.load(e)
@@ -168,97 +177,108 @@ class ValueEmitter:
         if dt.bits < 32:     # narrow ints re-extend after each op: the general path
             return self.val(aff.to_expr())
         dn = dt.name
-        # the chain's terms and, bottom-up, the keys of its terms and of its nodes
-        terms, tkeys, keys = [], [], []
+        # per node of the chain, bottom-up: (atom, coef, key of its term, key of the node)
+        chain = []
         nk = None
-        for k, t in aff.terms.items():
-            c = t[1]
-            if not c:
-                continue
-            atom = t[0]
-            if atom.dtype is not dt:   # a widened atom: to_expr casts it
-                return self.val(aff.to_expr())
-            if c > 0:
-                tk = k if c == 1 else ("mul", k, ("c", c, dn), dn)
-                nk = tk if nk is None else ("add", nk, tk, dn)
-            else:
-                tk = k if c == -1 else ("mul", k, ("c", -c, dn), dn)
-                nk = ("sub", ("c", 0, dn) if nk is None else nk, tk, dn)
-            terms.append((atom, c))
-            tkeys.append(tk)
-            keys.append(nk)
+        for k, (atom, c) in aff.terms.items():
+            if c:
+                if atom.dtype is not dt:   # a widened atom: to_expr casts it
+                    return self.val(aff.to_expr())
+                if c > 0:
+                    tk = k if c == 1 else ("mul", k, ("c", c, dn), dn)
+                    nk = tk if nk is None else ("add", nk, tk, dn)
+                else:
+                    tk = k if c == -1 else ("mul", k, ("c", -c, dn), dn)
+                    nk = ("sub", ("c", 0, dn) if nk is None else nk, tk, dn)
+                chain.append((atom, c, tk, nk))
         const = aff.const
         if nk is None:
             return str(const)
-        if const:
-            keys.append(("add" if const > 0 else "sub", nk, ("c", abs(const), dn), dn))
+        if const:   # the constant's node (no atom)
+            chain.append((None, const, None,
+                          ("add" if const > 0 else "sub", nk, ("c", abs(const), dn), dn)))
         known = self.known
-        # a first term atom * c (c > 0, not a power of 2) that node 1 adds to becomes a mad
-        c0 = terms[0][1]
-        mad = c0 > 1 and c0 & (c0 - 1) and len(keys) > 1 and \
-            (terms[1][1] > 0 if len(terms) > 1 else const > 0)
-        # val() looks the top node up first and descends only on a miss
-        start, r = 0, None
-        for j in range(len(keys) - 1, -1, -1):
-            r = known.get(keys[j])
-            if r is not None:
-                start = j + 1
-                break
-            if j == 1 and mad:
-                start = 1
-                break
-        if start == len(keys):
+        r = known.get(chain[-1][3])   # val() looks the top node up first, descends on a miss
+        if r is not None:
             return r
+        # node 1 = atom0 * c0 + (term 1 or const), c0 > 1 not a power of 2, is a mad (which
+        # does not look node 0 up)
+        n = len(chain)
+        c0 = chain[0][1]
+        mad = c0 > 1 and c0 & (c0 - 1) and n > 1 and chain[1][1] > 0
+        start = n - 1
+        while start and not (mad and start == 1):
+            r = known.get(chain[start - 1][3])
+            if r is not None:
+                break
+            start -= 1
         saved, self._impure = self._impure, False
-        ty = int_type(dt)
-        cls = "b64" if dt.bits == 64 else "b32"
-        lines = self.lines
-        for j in range(start, len(keys)):
-            if j < len(terms):
-                atom, c = terms[j]
-                m = c if c > 0 else -c
-            else:
-                atom, c, m = None, const, abs(const)
-            if j == 1 and mad:
-                x = self.val(terms[0][0])
-                y = str(m) if atom is None else self._term_val(atom, m, tkeys[1], ty, cls)
-                r = self.new_reg(cls)
-                lines.append("    " + form("ternary", "mad.lo", ty).format(d=r, a=x, b=c0, c=y))
-            elif j == 0:
-                if c > 0:
-                    r = self._term_val(atom, m, tkeys[0], ty, cls)
-                    continue      # the term is the node: _term_val keyed it
-                b = self._term_val(atom, m, tkeys[0], ty, cls)
-                r = self.new_reg(cls)
+        ty, cls, prefix = _INT_REGS.get(dt) or _int_regs(dt)
+        counts, lines, scope = self.reg_counts, self.lines, self._scope_keys[-1]
+        if start == 0:       # node 0: term 0, or 0 - term 0
+            atom, c, tk, key = chain[0]
+            r = self._term_val(atom, c if c > 0 else -c, tk, ty, cls)
+            if c < 0:
+                counts[cls] = i = counts[cls] + 1   # new_reg, inline
+                b, r = r, prefix + str(i)
                 lines.append("    " + form("binary", "sub", ty).format(d=r, a="0", b=b))
-            else:
-                b = str(m) if atom is None else self._term_val(atom, m, tkeys[j], ty, cls)
-                a, r = r, self.new_reg(cls)
-                lines.append("    " + form("binary", "add" if c > 0 else "sub", ty)
-                             .format(d=r, a=a, b=b))
+                if not self._impure:
+                    known[key] = r
+                    scope.append(key)
+            start = 1
+        elif start == 1 and mad:
+            x = self.val(chain[0][0])   # before term 1, as in _int_binop's mad
+            atom, c, tk, key = chain[1]
+            b = str(c) if atom is None else self._term_val(atom, c, tk, ty, cls)
+            counts[cls] = i = counts[cls] + 1
+            r = prefix + str(i)
+            lines.append("    " + form("ternary", "mad.lo", ty).format(d=r, a=x, b=c0, c=b))
             if not self._impure:
-                known[keys[j]] = r
-                self._scope_keys[-1].append(keys[j])
+                known[key] = r
+                scope.append(key)
+            start = 2
+        var_reg = self.var_reg
+        for atom, c, tk, key in chain[start:]:   # node j = node j-1 +/- term j
+            m = c if c > 0 else -c
+            if atom is None:
+                b = str(m)
+            elif m == 1 and type(atom) is Var:   # val() raises for an unbound variable
+                b = var_reg.get(atom.uid) or self.val(atom)
+            else:
+                b = self._term_val(atom, m, tk, ty, cls)
+            counts[cls] = i = counts[cls] + 1
+            a, r = r, prefix + str(i)
+            lines.append("    " + form("binary", "add" if c > 0 else "sub", ty)
+                         .format(d=r, a=a, b=b))
+            if not self._impure:
+                known[key] = r
+                scope.append(key)
         self._impure |= saved
         return r
 
     def _term_val(self, atom, m: int, key, ty: str, cls: str) -> str:
-        """Operand of the chain term atom * m (m > 0), as val() of that product would be."""
+        """Operand of the chain term atom * m (m > 0), as val() of that product would be
+        (cls, the register class, is also the bNN type of a shl).  A variable's register is
+        read inline; val() of an unbound one raises."""
         if m == 1:
-            return self.val(atom)
-        r = self.known.get(key)
+            return type(atom) is Var and self.var_reg.get(atom.uid) or self.val(atom)
+        known = self.known
+        r = known.get(key)
         if r is not None:
             return r
         saved, self._impure = self._impure, False
-        a = self.val(atom)
-        r = self.new_reg(cls)
+        a = type(atom) is Var and self.var_reg.get(atom.uid) or self.val(atom)
+        counts = self.reg_counts            # new_reg, inline
+        counts[cls] = n = counts[cls] + 1
+        r = _PREFIX[cls] + str(n)
         if m & (m - 1) == 0:
-            self.lines.append("    " + form("binary", "shl", "b" + ty[1:]).format(
+            self.lines.append("    " + form("binary", "shl", cls).format(
                 d=r, a=a, b=m.bit_length() - 1))
         else:
             self.lines.append("    " + form("binary", "mul.lo", ty).format(d=r, a=a, b=m))
-        if not self._impure:
-            self.remember(key, r)
+        if not self._impure:                # remember, inline
+            known[key] = r
+            self._scope_keys[-1].append(key)
         self._impure |= saved
         return r
 
@@ -273,9 +293,7 @@ class ValueEmitter:
 
     @staticmethod
     def _mov_type(dt):
-        c = reg_class(dt)
-        return {"b32": "b32", "b64": "b64", "f32": "f32", "f64": "f64", "b16": "b16",
-                "pred": "pred"}[c]
+        return reg_class(dt)   # each register class is named by its mov type
 
     def _emit_expr(self, e) -> str:
         t = type(e)
@@ -334,8 +352,7 @@ class ValueEmitter:
 
     def _int_binop(self, e: BinOp) -> str:
         op, dt = e.op, e.dtype
-        ty = int_type(dt)
-        cls = reg_class(dt)
+        ty, cls, _ = _INT_REGS.get(dt) or _int_regs(dt)   # int_type, reg_class
         b = e.b
         b_const = b.value if type(b) is Const else None
         a = e.a

@@ -34,7 +34,9 @@ class FactsMixin:
             v = int(e.value) if dt.is_int or dt is BOOL else None
             return (v, v)
         if t is BinOp:
-            key = expr_key(e)
+            key = e._key
+            if key is None:
+                key = expr_key(e)
             b = self._memo.get(key)
             if b is None:
                 b = self._memo[key] = self._binop_bounds(e)
@@ -166,31 +168,42 @@ class FactsMixin:
         lo = hi = None
         m = r = 0
         first = True
+        var_bounds, var_mod = self._bounds, self._mod
         for atom, c in aff.terms.values():
             if not c:
                 continue
             if atom.dtype is not dt:   # to_expr casts a narrower atom: the general path
                 e = aff.to_expr()
                 return self.bounds(e), self.modset(e)
+            if type(atom) is Var:      # bounds() and modset() of a variable, inline
+                uid = atom.uid
+                b = var_bounds.get(uid)
+                t_lo, t_hi = b if b is not None else _dtype_bounds(dt)
+                tm, tr = var_mod.get(uid, (1, 0))
+            else:
+                t_lo, t_hi = self.bounds(atom)
+                tm, tr = self.modset(atom)
             k = c if c > 0 else -c
-            t_lo, t_hi = self.bounds(atom)
-            tm, tr = self.modset(atom)
             if k != 1:   # atom * k
                 if t_lo is None or t_hi is None:
                     t_lo, t_hi = (0, None) if t_lo is not None and t_lo >= 0 else (None, None)
                 else:
                     t_lo, t_hi = t_lo * k, t_hi * k
-                g = math.gcd(tm * k)
+                g = tm * k   # gcd(m * k, r * k, 0) with m >= 0, as modset() of the product
                 tm, tr = (g, (tr * k) % g) if g else (0, tr * k)
             if first and c > 0:
                 lo, hi, m, r = t_lo, t_hi, tm, tr
             else:   # node + t or node - t (the first node: 0 - t)
                 if first:
                     lo = hi = 0
-                if c > 0:
-                    lo, hi, r = _add(lo, t_lo), _add(hi, t_hi), r + tr
+                if c > 0:   # _add/_sub, inline
+                    lo = None if lo is None or t_lo is None else lo + t_lo
+                    hi = None if hi is None or t_hi is None else hi + t_hi
+                    r += tr
                 else:
-                    lo, hi, r = _sub(lo, t_hi), _sub(hi, t_lo), r - tr
+                    lo = None if lo is None or t_hi is None else lo - t_hi
+                    hi = None if hi is None or t_lo is None else hi - t_lo
+                    r -= tr
                 m = math.gcd(m, tm)
                 m, r = (m, r % m) if m else (0, r)
             first = False
@@ -198,7 +211,9 @@ class FactsMixin:
         if first:
             return (const, const), (0, const)
         if const:
-            lo, hi, r = _add(lo, const), _add(hi, const), r + const
+            lo = None if lo is None else lo + const
+            hi = None if hi is None else hi + const
+            r += const
             m, r = (m, r % m) if m else (0, r)
         return (lo, hi), (m, r)
 
@@ -235,14 +250,6 @@ def _dtype_bounds(dt):
     if dt == BOOL:
         return (0, 1)
     return int_range(dt)
-
-
-def _lo(b):
-    return b[0] if b[0] is not None else -math.inf
-
-
-def _hi(b):
-    return b[1] if b[1] is not None else math.inf
 
 
 def _nonneg(b) -> bool:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 
-from .facts import FactsMixin, _fold, _hi, _lo, _nonneg, _trailing_zeros
+from .facts import FactsMixin, _fold, _nonneg, _trailing_zeros
 from ..ir import (BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg, Var,
                   BufferPtr, expr_key, int_range)
 
 
 _AFFINE_OPS = frozenset(("add", "sub", "mul", "shl"))   # integer ops that stay affine
+_LEAVES = frozenset((Const, Var, SpecialReg, Load))      # what simplify() returns as it is
 
 
 def _is_pow2(c: int) -> bool:
@@ -114,8 +115,10 @@ class Analyzer(FactsMixin):
         self._bind_facts(var, b, mod, bounds)
 
     def _bind_facts(self, var, b, mod, bounds):
-        if bounds is not None:
-            b = (max(_lo(b), bounds[0]), min(_hi(b), bounds[1]))
+        if bounds is not None:   # clip, an unknown side being unbounded
+            lo, hi = b
+            b = (max(-math.inf if lo is None else lo, bounds[0]),
+                 min(math.inf if hi is None else hi, bounds[1]))
         self._bounds[var.uid] = b
         self._mod[var.uid] = mod
         self._memo.clear()   # cheap, and exact even if an expression used var before this
@@ -146,9 +149,8 @@ class Analyzer(FactsMixin):
     # ---- simplification ----------------------------------------------------
     def simplify(self, e):
         t = type(e)
-        if t is not BinOp and (t is Const or t is Var or t is SpecialReg or t is Load
-                               or not isinstance(e, Expr)
-                               or t is BufferPtr and e.indices is None):
+        if t in _LEAVES or t is not BinOp and (not isinstance(e, Expr)
+                                               or t is BufferPtr and e.indices is None):
             return e   # a Load's indices become an address's affine form, simplified there
         # memoized per node object: a structural key costs more than it saves (the emitter
         # sees each expression once; repeats are the same object).  The entry keeps the node
@@ -163,8 +165,8 @@ class Analyzer(FactsMixin):
     def _simplify(self, e):
         t = type(e)
         if t is BinOp:
-            if e.dtype.is_int:
-                return self._simplify_int(e)
+            if e.dtype.is_int:   # affine ops print their canonical form back
+                return self.affine(e).to_expr() if e.op in _AFFINE_OPS else self._atom(e)
             a, b = self.simplify(e.a), self.simplify(e.b)
             if e.op in ("lt", "le", "gt", "ge", "eq", "ne"):
                 return self._simplify_cmp(e.op, a, b)
@@ -232,7 +234,11 @@ class Analyzer(FactsMixin):
                     a = e.a
                     if type(a) is Var:   # a variable's form, built inline
                         return Affine(a.dtype, {a._key: [a, int(b.value)]}, 0)
-                    return self.affine(a).scale(int(b.value))
+                    a, c = self.affine(a), int(b.value)
+                    for t in a.terms.values():   # scale(), inline
+                        t[1] *= c
+                    a.const *= c
+                    return a
                 a, b = self.affine(e.a), self.affine(b)
                 if not b.terms:
                     return a.scale(b.const)
@@ -296,11 +302,6 @@ class Analyzer(FactsMixin):
             else:
                 lo, hi = lo + c * a_hi, hi + c * a_lo
         return (lo, hi)
-
-    def _simplify_int(self, e):
-        if e.op in _AFFINE_OPS:
-            return self.affine(e).to_expr()
-        return self._atom(e)
 
     def _atom(self, e):
         """Simplify a non-affine integer node."""
@@ -375,7 +376,7 @@ class Analyzer(FactsMixin):
             r.const -= k * c
             return r
         atom = BinOp(op, r.to_expr(), Const(c, dt), dt)
-        key = expr_key(atom)
+        key = atom._key if atom._key is not None else expr_key(atom)
         if op == "floormod":
             return Affine(dt, {key: [atom, 1]}, 0)
         t = qt.get(key)   # Q + R // c
