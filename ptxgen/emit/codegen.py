@@ -18,7 +18,8 @@ from .isa import form, render_module
 from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
 from .memory import MemoryEmitter
 from .target import Target, check_opcode
-from .values import ValueEmitter, reg_class
+from .regs import reg_class
+from .values import ValueEmitter
 
 class Codegen(ValueEmitter, MemoryEmitter):
     def __init__(self, func, target: Target, debug_bounds: bool = False):

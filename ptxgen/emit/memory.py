@@ -10,10 +10,10 @@ import math
 from ..errors import PtxgenError
 from ..ir import BOOL, Load, format_expr
 from .isa import form
-from .address import _SPACE, AddressEmitter, byte_offset, element_offset  # noqa: F401 (importers)
+from .address import _SPACE, AddressEmitter
 from .debug import BoundsChecks
 from .names import sanitize
-from .values import _PREFIX, _REG_CLASS, reg_class
+from .regs import _PREFIX, _REG_CLASS, reg_class
 from ..dtypes import mem_type
 
 # the container (type, count) that moves n bits, and the register class of each type

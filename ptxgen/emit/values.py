@@ -7,61 +7,14 @@ read memory or mutable registers are never cached.
 """
 from __future__ import annotations
 
-import struct
-
-import numpy as np
-
 from ..dtypes import DType
 from ..errors import PtxgenError
 from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, SpecialReg, Var,
                   expr_key, format_expr)
+from .convert import ConvertEmitter
+from .regs import _PREFIX, REG_CLASSES, int_type, reg_class
 from .isa import form
 
-# register class per value kind -> (prefix, .reg type)
-REG_CLASSES = {"pred": ("%p", ".pred"), "b16": ("%rs", ".b16"), "b32": ("%r", ".b32"),
-               "b64": ("%rd", ".b64"), "f32": ("%f", ".f32"), "f64": ("%fd", ".f64")}
-
-
-def _reg_class(dt: DType) -> str:
-    if dt == BOOL:
-        return "pred"
-    if dt.name == "float32":
-        return "f32"
-    if dt.name == "float64":
-        return "f64"
-    if dt.name in ("float16", "bfloat16"):
-        return "b16"
-    if dt.bits == 64:
-        return "b64"
-    return "b32"
-
-
-def _int_type(dt: DType) -> str:
-    bits = 64 if dt.bits == 64 else 32
-    return f"{'s' if dt.kind == 'int' else 'u'}{bits}"
-
-
-# dtypes are interned, so these per-dtype facts are table lookups after the first use
-_REG_CLASS: dict = {}
-_INT_TYPE: dict = {}
-
-
-def reg_class(dt: DType) -> str:
-    c = _REG_CLASS.get(dt)
-    if c is None:
-        c = _REG_CLASS[dt] = _reg_class(dt)
-    return c
-
-
-def int_type(dt: DType) -> str:
-    """PTX arithmetic type of an integer dtype (sub-32-bit ints compute in 32 bits)."""
-    t = _INT_TYPE.get(dt)
-    if t is None:
-        t = _INT_TYPE[dt] = _int_type(dt)
-    return t
-
-
-_PREFIX = {c: p for c, (p, _) in REG_CLASSES.items()}
 _INT_REGS: dict = {}   # int dtype -> (PTX type, register class, register prefix)
 
 
@@ -74,7 +27,7 @@ def _int_regs(dt: DType) -> tuple:
 _CMP_OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 
 
-class ValueEmitter:
+class ValueEmitter(ConvertEmitter):
     """Mixin: needs self.emit(line), self.an (Analyzer), self.target, self.load(), self.address_value()."""
 
     def _init_values(self):
@@ -108,31 +61,6 @@ class ValueEmitter:
         """Cache a pure value (or address) for the rest of the current scope."""
         self.known[key] = reg
         self._scope_keys[-1].append(key)
-
-    # ---- immediates -----------------------------------------------------------------
-    def imm(self, c: Const) -> str:
-        dt = c.dtype
-        if dt.is_int:
-            return str(int(c.value))
-        if dt.name == "float32":
-            return "0f%08X" % struct.unpack("<I", struct.pack("<f", c.value))[0]
-        if dt.name == "float64":
-            return "0d%016X" % struct.unpack("<Q", struct.pack("<d", c.value))[0]
-        if dt.name == "float16":
-            r = self.new_reg("b16")
-            self.emit(form("mov", "b16").format(d=r, a="0x%04X" % int(np.float16(c.value).view(np.uint16))))
-            return r
-        if dt.name == "bfloat16":
-            bits = struct.unpack("<I", struct.pack("<f", c.value))[0]
-            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16   # round to nearest even
-            r = self.new_reg("b16")
-            self.emit(form("mov", "b16").format(d=r, a="0x%04X" % bits))
-            return r
-        if dt == BOOL:
-            r = self.new_reg("pred")
-            self.emit(form("setp", "eq" if c.value else "ne", "u32").format(d=r, a="0", b="0"))
-            return r
-        raise PtxgenError(f"no immediate form for {dt}")
 
     # ---- values ---------------------------------------------------------------------
     def val(self, e) -> str:
@@ -425,11 +353,6 @@ class ValueEmitter:
             self.emit(form("binary", "and", "b32").format(d=out, a=r, b=(1 << dt.bits) - 1))
         return out
 
-    def _to_f32(self, v: str, dt: DType) -> str:
-        if dt.name == "float32":
-            return v
-        return self._cast(v, dt, _F32)
-
     def _float_binop(self, e: BinOp) -> str:
         op, dt = e.op, e.dtype
         name = dt.name
@@ -470,76 +393,6 @@ class ValueEmitter:
         r = self.new_reg("pred")
         self.emit(form("setp", _CMP_OPS[e.op], ty).format(d=r, a=a, b=b))
         return r
-
-    # ---- conversions -----------------------------------------------------------------
-    def _cast(self, v: str, src: DType, dst: DType) -> str:
-        if src == dst:
-            return v
-        if src.kind == "storage" or dst.kind == "storage":
-            raise PtxgenError(f"cannot convert {src} to {dst}: fp8/fp4 types are storage only "
-                              f"here (move their bits; compute in float16/float32)")
-        if src == BOOL:
-            r = self.new_reg(reg_class(dst))
-            one = "1" if dst.is_int else self.imm(Const(1.0, dst))
-            zero = "0" if dst.is_int else self.imm(Const(0.0, dst))
-            self.emit(form("ternary", "selp", self._arith_type(dst) if dst.is_int or dst.bits >= 32
-                           else "b16").format(d=r, a=one, b=zero, c=v))
-            return r
-        if dst == BOOL:
-            r = self.new_reg("pred")
-            zero = "0" if src.is_int else self.imm(Const(0.0, src))
-            self.emit(form("setp", "ne", self._arith_type(src)).format(d=r, a=v, b=zero))
-            return r
-        if src.is_int and dst.is_int:
-            sb, db = (64 if src.bits == 64 else 32), (64 if dst.bits == 64 else 32)
-            if sb == db:
-                if dst.bits < 32 and (dst.bits < src.bits or dst.kind != src.kind):
-                    return self._narrow(v, dst)
-                return v
-            r = self.new_reg("b64" if db == 64 else "b32")
-            self.emit(form("cvt", int_type(dst), int_type(src)).format(d=r, a=v))
-            return self._narrow(r, dst)
-        if src.is_int:   # int -> float
-            if dst.name in ("float32", "float64", "float16"):
-                r = self.new_reg(reg_class(dst))
-                ft = {"float32": "f32", "float64": "f64", "float16": "f16"}[dst.name]
-                self.emit(form("cvt", ft, int_type(src), rnd=".rn").format(d=r, a=v))
-                return r
-            return self._cast(self._cast(v, src, _F32), _F32, dst)
-        if dst.is_int:   # float -> int, truncating like C and numpy astype
-            if src.name == "bfloat16":
-                v, src = self._cast(v, src, _F32), _F32
-            r = self.new_reg("b64" if dst.bits == 64 else "b32")
-            ft = {"float32": "f32", "float64": "f64", "float16": "f16"}[src.name]
-            self.emit(form("cvt", int_type(dst) if dst.bits >= 32 else ("s32" if dst.kind == "int" else "u32"),
-                           ft, rnd=".rzi").format(d=r, a=v))
-            return self._narrow(r, dst)
-        # float -> float
-        s, d = src.name, dst.name
-        if s == "bfloat16":
-            if self.target.sm >= 90:
-                r = self.new_reg("f32")
-                self.need_opcode("cvt.f32.bf16")
-                self.emit(form("cvt", "f32", "bf16").format(d=r, a=v))
-            else:   # bf16 is the high half of an f32
-                t = self.new_reg("b32")
-                self.emit(form("cvt", "u32", "u16").format(d=t, a=v))
-                self.emit(form("binary", "shl", "b32").format(d=t, a=t, b=16))
-                r = self.new_reg("f32")
-                self.emit(form("mov", "b32").format(d=r, a=t))
-            return self._cast(r, _F32, dst)
-        if d == "bfloat16":
-            v = self._cast(v, src, _F32)
-            r = self.new_reg("b16")
-            self.need_opcode("cvt.rn.bf16.f32")
-            self.emit(form("cvt", "bf16", "f32", rnd=".rn").format(d=r, a=v))
-            return r
-        ft = {"float32": "f32", "float64": "f64", "float16": "f16"}
-        r = self.new_reg(reg_class(dst))
-        widening = dst.bits > src.bits
-        self.emit(form("cvt", ft[d], ft[s], rnd="" if widening else ".rn").format(d=r, a=v))
-        return r
-
 
 # integer operators -> PTX opcode; the signed/unsigned-typed ones take s32/u32..., the rest bNN
 _INT_OPCODE = {"add": "add", "sub": "sub", "min": "min", "max": "max", "mul": "mul.lo",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand,
                    format_expr)
-from ...emit.memory import byte_offset
+from ...emit.address import byte_offset
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "tmem": "tmem"}
