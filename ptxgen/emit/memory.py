@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 
-from ..errors import PtxgenError
+from ..errors import PtxgenError, ResourceError
 from ..ir import BOOL, Load, format_expr
 from .isa import form
 from .address import _SPACE, AddressEmitter
 from .debug import BoundsChecks
 from .names import sanitize
 from .regs import _PREFIX, _REG_CLASS, reg_class
+from .target import smem_limits
 from ..dtypes import mem_type
 
 # the container (type, count) that moves n bits, and the register class of each type
@@ -76,9 +77,6 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
 
     def finish_memory(self):
         """Shared-memory totals against the target's limits, before ptxas sees them."""
-        from ..errors import ResourceError
-        from .target import smem_limits
-
         static_max, dyn_max = smem_limits(self.target)
         f = self.func
         dyn = max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0)
