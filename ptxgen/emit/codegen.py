@@ -12,13 +12,13 @@ from ..errors import PtxgenError
 from ..ir import (BOOL, Alloc, Barrier, BinOp, Comment, Const, DeclBuffer, For, If, Instr,
                   Let, Load, Mem, Store, TileCall, Var, VecOperand, While, format_stmt)
 from ..passes.lower import register_buffers, unroll
-from ..passes.simplify import Analyzer
+from ..passes.simplify import _AFFINE_OPS, Analyzer
 from ..primitives import lower_tile_call
 from .isa import form, render_module
 from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
 from .memory import MemoryEmitter
 from .target import Target, check_opcode
-from .regs import reg_class
+from .regs import _PREFIX, reg_class
 from .values import ValueEmitter
 
 class Codegen(ValueEmitter, MemoryEmitter):
@@ -106,7 +106,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
     def s_Let(self, s: Let):
         an, var, value = self.an, s.var, s.value
         # index arithmetic: emitted and bound from its affine form
-        aff = an.int_affine(value) if type(value) is BinOp else None
+        aff = an.affine(value) if type(value) is BinOp and value.op in _AFFINE_OPS \
+            and value.dtype.is_int else None   # int_affine, inline
         self._impure = False
         if aff is None:
             value = an.simplify(value)
@@ -187,17 +188,21 @@ class Codegen(ValueEmitter, MemoryEmitter):
         an, var, step = self.an, s.var, s.step
         # bounds that are index arithmetic are emitted and bounded from their affine forms
         start, stop = s.start, s.stop
-        start_aff = an.int_affine(start) if type(start) is BinOp else None
-        stop_aff = an.int_affine(stop) if type(stop) is BinOp else None
+        start_aff = an.affine(start) if type(start) is BinOp and start.op in _AFFINE_OPS \
+            and start.dtype.is_int else None   # int_affine, inline
+        stop_aff = an.affine(stop) if type(stop) is BinOp and stop.op in _AFFINE_OPS \
+            and stop.dtype.is_int else None
         if start_aff is not None and not start_aff.is_const():
             start, ((lo, _), start_mod) = start_aff, an.affine_facts(start_aff)
         else:
-            start = an.simplify(start)
+            if type(start) is not Var:
+                start = an.simplify(start)
             lo, start_mod = an.bounds(start)[0], None
         if stop_aff is not None and not stop_aff.is_const():
             stop, hi_stop = stop_aff, an.affine_facts(stop_aff)[0][1]
         else:
-            stop = an.simplify(stop)
+            if type(stop) is not Var:   # simplify() returns a variable as it is
+                stop = an.simplify(stop)
             hi_stop = an.bounds(stop)[1]
         int_step = isinstance(step, int)
         wide = var.dtype.bits == 64
@@ -213,10 +218,13 @@ class Codegen(ValueEmitter, MemoryEmitter):
         # emit/label/place/push_scope inline, and a variable's register read inline (val()
         # raises for an unbound one)
         lines, var_reg = self.lines, self.var_reg
-        i = self.new_reg("b64" if wide else "b32")   # reg_class of an int
+        cls = "b64" if wide else "b32"   # reg_class of an int
+        counts = self.reg_counts         # new_reg, inline
+        counts[cls] = k = counts[cls] + 1
+        i = _PREFIX[cls] + str(k)
         a = self.affine_val(start) if start_mod is not None else \
             type(start) is Var and var_reg.get(start.uid) or self.val(start)
-        lines.append("    " + form("mov", "b64" if wide else "b32").format(d=i, a=a))
+        lines.append("    " + form("mov", cls).format(d=i, a=a))
         stop_v = self.affine_val(stop) if stop is stop_aff else \
             type(stop) is Var and var_reg.get(stop.uid) or self.val(stop)
         self.labels = n = self.labels + 2
@@ -227,7 +235,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
         step_v = step if isinstance(step, int) else \
             type(step) is Var and var_reg.get(step.uid) or self.val(step)
         if trip is None:   # top-tested: the trip count may be zero
-            p = self.new_reg("pred")
+            counts["pred"] = k = counts["pred"] + 1
+            p = _PREFIX["pred"] + str(k)
             lines.append("    " + form("setp", "ge", ty).format(d=p, a=i, b=stop_v))
             lines.append("    " + form("bra").format(p=p, l=end))
         var_reg[var.uid] = i

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..errors import PtxgenError, ResourceError
-from ..ir import BOOL, Load, format_expr
+from ..ir import BOOL, Const, Load, format_expr
 from .isa import form
 from .address import _SPACE, AddressEmitter
 from .debug import BoundsChecks
@@ -93,11 +93,26 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
 
     # ---- addresses ------------------------------------------------------------------
     def _local_index(self, buf, root, regs, indices):
-        aff = self.offset_affine(buf, indices)
-        for t in aff.terms.values():
-            if t[1]:
-                raise PtxgenError(f"internal: register buffer '{buf.name}' indexed dynamically")
-        k = aff.const // max(1, root.dtype.bits // 8)
+        """Register number of buf[indices] in a register buffer.  Constant indices into the
+        buffer itself (the usual case) are summed over its byte strides directly: the affine
+        form of a constant offset is only its constant."""
+        off, eo = None, buf.elem_offset
+        if buf is root and type(eo) is int:
+            nb, strides = self._plans.get(buf.uid) or self._plan(buf)
+            if strides is not None:
+                off = eo * nb
+                for idx, s in zip(indices, strides):
+                    if type(idx) is not Const or type(s) is not int:
+                        off = None
+                        break
+                    off += idx.value * s
+        if off is None:
+            aff = self.offset_affine(buf, indices)
+            for t in aff.terms.values():
+                if t[1]:
+                    raise PtxgenError(f"internal: register buffer '{buf.name}' indexed dynamically")
+            off = aff.const
+        k = off // max(1, root.dtype.bits // 8)
         if not 0 <= k < len(regs):
             raise PtxgenError(f"index {', '.join(format_expr(i) for i in indices)} is outside "
                               f"local buffer '{buf.name}' ({len(regs)} elements)")

@@ -349,6 +349,11 @@ class Analyzer(FactsMixin):
 
     def _divmod(self, op, a_expr, c: int, dt):
         """floor a // c or a % c as an expression (see _divmod_aff)."""
+        if type(a_expr) is Var and a_expr.dtype is dt and c > 1:
+            # what _divmod_aff gives for {a: 1}: the node itself unless a's range folds it
+            lo, hi = self.bounds(a_expr)
+            if lo is None or hi is None or lo // c != hi // c:
+                return BinOp(op, a_expr, Const(c, dt), dt)
         return self._divmod_aff(op, self.affine(a_expr), c, dt).to_expr()
 
     def _divmod_aff(self, op, a: Affine, c: int, dt) -> Affine:
