@@ -39,14 +39,16 @@ def _fmt_list(xs) -> str:
 
 
 def _binop_forms():
-    """op -> (symbol, precedence of the left and of the right operand, the parent
-    precedence above which it is parenthesized, call form): one lookup per node."""
-    out = {op: (sym, 5, 5, 0, False) for op, sym in _CMP.items()}
-    out.update({op: (op, 0, 0, 99, True) for op in ("min", "max")})
+    """op -> (infix symbol with its spaces, precedence of the left and of the right operand,
+    the parent precedence above which it is parenthesized): one lookup per node.  The call
+    forms (min/max) have the bare name and left precedence 0, which no infix op has."""
+    out = {op: (f" {sym} ", 5, 5, 0) for op, sym in _CMP.items()}
+    out.update({op: (op, 0, 0, 99) for op in ("min", "max")})
     for op, p in _PREC.items():
         rhs = p + 1 if op in ("sub", "floordiv", "floormod", "div") else p
         # bitwise (precedence <= 4): parenthesize compound operands for readability
-        out[op] = (_ARITH[op], 9, 9, 0, False) if p <= 4 else (_ARITH[op], p, rhs, p, False)
+        sym = f" {_ARITH[op]} "
+        out[op] = (sym, 9, 9, 0) if p <= 4 else (sym, p, rhs, p)
     return out
 
 
@@ -56,16 +58,18 @@ _BINOP_FORMS = _binop_forms()
 def format_expr(e, parent_prec: int = 0) -> str:
     t = type(e)
     if t is BinOp:
-        sym, p, rhs_p, above, call = _BINOP_FORMS[e.op]
-        a, b = e.a, e.b
-        ta, tb = type(a), type(b)
+        sym, p, rhs_p, above = _BINOP_FORMS[e.op]
+        a = e.a
+        ta = type(a)
         sa = a.name if ta is Var else str(a.value) if ta is Const and a.dtype is INT32 \
             else format_expr(a, p)
+        b = e.b
+        tb = type(b)
         sb = b.name if tb is Var else str(b.value) if tb is Const and b.dtype is INT32 \
             else format_expr(b, rhs_p)
-        if call:
-            return f"pg.{sym}({sa}, {sb})"
-        return f"({sa} {sym} {sb})" if parent_prec > above else f"{sa} {sym} {sb}"
+        if parent_prec > above:   # min/max: `above` 99, never parenthesized
+            return f"({sa}{sym}{sb})"
+        return f"{sa}{sym}{sb}" if p else f"pg.{sym}({sa}, {sb})"
     if t is Var:
         return e.name
     if t is Const:
@@ -108,7 +112,7 @@ def _fmt_buffer_decl(b: Buffer) -> str:
         extra.append(f"elem_offset={format_expr(b.elem_offset)}")
     if b.data is not None:
         extra.append(f"data={format_expr(b.data)}")
-    shape = ", ".join(format_expr(s) for s in b.shape)
+    shape = ", ".join([format_expr(s) for s in b.shape])
     tail = "".join(", " + x for x in extra)
     return f"(({shape}{',' if len(b.shape) == 1 else ''}), \"{b.dtype}\", scope=\"{b.scope}\"{tail})"
 
@@ -124,11 +128,18 @@ def format_stmt(s: Stmt) -> str:
     """One line (the head line for compound statements); used in PTX comments too."""
     t = type(s)
     if t is Store:
-        v, buf = s.value, s.buffer
+        v, buf, idx = s.value, s.buffer, s.indices
+        if len(idx) == 1:   # _fmt_list in line, as in format_expr's Load
+            x = idx[0]
+            tx = type(x)
+            idx = x.name if tx is Var else str(x.value) if tx is Const and x.dtype is INT32 \
+                else format_expr(x)
+        else:
+            idx = _fmt_list(idx)
         if v.dtype.lanes > 1 and v.dtype is not buf.dtype:
             hint = _hint(s.cache) if s.cache else ""
-            return f"{buf.name}.vstore([{_fmt_list(s.indices)}], {format_expr(v)}{hint})"
-        return f"{buf.name}[{_fmt_list(s.indices)}] = {format_expr(v)}"
+            return f"{buf.name}.vstore([{idx}], {format_expr(v)}{hint})"
+        return f"{buf.name}[{idx}] = {format_expr(v)}"
     if t is Let:
         return f"{s.var.name} = pg.let({format_expr(s.value)})"
     if t is Instr:

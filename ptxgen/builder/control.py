@@ -5,10 +5,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..dtypes import dtype as _dtype
-from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg, Var, While,
-                  as_expr)
-from .context import (_local, check_live_expr, current, fail, outside_kernel,
-                      user_site)
+from ..ir import (_INT32_VALUES, BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
+                  Var, While, as_expr)
+from .context import (_SITES, _getframe, _local, check_live_expr, current, fail,
+                      outside_kernel, user_site)
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
@@ -142,7 +142,8 @@ def let(value, dtype=None) -> Var:
     dead = ctx.dead_loop_vars
     if dead and type(value) is not Const and (type(value) is not Var or value.uid in dead):
         check_live_expr(value, dead)     # a Const or a live Var: no call
-    return _let(ctx, user_site(), "v", value)
+    f = _getframe(1)   # user_site's cache, in line: the caller is nearly always user code
+    return _let(ctx, _SITES.get((f.f_code.co_filename, f.f_lineno)) or user_site(), "v", value)
 
 
 def _loop(kind, args):
@@ -168,11 +169,12 @@ def _loop(kind, args):
     elif kind == "unroll" or not isinstance(step, Expr) or not step.dtype.is_int:
         raise fail(f"pg.{kind} step must be a positive int (pg.serial also takes an integer "
                    f"expression), got {step!r}")
-    if not isinstance(hi, Expr):
-        hi = as_expr(hi)
+    if not isinstance(hi, Expr):   # as_expr's int32 case in line: `pg.unroll(4)`
+        hi = Const(hi, INT32) if type(hi) is int and hi in _INT32_VALUES else as_expr(hi)
     dt = hi.dtype
     if not isinstance(lo, Expr):
-        lo = as_expr(lo, dt)
+        lo = Const(lo, INT32) if type(lo) is int and dt is INT32 and lo in _INT32_VALUES \
+            else as_expr(lo, dt)
     if lo.dtype is not dt:
         raise fail(f"pg.{kind} bounds differ in dtype: {lo.dtype} vs {dt}")
     if not dt.is_int:
@@ -188,7 +190,8 @@ def _loop(kind, args):
             check_live_expr(lo, dead)
         if hi_b is None and (type(hi) is not Var or hi.uid in dead):
             check_live_expr(hi, dead)
-    at = user_site()     # the generator runs on the user's `for` line
+    f = _getframe(1)     # the generator runs on the user's `for` line: user_site's cache
+    at = _SITES.get((f.f_code.co_filename, f.f_lineno)) or user_site()
     src = at.src
     name = at.loop_var or "i"     # ctx.unique, inline
     names = ctx.names

@@ -167,14 +167,14 @@ class Kernel:
 
     # ---- building ------------------------------------------------------------------
     def _build(self, arch):
-        parse_target, unroll, register_buffers, Codegen = _BUILD_API or _build_api()
+        parse_target, lower, Codegen = _BUILD_API or _build_api()
         target = parse_target(arch)
         ir = self.ir
-        body = unroll(ir.body)
+        body, in_regs = lower(ir.body)
         func = PrimFunc(ir.name, ir.params, body, ir.grid, ir.block, ir.dynamic_smem_bytes,
                         ir.dynamic_smem_reserve, ir.attrs)
         cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
-        cg.local_in_regs = register_buffers(body)
+        cg.local_in_regs = in_regs
         text = cg.run()
         return _Built(text, cg, target)
 
@@ -327,9 +327,9 @@ def _build_api():
     global _BUILD_API
     from ..emit.codegen import Codegen
     from ..emit.target import parse_target
-    from ..passes.lower import register_buffers, unroll
+    from ..passes.lower import lower
 
-    _BUILD_API = (parse_target, unroll, register_buffers, Codegen)
+    _BUILD_API = (parse_target, lower, Codegen)
     return _BUILD_API
 
 

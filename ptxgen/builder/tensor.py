@@ -14,8 +14,8 @@ from ..layout import S, TileLayout
 from ..passes.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
                   Store, Var, as_expr)
-from .context import (Site, _local, assigned_name, check_live_expr, current, fail,
-                      outside_kernel, user_site)
+from .context import (_SITES, Site, _getframe, _local, assigned_name, check_live_expr,
+                      current, fail, outside_kernel, user_site)
 
 _ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
 
@@ -244,9 +244,10 @@ class TensorHandle:
         if not isinstance(value, Expr):
             value = as_expr(value)
         idx = self._vec_check(indices, value.dtype)     # checks that a trace is running
+        f = _getframe(1)   # user_site's cache, in line: the caller is nearly always user code
+        at = _SITES.get((f.f_code.co_filename, f.f_lineno)) or user_site()
         s = Store(self.buffer, idx, value,
-                  "" if cache_hint is None else self._cache("store", cache_hint),
-                  src=user_site().src)
+                  "" if cache_hint is None else self._cache("store", cache_hint), src=at.src)
         ctx = _local.ctx      # ctx.append, inline
         ctx.bodies[-1].append(s)
         ctx.last_closed_if = None

@@ -4,9 +4,10 @@ Unrolling substitutes the loop variable by each constant, so indices such as
 `acc[k]` become constants and the local buffer can live in registers.  A local
 buffer stays in registers only if every access index is a constant after this.
 
-Both passes run on every build, so they are written for the interpreter: leaf operands
-(Var, Const) are handled in line rather than by a recursive call, which costs as much as
-several bytecodes.
+Both passes run on every build, so `lower` does them in one walk over the statements, and
+they are written for the interpreter: leaf operands (Var, Const) are handled in line rather
+than by a recursive call, which costs as much as several bytecodes.  (The emitter lowers a
+tile call's statements with `unroll` and then `register_buffers`.)
 """
 from __future__ import annotations
 
@@ -131,87 +132,62 @@ def _subst_arg(a, m):
     return subst(a, m) if hasattr(a, "dtype") else a
 
 
+def lower(body):
+    """(`unroll(body)`, `register_buffers` of it): a build needs both, and one walk over the
+    statements can expand the loops and collect what the register decision reads."""
+    allocated, accesses, exprs = set(), [], []
+    out = _walk(body, allocated, accesses, exprs)
+    return (list(body) if out is None else out), _registers(allocated, accesses, exprs)
+
+
 def unroll(body):
     """Expand every `pg.unroll` loop (constant bounds required) into copies of its body.
     Returns a new list; statements with no such loop inside are kept, not rebuilt."""
-    out = _unroll(body)
-    return list(body) if out is None else out
-
-
-_NESTED = frozenset((For, If, While))
-
-
-def _unroll(body):
-    """`unroll` of a statement list, or None when nothing in it changes."""
     for s in body:
         if type(s) in _NESTED:
             break
     else:
-        return None   # straight-line code, the common case
-    out, changed = [], False
-    for s in body:
-        t = type(s)
-        if t not in _NESTED:
-            out.append(s)
-            continue
-        if t is For:
-            for x in s.body:   # _unroll's own test, in line: most loop bodies are leaves
-                if type(x) in _NESTED:
-                    inner = _unroll(s.body)
-                    break
-            else:
-                inner = None
-            if s.kind == "unroll":
-                start, stop = s.start, s.stop
-                if not (isinstance(start, Const) and isinstance(stop, Const)):
-                    from ..errors import PtxgenError
-
-                    raise PtxgenError(f"{s.src}: pg.unroll needs constant bounds")
-                if inner is None:
-                    inner = s.body
-                uid, dt = s.var.uid, s.var.dtype
-                for k in range(start.value, stop.value, s.step):
-                    out += subst_body(inner, {uid: Const(k, dt)})
-                changed = True
-                continue
-            if inner is not None:
-                s = For(s.var, s.start, s.stop, s.step, s.kind, inner, src=s.src)
-                changed = True
-        elif t is If:
-            then = _unroll(s.then)
-            else_ = _unroll(s.else_) if s.else_ else None
-            if then is not None or else_ is not None:
-                s = If(s.cond, s.then if then is None else then,
-                       s.else_ if else_ is None else else_, src=s.src)
-                changed = True
-        else:
-            inner = _unroll(s.body)
-            if inner is not None:
-                s = While(s.cond, inner, src=s.src)
-                changed = True
-        out.append(s)
-    return out if changed else None
-
-
-_LEAVES = frozenset((Const, Var, SpecialReg))
+        return list(body)   # straight-line code, the common case
+    out = _walk(body, set(), [], [])   # what it collects is not needed here
+    return list(body) if out is None else out
 
 
 def register_buffers(body) -> set:
-    """uids of the local buffers allocated in `body` whose every access there has a constant
-    element offset.  Storage allocated outside `body` is already placed when it runs, so only
-    its own allocations are decided here (and a body without one needs no expression walk)."""
+    """uids of the local buffers allocated in `body` (already unrolled) whose every access
+    there has a constant element offset.  Storage allocated outside `body` is already placed
+    when it runs, so only its own allocations are decided here."""
     allocated, accesses, exprs = set(), [], []
-    _scan(body, allocated, accesses, exprs)
+    _walk(body, allocated, accesses, exprs)
+    return _registers(allocated, accesses, exprs)
+
+
+_LEAVES = frozenset((Const, Var, SpecialReg))
+_NESTED = frozenset((For, If, While))
+_NO_LOADS = frozenset((Const, Var, SpecialReg, str))   # str: an instruction's label operand
+
+
+def _registers(allocated: set, accesses: list, exprs: list) -> set:
+    """The register decision over what _walk collected (a body without a local allocation
+    needs no expression walk)."""
     if not allocated:
         return set()
-    for e in exprs:
-        if type(e) not in _LEAVES:
+    for e in exprs:   # the top BinOp of an index or a let value in line, as in _loads
+        t = type(e)
+        if t is BinOp:
+            a, b = e.a, e.b
+            if type(a) not in _LEAVES:
+                _loads(a, accesses)
+            if type(b) not in _LEAVES:
+                _loads(b, accesses)
+        elif t is Mem:   # an instruction's memory operand
+            e = e.ptr
+            if type(e) not in _LEAVES:
+                _loads(e, accesses)
+        elif t not in _NO_LOADS:
             _loads(e, accesses)
     used, dynamic = set(), set()
     for buf, idx in accesses:
-        root = buf
-        while root.data is not None:
-            root = root.data.buffer
+        root = buf.root
         uid = root.uid
         if uid not in allocated or uid in dynamic:
             continue
@@ -221,10 +197,13 @@ def register_buffers(body) -> set:
     return used - dynamic
 
 
-def _scan(body, allocated: set, accesses: list, exprs: list):
-    """One pre-order pass over body: the uids of the local buffers it allocates, the
-    accesses its statements make directly (buffer, indices; indices None where an address
-    is taken) and the expressions still to search for loads."""
+def _walk(body, allocated: set, accesses: list, exprs: list):
+    """One pre-order pass over body: expands its `pg.unroll` loops and collects, from the
+    statements of the result, the uids of the local buffers they allocate, the accesses they
+    make directly (buffer, indices; indices None where an address is taken) and the
+    expressions still to search for loads.  Returns the new statement list, or None when
+    nothing changed (the list is copied on the first change)."""
+    out = None
     for s in body:
         t = type(s)
         if t is Store:
@@ -234,30 +213,68 @@ def _scan(body, allocated: set, accesses: list, exprs: list):
         elif t is Let:
             exprs.append(s.value)
         elif t is For:
+            if s.kind == "unroll":
+                copies = _expand(s)
+                _walk(copies, allocated, accesses, exprs)   # nothing left to expand: a scan
+                if out is None:
+                    out = list(body[:body.index(s)])
+                out += copies
+                continue
             exprs.append(s.start)
             exprs.append(s.stop)
-            _scan(s.body, allocated, accesses, exprs)
-        elif t is If:
-            exprs.append(s.cond)
-            _scan(s.then, allocated, accesses, exprs)
-            if s.else_:
-                _scan(s.else_, allocated, accesses, exprs)
-        elif t is While:
-            exprs.append(s.cond)
-            _scan(s.body, allocated, accesses, exprs)
+            inner = _walk(s.body, allocated, accesses, exprs)
+            if inner is not None:
+                if out is None:
+                    out = list(body[:body.index(s)])
+                s = For(s.var, s.start, s.stop, s.step, s.kind, inner, src=s.src)
+        elif t is Instr:   # _registers reads into Mem and VecOperand operands
+            exprs += s.operands
         elif t is Alloc:
             if s.buffer.scope == "local":
                 allocated.add(s.buffer.uid)
-        elif t is Instr:   # operands that are not expressions are skipped by _loads
-            for o in s.operands:
-                if type(o) is Mem:
-                    exprs.append(o.ptr)
-                elif type(o) is VecOperand:
-                    exprs += o.items
-                else:
-                    exprs.append(o)
+        elif t is If:
+            exprs.append(s.cond)
+            then = _walk(s.then, allocated, accesses, exprs)
+            else_ = _walk(s.else_, allocated, accesses, exprs) if s.else_ else None
+            if then is not None or else_ is not None:
+                if out is None:
+                    out = list(body[:body.index(s)])
+                s = If(s.cond, s.then if then is None else then,
+                       s.else_ if else_ is None else else_, src=s.src)
+        elif t is While:
+            exprs.append(s.cond)
+            inner = _walk(s.body, allocated, accesses, exprs)
+            if inner is not None:
+                if out is None:
+                    out = list(body[:body.index(s)])
+                s = While(s.cond, inner, src=s.src)
         elif t is TileCall:   # a local region operand: registers if its start is constant
             exprs += s.args
+        if out is not None:
+            out.append(s)
+    return out
+
+
+def _expand(s: For) -> list:
+    """The copies of a `pg.unroll` loop's body (its own unroll loops expanded first), one
+    per iteration with the loop variable substituted by its value."""
+    inner = s.body
+    for x in inner:   # unroll's test, in line: most unrolled bodies are straight-line code
+        if type(x) in _NESTED:   # what _walk collects here is of the template: not needed
+            out = _walk(inner, set(), [], [])
+            if out is not None:
+                inner = out
+            break
+    start, stop = s.start, s.stop
+    if not (isinstance(start, Const) and isinstance(stop, Const)):
+        from ..errors import PtxgenError
+
+        raise PtxgenError(f"{s.src}: pg.unroll needs constant bounds")
+    uid, dt = s.var.uid, s.var.dtype
+    out = []
+    for k in range(start.value, stop.value, s.step):
+        out += subst_body(inner, {uid: Const(k, dt)})
+    return out
 
 
 def _loads(e, acc: list):
@@ -288,6 +305,9 @@ def _loads(e, acc: list):
         _loads(e.cond, acc)
         _loads(e.t, acc)
         _loads(e.f, acc)
+    elif t is VecOperand:   # an instruction operand
+        for i in e.items:
+            _loads(i, acc)
     elif t is BufferRegion:   # a tile-call operand
         acc.append((e.buffer, tuple([Const(x) if isinstance(x, int) else x
                                      for x, _ in e.region])))
