@@ -11,7 +11,7 @@ from .. import __version__ as _version
 from ..errors import PtxgenError
 from ..ir import (BOOL, Alloc, Barrier, BinOp, Comment, Const, DeclBuffer, For, If, Instr,
                   Let, Load, Mem, Store, TileCall, Var, VecOperand, While, format_stmt)
-from ..passes.lower import register_buffers, unroll
+from ..passes.lower import lower
 from ..passes.simplify import _AFFINE_OPS, Analyzer
 from ..primitives import lower_tile_call
 from .isa import form, render_module
@@ -94,8 +94,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
             marks.append((len(lines), outer))
 
     def s_TileCall(self, s):
-        stmts = unroll(lower_tile_call(s, self.target, self.an, self.func))
-        self.local_in_regs |= register_buffers(stmts)
+        stmts, in_regs = lower(lower_tile_call(s, self.target, self.an, self.func))
+        self.local_in_regs |= in_regs
         self.push_scope()
         self.body(stmts)
         self.pop_scope()
