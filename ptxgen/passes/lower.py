@@ -4,10 +4,9 @@ Unrolling substitutes the loop variable by each constant, so indices such as
 `acc[k]` become constants and the local buffer can live in registers.  A local
 buffer stays in registers only if every access index is a constant after this.
 
-Both passes run on every build, so `lower` does them in one walk over the statements, and
-they are written for the interpreter: leaf operands (Var, Const) are handled in line rather
-than by a recursive call, which costs as much as several bytecodes.  (The emitter lowers a
-tile call's statements with `unroll` and then `register_buffers`.)
+Both run on every build (and on every tile call's statements), so `lower` does them in one
+walk over the statements, written for the interpreter: leaf operands (Var, Const) are
+handled in line rather than by a recursive call, which costs as much as several bytecodes.
 """
 from __future__ import annotations
 
@@ -133,32 +132,15 @@ def _subst_arg(a, m):
 
 
 def lower(body):
-    """(`unroll(body)`, `register_buffers` of it): a build needs both, and one walk over the
-    statements can expand the loops and collect what the register decision reads."""
+    """(body with every `pg.unroll` loop expanded into copies of its body, uids of the local
+    buffers allocated in it whose every access has a constant element offset).  A build
+    needs both, and one walk over the statements can expand the loops and collect what the
+    register decision reads.  Statements with no unrolled loop inside are kept, not rebuilt;
+    storage allocated outside `body` is already placed, so only its own allocations are
+    decided."""
     allocated, accesses, exprs = set(), [], []
     out = _walk(body, allocated, accesses, exprs)
     return (list(body) if out is None else out), _registers(allocated, accesses, exprs)
-
-
-def unroll(body):
-    """Expand every `pg.unroll` loop (constant bounds required) into copies of its body.
-    Returns a new list; statements with no such loop inside are kept, not rebuilt."""
-    for s in body:
-        if type(s) in _NESTED:
-            break
-    else:
-        return list(body)   # straight-line code, the common case
-    out = _walk(body, set(), [], [])   # what it collects is not needed here
-    return list(body) if out is None else out
-
-
-def register_buffers(body) -> set:
-    """uids of the local buffers allocated in `body` (already unrolled) whose every access
-    there has a constant element offset.  Storage allocated outside `body` is already placed
-    when it runs, so only its own allocations are decided here."""
-    allocated, accesses, exprs = set(), [], []
-    _walk(body, allocated, accesses, exprs)
-    return _registers(allocated, accesses, exprs)
 
 
 _LEAVES = frozenset((Const, Var, SpecialReg))
