@@ -75,14 +75,7 @@ def format_expr(e, parent_prec: int = 0) -> str:
     if t is Const:
         return str(e.value) if e.dtype is INT32 else _fmt_const(e)
     if t is Load:
-        idx = e.indices
-        if len(idx) == 1:   # _fmt_list in line: loads are the most common indexed nodes
-            x = idx[0]
-            tx = type(x)
-            idx = x.name if tx is Var else str(x.value) if tx is Const and x.dtype is INT32 \
-                else format_expr(x)
-        else:
-            idx = _fmt_list(idx)
+        idx = _fmt_list(e.indices)
         if e.dtype is e.buffer.dtype:
             return f"{e.buffer.name}[{idx}]"
         hint = _hint(e.cache) if e.cache else ""
@@ -128,14 +121,7 @@ def format_stmt(s: Stmt) -> str:
     """One line (the head line for compound statements); used in PTX comments too."""
     t = type(s)
     if t is Store:
-        v, buf, idx = s.value, s.buffer, s.indices
-        if len(idx) == 1:   # _fmt_list in line, as in format_expr's Load
-            x = idx[0]
-            tx = type(x)
-            idx = x.name if tx is Var else str(x.value) if tx is Const and x.dtype is INT32 \
-                else format_expr(x)
-        else:
-            idx = _fmt_list(idx)
+        v, buf, idx = s.value, s.buffer, _fmt_list(s.indices)
         if v.dtype.lanes > 1 and v.dtype is not buf.dtype:
             hint = _hint(s.cache) if s.cache else ""
             return f"{buf.name}.vstore([{idx}], {format_expr(v)}{hint})"

@@ -153,19 +153,10 @@ def _registers(allocated: set, accesses: list, exprs: list) -> set:
     needs no expression walk)."""
     if not allocated:
         return set()
-    for e in exprs:   # the top BinOp of an index or a let value in line, as in _loads
-        t = type(e)
-        if t is BinOp:
-            a, b = e.a, e.b
-            if type(a) not in _LEAVES:
-                _loads(a, accesses)
-            if type(b) not in _LEAVES:
-                _loads(b, accesses)
-        elif t is Mem:   # an instruction's memory operand
+    for e in exprs:
+        if type(e) is Mem:   # an instruction's memory operand
             e = e.ptr
-            if type(e) not in _LEAVES:
-                _loads(e, accesses)
-        elif t not in _NO_LOADS:
+        if type(e) not in _NO_LOADS:
             _loads(e, accesses)
     used, dynamic = set(), set()
     for buf, idx in accesses:
