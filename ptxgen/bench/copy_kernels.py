@@ -23,13 +23,15 @@ THREADS = 256
 _SCOPE_THREADS = {"warp": 32, "warpgroup": 128, "cta": THREADS}
 
 
-def _grid(ctas_per_sm, nsm):
-    """One tile per scope instance (the grid is a callable of ROWS and the tile), or with
-    ctas_per_sm a persistent grid whose instances loop.  On the H200 the first was faster
-    (benchmarks/RESULTS.md, grid-stride variants)."""
+def _launch(pg, ctas_per_sm, nsm):
+    """(grid, CTA count, the ROWS extent) every tile-streaming builder starts from.  The grid
+    is None for one tile per scope instance (_kernel makes it a callable of ROWS and the
+    tile), or with ctas_per_sm a persistent grid whose instances loop.  On the H200 the
+    first was faster (benchmarks/RESULTS.md, grid-stride variants)."""
+    rows = pg.var("ROWS")
     if ctas_per_sm:
-        return (nsm * ctas_per_sm,), nsm * ctas_per_sm
-    return None, None
+        return (nsm * ctas_per_sm,), nsm * ctas_per_sm, rows
+    return None, None, rows
 
 
 def _tile_loop(pg, scope, groups, R, ROWS, ctas):
@@ -60,8 +62,7 @@ def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_
     R, C = tile
     per = _SCOPE_THREADS[scope]
     groups = THREADS // per
-    grid, ctas = _grid(ctas_per_sm, nsm)
-    ROWS = pg.var("ROWS")
+    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
     kw = {"dispatch": dispatch} if dispatch else {}
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
@@ -128,8 +129,7 @@ def register_copy_kernel(dtype: str, scope: str, tile, vec: int, dispatch=None,
         return lay, None
     R, C = tile
     groups = THREADS // _SCOPE_THREADS[scope]
-    grid, ctas = _grid(ctas_per_sm, nsm)
-    ROWS = pg.var("ROWS")
+    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
     kw = {"dispatch": dispatch} if dispatch else {}
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
@@ -164,8 +164,7 @@ def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=
     R, C = tile
     P = _SCOPE_THREADS[scope]
     groups = THREADS // P
-    grid, ctas = _grid(ctas_per_sm, nsm)
-    ROWS = pg.var("ROWS")
+    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
     variant = f"vec_{bits}b"
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
@@ -202,8 +201,7 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
     if nbytes % 16 or nbytes > 1048560:
         return SkipReason(f"a bulk copy moves a multiple of 16 bytes, at most 1048560; a "
                           f"{R}x{C} {dtype} tile is {nbytes}"), None
-    grid, ctas = _grid(ctas_per_sm, nsm)
-    ROWS = pg.var("ROWS")
+    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         tx = pg.thread_id(32)
@@ -244,8 +242,7 @@ def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=1
         lay = ldmatrix_layout(R, C, warps=warps)
     except ValueError as e:
         return SkipReason(str(e).split(": ", 1)[-1]), None
-    grid, ctas = _grid(ctas_per_sm, nsm)
-    ROWS = pg.var("ROWS")
+    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         pg.thread_id(THREADS)

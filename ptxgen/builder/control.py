@@ -7,23 +7,17 @@ from contextlib import contextmanager
 from ..dtypes import dtype as _dtype
 from ..ir import (_INT32_VALUES, BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
                   Var, While, as_expr)
-from .context import (_SITES, _getframe, _local, check_live_expr, current, fail,
+from .context import (_local, check_live_expr, current, fail,
                       outside_kernel, user_site)
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
 
 def _let(ctx, at, name: str, value: Expr, bounds=None) -> Var:
-    """Bind `value` to a fresh Var named after the user's line `at` (a Site).  Every value of
-    a trace goes through here, so ctx.unique and ctx.append are written out inline.  The
+    """Bind `value` to a fresh Var named after the user's line `at` (a Site).  The
     ("let", ...) fact is also the record of the binding (uniform.py reads values off it)."""
-    name = at.assigned or name
-    names = ctx.names
-    n = names.get(name, 0)
-    names[name] = n + 1
-    v = Var(f"{name}_{n}" if n else name, value.dtype)
-    ctx.bodies[-1].append(Let(v, value, bounds, src=at.src))
-    ctx.last_closed_if = None
+    v = Var(ctx.unique(at.assigned or name), value.dtype)
+    ctx.append(Let(v, value, bounds, src=at.src))
     ctx.facts.append(("let", v, value, bounds))
     return v
 
@@ -142,8 +136,7 @@ def let(value, dtype=None) -> Var:
     dead = ctx.dead_loop_vars
     if dead and type(value) is not Const and (type(value) is not Var or value.uid in dead):
         check_live_expr(value, dead)     # a Const or a live Var: no call
-    f = _getframe(1)   # user_site's cache, in line: the caller is nearly always user code
-    return _let(ctx, _SITES.get((f.f_code.co_filename, f.f_lineno)) or user_site(), "v", value)
+    return _let(ctx, user_site(), "v", value)
 
 
 def _loop(kind, args):
@@ -190,14 +183,9 @@ def _loop(kind, args):
             check_live_expr(lo, dead)
         if hi_b is None and (type(hi) is not Var or hi.uid in dead):
             check_live_expr(hi, dead)
-    f = _getframe(1)     # the generator runs on the user's `for` line: user_site's cache
-    at = _SITES.get((f.f_code.co_filename, f.f_lineno)) or user_site()
+    at = user_site()     # the generator runs on the user's `for` line
     src = at.src
-    name = at.loop_var or "i"     # ctx.unique, inline
-    names = ctx.names
-    n = names.get(name, 0)
-    names[name] = n + 1
-    var = Var(f"{name}_{n}" if n else name, dt)
+    var = Var(ctx.unique(at.loop_var or "i"), dt)
     body: list = []
     bodies = ctx.bodies
     bodies.append(body)
@@ -208,8 +196,7 @@ def _loop(kind, args):
     finally:
         bodies.pop()
         dead[var.uid] = src
-        bodies[-1].append(For(var, lo, hi, step, kind, body, src=src))
-        ctx.last_closed_if = None
+        ctx.append(For(var, lo, hi, step, kind, body, src=src))
 
 
 def serial(*args):

@@ -14,7 +14,7 @@ from ..layout import S, TileLayout
 from ..passes.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
                   Store, Var, as_expr)
-from .context import (_SITES, Site, _getframe, _local, assigned_name, check_live_expr,
+from .context import (Site, _local, assigned_name, check_live_expr,
                       current, fail, outside_kernel, user_site)
 
 _ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
@@ -244,13 +244,10 @@ class TensorHandle:
         if not isinstance(value, Expr):
             value = as_expr(value)
         idx = self._vec_check(indices, value.dtype)     # checks that a trace is running
-        f = _getframe(1)   # user_site's cache, in line: the caller is nearly always user code
-        at = _SITES.get((f.f_code.co_filename, f.f_lineno)) or user_site()
+        at = user_site()
         s = Store(self.buffer, idx, value,
                   "" if cache_hint is None else self._cache("store", cache_hint), src=at.src)
-        ctx = _local.ctx      # ctx.append, inline
-        ctx.bodies[-1].append(s)
-        ctx.last_closed_if = None
+        _local.ctx.append(s)
 
     def _cache(self, kind, hint) -> str:
         if hint is None:      # no hint, no modifiers
@@ -359,8 +356,7 @@ def store(buf: Buffer, idx: tuple, value, at: Site | None = None):
                    f"pg.cast(value, '{dt}')")
     if ctx.dead_loop_vars:
         check_live_expr(v, ctx.dead_loop_vars)
-    ctx.bodies[-1].append(Store(buf, idx, v, src=(at or user_site()).src))   # ctx.append
-    ctx.last_closed_if = None
+    ctx.append(Store(buf, idx, v, src=(at or user_site()).src))
 
 
 # ---- allocation ------------------------------------------------------------------------
