@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from .. import __version__ as _version
 from ..errors import PtxgenError
-from ..ir import (BOOL, Alloc, Barrier, BinOp, Comment, Const, DeclBuffer, For, If, Instr,
+from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
                   Let, Load, Mem, Store, TileCall, Var, VecOperand, While, format_stmt)
 from ..passes.lower import lower
-from ..passes.simplify import _AFFINE_OPS, Analyzer
+from ..passes.simplify import Analyzer
 from ..primitives import lower_tile_call
 from .isa import form, render_module
 from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
@@ -106,8 +106,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
     def s_Let(self, s: Let):
         an, var, value = self.an, s.var, s.value
         # index arithmetic: emitted and bound from its affine form
-        aff = an.affine(value) if type(value) is BinOp and value.op in _AFFINE_OPS \
-            and value.dtype.is_int else None   # int_affine, inline
+        aff = an.int_affine(value)
         self._impure = False
         if aff is None:
             value = an.simplify(value)
@@ -188,10 +187,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         an, var, step = self.an, s.var, s.step
         # bounds that are index arithmetic are emitted and bounded from their affine forms
         start, stop = s.start, s.stop
-        start_aff = an.affine(start) if type(start) is BinOp and start.op in _AFFINE_OPS \
-            and start.dtype.is_int else None   # int_affine, inline
-        stop_aff = an.affine(stop) if type(stop) is BinOp and stop.op in _AFFINE_OPS \
-            and stop.dtype.is_int else None
+        start_aff, stop_aff = an.int_affine(start), an.int_affine(stop)
         if start_aff is not None and not start_aff.is_const():
             start, ((lo, _), start_mod) = start_aff, an.affine_facts(start_aff)
         else:
