@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from ptxgen.dtypes import dtype
 from ptxgen.emit.values import ValueEmitter
 from ptxgen.ir import BinOp, Const, Load, SpecialReg, Var, expr_key
-from ptxgen.passes.simplify import Affine, Analyzer
+from ptxgen.analysis.simplify import Affine, Analyzer
 
 I32, I64 = dtype("int32"), dtype("int64")
 

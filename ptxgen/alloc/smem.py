@@ -4,7 +4,7 @@ Why: a kernel may declare only one `.extern .shared` array, so every dynamic til
 slot is a view at a byte offset into it.  Doing that by hand is where offsets overlap, alignment
 is lost and the launch gets the wrong byte count; the pool owns all three.
 
-Limits (bytes per CTA; ptx-reference section 3 and `emit.target.SMEM_LIMITS`):
+Limits (bytes per CTA; ptx-reference section 3 and `target.SMEM_LIMITS`):
 
     target                         static (ptxas)   dynamic opt-in max
     sm_80, sm_87 (A100, Orin)      48 KiB           163 KiB
@@ -22,7 +22,7 @@ import math
 from ..builder.context import assigned_name, current, user_src
 from ..builder.tensor import TensorHandle, alloc_buffer, decl_buffer
 from ..dtypes import dtype as _dtype
-from ..emit.target import SMEM_LIMITS, parse_target, smem_limits
+from ..target import SMEM_LIMITS, parse_target, smem_limits
 from ..errors import LayoutError
 from ..layout import S, TileLayout
 from . import swizzle as _swz

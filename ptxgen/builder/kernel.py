@@ -326,7 +326,7 @@ def _build_api():
     kept here because a from-import inside _build costs ~3 us per name per build."""
     global _BUILD_API
     from ..emit.codegen import Codegen
-    from ..emit.target import parse_target
+    from ..target import parse_target
     from ..passes.lower import lower
 
     _BUILD_API = (parse_target, lower, Codegen)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 
 from ..dtypes import DType, dtype as _dtype
-from ..emit.target import cache_modifiers
+from ..target import cache_modifiers
 from ..errors import PtxgenError
 from ..layout import S, TileLayout
-from ..passes.simplify import Analyzer
+from ..analysis.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
                   Store, Var, as_expr)
 from .context import (Site, _local, assigned_name, check_live_expr,

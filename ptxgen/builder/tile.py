@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ..ir import BufferRegion, TileCall
-from ..passes.simplify import Analyzer
+from ..analysis.simplify import Analyzer
 from .context import current, fail, user_src
 from .tensor import TensorHandle
 
@@ -45,7 +45,7 @@ def _active_check(ctx, scope: str):
     """Are all threads of every scope instance active here?  (ok, reason)"""
     if not ctx.active_mask:
         return True, ""
-    from .uniform import uniform_within
+    from ..analysis.uniform import uniform_within
 
     n = {"thread": 1, "warp": 32, "warpgroup": 128}.get(scope, math.prod(ctx.func.block))
     for cond in ctx.active_mask:
@@ -103,7 +103,7 @@ def facts_analyzer(ctx) -> Analyzer:
 
 def explain(op, *args, scope="cta", arch=None, dispatch=None, **options):
     """Every variant of `op` for this call: accepted, or why not; the chosen one marked."""
-    from ..emit.target import parse_target
+    from ..target import parse_target
     from ..primitives.copy import CopyCall
     from ..primitives.registry import evaluate
     from ..primitives.scope import make_scope

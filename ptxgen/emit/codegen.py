@@ -12,12 +12,12 @@ from ..errors import PtxgenError
 from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
                   Let, Load, Mem, Store, TileCall, Var, VecOperand, While, format_stmt)
 from ..passes.lower import lower
-from ..passes.simplify import Analyzer
+from ..analysis.simplify import Analyzer
 from ..primitives import lower_tile_call
-from .isa import form, render_module
+from ..target.forms import form, render_module
 from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
 from .memory import MemoryEmitter
-from .target import Target, check_opcode
+from ..target import Target, check_opcode
 from .regs import _PREFIX, reg_class
 from .values import ValueEmitter
 

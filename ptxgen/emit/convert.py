@@ -13,7 +13,7 @@ import numpy as np
 from ..dtypes import DType, dtype
 from ..errors import PtxgenError
 from ..ir import BOOL, Const
-from .isa import form
+from ..target.forms import form
 from .regs import int_type, reg_class
 
 _F32 = dtype("float32")

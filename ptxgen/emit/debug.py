@@ -7,7 +7,7 @@ emitted PTX is unchanged.
 from __future__ import annotations
 
 from ..ir import Const
-from .isa import form
+from ..target.forms import form
 from .names import sanitize
 
 

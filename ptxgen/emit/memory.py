@@ -9,12 +9,12 @@ import math
 
 from ..errors import PtxgenError, ResourceError
 from ..ir import BOOL, Const, Load, format_expr
-from .isa import form
+from ..target.forms import form
 from .address import _SPACE, AddressEmitter
 from .debug import BoundsChecks
 from .names import sanitize
 from .regs import _PREFIX, _REG_CLASS, reg_class
-from .target import smem_limits
+from ..target import smem_limits
 from ..dtypes import mem_type
 
 # the container (type, count) that moves n bits, and the register class of each type

@@ -13,7 +13,7 @@ from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, Specia
                   expr_key, format_expr)
 from .convert import ConvertEmitter
 from .regs import _PREFIX, REG_CLASSES, int_type, reg_class
-from .isa import form
+from ..target.forms import form
 
 _INT_REGS: dict = {}   # int dtype -> (PTX type, register class, register prefix)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, Const, Expr, For, Let, Var
-from ...emit.target import cache_modifiers as target_cache_modifiers
+from ...target import cache_modifiers as target_cache_modifiers
 from ..registry import register
 from .common import (CONTAINERS, base_alignment_ok, const_offset, digits_offset, divisible,
                      element_address, flat_pointer, is_int, ld_st_pair, refine, reg_elems,

@@ -64,7 +64,7 @@ def explain(op, *args, scope="cta", arch="sm_100a", dispatch=None, **kw):
     appended to the kernel).  `arch` picks the target the variants are judged for."""
     from ...builder.context import current
     from ...builder.tile import facts_analyzer
-    from ...emit.target import parse_target
+    from ...target import parse_target
 
     if op not in _OPS:
         raise ValueError(f"explain knows {', '.join(_OPS)}; got {op!r}")

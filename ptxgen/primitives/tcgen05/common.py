@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype
-from ...emit.target import TCGEN05_ARCHS, check_opcode
+from ...target import TCGEN05_ARCHS, check_opcode
 from ...errors import PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, If, Instr, Load, cast,
                    format_expr)

@@ -1,6 +1,6 @@
 """Facts about integer expressions: bounds (intervals) and divisibility (modular sets).
 
-The Analyzer (passes/simplify.py) mixes this in; the facts come from where variables are
+The Analyzer (analysis/simplify.py) mixes this in; the facts come from where variables are
 bound (loop ranges, thread-id extents, let values) and are what the simplifier and the
 vector-alignment proofs rely on.
 """

@@ -1,0 +1,37 @@
+"""Element and byte offsets of buf[indices] from the buffer's metadata only:
+    byte(B[c]) = byte(B.data) + (B.elem_offset + B.layout(c)["m"]) * sizeof(B.dtype)
+Shared by the builder's checks, the primitives' alignment proofs and the emitter."""
+from __future__ import annotations
+
+from ..errors import PtxgenError
+from ..ir import BOOL
+
+
+def element_offset(buf, indices):
+    """Element offset of buf[indices] relative to buf.data (IR expression or int)."""
+    if buf.layout is not None:
+        m = buf.layout.apply(*indices, shape=buf.shape)["m"]
+    else:
+        m, stride = 0, 1
+        for idx, ext in zip(reversed(indices), reversed(buf.shape)):
+            m = idx * stride + m if not (isinstance(idx, int) and idx == 0) else m
+            stride = ext * stride
+    eo = buf.elem_offset
+    if not (isinstance(eo, int) and eo == 0):
+        m = m + eo
+    return m
+
+
+def byte_offset(buf, indices):
+    """Bytes from the root storage to buf[indices] (None indices: buf.data)."""
+    parent = buf.data
+    base = 0 if parent is None else byte_offset(parent.buffer, parent.indices)
+    if indices is None:
+        return base
+    m = element_offset(buf, indices)
+    bits = 8 if buf.dtype == BOOL else buf.dtype.bits   # a bool (predicate) slot is one byte
+    if bits < 8:
+        raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view '{buf.name}' as "
+                          f"uint8 to move packed pairs")
+    scaled = m * (bits // 8) if not isinstance(m, int) else m * (bits // 8)
+    return scaled if isinstance(base, int) and base == 0 else scaled + base

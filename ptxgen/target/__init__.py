@@ -1,0 +1,10 @@
+"""Targets: every arch/PTX-version gate, per-arch limit and instruction form.
+
+`table` holds the hardware facts as data (minimum .version per target, instruction
+gates, shared-memory limits, cache hints); `forms` renders the instruction forms of
+templates/ once each.  Everything above this layer asks here; nothing here imports
+anything of ptxgen but `errors`.
+"""
+from .table import (CACHE_HINTS, GATES, MAX_PTX, MIN_PTX, MODIFIER_PTX, SMEM_LIMITS,  # noqa: F401
+                    TCGEN05_ARCHS, Gate, Target, cache_modifiers, check_opcode, gate_for,
+                    parse_target, smem_limits)
