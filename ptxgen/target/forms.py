@@ -13,7 +13,13 @@ import jinja2
 
 
 def templates_dir() -> Path:
-    """templates/ at the repo root (editable checkout) or ptxgen/templates in a wheel."""
+    """templates/ beside the package in a checkout, else ptxgen/templates of the wheel.
+
+    The checkout comes first: an editable install maps `ptxgen.templates` to whichever
+    checkout was installed, which need not be the one this package was imported from."""
+    p = Path(__file__).resolve().parents[2] / "templates"
+    if (p / "isa.ptx.j2").exists():
+        return p
     try:
         from importlib.resources import files
 
@@ -22,9 +28,6 @@ def templates_dir() -> Path:
             return p
     except (ModuleNotFoundError, TypeError):
         pass
-    p = Path(__file__).resolve().parents[2] / "templates"
-    if (p / "isa.ptx.j2").exists():
-        return p
     raise FileNotFoundError("ptxgen templates not found (expected templates/isa.ptx.j2)")
 
 
