@@ -17,6 +17,15 @@ from .errors import TraceError
 
 INT32 = dtype("int32")
 INT64 = dtype("int64")
+class _Text:
+    """How nodes print.  The printer (ptxgen/printer.py) is the layer above the IR and fills
+    these in when it is imported, so the node classes carry no text forms of their own and
+    ir imports nothing of it; until then a node prints as its class and id."""
+    expr = stmt = func = staticmethod(object.__repr__)
+
+
+TEXT = _Text()
+
 BOOL = dtype("bool")
 HANDLE = dtype("handle")
 
@@ -76,7 +85,7 @@ class Expr:
                          "pg.unroll for loops and constant extents for shapes")
 
     def __str__(self):
-        return format_expr(self)
+        return TEXT.expr(self)
 
 
 def _arith(op):
@@ -358,8 +367,8 @@ def binop(op: str, a, b) -> Expr:
     if op in ("shl", "shr") and a.dtype.is_int and b.dtype.is_int and b.dtype != a.dtype:
         b = Cast(b, a.dtype) if not isinstance(b, Const) else const(b.value, a.dtype)
     if a.dtype != b.dtype:
-        raise TraceError(f"dtype mismatch in {format_expr(a)} {_ARITH.get(op, _CMP.get(op, op))} "
-                         f"{format_expr(b)}: {a.dtype} vs {b.dtype}; use pg.cast(x, dtype)")
+        raise TraceError(f"dtype mismatch in {TEXT.expr(a)} {_ARITH.get(op, _CMP.get(op, op))} "
+                         f"{TEXT.expr(b)}: {a.dtype} vs {b.dtype}; use pg.cast(x, dtype)")
     dt = a.dtype
     if dt.lanes != 1:
         raise TraceError(f"vector values ({dt}) can only be loaded and stored, not computed on")
@@ -496,7 +505,7 @@ class BufferRegion:
     def __str__(self):
         parts = []
         for s, e in self.region:
-            s_txt = format_expr(s) if isinstance(s, Expr) else str(s)
+            s_txt = TEXT.expr(s) if isinstance(s, Expr) else str(s)
             end = s + e if isinstance(s, int) else f"{s_txt}+{e}"
             parts.append(f"{s_txt}:{end}")
         return f"{self.buffer.name}[{', '.join(parts)}]"
@@ -629,7 +638,7 @@ class PrimFunc:
     attrs: dict = field(default_factory=dict)
 
     def __str__(self):
-        return print_func(self)
+        return TEXT.func(self)
 
 
 def walk(body, fn):
@@ -644,5 +653,3 @@ def walk(body, fn):
                 walk(s.else_, fn)
 
 
-# the printer lives in its own module; these names are part of ir's surface
-from .printer import format_expr, format_stmt, print_func  # noqa: E402,F401

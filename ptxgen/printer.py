@@ -8,7 +8,7 @@ from __future__ import annotations
 from .ir import (BOOL, INT32, INT64, Barrier, BinOp, Buffer, BufferPtr, BufferRegion, Cast,
                  Comment, Const, DeclBuffer, For, If, Instr, Let, Load, Mem, Not, PrimFunc,
                  Select, SpecialReg, Stmt, Store, TileCall, VecOperand, Var, While, Alloc,
-                 _ARITH, _CMP, _PREC)
+                 TEXT, _ARITH, _CMP, _PREC)
 
 # ----------------------------------------------------------------------------------
 # The emitter prints every statement into a PTX comment, so the common cases (variables
@@ -213,3 +213,7 @@ def print_func(f: PrimFunc) -> str:
     if len(lines) == 2:
         lines.append("    pass")
     return "\n".join(lines)
+
+
+# the nodes print through these (ir.TEXT is the hook; see its docstring)
+TEXT.expr, TEXT.stmt, TEXT.func = format_expr, format_stmt, print_func

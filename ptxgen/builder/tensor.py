@@ -441,7 +441,7 @@ def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None,
 
 def _check_view_bounds(b: Buffer, root: Buffer):
     """A view that reaches past its storage is an error (constant extents only)."""
-    from ..emit.address import byte_offset
+    from ..analysis.offsets import byte_offset
 
     total = root.nbytes() if root.layout is None else (
         math.ceil(root.layout.cosize() * root.dtype.bits / 8) if root.numel() else None)

@@ -7,10 +7,11 @@ reports.  Every IR statement is preceded by a `// <statement>` comment.
 from __future__ import annotations
 
 
-from .. import __version__ as _version
+from ..version import __version__ as _version
 from ..errors import PtxgenError
 from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
-                  Let, Load, Mem, Store, TileCall, Var, VecOperand, While, format_stmt)
+                  Let, Load, Mem, Store, TileCall, Var, VecOperand, While)
+from ..printer import format_stmt
 from ..passes.lower import lower
 from ..analysis.simplify import Analyzer
 from ..primitives import lower_tile_call

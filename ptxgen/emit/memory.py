@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 from ..errors import PtxgenError, ResourceError
-from ..ir import BOOL, Const, Load, format_expr
+from ..ir import BOOL, Const, Load
+from ..printer import format_expr
 from ..target.forms import form
 from .address import _SPACE, AddressEmitter
 from .debug import BoundsChecks

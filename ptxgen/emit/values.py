@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..dtypes import DType
 from ..errors import PtxgenError
 from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, SpecialReg, Var,
-                  expr_key, format_expr)
+                  expr_key)
+from ..printer import format_expr
 from .convert import ConvertEmitter
 from .regs import _PREFIX, REG_CLASSES, int_type, reg_class
 from ..target.forms import form

@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 
 from ...errors import LayoutError, PtxgenError
-from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand,
-                   format_expr)
-from ...emit.address import byte_offset
+from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand)
+from ...printer import format_expr
+from ...analysis.offsets import byte_offset
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "tmem": "tmem"}

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from ...dtypes import dtype as _dtype
 from ...target import TCGEN05_ARCHS, check_opcode
 from ...errors import PtxgenError
-from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, If, Instr, Load, cast,
-                   format_expr)
+from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, If, Instr, Load, cast)
+from ...printer import format_expr
 from ..scope import make_scope
 
 _U32 = _dtype("uint32")

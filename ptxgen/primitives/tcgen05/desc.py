@@ -189,7 +189,7 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
     def offset(r, k):
         return m_at(lead0 + (r, k)) - base_m
 
-    from ...emit.address import byte_offset
+    from ...analysis.offsets import byte_offset
     nbytes = bits // 8
     inner = lay.layout if isinstance(lay, ComposeLayout) else lay
     lead_terms = []
@@ -272,7 +272,7 @@ def desc_stmts(op: SmemOperand, arch, name="desc"):
     for e, step in op.lead_terms:
         base = base + cast(e, _U32) * Const(step, _U32)
     if op.base_index != tuple(0 for _ in buf.shape):
-        from ...emit.address import byte_offset
+        from ...analysis.offsets import byte_offset
         extra = byte_offset(buf, op.base_index) - byte_offset(buf, tuple(0 for _ in buf.shape))
         if extra:
             base = base + Const(extra, _U32)
