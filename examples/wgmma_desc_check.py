@@ -20,7 +20,8 @@ import numpy as np
 
 import ptxgen as pg
 from ptxgen.primitives import mma_desc as md
-from ptxgen.primitives.tcgen05 import canonical_layout, smem_descriptors
+from ptxgen.builder.tcgen05 import smem_descriptors
+from ptxgen.primitives.tcgen05 import canonical_layout
 
 M, K = 64, 64
 SWIZZLES = ("none", "32B", "64B", "128B")

@@ -37,3 +37,13 @@ class LaunchError(PtxgenError):
 
 class CudaError(PtxgenError):
     """A CUDA driver call failed."""
+
+
+def located_at(e: PtxgenError, src: str) -> PtxgenError:
+    """`e`, its message prefixed once with the statement's `file:line` (build-time errors:
+    the tile-lowering pass and the emitter locate what a statement raised this way)."""
+    msg = str(e.args[0]) if e.args else ""
+    if src and not getattr(e, "located", False) and not msg.startswith(src):
+        e.args = (f"{src}: {msg}",) + tuple(e.args[1:])
+        e.located = True
+    return e

@@ -607,12 +607,23 @@ class Comment(Stmt):
 
 @dataclass(eq=False)
 class TileCall(Stmt):
-    """A tile primitive (pg.tile.<scope>.<op>): dispatched to a variant at emission time,
-    when the target and the facts about every index are known."""
+    """A tile primitive (pg.tile.<scope>.<op>) as traced: validated by its front end, and
+    dispatched to a variant by the tile-lowering pass (passes/tiles.py) once the target and
+    the facts about every index are known."""
     op: str
     args: tuple            # BufferRegion / Expr operands, dst first
     scope: str             # "thread" | "warp" | "warpgroup" | "cta"
-    options: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)   # the user's options (dispatch=, cache_hint=)
+    record: Any = None     # what the front end derived from the operands (op-specific)
+    active: tuple = (True, "")   # (ok, reason): are all threads of each scope instance here?
+
+
+@dataclass(eq=False)
+class Lowered(Stmt):
+    """A tile op after dispatch: its variant's statements, emitted in a value scope of their
+    own under `text`, the tile call as the user wrote it."""
+    text: str
+    body: list
 
 
 # ----------------------------------------------------------------------------------
@@ -636,6 +647,7 @@ class PrimFunc:
     dynamic_smem_bytes: int = 0       # the arena size the launch needs
     dynamic_smem_reserve: int | None = None
     attrs: dict = field(default_factory=dict)
+    register_buffers: frozenset = frozenset()   # local buffers kept in registers (passes)
 
     def __str__(self):
         return TEXT.func(self)
@@ -645,7 +657,7 @@ def walk(body, fn):
     """Visit every statement (pre-order)."""
     for s in body:
         fn(s)
-        if isinstance(s, (For, While)):
+        if isinstance(s, (For, While, Lowered)):
             walk(s.body, fn)
         elif isinstance(s, If):
             walk(s.then, fn)
@@ -653,3 +665,16 @@ def walk(body, fn):
                 walk(s.else_, fn)
 
 
+
+
+# the printer's entry points, part of ir's surface (they call through ir.TEXT)
+def format_expr(e, parent_prec: int = 0) -> str:
+    return TEXT.expr(e, parent_prec)
+
+
+def format_stmt(s) -> str:
+    return TEXT.stmt(s)
+
+
+def print_func(f) -> str:
+    return TEXT.func(f)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from .ir import (BOOL, INT32, INT64, Barrier, BinOp, Buffer, BufferPtr, BufferRegion, Cast,
-                 Comment, Const, DeclBuffer, For, If, Instr, Let, Load, Mem, Not, PrimFunc,
+                 Comment, Const, DeclBuffer, For, If, Instr, Let, Load, Lowered, Mem, Not, PrimFunc,
                  Select, SpecialReg, Stmt, Store, TileCall, VecOperand, Var, While, Alloc,
                  TEXT, _ARITH, _CMP, _PREC)
 
@@ -159,6 +159,8 @@ def format_stmt(s: Stmt) -> str:
         return "pg.cta_sync()" if s.kind == "cta" else "pg.warp_sync()"
     if t is Comment:
         return f"# {s.text}"
+    if t is Lowered:
+        return s.text
     if t is TileCall:
         args = ", ".join([str(a) if isinstance(a, BufferRegion) else format_expr(a)
                           for a in s.args])
@@ -182,7 +184,7 @@ def _print_body(body, lines, depth):
     pad = "    " * depth
     for s in body:
         lines.append(pad + format_stmt(s))
-        if isinstance(s, (For, While)):
+        if isinstance(s, (For, While, Lowered)):
             _print_body(s.body, lines, depth + 1)
         elif isinstance(s, If):
             _print_body(s.then, lines, depth + 1)

@@ -264,7 +264,7 @@ def test_property_copy(case):
     # numpy model of the vec_auto partition the dispatcher chose
     from ptxgen.primitives.copy.vec_auto import plan_memory_copy
     table = seen["table"]
-    plan = table.call.options.get("_plan")
+    plan = table.call.plan(plan_memory_copy)[0]
     if table.chosen != "vec_auto" or plan is None:
         return
     vec, threads, outer = plan.groups

@@ -18,7 +18,8 @@ from ptxgen.errors import DispatchError, PtxgenError
 from ptxgen.layout import (ComposeLayout, S, Swizzle, TileLayout, laneid, tid, tid_in_wg,
                            wid_in_wg)
 from ptxgen.primitives.copy.common import digits_offset
-from ptxgen.primitives.copy.ldstmatrix import ldmatrix_layout
+from ptxgen.primitives.copy.ldstmatrix import ldmatrix_layout, plan_ldsm
+from ptxgen.primitives.copy.reg import plan_reg
 
 HOPPER_BLACKWELL = ("sm_90a", "sm_100a")
 
@@ -188,7 +189,7 @@ def test_vec_fixed_is_forced_only():
         tx = pg.thread_id(32)
         R = pg.alloc_local((4,), "float32")
         table = pg.tile.explain("copy", R[0:4], A[tx, 0:4], scope="thread")
-        assert table.chosen == "vec_auto"
+        assert table.chosen == "reg"
         row = {r.name: r for r in table}
         assert row["vec_128b"].reason == "only when forced with dispatch='vec_128b'"
         pg.tile.thread.copy(R[0:4], A[tx, 0:4])
@@ -237,9 +238,9 @@ def reg_kernel(shape, dt, layout, scope, block, mem="global", a_layout=None, exp
 def test_reg_warp_fp16_rows():
     ex = []
     k = reg_kernel((32, 8), "float16", LANE_ROWS, "warp", 32, explain=ex)
-    assert ex[0].chosen == "vec_auto"
-    assert {r.name: r.reason for r in ex[0]}["vec_auto"] == \
-        "reg: 128-bit vectors, 32 thread(s) x 1 vector(s)"
+    assert ex[0].chosen == "reg"
+    assert {r.name: r.reason for r in ex[0]}["reg"] == \
+        "128-bit vectors, 32 thread(s) x 1 vector(s)"
     ptx = k.ptx("sm_90a")
     assert opcodes(ptx, "ld.global") == ["ld.global.v4.u32"]
     assert opcodes(ptx, "st.global") == ["st.global.v4.u32"]
@@ -295,8 +296,8 @@ def test_reg_shared_with_swizzle_caps_vector():
     ex = []
     k = reg_kernel((32, 8), "float32", LANE_ROWS, "warp", 32, mem="shared", s_layout=swz,
                    explain=ex)
-    assert {r.name: r.reason for r in ex[0]}["vec_auto"] == \
-        "reg: 64-bit vectors, 32 thread(s) x 4 vector(s)"
+    assert {r.name: r.reason for r in ex[0]}["reg"] == \
+        "64-bit vectors, 32 thread(s) x 4 vector(s)"
     ptx = k.ptx("sm_90a")
     seg = ptx[ptx.index("// pg.tile.warp.copy(R"):ptx.index("// pg.cta_sync()", ptx.index(
         "// pg.tile.warp.copy(R"))]
@@ -311,8 +312,8 @@ def test_reg_row_stride_20_drops_to_v2():
     ex = []
     k = reg_kernel((32, 8), "float16", lay, "warp", 32, a_shape=(32, 20),
                    region=(slice(0, 32), slice(0, 8)), explain=ex)
-    assert {r.name: r.reason for r in ex[0]}["vec_auto"] == \
-        "reg: 64-bit vectors, 32 thread(s) x 2 vector(s)"
+    assert {r.name: r.reason for r in ex[0]}["reg"] == \
+        "64-bit vectors, 32 thread(s) x 2 vector(s)"
     assert opcodes(k.ptx("sm_90a"), "ld.global") == ["ld.global.v2.u32"] * 2
 
 
@@ -338,28 +339,28 @@ def test_reg_rejections():
     def wrong_scope(A: pg.Tensor((32, 8), "float16"), B: pg.Tensor((32, 8), "float16")):
         R = pg.alloc_local((32, 8), "float16", layout=LANE_ROWS)
         pg.tile.warpgroup.copy(R[:, :], A[:, :])
-    assert "vec_auto: reg: the register layout spreads the region over 32 thread(s) but the " \
+    assert "reg: the register layout spreads the region over 32 thread(s) but the " \
            "warpgroup scope has 128" in reason(wrong_scope)
 
     @pg.kernel(grid=(1,), block=(32,))
     def wrong_axis(A: pg.Tensor((32, 8), "float16"), B: pg.Tensor((32, 8), "float16")):
         R = pg.alloc_local((32, 8), "float16", layout=TileLayout(S[(32, 8):(1 @ tid, 1)]))
         pg.tile.warp.copy(R[:, :], A[:, :])
-    assert "vec_auto: reg: the register layout uses the tid axis, which does not number the " \
+    assert "reg: the register layout uses the tid axis, which does not number the " \
            "threads of the warp scope (use laneid)" in reason(wrong_axis)
 
     @pg.kernel(grid=(1,), block=(32,))
     def half(A: pg.Tensor((32, 8), "float16"), B: pg.Tensor((32, 8), "float16")):
         R = pg.alloc_local((32, 8), "float16", layout=LANE_ROWS)
         pg.tile.warp.copy(R[16:32, :], A[16:32, :])
-    assert "vec_auto: reg: the register region R[16:32, 0:8] starts at a thread offset " \
+    assert "reg: the register region R[16:32, 0:8] starts at a thread offset " \
            "{'laneid': 16}" in reason(half)
 
     @pg.kernel(grid=(1,), block=(32,))
     def not_bijective(A: pg.Tensor((32, 8), "float16"), B: pg.Tensor((32, 8), "float16")):
         R = pg.alloc_local((32, 8), "float16", layout=TileLayout(S[(32, 8):(1 @ laneid, 0)]))
         pg.tile.warp.copy(R[:, :], A[:, :])
-    assert "vec_auto: reg: the register layout puts this thread's 8 elements in 1 register(s)" in \
+    assert "reg: the register layout puts this thread's 8 elements in 1 register(s)" in \
         reason(not_bijective)
 
 
@@ -397,14 +398,6 @@ def truth(reg_region, mem_region, scope):
     return out
 
 
-def captured_plan(kernel_fn, key):
-    """Trace a kernel whose body returns explain tables; return (call, plan) of the first."""
-    got = []
-    kernel_fn(got)
-    call = got[0].call
-    return call, call.options[key]
-
-
 def reg_model_check(R_shape, R_layout, mem_shape, dt, scope, block, swz=None, mem="shared",
                     direction="load"):
     got = []
@@ -427,7 +420,7 @@ def reg_model_check(R_shape, R_layout, mem_shape, dt, scope, block, swz=None, me
 
 
 def check_reg_plan(call, want):
-    plan = call.options["_reg_plan"]
+    plan = call.plan(plan_reg)[0]
     T = call.scope.nthreads
     model = {}
     for t in range(T):
@@ -535,7 +528,7 @@ def test_stmatrix_reason_on_sm80():
         t = pg.tile.explain("copy", sm[:, :], R[:, :], scope="warp", arch="sm_80")
         assert {r.name: r.reason for r in t}["ldstmatrix"] == \
             "stmatrix needs sm_90 or newer; the target is sm_80"
-        assert t.chosen == "vec_auto"
+        assert t.chosen == "reg"
     k.ir
 
 
@@ -642,7 +635,7 @@ def test_ldstmatrix_model(rows, cols, trans, x, count, direction):
                                         (rows, cols), "float16", "warp", 32,
                                         direction=direction)
     assert table.chosen == "ldstmatrix"
-    plan = call.options["_ldsm_plan"]
+    plan = call.plan(plan_ldsm)[0]
     assert (plan.x, plan.count, plan.trans) == (x, count, trans)
     assert simulate_ldsm(plan, 32) == want
 
@@ -656,7 +649,7 @@ def test_ldstmatrix_model_per_warp(scope, block, warps, trans):
                                         swz=ComposeLayout(Swizzle.mma(64, 16),
                                                           TileLayout(S[(rows, cols)])))
     assert table.chosen == "ldstmatrix"
-    assert simulate_ldsm(call.options["_ldsm_plan"], block) == want
+    assert simulate_ldsm(call.plan(plan_ldsm)[0], block) == want
 
 
 def test_ldstmatrix_custom_fragment_order():
@@ -664,7 +657,7 @@ def test_ldstmatrix_custom_fragment_order():
     lay = TileLayout(S[((2, 8), (2, 4, 2)):((4, 4 @ laneid), (2, 1 @ laneid, 1))])
     call, table, want = reg_model_check((16, 16), lay, (16, 16), "int16", "warp", 32)
     assert table.chosen == "ldstmatrix"
-    assert simulate_ldsm(call.options["_ldsm_plan"], 32) == want
+    assert simulate_ldsm(call.plan(plan_ldsm)[0], 32) == want
     k = ldsm_kernel(16, 16, False, dt="int16", layout=lay)
     ptx = k.ptx("sm_90a")
     # ldmatrix unpacks 8 halves; stmatrix and the store to C each pack 4 pairs
@@ -720,8 +713,8 @@ def test_reg_property_random_layouts(draw, mem, pad):
     assert ok, log
     table = got[0]
     want = truth(table.call.dst, table.call.src, "warp")
-    if table.chosen == "vec_auto":
+    if table.chosen == "reg":
         check_reg_plan(table.call, want)
     else:
         assert table.chosen == "ldstmatrix"
-        assert simulate_ldsm(table.call.options["_ldsm_plan"], 32) == want
+        assert simulate_ldsm(table.call.plan(plan_ldsm)[0], 32) == want

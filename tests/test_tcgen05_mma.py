@@ -5,7 +5,6 @@ import re
 import pytest
 
 import ptxgen as pg
-import ptxgen.primitives.tcgen05 as t5
 from _asm import assemble
 from ptxgen.alloc import SMEMPool, TMEMPool
 from ptxgen.errors import ArchError, LayoutError, PtxgenError, ResourceError
@@ -277,8 +276,8 @@ def test_explain_lists_every_variant_with_reasons():
         tmem = TMEMPool(pool, total_cols=128, tmem_addr=slot)
         acc = tmem.alloc((128, 128), "float32")
         tmem.commit()
-        tables.append(t5.explain("gemm_async", acc, As, As, scope="warp"))
-        tables.append(t5.explain("gemm_async", acc, As, As, scope="warp", arch="sm_90a"))
+        tables.append(pg.tile.explain("gemm_async", acc, As, As, scope="warp"))
+        tables.append(pg.tile.explain("gemm_async", acc, As, As, scope="warp", arch="sm_90a"))
         tmem.dealloc()
     pg.kernel(k, grid=(1,), block=(128,))
     ok, no = tables
@@ -385,7 +384,7 @@ def test_tmem_load_explain_and_forced_variant():
         acc = tmem.alloc((128, 32), "float32")
         tmem.commit()
         regs = pg.alloc_local((128, 32), "float32", layout=register_layout("16x256b", 128, 32))
-        tables.append(t5.explain("tmem_load", regs, acc, scope="cta"))
+        tables.append(pg.tile.explain("tmem_load", regs, acc, scope="cta"))
         with pytest.raises(PtxgenError, match=r"32x32b: element \(0, 2\)"):
             pg.tile.cta.tmem_load(regs, acc, dispatch="32x32b")
         tmem.dealloc()

@@ -3,12 +3,13 @@
 Importing this package registers the checked helpers `pg.ptx.tcgen05.{alloc, dealloc,
 relinquish_alloc_permit, fence_before_thread_sync, fence_after_thread_sync}`,
 `pg.ptx.mbarrier.{init, arrive, arrive_expect_tx, try_wait, test_wait, inval}` and
-`pg.ptx.fence.{proxy_async, mbarrier_init}`.
+`pg.ptx.fence.{proxy_async, mbarrier_init}` and `pg.ptx.tma.{map_address, load, prefetch}`.
 """
 from ..builder.ptx import ptx as _ptx
 from . import mbarrier as _mb
+from . import tma as _tma
 from . import tmem as _tm
-from ._state import Resources, resources_of, static_smem_bytes
+from ..builder.resources import Resources, resources_of, static_smem_bytes
 from .smem import MAX_DYNAMIC_SMEM, SMEMPool
 from .swizzle import infer_mode as infer_mma_swizzle
 from .swizzle import mma_layout
@@ -28,6 +29,9 @@ for _name, _fn in {
     "mbarrier.inval": _mb.inval,
     "fence.proxy_async": _mb.fence_proxy_async,
     "fence.mbarrier_init": _mb.fence_mbarrier_init,
+    "tma.map_address": _tma.map_address,
+    "tma.load": _tma.load,
+    "tma.prefetch": _tma.prefetch,
 }.items():
     _ptx.register(_name, _fn)
 

@@ -14,26 +14,12 @@ from __future__ import annotations
 
 from ..builder.context import current
 from ..builder.control import while_
-from ..builder.ptx import element_pointer, emit_instr
+from ..builder.ptx import bar_ptr, emit_instr  # noqa: F401  (bar_ptr: part of this module's surface)
 from ..builder.tensor import LocalScalar, local_scalar
 from ..ir import BufferPtr, Expr, as_expr
-from ._state import resource_error, state
+from ..builder.resources import resource_error, state
 
 _MAX_COUNT = (1 << 20) - 1          # arrival and tx counts are 20-bit (PTX ISA, mbarrier)
-
-
-def bar_ptr(bar, what: str) -> BufferPtr:
-    """The shared-memory pointer of an mbarrier operand, checked."""
-    ptr = element_pointer(bar)
-    if ptr is None:
-        raise resource_error(f"{what}: the mbarrier must be a shared uint64 slot (bars, "
-                             f"bars[i] or bars.ptr_to([i]) of pool.alloc_mbarrier(n)), got {bar!r}")
-    b = ptr.buffer
-    if b.root.scope not in ("shared", "shared.dyn") or b.dtype.bits != 64 or not b.dtype.is_int:
-        raise resource_error(f"{what}: '{b.name}' is {b.dtype} in {b.root.scope} memory, but an "
-                             f"mbarrier is an 8-byte word in shared memory: allocate it with "
-                             f"pool.alloc_mbarrier(n) (or pg.alloc_shared((n,), 'uint64'))")
-    return ptr
 
 
 def _count(v, what: str, lo: int):

@@ -26,7 +26,7 @@ from ..target import SMEM_LIMITS, parse_target, smem_limits
 from ..errors import LayoutError
 from ..layout import S, TileLayout
 from . import swizzle as _swz
-from ._state import resource_error, require_top_level, state
+from ..builder.resources import resource_error, require_top_level, state
 
 MAX_DYNAMIC_SMEM = max(dyn for _, dyn in SMEM_LIMITS.values())   # 227 KiB (sm_90+)
 

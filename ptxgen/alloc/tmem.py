@@ -31,7 +31,8 @@ from ..builder.tensor import LocalScalar, TensorHandle, decl_buffer
 from ..dtypes import dtype as _dtype
 from ..ir import BinOp, BufferPtr, Cast, Expr, Let, Load, SpecialReg, Var, as_expr, cast
 from ..layout import S, TCol, TileLayout, TLane
-from ._state import TMEM_COLS, require_full_warp, require_top_level, resource_error, state
+from ..builder.resources import (TMEM_COLS, check_tmem_live, require_full_warp,  # noqa: F401
+                                 require_top_level, resource_error, state)
 
 _U32 = _dtype("uint32")
 
@@ -308,27 +309,3 @@ class TMEMPool:
 def _name(buf):
     b = buf.buffer if isinstance(buf, TensorHandle) else buf
     return getattr(b, "name", b)
-
-
-def _vars(e, out):
-    if isinstance(e, Var):
-        out.add(e.uid)
-    elif isinstance(e, BinOp):
-        _vars(e.a, out)
-        _vars(e.b, out)
-    elif isinstance(e, Cast):
-        _vars(e.a, out)
-    return out
-
-
-def check_tmem_live(buf):
-    """For tcgen05 primitives: raise if `buf` (a TMEM tensor) is used outside its pool's
-    commit..dealloc window.  Tensors declared by hand (no pool) pass."""
-    b = buf.buffer if isinstance(buf, TensorHandle) else buf
-    st = state()
-    pool = st.tmem_buffers.get(b.uid)
-    if pool is None and b.tmem_addr is not None:
-        used = _vars(b.tmem_addr, set())
-        pool = next((p for p in st.tmem_pools if p._base.uid in used), None)
-    if pool is not None:
-        pool.check_live(b)

@@ -14,6 +14,7 @@ swizzled address into ADD of the high part plus XOR of the low part.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .facts import FactsMixin, _fold, _nonneg, _trailing_zeros
 from ..ir import (BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg, Var,
@@ -96,6 +97,20 @@ class Affine:
         return out
 
 
+@dataclass
+class LoopBounds:
+    """A serial loop's bounds as the emitter emits them and the facts its variable gets.
+    `start` is an Affine when `start_mod` is given (index arithmetic, emitted from its form),
+    else a simplified expression; likewise `stop` when `stop_affine`."""
+    start: object
+    stop: object
+    start_mod: tuple | None
+    stop_affine: bool
+    lo: int | None
+    hi: int | None
+    trip: int | None     # the trip count when start, stop and step are constants
+
+
 class Analyzer(FactsMixin):
     """Facts about variables in scope, and the simplification that uses them."""
 
@@ -140,6 +155,48 @@ class Analyzer(FactsMixin):
             g = math.gcd(step, m)
             self._mod[var.uid] = (g, r % g) if g else (0, r)
         self._memo.clear()
+
+    # ---- the binding rules of statements: one place for the emitter and the passes ----
+    def let_form(self, value):
+        """(affine form or None, value): how a let's value is emitted and bound.  Index
+        arithmetic is taken from its affine form; anything else is simplified."""
+        aff = self.int_affine(value)
+        return (None, self.simplify(value)) if aff is None else (aff, value)
+
+    def bind_let_form(self, var: Var, aff, value, bounds=None):
+        if aff is None:
+            self.bind_let(var, value, bounds)
+        else:
+            self.bind_let_affine(var, aff, bounds)
+
+    def loop_bounds(self, loop) -> LoopBounds:
+        """Bounds of a serial For under the facts in force (see LoopBounds)."""
+        start, stop, step = loop.start, loop.stop, loop.step
+        start_aff, stop_aff = self.int_affine(start), self.int_affine(stop)
+        if start_aff is not None and not start_aff.is_const():
+            start, ((lo, _), start_mod) = start_aff, self.affine_facts(start_aff)
+        else:
+            if type(start) is not Var:   # simplify() returns a variable as it is
+                start = self.simplify(start)
+            lo, start_mod = self.bounds(start)[0], None
+        stop_affine = stop_aff is not None and not stop_aff.is_const()
+        if stop_affine:
+            stop, hi_stop = stop_aff, self.affine_facts(stop_aff)[0][1]
+        else:
+            if type(stop) is not Var:
+                stop = self.simplify(stop)
+            hi_stop = self.bounds(stop)[1]
+        hi, trip = (None if hi_stop is None else hi_stop - 1), None
+        if isinstance(step, int) and type(start) is Const and type(stop) is Const:
+            trip = len(range(start.value, stop.value, step))
+            if trip:
+                hi = start.value + (trip - 1) * step
+        return LoopBounds(start, stop, start_mod, stop_affine, lo, hi, trip)
+
+    def bind_loop(self, var: Var, lb: LoopBounds, step):
+        """The loop variable's range and congruence inside the body."""
+        self.bind_range(var, lb.lo, lb.hi, step if isinstance(step, int) else 1, lb.start,
+                        lb.start_mod)
 
     def unbind(self, var: Var):
         self._bounds.pop(var.uid, None)

@@ -11,6 +11,7 @@ from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var, cast, const
 from . import context
+from .resources import resources_of
 from .tensor import Tensor, TensorHandle, make_buffer
 
 
@@ -167,14 +168,10 @@ class Kernel:
 
     # ---- building ------------------------------------------------------------------
     def _build(self, arch):
-        parse_target, lower, Codegen = _BUILD_API or _build_api()
+        parse_target, prepare, Codegen = _BUILD_API or _build_api()
         target = parse_target(arch)
-        ir = self.ir
-        body, in_regs = lower(ir.body)
-        func = PrimFunc(ir.name, ir.params, body, ir.grid, ir.block, ir.dynamic_smem_bytes,
-                        ir.dynamic_smem_reserve, ir.attrs)
+        func = prepare(self.ir, target)
         cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
-        cg.local_in_regs = in_regs
         text = cg.run()
         return _Built(text, cg, target)
 
@@ -201,7 +198,6 @@ class Kernel:
         """Shared/tensor memory this kernel uses (composed across its pools), as a dict."""
         if "memory" in self._ctx_resources:
             return dict(self._ctx_resources)
-        from ..alloc import resources_of
 
         mem = resources_of(self.ir)
         return dict(mem.as_dict(), memory=mem)
@@ -326,10 +322,10 @@ def _build_api():
     kept here because a from-import inside _build costs ~3 us per name per build."""
     global _BUILD_API
     from ..emit.codegen import Codegen
+    from ..passes import prepare
     from ..target import parse_target
-    from ..passes.lower import lower
 
-    _BUILD_API = (parse_target, lower, Codegen)
+    _BUILD_API = (parse_target, prepare, Codegen)
     return _BUILD_API
 
 

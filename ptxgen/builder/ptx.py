@@ -13,6 +13,7 @@ import re
 
 from ..ir import BufferPtr, Const, Instr, Load, Mem, VecOperand, as_expr
 from .context import current, fail
+from .resources import resource_error
 from .tensor import LocalScalar, TensorHandle
 
 _OPCODE = re.compile(r"[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*")
@@ -41,6 +42,20 @@ def element_pointer(x) -> BufferPtr | None:
     if isinstance(x, BufferPtr):
         return x
     return None
+
+
+def bar_ptr(bar, what: str) -> BufferPtr:
+    """The shared-memory pointer of an mbarrier operand, checked."""
+    ptr = element_pointer(bar)
+    if ptr is None:
+        raise resource_error(f"{what}: the mbarrier must be a shared uint64 slot (bars, "
+                             f"bars[i] or bars.ptr_to([i]) of pool.alloc_mbarrier(n)), got {bar!r}")
+    b = ptr.buffer
+    if b.root.scope not in ("shared", "shared.dyn") or b.dtype.bits != 64 or not b.dtype.is_int:
+        raise resource_error(f"{what}: '{b.name}' is {b.dtype} in {b.root.scope} memory, but an "
+                             f"mbarrier is an 8-byte word in shared memory: allocate it with "
+                             f"pool.alloc_mbarrier(n) (or pg.alloc_shared((n,), 'uint64'))")
+    return ptr
 
 
 def addr(ptr):

@@ -1,52 +1,50 @@
-"""`pg.tile.<scope>.<op>(...)`: tile primitives in the builder.
+"""`pg.tile.<scope>.<op>(...)`: the trace-time front ends of the tile primitives.
 
-The call is validated here (dtypes, extents, bounds, active threads) and recorded
-as an ir.TileCall; the variant is chosen when the kernel is emitted for a target.
-`pg.tile.explain` runs the same dispatch now and returns its table.
+A front end validates a call against what tracing knows (operands, dtypes, extents, the
+active threads, live variables, the kernel's pools) and records it as an `ir.TileCall`
+with its *record* (what the op derived from the operands); the variant is chosen at build
+time by the tile-lowering pass (passes/tiles.py).  `copy` is the front end here; the
+tcgen05 ops' are in builder/tcgen05.py, registered in `tile_ops`.  `pg.tile.explain` runs a
+front end on a scratch body and dispatch's table on its call: nothing is appended.
 """
 from __future__ import annotations
 
 import math
 
-from ..ir import BufferRegion, TileCall
 from ..analysis.simplify import Analyzer
+from ..analysis.uniform import uniform_within
+from ..errors import PtxgenError
+from ..ir import BufferRegion, TileCall
+from ..primitives.copy import validate_copy
+from ..primitives.registry import evaluate, make_call, tile_ops as _declared_ops
+from ..target import parse_target
+from . import tile_ops
 from .context import current, fail, user_src
 from .tensor import TensorHandle
 
 _SCOPES = ("thread", "warp", "warpgroup", "cta")
 
 
-def _region(x, what):
+def region_of(x, what: str, example: str = "A[0:32, 0:32]") -> BufferRegion:
+    """A tile operand as a region (a whole tensor is its full region)."""
     if isinstance(x, TensorHandle):
         return x.region()
     if isinstance(x, BufferRegion):
         return x
-    raise fail(f"copy {what} must be a tensor or a region such as A[0:32, 0:32], got {x!r}")
+    raise fail(f"{what} must be a tensor or a region such as {example}, got {x!r}")
 
 
-def _squeeze(shape):
-    return tuple(e for e in shape if e != 1)
+def located(e: Exception) -> Exception:
+    """`e` again (same type), prefixed once with the user's file:line."""
+    src, msg = user_src(), str(e)
+    msg = msg[len(src) + 2:] if msg.startswith(src + ": ") else msg
+    return type(e)(f"{src}: {msg}")
 
 
-def _validate_copy(dst, src):
-    if dst.dtype != src.dtype:
-        raise fail(f"copy dtype mismatch: dst {dst} is {dst.dtype}, src {src} is {src.dtype}; "
-                   f"copy moves bits, so both sides need one dtype (view one side with "
-                   f".view(..., dtype=...) to reinterpret)")
-    ds, ss = dst.shape, src.shape
-    if ds != ss and _squeeze(ds) != _squeeze(ss):
-        raise fail(f"copy extent mismatch: dst {dst} has extents {ds}, src {src} has {ss}")
-    for r in (dst, src):
-        if r.buffer.scope == "tmem":
-            raise fail(f"{r} is in tensor memory; use tcgen05 ld/st/cp primitives")
-
-
-def _active_check(ctx, scope: str):
+def active_check(ctx, scope: str):
     """Are all threads of every scope instance active here?  (ok, reason)"""
     if not ctx.active_mask:
         return True, ""
-    from ..analysis.uniform import uniform_within
-
     n = {"thread": 1, "warp": 32, "warpgroup": 128}.get(scope, math.prod(ctx.func.block))
     for cond in ctx.active_mask:
         ok, why = uniform_within(ctx, cond, n)
@@ -56,19 +54,33 @@ def _active_check(ctx, scope: str):
     return True, ""
 
 
-def copy(scope: str, dst, src, dispatch=None, **options):
+def record_call(op: str, scope: str, args: tuple, options: dict, record=None,
+                dispatch=None) -> TileCall:
+    """Append the validated TileCall of a front end (every op goes through here)."""
     ctx = current()
-    d, s = _region(dst, "dst"), _region(src, "src")
-    _validate_copy(d, s)
     if ctx.dead_loop_vars:     # else nothing can be dead (check_live would do nothing)
-        for r in (d, s):
-            ctx.check_live(*[x for x, _ in r.region if not isinstance(x, int)])
+        for a in args:
+            if isinstance(a, BufferRegion):
+                ctx.check_live(*[x for x, _ in a.region if not isinstance(x, int)])
     opts = dict(options)
     if dispatch is not None:
         opts["dispatch"] = dispatch
-    opts["_all_active"] = _active_check(ctx, scope)
     ctx.block_used = True          # scopes are cut from the traced block
-    ctx.append(TileCall("copy", (d, s), scope, opts))
+    stmt = TileCall(op, args, scope, opts, record, active_check(ctx, scope))
+    ctx.append(stmt)
+    return stmt
+
+
+def copy(scope: str, dst, src, dispatch=None, **options):
+    d, s = region_of(dst, "copy dst"), region_of(src, "copy src")
+    try:
+        validate_copy(d, s)
+    except PtxgenError as e:
+        raise located(e) from None
+    record_call("copy", scope, (d, s), options, dispatch=dispatch)
+
+
+tile_ops.register("copy", copy)
 
 
 class _Scope:
@@ -80,8 +92,6 @@ class _Scope:
         return copy(self.name, dst, src, dispatch, **options)
 
     def __getattr__(self, op):
-        from . import tile_ops
-
         fn = tile_ops.get(op)
         if fn is None:
             raise AttributeError(f"pg.tile.{self.name} has no primitive {op!r}")
@@ -102,29 +112,24 @@ def facts_analyzer(ctx) -> Analyzer:
 
 
 def explain(op, *args, scope="cta", arch=None, dispatch=None, **options):
-    """Every variant of `op` for this call: accepted, or why not; the chosen one marked."""
-    from ..target import parse_target
-    from ..primitives.copy import CopyCall
-    from ..primitives.registry import evaluate
-    from ..primitives.scope import make_scope
-
-    if op != "copy":   # the tcgen05 ops (gemm_async, tmem_load, ...) explain themselves
-        from ..primitives import tcgen05
-
-        if op in tcgen05._OPS:
-            return tcgen05.explain(op, *args, scope=scope, dispatch=dispatch, **options,
-                                   **({"arch": arch} if arch else {}))
-        raise fail(f"explain knows the ops: copy, {', '.join(tcgen05._OPS)} (got {op!r})")
-    if len(args) != 2:
-        raise fail("explain('copy', dst, src, scope=...) takes the two regions of the copy")
-    dst, src = args
+    """Every variant of `op` for this call: accepted, or why not; the chosen one marked.
+    `arch` is the target the variants are judged for (default: the op's own)."""
+    fn, spec = tile_ops.get(op), _declared_ops().get(op)
+    if fn is None or spec is None:
+        raise fail(f"explain knows the ops: {', '.join(_declared_ops())} (got {op!r})")
     ctx = current()
-    d, s = _region(dst, "dst"), _region(src, "src")
-    _validate_copy(d, s)
-    call = CopyCall(d, s, make_scope(scope, ctx.func.block), parse_target(arch or "sm_90a"),
-                    facts_analyzer(ctx), dict(options), _active_check(ctx, scope),
-                    f"{user_src()}: ", None, ctx.func.block)
-    return evaluate("copy", call, dispatch)
+    scratch: list = []
+    ctx.bodies.append(scratch)
+    try:
+        fn(scope, *args, **options)
+    except TypeError as e:
+        raise fail(f"explain({op!r}, ...): {e}") from None
+    finally:
+        ctx.bodies.pop()
+    stmt = scratch[-1]
+    call = make_call(stmt, parse_target(arch or spec.explain_arch), facts_analyzer(ctx),
+                     ctx.func.block, where=f"{user_src()}: ", gate=False)
+    return evaluate(op, call, dispatch)
 
 
 class Tile:

@@ -1,4 +1,6 @@
-"""Registry of extra tile ops exposed as pg.tile.<scope>.<op> (gemm_async, ...)."""
+"""The front ends of the tile ops, by name: `pg.tile.<scope>.<op>` looks them up here.
+Each module that defines front ends registers them when it is imported (builder/tile.py:
+copy; builder/tcgen05.py: gemm_async, mma_commit, tmem_load/store/copy)."""
 _OPS = {}
 
 
@@ -8,6 +10,4 @@ def register(name, fn):
 
 
 def get(name):
-    if name not in _OPS:
-        from ..primitives import tcgen05  # noqa: F401  (registers its ops on import)
     return _OPS.get(name)

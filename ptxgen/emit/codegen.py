@@ -8,13 +8,11 @@ from __future__ import annotations
 
 
 from ..version import __version__ as _version
-from ..errors import PtxgenError
+from ..errors import PtxgenError, located_at
 from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
-                  Let, Load, Mem, Store, TileCall, Var, VecOperand, While)
+                  Let, Load, Lowered, Mem, Store, Var, VecOperand, While)
 from ..printer import format_stmt
-from ..passes.lower import lower
 from ..analysis.simplify import Analyzer
-from ..primitives import lower_tile_call
 from ..target.forms import form, render_module
 from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
 from .memory import MemoryEmitter
@@ -86,44 +84,30 @@ class Codegen(ValueEmitter, MemoryEmitter):
             try:
                 handler(self, s)
             except PtxgenError as e:   # locate the error at the user's line, once
-                if s.src and not getattr(e, "located", False) and \
-                        not str(e.args[0] if e.args else "").startswith(s.src):
-                    e.args = (f"{s.src}: {e.args[0]}",) + e.args[1:]
-                    e.located = True
-                raise
+                raise located_at(e, s.src)
         if marks[-1][1] != outer:   # what the enclosing statement emits next is its own
             marks.append((len(lines), outer))
 
-    def s_TileCall(self, s):
-        stmts, in_regs = lower(lower_tile_call(s, self.target, self.an, self.func))
-        self.local_in_regs |= in_regs
+    def s_Lowered(self, s):
         self.push_scope()
-        self.body(stmts)
+        self.body(s.body)
         self.pop_scope()
 
     def s_Comment(self, s):
         self.lines.append("    // " + one_line(s.text))
 
     def s_Let(self, s: Let):
-        an, var, value = self.an, s.var, s.value
-        # index arithmetic: emitted and bound from its affine form
-        aff = an.int_affine(value)
+        var = s.var
+        aff, value = self.an.let_form(s.value)
         self._impure = False
-        if aff is None:
-            value = an.simplify(value)
-            v = self.val(value)
-        else:
-            v = self.affine_val(aff)
+        v = self.val(value) if aff is None else self.affine_val(aff)
         if v[0] != "%" or self._impure:
             r = self.new_reg(reg_class(var.dtype))
             self.emit(form("mov", self._mov_type(var.dtype)).format(d=r, a=v))
             v = r
         self._impure = False
         self.var_reg[var.uid] = v
-        if aff is None:
-            an.bind_let(var, value, s.bounds)
-        else:
-            an.bind_let_affine(var, aff, s.bounds)
+        self.an.bind_let_form(var, aff, value, s.bounds)
 
     def s_Store(self, s: Store):
         # the indices stay as written: the address's affine form simplifies them itself
@@ -183,75 +167,42 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.place(end)
 
     def s_For(self, s: For):
+        """A serial loop: bottom-tested (one compare and back-branch per iteration) when
+        the trip count is a known non-zero constant, else top-tested."""
         if s.kind != "serial":
             raise PtxgenError("internal: unrolled loops must be expanded before emission")
-        an, var, step = self.an, s.var, s.step
-        # bounds that are index arithmetic are emitted and bounded from their affine forms
-        start, stop = s.start, s.stop
-        start_aff, stop_aff = an.int_affine(start), an.int_affine(stop)
-        if start_aff is not None and not start_aff.is_const():
-            start, ((lo, _), start_mod) = start_aff, an.affine_facts(start_aff)
-        else:
-            if type(start) is not Var:
-                start = an.simplify(start)
-            lo, start_mod = an.bounds(start)[0], None
-        if stop_aff is not None and not stop_aff.is_const():
-            stop, hi_stop = stop_aff, an.affine_facts(stop_aff)[0][1]
-        else:
-            if type(stop) is not Var:   # simplify() returns a variable as it is
-                stop = an.simplify(stop)
-            hi_stop = an.bounds(stop)[1]
-        int_step = isinstance(step, int)
+        an, var = self.an, s.var
+        lb = an.loop_bounds(s)
+        if lb.trip == 0:
+            return
         wide = var.dtype.bits == 64
-        ty = "s64" if wide else "s32"
-        hi = None if hi_stop is None else hi_stop - 1
-        if int_step and isinstance(start, Const) and isinstance(stop, Const):
-            trip = len(range(start.value, stop.value, step))
-            if trip == 0:
-                return
-            hi = start.value + (trip - 1) * step
-        else:
-            trip = None
-        # emit/label/place/push_scope inline, and a variable's register read inline (val()
-        # raises for an unbound one)
-        lines, var_reg = self.lines, self.var_reg
-        cls = "b64" if wide else "b32"   # reg_class of an int
-        counts = self.reg_counts         # new_reg, inline
-        counts[cls] = k = counts[cls] + 1
-        i = _PREFIX[cls] + str(k)
-        a = self.affine_val(start) if start_mod is not None else \
-            type(start) is Var and var_reg.get(start.uid) or self.val(start)
-        lines.append("    " + form("mov", cls).format(d=i, a=a))
-        stop_v = self.affine_val(stop) if stop is stop_aff else \
-            type(stop) is Var and var_reg.get(stop.uid) or self.val(stop)
-        self.labels = n = self.labels + 2
-        top, end = f"$L_for_{n - 1}", f"$L_endfor_{n}"
-        lines.append(top + ":")
-        if not int_step:
-            step = an.simplify(step)
-        step_v = step if isinstance(step, int) else \
-            type(step) is Var and var_reg.get(step.uid) or self.val(step)
-        if trip is None:   # top-tested: the trip count may be zero
-            counts["pred"] = k = counts["pred"] + 1
-            p = _PREFIX["pred"] + str(k)
-            lines.append("    " + form("setp", "ge", ty).format(d=p, a=i, b=stop_v))
-            lines.append("    " + form("bra").format(p=p, l=end))
-        var_reg[var.uid] = i
-        # (start is an affine form where start_mod is given: bind_range then skips it)
-        an.bind_range(var, lo, hi, s.step if int_step else 1, start, start_mod)
-        self._scope_keys.append([])
+        ty, cls = ("s64", "b64") if wide else ("s32", "b32")
+        i = self.new_reg(cls)
+        start = self.affine_val(lb.start) if lb.start_mod is not None else self.val(lb.start)
+        self.emit(form("mov", cls).format(d=i, a=start))
+        stop = self.affine_val(lb.stop) if lb.stop_affine else self.val(lb.stop)
+        top, end = self.label("for"), self.label("endfor")
+        self.place(top)
+        step = s.step if isinstance(s.step, int) else self.val(an.simplify(s.step))
+        if lb.trip is None:
+            p = self.new_reg("pred")
+            self.emit(form("setp", "ge", ty).format(d=p, a=i, b=stop))
+            self.emit(form("bra").format(p=p, l=end))
+        self.var_reg[var.uid] = i
+        an.bind_loop(var, lb, s.step)
+        self.push_scope()
         self.body(s.body)
         self.pop_scope()
-        lines.append("    " + form("binary", "add", ty).format(d=i, a=i, b=step_v))
-        if trip is None:
-            lines.append("    " + form("jump").format(l=top))
-        else:              # bottom-tested: one compare and one back-branch per iteration
+        self.emit(form("binary", "add", ty).format(d=i, a=i, b=step))
+        if lb.trip is None:
+            self.emit(form("jump").format(l=top))
+        else:
             p = self.new_reg("pred")
-            lines.append("    " + form("setp", "lt", ty).format(d=p, a=i, b=stop_v))
-            lines.append("    " + form("bra").format(p=p, l=top))
-        lines.append(end + ":")
+            self.emit(form("setp", "lt", ty).format(d=p, a=i, b=stop))
+            self.emit(form("bra").format(p=p, l=top))
+        self.place(end)
         an.unbind(var)
-        del var_reg[var.uid]
+        del self.var_reg[var.uid]
 
     def s_Instr(self, s: Instr):
         self.need_opcode(s.opcode, **(s.attrs or {}).get("gate", {}))
@@ -344,8 +295,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
 
 Codegen._DISPATCH = {cls: getattr(Codegen, "s_" + cls.__name__)
-                     for cls in (Alloc, Barrier, Comment, DeclBuffer, For, If, Instr, Let, Store,
-                                 TileCall, While)}
+                     for cls in (Alloc, Barrier, Comment, DeclBuffer, For, If, Instr, Let, Lowered,
+                                 Store, While)}
 
 
 def reg_type_of(dt) -> str:

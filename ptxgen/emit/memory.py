@@ -33,7 +33,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         self.base: dict[int, str] = {}          # root buffer uid -> base register / symbol
         self.local_regs: dict[int, list] = {}   # register-resident local buffers
         self.smem_static = 0
-        self.local_in_regs: set = set()
+        self.local_in_regs = self.func.register_buffers   # decided by passes.lower
         self._off_cache: dict = {}              # (parent uid, index keys) -> view base
         self._bases: dict = {}                  # view uid -> byte offset of its data pointer
         self._plans: dict = {}                  # buffer uid -> (element bytes, byte strides)

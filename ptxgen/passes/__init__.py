@@ -1,0 +1,20 @@
+"""IR -> IR passes between tracing and emission.
+
+`prepare(func, target)` is the pipeline every build runs: `lower` (expand `pg.unroll`
+loops, decide which local buffers live in registers), then `lower_tiles` (dispatch every
+tile op under the facts in force at it).  What comes out holds no TileCall and no
+unrolled loop: the emitter's input.
+"""
+from __future__ import annotations
+
+from ..ir import PrimFunc
+from .lower import lower
+from .tiles import lower_tiles
+
+
+def prepare(func: PrimFunc, target) -> PrimFunc:
+    body, registers = lower(func.body)
+    unrolled = PrimFunc(func.name, func.params, body, func.grid, func.block,
+                        func.dynamic_smem_bytes, func.dynamic_smem_reserve, func.attrs,
+                        frozenset(registers))
+    return lower_tiles(unrolled, target)

@@ -116,7 +116,7 @@ def subst_body(body, m: dict):
                       s.attrs, s.outs, subst(s.guard, m), src=s.src)
         elif t is TileCall:
             s = TileCall(s.op, tuple([_subst_arg(a, m) for a in s.args]), s.scope, s.options,
-                         src=s.src)
+                         s.record, s.active, src=s.src)
         out.append(s)
     return out
 

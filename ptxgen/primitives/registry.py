@@ -4,13 +4,18 @@ A variant has a name, a priority and predicates; each predicate returns
 (ok, reason).  Dispatch tries variants by priority (or the one forced with
 `dispatch="name"`); when none applies the error lists every variant's reason, and
 `explain` returns the same table for a call that succeeds, marking the chosen one.
+
+Every tile op (copy, the tcgen05 ops, and those to come) is declared once with `tile_op`:
+the Call class its variants see and the gate the whole op needs.  `lower_tile` is the one
+build-time entry: a traced TileCall in, the statements of its chosen variant out.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import DispatchError
+from ..errors import DispatchError, PtxgenError
+from .call import Call
 
 
 @dataclass
@@ -56,13 +61,51 @@ def register(op: str, name: str, priority: int, *, when=(), forced_only=False,
 
 
 def variants(op: str) -> list[Variant]:
-    _load(op)
     return list(_REGISTRY.get(op, []))
 
 
-def _load(op):
-    if op == "copy":
-        from . import copy  # noqa: F401  (registers its variants)
+@dataclass(frozen=True)
+class TileOp:
+    """A tile op: the Call class its variants see, and `requires(target)`, a check the
+    whole op needs before any variant is asked (an ArchError that names the target)."""
+    name: str
+    call: type = Call
+    requires: Callable | None = None
+    explain_arch: str = "sm_90a"     # the target `pg.tile.explain` judges for by default
+
+
+_OPS: dict[str, TileOp] = {}
+
+
+def tile_op(name: str, call: type = Call, requires=None, explain_arch="sm_90a") -> TileOp:
+    _OPS[name] = op = TileOp(name, call, requires, explain_arch)
+    return op
+
+
+def tile_ops() -> dict:
+    return dict(_OPS)
+
+
+def make_call(stmt, target, an, block, where="", gate=True) -> Call:
+    """The Call of a traced TileCall, after the op's own gate (`gate=False`: explain, which
+    shows the variants' verdicts on any target instead)."""
+    spec = _OPS.get(stmt.op)
+    if spec is None:
+        raise PtxgenError(f"unknown tile op {stmt.op!r}; tile ops are {', '.join(_OPS)}")
+    if gate and spec.requires is not None:
+        spec.requires(target)
+    return spec.call.of(stmt, target, an, block, where)
+
+
+def lower_tile(stmt, target, an, block) -> list:
+    """The statements of the variant that dispatch picks for `stmt` under the facts in `an`;
+    each inherits the call's source line."""
+    call = make_call(stmt, target, an, block)
+    out = dispatch(stmt.op, call, stmt.options.get("dispatch")).emit(call)
+    for s in out:
+        if not s.src:
+            s.src = stmt.src
+    return out
 
 
 @dataclass

@@ -10,25 +10,23 @@ import math
 import pkgutil
 from functools import cached_property
 
+from ...errors import TraceError
 from ...ir import BufferRegion
-from ..registry import dispatch, evaluate
+from ..call import Call
+from ..registry import dispatch, evaluate, tile_op
 from .common import analyze_side
 
 
-class CopyCall:
-    """Everything a copy variant's predicates and emitter may look at."""
+class CopyCall(Call):
+    """A copy's call: the two sides, analysed once from the regions' layout metadata."""
 
-    def __init__(self, dst: BufferRegion, src: BufferRegion, scope, target, an, options=None,
-                 all_active=(True, ""), where="", stmt=None, block=(1, 1, 1)):
-        self.dst, self.src = dst, src
-        self.scope = scope
-        self.target = target
-        self.an = an
-        self.options = dict(options or {})
-        self.all_active = all_active
-        self.where = where
-        self.stmt = stmt
-        self.block = block
+    @property
+    def dst(self) -> BufferRegion:
+        return self.args[0]
+
+    @property
+    def src(self) -> BufferRegion:
+        return self.args[1]
 
     @property
     def dtype(self):
@@ -54,6 +52,27 @@ class CopyCall:
                 f"[{self.dtype}, {self.scope}]")
 
 
+def _squeeze(shape):
+    return tuple(e for e in shape if e != 1)
+
+
+def validate_copy(dst: BufferRegion, src: BufferRegion):
+    """The trace-time rules of a copy (TraceError without a location; the front end adds it)."""
+    if dst.dtype != src.dtype:
+        raise TraceError(f"copy dtype mismatch: dst {dst} is {dst.dtype}, src {src} is "
+                         f"{src.dtype}; copy moves bits, so both sides need one dtype (view one "
+                         f"side with .view(..., dtype=...) to reinterpret)")
+    ds, ss = dst.shape, src.shape
+    if ds != ss and _squeeze(ds) != _squeeze(ss):
+        raise TraceError(f"copy extent mismatch: dst {dst} has extents {ds}, src {src} has {ss}")
+    for r in (dst, src):
+        if r.buffer.scope == "tmem":
+            raise TraceError(f"{r} is in tensor memory; use tcgen05 ld/st/cp primitives")
+
+
+tile_op("copy", CopyCall)
+
+
 def _autoload():
     for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if not m.name.startswith("_") and m.name != "common":
@@ -62,4 +81,4 @@ def _autoload():
 
 _autoload()
 
-__all__ = ["CopyCall", "dispatch", "evaluate"]
+__all__ = ["CopyCall", "validate_copy", "dispatch", "evaluate"]

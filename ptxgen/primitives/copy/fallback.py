@@ -38,9 +38,8 @@ def emit_fallback(call):
     table = evaluate("copy", call)
     declined = [f"{r.name}: {r.reason}" for r in table if r.name != "fallback" and not r.ok
                 and not r.reason.startswith("only when forced")]
-    if not call.options.get("_quiet"):
-        warnings.warn(f"{call.where}{call.describe()} uses the scalar fallback; declined: "
-                      + "; ".join(declined), stacklevel=2)
+    warnings.warn(f"{call.where}{call.describe()} uses the scalar fallback; declined: "
+                  + "; ".join(declined), stacklevel=2)
     src, dst = call.src_side, call.dst_side
     common = refine([src, dst])
     items = [(common[0][i].extent, [common[0][i].stride, common[1][i].stride])

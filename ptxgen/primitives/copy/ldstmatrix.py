@@ -27,7 +27,7 @@ from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, Instr, Let, Mem, SpecialReg, Var, VecOperand
 from ...layout import S, TileLayout, laneid, tid, tid_in_wg
 from ..registry import register
-from . import _reg
+from . import reg as _reg
 from .common import digits_offset, element_address, flat_pointer, reg_elems
 
 _AXES = {"laneid": laneid, "tid_in_wg": tid_in_wg, "tid": tid}
@@ -199,17 +199,16 @@ def plan_ldsm(call):
 
 
 def _check(call):
-    plan, why = plan_ldsm(call)
+    plan, why = call.plan(plan_ldsm)
     if plan is None:
         return False, why
-    call.options["_ldsm_plan"] = plan
     return True, f"{plan.count} x {plan.opcode()}"
 
 
 @register("copy", "ldstmatrix", 15, when=[_check])
 def emit_ldstmatrix(call):
     """Warp-collective ldmatrix / stmatrix between shared memory and register fragments."""
-    plan = call.options.get("_ldsm_plan") or plan_ldsm(call)[0]
+    plan = call.plan(plan_ldsm)[0]
     mem, reg, dt = plan.mem, plan.reg, call.dtype
     scope = call.scope
     t = Var("tid", _dtype("int32"))

@@ -1,6 +1,6 @@
-"""vec_auto: the widest correct vector copy, with two paths.
+"""vec_auto: the widest correct vector copy between global and shared memory (gmem_smem).
 
-gmem_smem: global/shared on both sides, no register side.  The partition is
+global/shared on both sides, no register side.  The partition is
 synthesized from the scope: the driving side's (global's) canonical order, i.e.
 leaves sorted by stride, is cut into [outer, threads, vec]; the other side follows
 the same logical leaves (regrouped, not re-sorted).  The vector is the widest of
@@ -9,7 +9,7 @@ and keeps every other stride, both region starts, elem_offsets, view offsets and
 declared base alignments multiples of itself, as proven by the simplifier.  It emits
 one serial loop over `outer` (never unrolled): one ld + one st per round.
 
-reg: one side is a register buffer with a thread-axis layout; see _reg.py.
+A copy with a register side is the `reg` variant's (reg.py).
 """
 from __future__ import annotations
 
@@ -154,27 +154,19 @@ def emit_plan(call, plan: Plan, load_mod=""):
 
 def _is_vec_auto(call):
     s, d = call.spaces()
-    if s in MEMORY and d in MEMORY:
-        ok, why = cache_modifiers(call)
-        if not ok:
-            return False, why
-        plan, why = plan_memory_copy(call)
-        if plan is None:
-            return False, f"gmem_smem: {why}"
-        call.options["_plan"] = plan
-        return True, f"gmem_smem: {plan.bits}-bit vectors, {call.scope.nthreads} threads x {plan.outer} round(s)"
-    try:
-        from . import _reg
-    except ImportError:
-        return False, "reg: register paths are not available"
-    return _reg.check(call)
+    if s not in MEMORY or d not in MEMORY:
+        return False, (f"gmem_smem: moves between global and shared memory; this copy is "
+                       f"{s} -> {d} (a register side is the reg variant's)")
+    ok, why = cache_modifiers(call)
+    if not ok:
+        return False, why
+    plan, why = call.plan(plan_memory_copy)
+    if plan is None:
+        return False, f"gmem_smem: {why}"
+    return True, f"gmem_smem: {plan.bits}-bit vectors, {call.scope.nthreads} threads x {plan.outer} round(s)"
 
 
 @register("copy", "vec_auto", 10, when=[_is_vec_auto])
 def emit_vec_auto(call):
-    """The widest correct vector copy (gmem_smem or reg path)."""
-    plan = call.options.get("_plan")
-    if plan is not None:
-        return emit_plan(call, plan, cache_modifiers(call)[1])
-    from . import _reg
-    return _reg.emit(call)
+    """The widest correct vector copy between global and shared memory."""
+    return emit_plan(call, call.plan(plan_memory_copy)[0], cache_modifiers(call)[1])

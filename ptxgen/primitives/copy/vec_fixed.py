@@ -14,65 +14,67 @@ from __future__ import annotations
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer
 from ..registry import register
-from . import _reg
+from . import reg as _reg
 from .common import CONTAINERS, element_address, flat_pointer, ld_st_pair, refine, reg_elems
 from .vec_auto import _coalesce, cache_modifiers
 
 PRIORITY = {16: 20, 32: 25, 64: 30, 128: 35, 256: 40}
 
 
-def _check(call, bits):
-    """(ok, reason) for forcing one `bits`-wide vector; stores the plan in call.options."""
+def _fixed_plan(call, bits):
+    """((kind, plan, cache modifiers), reason) for forcing one `bits`-wide vector, else
+    (None, reason).  kind "reg": one side is registers; "mem": both are memory."""
     name = f"vec_{bits}b"
     if call.scope.name != "thread":
-        return False, (f"{name} runs in thread scope only (each thread moves its own vector); "
+        return None, (f"{name} runs in thread scope only (each thread moves its own vector); "
                        f"the scope is {call.scope}")
     ebits = call.dtype.bits
     n = call.numel
     if ebits not in (8, 16, 32, 64) or n * ebits != bits:
-        return False, (f"the region holds {n} x {ebits}-bit element(s) = {n * ebits} bits, not "
+        return None, (f"the region holds {n} x {ebits}-bit element(s) = {n * ebits} bits, not "
                        f"one {bits}-bit vector")
     s, d = call.spaces()
     if bits == 256:
         if call.target.sm < 100:
-            return False, (f"256-bit loads/stores need sm_100 or newer and PTX 8.8; the target "
+            return None, (f"256-bit loads/stores need sm_100 or newer and PTX 8.8; the target "
                            f"is {call.target.arch}")
         for side in (call.src_side, call.dst_side):
             if side.space == "shared":
-                return False, (f"256-bit loads/stores exist only in the global state space; "
+                return None, (f"256-bit loads/stores exist only in the global state space; "
                                f"{side.buf.name} is in shared memory")
     ok, hint = cache_modifiers(call)
     if not ok:
-        return False, hint
+        return None, hint
     if "local" in (s, d):
         plan, why = _reg.plan_reg(call, widths=(bits,), one_vector=True)
         if plan is None:
-            return False, why
-        call.options["_vec_plan"] = ("reg", plan, hint)
-        return True, f"{bits}-bit vector {'to registers' if d == 'local' else 'from registers'}"
+            return None, why
+        return ("reg", plan, hint), f"{bits}-bit vector {'to registers' if d == 'local' else 'from registers'}"
     for side in (call.src_side, call.dst_side):
         if side.space not in ("global", "shared"):
-            return False, f"{side.buf.name} is in {side.space} memory"
+            return None, f"{side.buf.name} is in {side.space} memory"
     common = refine([call.src_side, call.dst_side])
     if common is None:
-        return False, "the two layouts split the region into incompatible leaves"
+        return None, "the two layouts split the region into incompatible leaves"
     items = _coalesce([(a.extent, [a.stride, b.stride]) for a, b in
                        reversed(list(zip(*common))) if a.extent > 1])
     if len(items) > 1 or (items and items[0][1] != [1, 1]):
-        return False, "the region is not contiguous in memory on both sides"
+        return None, "the region is not contiguous in memory on both sides"
     V = n
     for side in (call.src_side, call.dst_side):
         why = _reg.mem_aligned(call.an, side, V, [])
         if why:
-            return False, why
-    call.options["_vec_plan"] = ("mem", None, hint)
-    return True, f"one {bits}-bit vector"
+            return None, why
+    return ("mem", None, hint), f"one {bits}-bit vector"
+
+
+def _check(call, bits):
+    plan, why = call.plan(_fixed_plan, bits)
+    return plan is not None, why
 
 
 def _emit(call, bits):
-    if "_vec_plan" not in call.options:
-        _check(call, bits)
-    kind, plan, hint = call.options["_vec_plan"]
+    kind, plan, hint = call.plan(_fixed_plan, bits)[0]
     if kind == "reg":
         return _reg.emit_reg_plan(call, plan, hint)
     src, dst = call.src_side, call.dst_side

@@ -1,4 +1,4 @@
-"""Shared pieces of the tcgen05 primitives: the call object, operands, election, fences.
+"""Shared pieces of the tcgen05 primitives: operands, election, fences.
 
 Fence rules (PTX ISA "tcgen05 Memory Consistency Model"), applied by every primitive here so
 a kernel cannot forget them:
@@ -18,7 +18,6 @@ from ...target import TCGEN05_ARCHS, check_opcode
 from ...errors import PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, If, Instr, Load, cast)
 from ...printer import format_expr
-from ..scope import make_scope
 
 _U32 = _dtype("uint32")
 
@@ -56,29 +55,6 @@ class TensorCoordOperand:
 
     def __repr__(self):
         return f"[{format_expr(self.tmap)}, {{{', '.join(format_expr(c) for c in self.coords)}}}]"
-
-
-class Tc05Call:
-    """What a tcgen05 variant's predicates and emitter see (mirrors copy's CopyCall)."""
-
-    def __init__(self, op, args, scope_name, target, an, options, where="", block=(1, 1, 1)):
-        self.op = op
-        self.args = args
-        self.scope = make_scope(scope_name, block)
-        self.target = target
-        self.an = an
-        self.options = dict(options)
-        self.all_active = (True, "")
-        self.where = where
-        self.block = block
-
-    def opt(self, key, default=None):
-        return self.options.get(key, default)
-
-    def describe(self) -> str:
-        a = ", ".join(str(x) if isinstance(x, BufferRegion) else format_expr(x)
-                      for x in self.args)
-        return f"pg.tile.{self.scope.name}.{self.op}({a}) [{self.target}]"
 
 
 def has_tcgen05(call) -> tuple[bool, str]:
@@ -148,30 +124,11 @@ def tmem_addr(region: BufferRegion) -> Expr:
     return addr + Const(off, _U32) if off else addr
 
 
-def region_of(x, what: str) -> BufferRegion:
-    from ...builder.tensor import TensorHandle
-
-    if isinstance(x, TensorHandle):
-        return x.region()
-    if isinstance(x, BufferRegion):
-        return x
-    raise PtxgenError(f"{what} must be a tensor or a region such as T[0:128, 0:64], got {x!r}")
-
-
 def reg_ref(buf: Buffer, m: int) -> Load:
     """The register holding element `m` ("m" offset) of a register-resident local buffer."""
     flat = Buffer(buf.name, (1 << 20,), buf.dtype, "local", None, 0, buf.align,
                   buf.data if buf.data is not None else BufferPtr(buf, None))
     return Load(flat, (Const(buf.elem_offset + m),), buf.dtype)
-
-
-def located(e: Exception) -> Exception:
-    """`e` again (same type), prefixed once with the user's file:line."""
-    from ...builder.context import user_src
-
-    src, msg = user_src(), str(e)
-    msg = msg[len(src) + 2:] if msg.startswith(src + ": ") else msg
-    return type(e)(f"{src}: {msg}")
 
 
 _SYNC = ("bar.sync", "barrier.sync", "mbarrier.try_wait", "mbarrier.test_wait")

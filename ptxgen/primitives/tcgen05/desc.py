@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
+from ...analysis.offsets import byte_offset
 from ...ir import BufferPtr, BufferRegion, Const, Let, Var, cast
 from ...layout import ComposeLayout, S, Swizzle, TileLayout
 from .. import mma_desc as md
@@ -143,10 +144,6 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
 
     `k_instr` is the K (elements) one instruction consumes; `major` ('K'/'MN') and `swizzle`
     may be declared, else they are read off the layout.  Raises LayoutError with the rule."""
-    from ...builder.tensor import TensorHandle
-
-    if isinstance(region, TensorHandle):
-        region = region.region()
     if not isinstance(region, BufferRegion):
         raise LayoutError(f"MMA operand {role} must be a shared-memory tensor or region, got "
                           f"{region!r}")
@@ -189,7 +186,6 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
     def offset(r, k):
         return m_at(lead0 + (r, k)) - base_m
 
-    from ...analysis.offsets import byte_offset
     nbytes = bits // 8
     inner = lay.layout if isinstance(lay, ComposeLayout) else lay
     lead_terms = []
@@ -272,7 +268,6 @@ def desc_stmts(op: SmemOperand, arch, name="desc"):
     for e, step in op.lead_terms:
         base = base + cast(e, _U32) * Const(step, _U32)
     if op.base_index != tuple(0 for _ in buf.shape):
-        from ...analysis.offsets import byte_offset
         extra = byte_offset(buf, op.base_index) - byte_offset(buf, tuple(0 for _ in buf.shape))
         if extra:
             base = base + Const(extra, _U32)
@@ -281,21 +276,3 @@ def desc_stmts(op: SmemOperand, arch, name="desc"):
     out.append(Let(d, cast((base & 0x3FFFF) >> 4, _U64) | Const(tmpl, _U64)))
     descs = [d if off == 0 else d + Const(off >> 4, _U64) for off in op.step_offsets]
     return out, descs
-
-
-def smem_descriptors(region, *, arch, k_instr=None, role="A", major=None, swizzle=None,
-                     name=None):
-    """Trace-time helper: append the descriptor Lets to the kernel and return
-    (SmemOperand, [descriptor Expr per K step]).  `k_instr` defaults to 256 bits of K."""
-    from ...builder.context import current
-
-    from ...builder.tensor import TensorHandle
-    reg = region.region() if isinstance(region, TensorHandle) else region
-    bits = reg.buffer.dtype.bits if isinstance(reg, BufferRegion) else 16
-    op = smem_operand(region, k_instr=k_instr or 256 // bits, role=role, major=major,
-                      swizzle=swizzle)
-    ctx = current()
-    stmts, descs = desc_stmts(op, arch, ctx.unique(name or f"{role.lower()}_desc"))
-    for s in stmts:
-        ctx.append(s)
-    return op, descs

@@ -12,11 +12,11 @@ the caller has already elected one), never a whole warp.
 """
 from __future__ import annotations
 
-from ...builder.context import current
-from ...builder.tile import _active_check
+from dataclasses import dataclass
+
 from ...dtypes import dtype as _dtype
 from ...errors import PtxgenError
-from ...ir import BOOL, Const, Instr, Let, TileCall, Var, as_expr
+from ...ir import BOOL, Alloc, Buffer, Const, Instr, Let, Load, Mem, Var
 from ..registry import register
 from . import common as C
 from .desc import desc_stmts, smem_operand
@@ -73,109 +73,62 @@ def _check_d(d, M, N):
             raise PtxgenError(f"the accumulator {d} does not have layout D (row m -> lane m, "
                               f"column n -> column n): element ({r}, {c}) is at "
                               f"{C.tmem_cell(d, r, c)}")
-    _check_allocation(d, N)
 
 
-def _first_col(addr, base):
-    """Constant column offset of a TMEM address expression `base (+ c)`, else None."""
-    from ...ir import BinOp, Cast
-
-    if addr is base:
-        return 0
-    if isinstance(addr, BinOp) and addr.op == "add" and addr.a is base:
-        c = addr.b.a if isinstance(addr.b, Cast) else addr.b
-        return c.value if isinstance(c, Const) else None
-    return None
-
-
-def _check_allocation(d, ncols):
-    """Live between commit and dealloc, and inside the columns its TMEMPool allocated (a tile
-    declared by hand over `tmem.base + c` can claim more than the pool reserved)."""
-    from ...alloc import check_tmem_live
-    from ...alloc._state import state
-
-    check_tmem_live(d.buffer)
-    for pool in state().tmem_pools:
-        first = _first_col(d.buffer.tmem_addr, pool._base)
-        if first is None:
-            continue
-        col0 = d.buffer.layout.apply(*(s if isinstance(s, int) else 0 for s in d.starts),
-                                     shape=d.buffer.shape).get("TCol", 0)
-        end = first + col0 + ncols
-        if end > pool.total_cols:
-            raise PtxgenError(f"TMEM tile '{d.buffer.name}' reaches column {end} but its TMEMPool "
-                              f"allocated {pool.total_cols} columns (rule: a TMEM tile must fit "
-                              f"its allocation; raise total_cols or shrink the tile)")
+@dataclass(frozen=True)
+class MmaRecord:
+    """What gemm_async derives from its operands at trace time."""
+    a: object          # SmemOperand, or TmemOperand for A in tensor memory
+    b: object          # SmemOperand
+    idesc: int         # the 32-bit instruction descriptor
+    kind: str          # tcgen05 .kind
+    fence: bool        # fence::after_thread_sync before the MMAs
+    N: int
 
 
-def gemm_async(scope, D, A, B, accumulate=True, *, a_major=None, b_major=None, swizzle_a=None,
-               swizzle_b=None, d_dtype=None, cta_group=1, fence=True, dispatch=None):
-    """D (TMEM) = A @ B^T (+ D if `accumulate`): tcgen05.mma issued by one thread."""
-    ctx = current()
+def plan_gemm(d, a, b, *, a_major=None, b_major=None, swizzle_a=None, swizzle_b=None,
+              d_dtype=None, cta_group=1, fence=True) -> MmaRecord:
+    """Check D (TMEM) = A @ B^T and derive its descriptors (PtxgenError with the rule)."""
+    ta, tb = _dt_of(a), _dt_of(b)
+    kind = _KIND_OF.get(ta.name)
+    if kind is None:
+        raise PtxgenError(f"gemm_async A is {ta}, not a tcgen05 operand type (float16, "
+                          f"bfloat16, float32 as tf32, float8_e4m3fn, float8_e5m2)")
+    k_instr = md.mma_k(kind)
+    if b.buffer.root.scope not in ("shared", "shared.dyn"):
+        raise PtxgenError(f"gemm_async B {b} is in {b.buffer.root.scope} memory; B is read "
+                          f"from shared memory through a descriptor")
+    a_tmem = a.buffer.scope == "tmem"
+    a_op = TmemOperand(a, k_instr, ta) if a_tmem else \
+        smem_operand(a, k_instr=k_instr, role="A", major=a_major, swizzle=swizzle_a)
+    b_op = smem_operand(b, k_instr=k_instr, role="B", major=b_major, swizzle=swizzle_b)
+    if a_op.k_extent != b_op.k_extent:
+        raise PtxgenError(f"gemm_async: A has K = {a_op.k_extent} but B has K = "
+                          f"{b_op.k_extent}")
+    M, N = a_op.rows, b_op.rows
+    dd = d_dtype or d.buffer.dtype
     try:
-        d = C.region_of(D, "gemm_async D")
-        a = C.region_of(A, "gemm_async A")
-        b = C.region_of(B, "gemm_async B")
-        ta, tb = _dt_of(a), _dt_of(b)
-        kind = _KIND_OF.get(ta.name)
-        if kind is None:
-            raise PtxgenError(f"gemm_async A is {ta}, not a tcgen05 operand type (float16, "
-                              f"bfloat16, float32 as tf32, float8_e4m3fn, float8_e5m2)")
-        k_instr = md.mma_k(kind)
-        if b.buffer.root.scope not in ("shared", "shared.dyn"):
-            raise PtxgenError(f"gemm_async B {b} is in {b.buffer.root.scope} memory; B is read "
-                              f"from shared memory through a descriptor")
-        a_tmem = a.buffer.scope == "tmem"
-        a_op = TmemOperand(a, k_instr, ta) if a_tmem else \
-            smem_operand(a, k_instr=k_instr, role="A", major=a_major, swizzle=swizzle_a)
-        b_op = smem_operand(b, k_instr=k_instr, role="B", major=b_major, swizzle=swizzle_b)
-        if a_op.k_extent != b_op.k_extent:
-            raise PtxgenError(f"gemm_async: A has K = {a_op.k_extent} but B has K = "
-                              f"{b_op.k_extent}")
-        M, N = a_op.rows, b_op.rows
-        dd = d_dtype or d.buffer.dtype
-        try:
-            idesc = md.encode_instr_desc(
-                kind=kind, a_dtype=ta, b_dtype=tb, d_dtype=dd, M=M, N=N, a_major=a_op.major,
-                b_major=b_op.major, cta_group=cta_group, a_from_tmem=a_tmem,
-                a_swizzle=None if a_tmem else a_op.swizzle, b_swizzle=b_op.swizzle)
-        except PtxgenError as e:
-            hint = " (M=256 needs cta_group::2, a CTA pair)" if M == 256 and cta_group == 1 \
-                else ""
-            raise PtxgenError(f"{e}{hint}") from None
-        if cta_group != 1:
-            raise PtxgenError("gemm_async emits cta_group::1 only (CTA-pair MMAs need cluster "
-                              "launch support)")
-        if M != 128:
-            raise PtxgenError(f"gemm_async: M={M} is a legal instruction shape but its TMEM "
-                              f"layout (PTX layout E/F) is not modelled; use M = 128")
-        _check_d(d, M, N)
-        from ...alloc._state import state
-        state().use_cta_group(cta_group, "gemm_async")
-        acc = _accumulate(accumulate)
+        idesc = md.encode_instr_desc(
+            kind=kind, a_dtype=ta, b_dtype=tb, d_dtype=dd, M=M, N=N, a_major=a_op.major,
+            b_major=b_op.major, cta_group=cta_group, a_from_tmem=a_tmem,
+            a_swizzle=None if a_tmem else a_op.swizzle, b_swizzle=b_op.swizzle)
     except PtxgenError as e:
-        raise C.located(e) from None
-    opts = {"_a": a_op, "_b": b_op, "_idesc": idesc, "_kind": kind, "_fence": fence,
-            "_all_active": _active_check(ctx, scope)}     # the scope's thread 0 must be there
-    if dispatch is not None:
-        opts["dispatch"] = dispatch
-    ctx.append(TileCall("gemm_async", (d, a, b, acc), scope, opts))
-
-
-def _accumulate(acc):
-    if isinstance(acc, bool):
-        return Const(acc, BOOL)
-    e = as_expr(acc)
-    if e.dtype != BOOL:
-        raise PtxgenError(f"accumulate must be a bool or a comparison, got {e.dtype}")
-    return e
+        hint = " (M=256 needs cta_group::2, a CTA pair)" if M == 256 and cta_group == 1 \
+            else ""
+        raise PtxgenError(f"{e}{hint}") from None
+    if cta_group != 1:
+        raise PtxgenError("gemm_async emits cta_group::1 only (CTA-pair MMAs need cluster "
+                          "launch support)")
+    if M != 128:
+        raise PtxgenError(f"gemm_async: M={M} is a legal instruction shape but its TMEM "
+                          f"layout (PTX layout E/F) is not modelled; use M = 128")
+    _check_d(d, M, N)
+    return MmaRecord(a_op, b_op, idesc, kind, fence, N)
 
 
 def _predicates(call, acc):
     """(statements, first step's enable-input-d, later steps') as predicate registers -- the
     form CUTLASS uses (`setp` then `p`); a literal 0/1 assembles but is not relied on."""
-    from ...ir import Alloc, Buffer, Load
-
     e = call.an.simplify(acc) if call.an is not None else acc
     pb = Buffer("enable_d", (2,), BOOL, "local")
     t, f = Load(pb, (Const(0),), BOOL), Load(pb, (Const(1),), BOOL)
@@ -198,8 +151,8 @@ def _a_in(space):
 
 def _emit_mma(call, a_in_tmem):
     d, a, b, acc = call.args
-    a_op, b_op = call.opt("_a"), call.opt("_b")
-    kind, idesc = call.opt("_kind"), call.opt("_idesc")
+    rec = call.record
+    a_op, b_op, kind, idesc = rec.a, rec.b, rec.kind, rec.idesc
     arch = call.target.arch
     body = []
     d_addr = Var("d_tmem", _U32)
@@ -215,7 +168,7 @@ def _emit_mma(call, a_in_tmem):
     body += st
     st, first, rest = _predicates(call, acc)
     body += st
-    if call.opt("_fence", True):
+    if rec.fence:
         body.append(C.fence("after"))
     opcode = f"tcgen05.mma.cta_group::1.kind::{kind}"
     for i in range(len(b_ops)):
@@ -237,27 +190,9 @@ def _ts(call):
 
 
 # ---- tcgen05.commit ---------------------------------------------------------------------------
-def mma_commit(scope, bar, dispatch=None):
-    """The mbarrier `bar` arrives once every tcgen05 op this thread issued so far is done.
-    Issue it from the same scope as the gemm_async calls it tracks (same elected thread)."""
-    from ...alloc.mbarrier import bar_ptr
-
-    ctx = current()
-    try:
-        ptr = bar_ptr(bar, "mma_commit")
-    except PtxgenError as e:
-        raise C.located(e) from None
-    opts = {"_all_active": _active_check(ctx, scope)}
-    if dispatch is not None:
-        opts["dispatch"] = dispatch
-    ctx.append(TileCall("mma_commit", (ptr,), scope, opts))
-
-
 @register("mma_commit", "tcgen05_commit", 10, when=[C.has_tcgen05])
 def _commit(call):
     """tcgen05.commit.cta_group::1.mbarrier::arrive::one onto a shared mbarrier."""
-    from ...ir import Mem
-
     (ptr,) = call.args
     return C.guarded(call.scope, [Instr(
         "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64", (Mem(ptr),))])

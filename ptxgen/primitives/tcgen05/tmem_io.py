@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...builder.context import current
-from ...builder.tile import _active_check
+from dataclasses import dataclass
+
 from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
 from ...layout import index_grid, per_element
-from ...ir import Instr, Let, SpecialReg, TileCall, Var, VecOperand
+from ...ir import Instr, Let, SpecialReg, Var, VecOperand, cast
 from .. import tmem_layout as TL
 from ..registry import register
 from . import common as C
@@ -43,55 +43,56 @@ def _thread_of(o, scope):
     return sum(o.get(a, 0) * k for a, k in w.items())
 
 
-def _tmem_io(scope, op, regs, tmem, fence, dispatch, max_regs):
-    ctx = current()
-    try:
-        r, t = C.region_of(regs, f"{op} registers"), C.region_of(tmem, f"{op} TMEM")
-        if t.buffer.scope != "tmem":
-            raise PtxgenError(f"{op}: {t} is in {t.buffer.root.scope} memory, not tensor memory")
-        if r.buffer.root.scope != "local":
-            raise PtxgenError(f"{op}: {r} must be registers (a local buffer with a thread-axis "
-                              f"layout), not {r.buffer.root.scope} memory")
-        if r.buffer.dtype.bits != 32 or t.buffer.dtype.bits != 32:
-            raise PtxgenError(f"{op}: 32-bit elements only (registers {r.buffer.dtype}, TMEM "
-                              f"{t.buffer.dtype}); .pack::16b is not modelled")
-        if len(r.shape) != 2 or r.shape != t.shape[-2:]:
-            raise PtxgenError(f"{op}: the register region {r.shape} must be the 2-D shape of the "
-                              f"TMEM region {t.shape}")
-        if scope == "thread":
-            raise PtxgenError(f"{op} is a warp collective (.sync.aligned): use the warp, "
-                              f"warpgroup or cta scope")
-        rows = t.shape[-2]
-        nthreads = {"warp": 32, "warpgroup": 128}.get(scope, ctx.func.block[0])
-        if scope == "cta" and (nthreads != 128 or ctx.func.block[1] * ctx.func.block[2] != 1):
-            raise PtxgenError(f"{op} at cta scope needs a 1-D block of 128 threads (one per TMEM "
-                              f"lane); use the warpgroup scope in larger blocks")
-        want = 32 if scope == "warp" else 128
-        if rows not in ((16, 32) if scope == "warp" else (128,)):
-            raise PtxgenError(f"{op}: a {scope} reads {want} TMEM lanes; the region has {rows} "
-                              f"rows")
-        if not all(isinstance(s, int) for s in r.starts):
-            raise PtxgenError(f"{op}: register region {r} needs constant starts (registers "
-                              f"are numbered at build time)")
-        from ...alloc import check_tmem_live
-        check_tmem_live(t.buffer)
-        table = _element_table(r, t, scope)
-        why = {}          # the fragment check needs no target: run it now, at the user's line
-        for sh in TL.SHAPES:
-            if dispatch is None or dispatch == sh:
-                why[sh] = fragment_plan(table, sh, scope, rows, t.shape[-1], max_regs)
-        if not any(p for p, _ in why.values()):
-            raise PtxgenError(f"{op}: no tcgen05 shape delivers the register layout "
-                              f"{r.buffer.layout!r}: " + "; ".join(
-                                  f"{sh}: {w}" for sh, (_, w) in why.items()) +
-                              " (build it with tmem_layout.register_layout(shape, rows, cols))")
-    except (PtxgenError, LayoutError) as e:
-        raise C.located(e) from None
-    opts = {"_table": table, "_fence": fence, "_max_regs": max_regs, "_plans": why,
-            "_all_active": _active_check(ctx, scope)}
-    if dispatch is not None:
-        opts["dispatch"] = dispatch
-    ctx.append(TileCall(op, (r, t), scope, opts))
+@dataclass(frozen=True)
+class IoRecord:
+    """What tmem_load/tmem_store derive at trace time: every element's (row, col, lane,
+    column, thread, register), and the fragment plan per candidate shape."""
+    table: object
+    plans: dict        # shape -> (plan, why) from fragment_plan
+    max_regs: int
+    fence: bool
+
+
+def plan_tmem_io(op, r, t, scope, block, fence=True, dispatch=None, max_regs=128) -> IoRecord:
+    """Check a tcgen05.ld/st between registers `r` and TMEM `t` (PtxgenError with the rule);
+    the fragment check needs no target, so it runs now, at the user's line."""
+    if t.buffer.scope != "tmem":
+        raise PtxgenError(f"{op}: {t} is in {t.buffer.root.scope} memory, not tensor memory")
+    if r.buffer.root.scope != "local":
+        raise PtxgenError(f"{op}: {r} must be registers (a local buffer with a thread-axis "
+                          f"layout), not {r.buffer.root.scope} memory")
+    if r.buffer.dtype.bits != 32 or t.buffer.dtype.bits != 32:
+        raise PtxgenError(f"{op}: 32-bit elements only (registers {r.buffer.dtype}, TMEM "
+                          f"{t.buffer.dtype}); .pack::16b is not modelled")
+    if len(r.shape) != 2 or r.shape != t.shape[-2:]:
+        raise PtxgenError(f"{op}: the register region {r.shape} must be the 2-D shape of the "
+                          f"TMEM region {t.shape}")
+    if scope == "thread":
+        raise PtxgenError(f"{op} is a warp collective (.sync.aligned): use the warp, "
+                          f"warpgroup or cta scope")
+    rows = t.shape[-2]
+    nthreads = {"warp": 32, "warpgroup": 128}.get(scope, block[0])
+    if scope == "cta" and (nthreads != 128 or block[1] * block[2] != 1):
+        raise PtxgenError(f"{op} at cta scope needs a 1-D block of 128 threads (one per TMEM "
+                          f"lane); use the warpgroup scope in larger blocks")
+    want = 32 if scope == "warp" else 128
+    if rows not in ((16, 32) if scope == "warp" else (128,)):
+        raise PtxgenError(f"{op}: a {scope} reads {want} TMEM lanes; the region has {rows} "
+                          f"rows")
+    if not all(isinstance(s, int) for s in r.starts):
+        raise PtxgenError(f"{op}: register region {r} needs constant starts (registers "
+                          f"are numbered at build time)")
+    table = _element_table(r, t, scope)
+    why = {}
+    for sh in TL.SHAPES:
+        if dispatch is None or dispatch == sh:
+            why[sh] = fragment_plan(table, sh, scope, rows, t.shape[-1], max_regs)
+    if not any(p for p, _ in why.values()):
+        raise PtxgenError(f"{op}: no tcgen05 shape delivers the register layout "
+                          f"{r.buffer.layout!r}: " + "; ".join(
+                              f"{sh}: {w}" for sh, (_, w) in why.items()) +
+                          " (build it with tmem_layout.register_layout(shape, rows, cols))")
+    return IoRecord(table, why, max_regs, fence)
 
 
 def _element_table(r, t, scope):
@@ -149,29 +150,32 @@ def fragment_plan(table, shape_name, scope, rows, cols, max_regs=128):
     return (instrs, regmap), f"{len(instrs)} x .{shape_name}.x{instrs[0].x} per warp"
 
 
+def _shape_plan(call, shape_name):
+    """The fragment plan of `shape_name` (traced already unless dispatch forced another)."""
+    rec, (r, t) = call.record, call.args
+    if shape_name in rec.plans:
+        return rec.plans[shape_name]
+    return fragment_plan(rec.table, shape_name, call.scope.name, t.shape[-2], t.shape[-1],
+                         rec.max_regs)
+
+
 def _fits(shape_name):
     def pred(call):
-        r, t = call.args
-        plans = call.options.setdefault("_plans", {})   # filled while tracing; emission reads it
-        if shape_name not in plans:
-            plans[shape_name] = fragment_plan(call.opt("_table"), shape_name, call.scope.name,
-                                              t.shape[-2], t.shape[-1],
-                                              call.opt("_max_regs", 128))
-        plan, why = plans[shape_name]
+        plan, why = call.plan(_shape_plan, shape_name)
         return plan is not None, why
     return pred
 
 
 def _emit_io(call, shape_name, store):
     r, t = call.args
-    instrs, regmap = call.opt("_plans")[shape_name][0]
+    instrs, regmap = call.plan(_shape_plan, shape_name)[0]
     out = []
     addr = Var("taddr", _U32)
     base = C.tmem_addr(t)
     if call.scope.name != "warp":      # warp w reads its lane quarter 32 * (w % 4)
         base = base + _quarter()
     out.append(Let(addr, base))
-    if call.opt("_fence", True):
+    if call.record.fence:
         out.append(C.fence("after"))
     p0 = 0
     for ins in instrs:
@@ -182,24 +186,13 @@ def _emit_io(call, shape_name, store):
         opc = f"tcgen05.{'st' if store else 'ld'}.sync.aligned.{shape_name}.x{ins.x}.b32"
         out.append(Instr(opc, (mem, regs) if store else (regs, mem), outs=0 if store else 1))
     out.append(Instr(f"tcgen05.wait::{'st' if store else 'ld'}.sync.aligned", ()))
-    if call.opt("_fence", True):
+    if call.record.fence:
         out.append(C.fence("before"))
     return out
 
 
 def _quarter():
-    from ...ir import cast
     return cast(((SpecialReg("tid.x") >> 5) & 3) << 21, _U32)
-
-
-def tmem_load(scope, regs, tmem, fence=True, dispatch=None, max_regs=128):
-    """regs <- TMEM region (tcgen05.ld + tcgen05.wait::ld); shape and .xN from regs' layout."""
-    _tmem_io(scope, "tmem_load", regs, tmem, fence, dispatch, max_regs)
-
-
-def tmem_store(scope, tmem, regs, fence=True, dispatch=None, max_regs=128):
-    """TMEM region <- regs (tcgen05.st + tcgen05.wait::st); shape and .xN from regs' layout."""
-    _tmem_io(scope, "tmem_store", regs, tmem, fence, dispatch, max_regs)
 
 
 for _op, _store in (("tmem_load", False), ("tmem_store", True)):
@@ -216,60 +209,56 @@ for _op, _store in (("tmem_load", False), ("tmem_store", True)):
 _CP = {"128x256b": 256, "128x128b": 128}
 
 
-def tmem_copy(scope, tmem, src, fence=True, dispatch=None):
-    """TMEM region (128 rows) <- shared-memory tile through a descriptor (tcgen05.cp), issued
-    by one thread; track completion with mma_commit like an MMA."""
-    ctx = current()
-    try:
-        t, s = C.region_of(tmem, "tmem_copy dst"), C.region_of(src, "tmem_copy src")
-        if t.buffer.scope != "tmem":
-            raise PtxgenError(f"tmem_copy: destination {t} is not in tensor memory")
-        if t.buffer.dtype != s.buffer.dtype:
-            raise PtxgenError(f"tmem_copy: TMEM {t.buffer.dtype} vs shared {s.buffer.dtype}")
-        if t.shape[-2:] != s.shape[-2:] or t.shape[-2] != 128:
-            raise PtxgenError(f"tmem_copy: regions {t.shape} / {s.shape} must both be (128, K)")
-        bits = s.buffer.dtype.bits
-        per = 32 // bits
-        for r, c in ((1, 0), (0, 1), (127, t.shape[-1] - 1)):
-            if C.tmem_cell(t, r, c) != (r, c // per, c % per):
-                raise PtxgenError(f"tmem_copy: TMEM element ({r}, {c}) is at "
-                                  f"{C.tmem_cell(t, r, c)}; tcgen05.cp writes row r to lane r "
-                                  f"and packs K {per} per column")
-        ops = {}
-        why = {}
-        for name, cbits in _CP.items():
-            try:
-                ops[name] = smem_operand(s, k_instr=cbits // bits, role="src", major="K")
-            except (PtxgenError, LayoutError) as e:
-                why[name] = str(e)
-        if not ops:
-            raise PtxgenError("; ".join(f"{k}: {v}" for k, v in why.items()))
-        from ...alloc import check_tmem_live
-        check_tmem_live(t.buffer)
-    except (PtxgenError, LayoutError) as e:
-        raise C.located(e) from None
-    opts = {"_ops": ops, "_why": why, "_fence": fence, "_all_active": _active_check(ctx, scope)}
-    if dispatch is not None:
-        opts["dispatch"] = dispatch
-    ctx.append(TileCall("tmem_copy", (t, s), scope, opts))
+@dataclass(frozen=True)
+class CpRecord:
+    """What tmem_copy derives at trace time: a descriptor per tcgen05.cp shape that fits."""
+    ops: dict          # shape -> SmemOperand
+    why: dict          # shape -> why no descriptor
+    fence: bool
+
+
+def plan_tmem_copy(t, s, fence=True) -> CpRecord:
+    """Check TMEM region `t` (128 rows) <- shared tile `s` through a descriptor."""
+    if t.buffer.scope != "tmem":
+        raise PtxgenError(f"tmem_copy: destination {t} is not in tensor memory")
+    if t.buffer.dtype != s.buffer.dtype:
+        raise PtxgenError(f"tmem_copy: TMEM {t.buffer.dtype} vs shared {s.buffer.dtype}")
+    if t.shape[-2:] != s.shape[-2:] or t.shape[-2] != 128:
+        raise PtxgenError(f"tmem_copy: regions {t.shape} / {s.shape} must both be (128, K)")
+    bits = s.buffer.dtype.bits
+    per = 32 // bits
+    for r, c in ((1, 0), (0, 1), (127, t.shape[-1] - 1)):
+        if C.tmem_cell(t, r, c) != (r, c // per, c % per):
+            raise PtxgenError(f"tmem_copy: TMEM element ({r}, {c}) is at "
+                              f"{C.tmem_cell(t, r, c)}; tcgen05.cp writes row r to lane r "
+                              f"and packs K {per} per column")
+    ops, why = {}, {}
+    for name, cbits in _CP.items():
+        try:
+            ops[name] = smem_operand(s, k_instr=cbits // bits, role="src", major="K")
+        except (PtxgenError, LayoutError) as e:
+            why[name] = str(e)
+    if not ops:
+        raise PtxgenError("; ".join(f"{k}: {v}" for k, v in why.items()))
+    return CpRecord(ops, why, fence)
 
 
 def _cp_ok(name):
     def pred(call):
-        op = call.opt("_ops").get(name)
+        op = call.record.ops.get(name)
         if op is None:
-            return False, call.opt("_why").get(name, "no descriptor")
+            return False, call.record.why.get(name, "no descriptor")
         return True, f"{op.n_steps} x tcgen05.cp.{name} ({op.swizzle}, SBO {op.sbo} B)"
     return pred
 
 
 def _emit_cp(call, name):
     t, s = call.args
-    op = call.opt("_ops")[name]
+    op = call.record.ops[name]
     st, descs = desc_stmts(op, call.target.arch, "cp_desc")
     addr = Var("cp_tmem", _U32)
     body = st + [Let(addr, C.tmem_addr(t))]
-    if call.opt("_fence", True):
+    if call.record.fence:
         body.append(C.fence("after"))
     cols = _CP[name] // 32
     for i, dsc in enumerate(descs):

@@ -1,4 +1,4 @@
-"""vec_auto's reg path: registers <-> global/shared, partitioned by the register layout.
+"""reg: registers <-> global/shared, partitioned by the register layout.
 
 One side is a `local` buffer whose layout names, per element, the thread that holds it
 (thread-axis strides such as `1 @ laneid`) and its register ("m" offset).  So nothing is
@@ -24,6 +24,7 @@ from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, BufferPtr, Const, Expr, Instr, Let, Load, Var, VecOperand
 from .common import (CONTAINERS, Leaf, Side, alignment_ok, digits_offset, element_address,
                      flat_pointer, ld_st_pair, refine, reg_elems)
+from ..registry import register
 from .vec_auto import cache_modifiers
 
 WIDTHS = (128, 64, 32, 16, 8)
@@ -345,22 +346,19 @@ def emit_reg_plan(call, plan: RegPlan, hint=""):
     return out
 
 
-def check(call):
-    """vec_auto's predicate when a side is registers."""
+def _reg_ok(call):
     ok, hint = cache_modifiers(call)
     if not ok:
-        return False, f"reg: {hint}"
-    plan, why = plan_reg(call)
+        return False, hint
+    plan, why = call.plan(plan_reg)
     if plan is None:
-        return False, f"reg: {why}"
-    call.options["_reg_plan"] = plan
+        return False, why
     per = len(plan.vectors)
-    return True, (f"reg: {plan.bits}-bit vectors, {call.scope.nthreads} thread(s) x {per} "
+    return True, (f"{plan.bits}-bit vectors, {call.scope.nthreads} thread(s) x {per} "
                   f"vector(s)")
 
 
-def emit(call):
-    plan = call.options.get("_reg_plan")
-    if plan is None:
-        plan, why = plan_reg(call)
-    return emit_reg_plan(call, plan, cache_modifiers(call)[1])
+@register("copy", "reg", 9, when=[_reg_ok])
+def emit_reg(call):
+    """Registers <-> memory, vectors as wide as the register layout and alignment allow."""
+    return emit_reg_plan(call, call.plan(plan_reg)[0], cache_modifiers(call)[1])

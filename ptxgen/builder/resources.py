@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from ..builder.context import current, user_src
+from .context import current, user_src
 from ..errors import ResourceError
 from ..ir import Alloc, BinOp, Cast, Const, Let, Not, Select, SpecialReg, Var, walk
 
@@ -228,3 +228,28 @@ def require_full_warp(what: str):
                 f"{what} is .sync.aligned: all 32 lanes of one warp must execute it, but an "
                 f"enclosing pg.if_ selects only some lanes of a warp; guard it with a warp-uniform "
                 f"condition such as `pg.if_(pg.warp_id() == 0)`")
+
+
+# ---- TMEM liveness, for the tcgen05 front ends ------------------------------------------
+def _vars(e, out):
+    if isinstance(e, Var):
+        out.add(e.uid)
+    elif isinstance(e, BinOp):
+        _vars(e.a, out)
+        _vars(e.b, out)
+    elif isinstance(e, Cast):
+        _vars(e.a, out)
+    return out
+
+
+def check_tmem_live(buf):
+    """For tcgen05 primitives: raise if `buf` (a TMEM tensor) is used outside its pool's
+    commit..dealloc window.  Tensors declared by hand (no pool) pass."""
+    b = getattr(buf, "buffer", buf)   # a TensorHandle or a Buffer
+    st = state()
+    pool = st.tmem_buffers.get(b.uid)
+    if pool is None and b.tmem_addr is not None:
+        used = _vars(b.tmem_addr, set())
+        pool = next((p for p in st.tmem_pools if p._base.uid in used), None)
+    if pool is not None:
+        pool.check_live(b)

@@ -12,11 +12,12 @@ The map must not be written on the device (that would need fence.proxy.tensormap
 """
 from __future__ import annotations
 
-from ...builder.context import current, fail
-from ...builder.tensor import TensorHandle, local_scalar
-from ...dtypes import dtype as _dtype
-from ...ir import BufferPtr, BufferRegion, Const, Instr, Let, Mem, Var, as_expr
-from .common import TensorCoordOperand
+from ..builder.context import current, fail
+from ..builder.ptx import bar_ptr
+from ..builder.tensor import TensorHandle, local_scalar
+from ..dtypes import dtype as _dtype
+from ..ir import BufferPtr, BufferRegion, Const, Instr, Let, Mem, Var, as_expr
+from ..primitives.tcgen05.common import AddrOperand, TensorCoordOperand
 
 _U64 = _dtype("uint64")
 
@@ -45,8 +46,6 @@ def load(dst, tmap, coords, bar, guard=None):
     `coords` are element indices, innermost (contiguous) dimension first; the box size and the
     swizzle come from the tensor map, so `dst` must be laid out as that box (e.g. a 128B
     swizzled tile from pool.alloc_tcgen05_mma_AB for a 64 x rows bf16 box with SWIZZLE_128B)."""
-    from ...alloc.mbarrier import bar_ptr
-
     if isinstance(dst, TensorHandle):
         dst = dst.region()
     if not isinstance(dst, BufferRegion) or dst.buffer.root.scope not in ("shared",
@@ -74,5 +73,4 @@ def load(dst, tmap, coords, bar, guard=None):
 def prefetch(tmap):
     """prefetch.tensormap: warm the descriptor cache (optional)."""
     m = tmap.__ptxgen_expr__() if hasattr(tmap, "__ptxgen_expr__") else as_expr(tmap)
-    from .common import AddrOperand
     current().append(Instr("prefetch.tensormap", (AddrOperand(m),)))

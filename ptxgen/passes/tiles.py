@@ -1,0 +1,91 @@
+"""Tile lowering: every TileCall dispatched to a variant before emission.
+
+A variant's choice depends on facts (loop ranges, let values, symbol extents) in force at
+the call, so the pass walks the body binding them exactly as the emitter will: both ask
+the Analyzer's `let_form`/`loop_bounds` rules.  Branches the emitter never emits (constant
+conditions, empty loops) are dropped here too, so a tile op in dead code is never
+dispatched.  Each call becomes an `ir.Lowered` holding its variant's statements, already
+through `passes.lower` (unrolled, register buffers decided), so emit/ never sees a tile op.
+"""
+from __future__ import annotations
+
+from ..analysis.simplify import Analyzer
+from ..errors import PtxgenError, located_at
+from ..ir import Const, For, If, Let, Lowered, PrimFunc, TileCall, While
+from ..primitives import lower_tile
+from ..printer import format_stmt
+from .lower import lower
+
+
+class _Pass:
+    def __init__(self, func: PrimFunc, target):
+        self.target, self.block = target, func.block
+        self.an = Analyzer()
+        self.registers = set(func.register_buffers)
+        for p in func.params:
+            if p.kind == "symbol":     # shape extents are never negative
+                self.an.bind_range(p.var, 0, None)
+
+    def body(self, stmts: list) -> list:
+        """stmts with their tile calls lowered (the same list object when there are none)."""
+        out = None
+        for k, s in enumerate(stmts):
+            new = self.stmt(s)
+            if new is not s and out is None:
+                out = list(stmts[:k])
+            if out is not None:
+                out.append(new)
+        return stmts if out is None else out
+
+    def stmt(self, s):
+        t, an = type(s), self.an
+        if t is TileCall:
+            return self.tile(s)
+        if t is Let:
+            aff, value = an.let_form(s.value)
+            an.bind_let_form(s.var, aff, value, s.bounds)
+            return s
+        if t is For:
+            lb = an.loop_bounds(s)
+            if lb.trip == 0:
+                return s if not s.body else For(s.var, s.start, s.stop, s.step, s.kind, [],
+                                                src=s.src)
+            an.bind_loop(s.var, lb, s.step)
+            body = self.body(s.body)
+            an.unbind(s.var)
+            return s if body is s.body else For(s.var, s.start, s.stop, s.step, s.kind, body,
+                                                src=s.src)
+        if t is If:
+            cond = an.simplify(s.cond)
+            if isinstance(cond, Const):   # the emitter emits the taken branch only
+                then = self.body(s.then) if cond.value else []
+                other = self.body(s.else_) if not cond.value and s.else_ else None
+            else:
+                then = self.body(s.then)
+                other = self.body(s.else_) if s.else_ else s.else_
+            if then is s.then and other is s.else_:
+                return s
+            return If(s.cond, then, other, src=s.src)
+        if t is While:
+            cond = an.simplify(s.cond)
+            body = [] if isinstance(cond, Const) and not cond.value else self.body(s.body)
+            return s if body is s.body else While(s.cond, body, src=s.src)
+        return s
+
+    def tile(self, s: TileCall) -> Lowered:
+        try:
+            stmts = lower_tile(s, self.target, self.an, self.block)
+        except PtxgenError as e:
+            raise located_at(e, s.src) from None
+        stmts, in_regs = lower(stmts)
+        self.registers |= in_regs
+        return Lowered(format_stmt(s), stmts, src=s.src)
+
+
+def lower_tiles(func: PrimFunc, target) -> PrimFunc:
+    """func with every tile call replaced by its lowered statements."""
+    p = _Pass(func, target)
+    body = p.body(func.body)
+    return PrimFunc(func.name, func.params, body, func.grid, func.block,
+                    func.dynamic_smem_bytes, func.dynamic_smem_reserve, func.attrs,
+                    frozenset(p.registers))
