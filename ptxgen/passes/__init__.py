@@ -13,8 +13,8 @@ from .tiles import lower_tiles
 
 
 def prepare(func: PrimFunc, target) -> PrimFunc:
-    body, registers = lower(func.body)
+    body, registers, has_tiles = lower(func.body)
     unrolled = PrimFunc(func.name, func.params, body, func.grid, func.block,
                         func.dynamic_smem_bytes, func.dynamic_smem_reserve, func.attrs,
                         frozenset(registers))
-    return lower_tiles(unrolled, target)
+    return lower_tiles(unrolled, target) if has_tiles else unrolled

@@ -133,14 +133,15 @@ def _subst_arg(a, m):
 
 def lower(body):
     """(body with every `pg.unroll` loop expanded into copies of its body, uids of the local
-    buffers allocated in it whose every access has a constant element offset).  A build
-    needs both, and one walk over the statements can expand the loops and collect what the
-    register decision reads.  Statements with no unrolled loop inside are kept, not rebuilt;
-    storage allocated outside `body` is already placed, so only its own allocations are
-    decided."""
-    allocated, accesses, exprs = set(), [], []
-    out = _walk(body, allocated, accesses, exprs)
-    return (list(body) if out is None else out), _registers(allocated, accesses, exprs)
+    buffers allocated in it whose every access has a constant element offset, whether it
+    holds a tile call).  A build needs all three, and one walk over the statements can
+    expand the loops and collect what the register decision reads.  Statements with no
+    unrolled loop inside are kept, not rebuilt; storage allocated outside `body` is already
+    placed, so only its own allocations are decided."""
+    allocated, accesses, exprs, tiles = set(), [], [], []
+    out = _walk(body, allocated, accesses, exprs, tiles)
+    return (list(body) if out is None else out), _registers(allocated, accesses, exprs), \
+        bool(tiles)
 
 
 _LEAVES = frozenset((Const, Var, SpecialReg))
@@ -170,11 +171,11 @@ def _registers(allocated: set, accesses: list, exprs: list) -> set:
     return used - dynamic
 
 
-def _walk(body, allocated: set, accesses: list, exprs: list):
+def _walk(body, allocated: set, accesses: list, exprs: list, tiles: list):
     """One pre-order pass over body: expands its `pg.unroll` loops and collects, from the
     statements of the result, the uids of the local buffers they allocate, the accesses they
     make directly (buffer, indices; indices None where an address is taken) and the
-    expressions still to search for loads.  Returns the new statement list, or None when
+    expressions still to search for loads, and its tile calls.  Returns the new statement list, or None when
     nothing changed (the list is copied on the first change)."""
     out = None
     for s in body:
@@ -188,14 +189,14 @@ def _walk(body, allocated: set, accesses: list, exprs: list):
         elif t is For:
             if s.kind == "unroll":
                 copies = _expand(s)
-                _walk(copies, allocated, accesses, exprs)   # nothing left to expand: a scan
+                _walk(copies, allocated, accesses, exprs, tiles)   # nothing left to expand: a scan
                 if out is None:
                     out = list(body[:body.index(s)])
                 out += copies
                 continue
             exprs.append(s.start)
             exprs.append(s.stop)
-            inner = _walk(s.body, allocated, accesses, exprs)
+            inner = _walk(s.body, allocated, accesses, exprs, tiles)
             if inner is not None:
                 if out is None:
                     out = list(body[:body.index(s)])
@@ -207,8 +208,8 @@ def _walk(body, allocated: set, accesses: list, exprs: list):
                 allocated.add(s.buffer.uid)
         elif t is If:
             exprs.append(s.cond)
-            then = _walk(s.then, allocated, accesses, exprs)
-            else_ = _walk(s.else_, allocated, accesses, exprs) if s.else_ else None
+            then = _walk(s.then, allocated, accesses, exprs, tiles)
+            else_ = _walk(s.else_, allocated, accesses, exprs, tiles) if s.else_ else None
             if then is not None or else_ is not None:
                 if out is None:
                     out = list(body[:body.index(s)])
@@ -216,13 +217,14 @@ def _walk(body, allocated: set, accesses: list, exprs: list):
                        s.else_ if else_ is None else else_, src=s.src)
         elif t is While:
             exprs.append(s.cond)
-            inner = _walk(s.body, allocated, accesses, exprs)
+            inner = _walk(s.body, allocated, accesses, exprs, tiles)
             if inner is not None:
                 if out is None:
                     out = list(body[:body.index(s)])
                 s = While(s.cond, inner, src=s.src)
         elif t is TileCall:   # a local region operand: registers if its start is constant
             exprs += s.args
+            tiles.append(s)
         if out is not None:
             out.append(s)
     return out
@@ -234,7 +236,7 @@ def _expand(s: For) -> list:
     inner = s.body
     for x in inner:   # unroll's test, in line: most unrolled bodies are straight-line code
         if type(x) in _NESTED:   # what _walk collects here is of the template: not needed
-            out = _walk(inner, set(), [], [])
+            out = _walk(inner, set(), [], [], [])
             if out is not None:
                 inner = out
             break

@@ -77,7 +77,7 @@ class _Pass:
             stmts = lower_tile(s, self.target, self.an, self.block)
         except PtxgenError as e:
             raise located_at(e, s.src) from None
-        stmts, in_regs = lower(stmts)
+        stmts, in_regs, _ = lower(stmts)
         self.registers |= in_regs
         return Lowered(format_stmt(s), stmts, src=s.src)
 
