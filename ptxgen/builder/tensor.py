@@ -11,6 +11,7 @@ from ..dtypes import DType, dtype as _dtype
 from ..target import cache_modifiers
 from ..errors import PtxgenError
 from ..layout import S, TileLayout
+from ..analysis.offsets import byte_offset
 from ..analysis.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
                   Store, Var, as_expr)
@@ -441,8 +442,6 @@ def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None,
 
 def _check_view_bounds(b: Buffer, root: Buffer):
     """A view that reaches past its storage is an error (constant extents only)."""
-    from ..analysis.offsets import byte_offset
-
     total = root.nbytes() if root.layout is None else (
         math.ceil(root.layout.cosize() * root.dtype.bits / 8) if root.numel() else None)
     span = b.span_elems()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 
+from ..errors import PtxgenError
 from ..ir import (Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr, Let, Load,
                   Mem, Not, Select, SpecialReg, Store, TileCall, Var, VecOperand, While)
 
@@ -242,8 +243,6 @@ def _expand(s: For) -> list:
             break
     start, stop = s.start, s.stop
     if not (isinstance(start, Const) and isinstance(stop, Const)):
-        from ..errors import PtxgenError
-
         raise PtxgenError(f"{s.src}: pg.unroll needs constant bounds")
     uid, dt = s.var.uid, s.var.dtype
     out = []
