@@ -589,8 +589,9 @@ class VecOperand:
 
 @dataclass(eq=False)
 class Instr(Stmt):
-    """One PTX instruction.  `form` is a key of the ISA table (gated by arch), or None for
-    raw PTX whose `opcode` is emitted verbatim.  Operands are Exprs (registers/immediates),
+    """One PTX instruction.  `form` names the templates/isa.ptx.j2 macro its `opcode` was
+    rendered from (ptxgen.target.forms.opcode; gated by arch like any opcode), or is None for
+    a user's raw `pg.ptx[...]` escape.  Operands are Exprs (registers/immediates),
     Mem, VecOperand, or str labels.  `outs` counts how many leading operands are written."""
     opcode: str
     operands: tuple

@@ -18,6 +18,7 @@ from ..builder.ptx import bar_ptr, emit_instr  # noqa: F401  (bar_ptr: part of t
 from ..builder.tensor import LocalScalar, local_scalar
 from ..ir import BufferPtr, Expr, as_expr
 from ..builder.resources import resource_error, state
+from ..target.forms import opcode
 
 _MAX_COUNT = (1 << 20) - 1          # arrival and tx counts are 20-bit (PTX ISA, mbarrier)
 
@@ -49,7 +50,8 @@ def init(bar, count):
     visible (fence.mbarrier_init for clusters / async proxies, or a CTA barrier)."""
     ptr = bar_ptr(bar, "mbarrier.init")
     _note_barrier(ptr)
-    return emit_instr("mbarrier.init.shared.b64", [ptr, _count(count, "mbarrier.init count", 1)])
+    return emit_instr(opcode("mbarrier_init"), [ptr, _count(count, "mbarrier.init count", 1)],
+                      form="mbarrier_init")
 
 
 def _token(name):
@@ -60,7 +62,7 @@ def arrive(bar):
     """mbarrier.arrive (release, CTA scope); returns the phase token (a uint64 scalar)."""
     ptr = bar_ptr(bar, "mbarrier.arrive")
     tok = _token("mbar_token")
-    emit_instr("mbarrier.arrive.shared.b64", [tok, ptr])
+    emit_instr(opcode("mbarrier_arrive"), [tok, ptr], form="mbarrier_arrive")
     return tok
 
 
@@ -69,7 +71,8 @@ def arrive_expect_tx(bar, nbytes):
     ptr = bar_ptr(bar, "mbarrier.arrive_expect_tx")
     n = _count(nbytes, "mbarrier.arrive_expect_tx nbytes", 0)
     tok = _token("mbar_token")
-    emit_instr("mbarrier.arrive.expect_tx.shared.b64", [tok, ptr, n])
+    emit_instr(opcode("mbarrier_arrive_expect_tx"), [tok, ptr, n],
+               form="mbarrier_arrive_expect_tx")
     return tok
 
 
@@ -85,30 +88,31 @@ def _parity(p):
     return e
 
 
-def _wait_loop(opcode, bar, parity, what, gate):
+def _wait_loop(op, bar, parity, what, gate):
     ptr = bar_ptr(bar, what)
     par = _parity(parity)
     current().check_live(par)
     done = local_scalar("bool", False, name="mbar_done")
     with while_(~done):
-        emit_instr(opcode, [done, ptr, par], gate=gate)
+        emit_instr(opcode("mbarrier_wait", op), [done, ptr, par], gate=gate, form="mbarrier_wait")
 
 
 def try_wait(bar, parity):
     """Spin until the phase with `parity` completes: `mbarrier.try_wait.parity` in a loop
     (try_wait may return false after a time-out, so the loop is required).  sm_90+."""
-    _wait_loop("mbarrier.try_wait.parity.shared.b64", bar, parity, "mbarrier.try_wait",
+    _wait_loop("try_wait", bar, parity, "mbarrier.try_wait",
                {"feature": "mbarrier.try_wait (on sm_80 use pg.ptx.mbarrier.test_wait)"})
 
 
 def test_wait(bar, parity):
     """The sm_80 form of try_wait: a polling loop over `mbarrier.test_wait.parity`."""
-    _wait_loop("mbarrier.test_wait.parity.shared.b64", bar, parity, "mbarrier.test_wait", None)
+    _wait_loop("test_wait", bar, parity, "mbarrier.test_wait", None)
 
 
 def inval(bar):
     """mbarrier.inval: required before the word is reused as ordinary shared memory."""
-    return emit_instr("mbarrier.inval.shared.b64", [bar_ptr(bar, "mbarrier.inval")])
+    return emit_instr(opcode("mbarrier_inval"), [bar_ptr(bar, "mbarrier.inval")],
+                      form="mbarrier_inval")
 
 
 def fence_proxy_async(space: str | None = "shared::cta"):
@@ -117,9 +121,9 @@ def fence_proxy_async(space: str | None = "shared::cta"):
     if space not in (None, "shared::cta", "shared::cluster", "global"):
         raise resource_error(f"fence.proxy_async space={space!r}: use 'shared::cta' (default), "
                              f"'shared::cluster', 'global' or None (all state spaces)")
-    return emit_instr("fence.proxy.async" + (f".{space}" if space else ""), [])
+    return emit_instr(opcode("fence_proxy_async", space or ""), [], form="fence_proxy_async")
 
 
 def fence_mbarrier_init():
     """Publish mbarrier.init to the cluster and the async proxy (release, cluster scope)."""
-    return emit_instr("fence.mbarrier_init.release.cluster", [])
+    return emit_instr(opcode("fence_mbarrier_init"), [], form="fence_mbarrier_init")

@@ -18,6 +18,7 @@ from ..builder.tensor import TensorHandle, local_scalar
 from ..dtypes import dtype as _dtype
 from ..ir import BufferPtr, BufferRegion, Const, Instr, Let, Mem, Var, as_expr
 from ..primitives.tcgen05.common import AddrOperand, TensorCoordOperand
+from ..target.forms import opcode
 
 _U64 = _dtype("uint64")
 
@@ -36,7 +37,7 @@ def map_address(tmap):
     g = Var(ctx.unique("tmap_global"), _U64)
     ctx.append(Let(g, BufferPtr(b, None)))
     out = local_scalar("uint64", name="tmap")
-    ctx.append(Instr("cvta.global.u64", (out.__ptxgen_expr__(), g), outs=1))
+    ctx.append(Instr(opcode("cvta", "global"), (out.__ptxgen_expr__(), g), form="cvta", outs=1))
     return out
 
 
@@ -64,13 +65,15 @@ def load(dst, tmap, coords, bar, guard=None):
     dptr = BufferPtr(dst.buffer, tuple(s if not isinstance(s, int) else Const(s)
                                        for s in dst.starts))
     m = tmap.__ptxgen_expr__() if hasattr(tmap, "__ptxgen_expr__") else as_expr(tmap)
-    op = (f"cp.async.bulk.tensor.{len(cs)}d.shared::cluster.global.mbarrier::complete_tx::bytes")
+    op = opcode("cp_async_bulk_tensor", len(cs), "shared::cluster", "global",
+                "mbarrier::complete_tx::bytes")
     g = as_expr(guard) if guard is not None else None
     current().append(Instr(op, (Mem(dptr), TensorCoordOperand(m, tuple(cs)), Mem(ptr)),
-                           guard=g))
+                           form="cp_async_bulk_tensor", guard=g))
 
 
 def prefetch(tmap):
     """prefetch.tensormap: warm the descriptor cache (optional)."""
     m = tmap.__ptxgen_expr__() if hasattr(tmap, "__ptxgen_expr__") else as_expr(tmap)
-    current().append(Instr("prefetch.tensormap", (AddrOperand(m),)))
+    current().append(Instr(opcode("prefetch_tensormap"), (AddrOperand(m),),
+                           form="prefetch_tensormap"))

@@ -33,6 +33,7 @@ from ..ir import BinOp, BufferPtr, Cast, Expr, Let, Load, SpecialReg, Var, as_ex
 from ..layout import S, TCol, TileLayout, TLane
 from ..builder.resources import (TMEM_COLS, check_tmem_live, require_full_warp,  # noqa: F401
                                  require_top_level, resource_error, state)
+from ..target.forms import opcode
 
 _U32 = _dtype("uint32")
 
@@ -91,8 +92,7 @@ def tcgen05_alloc(slot, n_cols, cta_group=1):
     require_full_warp("tcgen05.alloc")
     ptr = _slot_ptr(slot, "tcgen05.alloc")
     st.tmem_acquire(n_cols, "tcgen05.alloc")
-    return emit_instr(f"tcgen05.alloc.cta_group::{cta_group}.sync.aligned.shared::cta.b32",
-                      [ptr, n_cols])
+    return emit_instr(opcode("tcgen05_alloc", cta_group), [ptr, n_cols], form="tcgen05_alloc")
 
 
 def tcgen05_dealloc(addr, n_cols, cta_group=1):
@@ -103,7 +103,7 @@ def tcgen05_dealloc(addr, n_cols, cta_group=1):
     require_full_warp("tcgen05.dealloc")
     a = _addr_value(addr, "tcgen05.dealloc")
     st.tmem_release(n_cols)
-    return emit_instr(f"tcgen05.dealloc.cta_group::{cta_group}.sync.aligned.b32", [a, n_cols])
+    return emit_instr(opcode("tcgen05_dealloc", cta_group), [a, n_cols], form="tcgen05_dealloc")
 
 
 def tcgen05_relinquish_alloc_permit(cta_group=1):
@@ -112,15 +112,16 @@ def tcgen05_relinquish_alloc_permit(cta_group=1):
     st.use_cta_group(cta_group, "tcgen05.relinquish_alloc_permit")
     require_full_warp("tcgen05.relinquish_alloc_permit")
     st.relinquished = user_src()
-    return emit_instr(f"tcgen05.relinquish_alloc_permit.cta_group::{cta_group}.sync.aligned", [])
+    return emit_instr(opcode("tcgen05_relinquish_alloc_permit", cta_group), [],
+                      form="tcgen05_relinquish_alloc_permit")
 
 
 def tcgen05_fence_before_thread_sync():
-    return emit_instr("tcgen05.fence::before_thread_sync", [])
+    return emit_instr(opcode("tcgen05_fence", "before"), [], form="tcgen05_fence")
 
 
 def tcgen05_fence_after_thread_sync():
-    return emit_instr("tcgen05.fence::after_thread_sync", [])
+    return emit_instr(opcode("tcgen05_fence", "after"), [], form="tcgen05_fence")
 
 
 def _warp_index():

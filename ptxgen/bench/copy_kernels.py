@@ -194,7 +194,12 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
     CTA (only lane 0 works), so up to 32 CTAs and their tiles are in flight per SM.  sm_90+."""
     import ptxgen as pg
 
+    from ..builder.ptx import emit_instr
     from ..dtypes import dtype as _dtype
+    from ..target.forms import opcode
+
+    def bulk(name, *modifiers, ops=()):
+        emit_instr(opcode(name, *modifiers), ops, form=name)
 
     R, C = tile
     nbytes = R * C * _dtype(dtype).bits // 8
@@ -214,15 +219,15 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
             phase = pg.local_scalar("int32", 0)
             for t in tiles:
                 pg.ptx.mbarrier.arrive_expect_tx(bar, nbytes)
-                pg.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"](
-                    sm.ptr_to([0, 0]), src.ptr_to([t * R, 0]), nbytes, bar.ptr_to([0]))
+                bulk("cp_async_bulk", "shared::cluster", "global", "mbarrier::complete_tx::bytes",
+                     ops=(sm.ptr_to([0, 0]), src.ptr_to([t * R, 0]), nbytes, bar.ptr_to([0])))
                 pg.ptx.mbarrier.try_wait(bar, phase)
                 phase.set(1 - phase)
-                pg.ptx["cp.async.bulk.global.shared::cta.bulk_group"](
-                    dst.ptr_to([t * R, 0]), sm.ptr_to([0, 0]), nbytes)
-                pg.ptx["cp.async.bulk.commit_group"]()
-                pg.ptx["cp.async.bulk.wait_group.read"](0)     # the slot may be refilled
-            pg.ptx["cp.async.bulk.wait_group"](0)               # writes done before exit
+                bulk("cp_async_bulk", "global", "shared::cta", "bulk_group",
+                     ops=(dst.ptr_to([t * R, 0]), sm.ptr_to([0, 0]), nbytes))
+                bulk("cp_async_bulk_commit_group")
+                bulk("cp_async_bulk_wait_group", True, ops=(0,))   # the slot may be refilled
+            bulk("cp_async_bulk_wait_group", ops=(0,))              # writes done before exit
 
     return _kernel(body, name or f"bulk_{dtype}_{R}x{C}", R, 1, grid, block=32), ctas
 

@@ -85,14 +85,16 @@ def operand(o):
     return as_expr(o)
 
 
-def emit_instr(opcode: str, operands, *, guard=None, gate=None):
+def emit_instr(opcode: str, operands, *, guard=None, gate=None, form=None):
+    """Append one instruction.  Library helpers pass the `form` (a macro of
+    templates/isa.ptx.j2) their opcode was rendered from; a user's `pg.ptx[...]` has none."""
     ctx = current()
     if not isinstance(opcode, str) or not _OPCODE.fullmatch(opcode):
         raise fail(f"{opcode!r} is not a PTX opcode (letters, digits, '_', '.' and '::' only)")
     ops = tuple(operand(o) for o in operands)
     ctx.check_live(*[o for o in ops if not isinstance(o, (str, Mem, VecOperand))])
     g = as_expr(guard) if guard is not None else None
-    return ctx.append(Instr(opcode, ops, attrs={"gate": gate} if gate else None, guard=g))
+    return ctx.append(Instr(opcode, ops, form, attrs={"gate": gate} if gate else None, guard=g))
 
 
 class _Namespace:

@@ -124,7 +124,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             bid = s.id if isinstance(s.id, int) else self.val(self.an.simplify(s.id))
             self.emit(form("bar_sync", s.count is not None).format(id=bid, n=s.count))
         elif s.kind == "warp":
-            self.emit("bar.warp.sync 0xffffffff;")
+            self.emit(form("bar_warp_sync").format(a="0xffffffff"))
         else:
             raise PtxgenError(f"unknown barrier kind {s.kind!r}")
 
@@ -251,10 +251,10 @@ class Codegen(ValueEmitter, MemoryEmitter):
         for p in self.func.params:
             name = self.param_names[p]
             if p.kind == "tensor":
-                out.append(f"    .param .u64 .ptr .global .align {p.buffer.align} {name}")
+                out.append("    " + form("param_ptr").format(align=p.buffer.align, name=name))
             else:
                 ty = reg_type_of(p.var.dtype)
-                out.append(f"    .param .{ty} {name}")
+                out.append("    " + form("param", ty).format(name=name))
         return out
 
     def entry(self):
@@ -285,7 +285,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.body(f.body)
         self.finish_memory()
         bx, by, bz = (tuple(f.block) + (1, 1, 1))[:3]
-        directives = [f".maxntid {bx}, {by}, {bz}"]
+        directives = [form("maxntid").format(x=bx, y=by, z=bz)]
         decls = self.reg_decls() + self.decls
         return render_module(
             ptxgen_version=_version, arch=self.target.arch,

@@ -13,7 +13,7 @@ import numpy as np
 from ..dtypes import DType, dtype
 from ..errors import PtxgenError
 from ..ir import BOOL, Const
-from ..target.forms import form
+from ..target.forms import form, opcode
 from .regs import int_type, reg_class
 
 _F32 = dtype("float32")
@@ -101,7 +101,7 @@ class ConvertEmitter:
         if s == "bfloat16":
             if self.target.sm >= 90:
                 r = self.new_reg("f32")
-                self.need_opcode("cvt.f32.bf16")
+                self.need_opcode(opcode("cvt", "f32", "bf16"))
                 self.emit(form("cvt", "f32", "bf16").format(d=r, a=v))
             else:   # bf16 is the high half of an f32
                 t = self.new_reg("b32")
@@ -113,7 +113,7 @@ class ConvertEmitter:
         if d == "bfloat16":
             v = self._cast(v, src, _F32)
             r = self.new_reg("b16")
-            self.need_opcode("cvt.rn.bf16.f32")
+            self.need_opcode(opcode("cvt", "bf16", "f32", rnd=".rn"))
             self.emit(form("cvt", "bf16", "f32", rnd=".rn").format(d=r, a=v))
             return r
         ft = {"float32": "f32", "float64": "f64", "float16": "f16"}

@@ -37,23 +37,13 @@ class BoundsChecks:
                                    f"'{buf.name}' dimension {d} (extent {ext})\n")
 
     def _oob_block(self, label, message):
-        if not any(".extern .func" in d for d in self.module_decls):
-            self.module_decls.append(".extern .func (.param .b32 func_retval0) vprintf "
-                                     "(.param .b64 format, .param .b64 args);")
+        decl = form("vprintf_decl")
+        if decl not in self.module_decls:
+            self.module_decls.append(decl)
         sym = sanitize(f"__oob_msg_{len(self.tail)}", self.names)
         data = list(message.encode()) + [0]
-        self.module_decls.append(f".global .align 1 .b8 {sym}[{len(data)}] = "
-                                 f"{{{', '.join(map(str, data))}}};")
+        self.module_decls.append(form("global_bytes_decl").format(
+            name=sym, n=len(data), v=", ".join(map(str, data))))
         r = self.new_reg("b64")
-        self.tail += [f"{label}:",
-                      f"    mov.u64 {r}, {sym};",
-                      f"    cvta.global.u64 {r}, {r};",
-                      "    {",
-                      "    .param .b64 fmt_param;",
-                      "    .param .b64 args_param;",
-                      "    .param .b32 ret_param;",
-                      f"    st.param.b64 [fmt_param], {r};",
-                      "    st.param.b64 [args_param], 0;",
-                      "    call.uni (ret_param), vprintf, (fmt_param, args_param);",
-                      "    }",
-                      "    trap;"]
+        # one tail entry per line: the message symbols are numbered by the tail's length
+        self.tail += form("debug_trap_block").format(l=label, r=r, name=sym).split("\n")

@@ -50,7 +50,8 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
                 return
             name = sanitize(buf.name, self.names)
             nbytes = max(1, n * buf.dtype.bits // 8)
-            self.decls.append(f".local .align {max(buf.align, 4)} .b8 {name}[{nbytes}];")
+            self.decls.append(form("array_decl", "local").format(align=max(buf.align, 4),
+                                                                 name=name, n=nbytes))
             r = self.new_reg("b64")
             self.emit(form("mov", "u64").format(d=r, a=name))
             self.base[buf.uid] = r
@@ -58,11 +59,13 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if scope == "shared":
             name = sanitize(buf.name, self.names)
             nbytes = max(1, math.ceil(buf.span_elems() * buf.dtype.bits / 8))
-            self.decls.append(f".shared .align {buf.align} .b8 {name}[{nbytes}];")
+            self.decls.append(form("array_decl", "shared").format(align=buf.align, name=name,
+                                                                  n=nbytes))
             self.smem_static += nbytes
         elif scope == "shared.dyn":
             name = sanitize(buf.name, self.names)
-            self.module_decls.append(f".extern .shared .align {max(buf.align, 16)} .b8 {name}[];")
+            self.module_decls.append(form("extern_array_decl", "shared").format(
+                align=max(buf.align, 16), name=name))
         elif scope == "tmem":
             return   # tensor memory is not addressable: tcgen05 primitives use buf.tmem_addr
         else:
@@ -274,8 +277,9 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
             elif dt.bits == 8:
                 w = self.new_reg("b32")
                 self.emit(form("mov", "b32").format(d=w, a=part[0]))
+                bfi = form("bfi", "b32")
                 for k, p in enumerate(part[1:], 1):
-                    self.emit(f"bfi.b32 {w}, {p}, {w}, {8 * k}, 8;")
+                    self.emit(bfi.format(d=w, a=p, b=w, c=8 * k, n=8))
                 r = w
                 if cls == "b16":
                     r = self.new_reg("b16")

@@ -47,7 +47,8 @@ class ValueEmitter(ConvertEmitter):
         return _PREFIX[cls] + str(n)
 
     def reg_decls(self) -> list[str]:
-        return [f".reg {REG_CLASSES[c][1]} {REG_CLASSES[c][0]}<{n + 1}>;"
+        fmt = form("reg_decl").format
+        return [fmt(t=REG_CLASSES[c][1], p=REG_CLASSES[c][0], n=n + 1)
                 for c, n in self.reg_counts.items() if n]
 
     def push_scope(self):

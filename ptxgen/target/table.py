@@ -79,6 +79,7 @@ GATES = [
     _g("mbarrier.inval", 80, (7, 0)),
     _g("fence.proxy.async", 90, (8, 0)),
     _g("fence.mbarrier_init", 90, (8, 0)),
+    _g("prefetch.tensormap", 90, (8, 0)),
     _g("cvt.f32.bf16", 90, (7, 8)),
     _g("cvt.rn.bf16.f32", 80, (7, 0)),
     _g("setmaxnreg", 90, (8, 0), archs={"sm_90a", "sm_100a", "sm_101a", "sm_103a", "sm_120a"}),

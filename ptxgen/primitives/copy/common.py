@@ -15,6 +15,7 @@ from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand)
 from ...printer import format_expr
 from ...analysis.offsets import byte_offset
+from ...target.forms import opcode
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "tmem": "tmem"}
@@ -232,16 +233,15 @@ CONTAINERS = {8: ("u8", 1, "uint8"), 16: ("u16", 1, "uint16"), 32: ("u32", 1, "u
 def ld_st_pair(src_ptr, dst_ptr, bits, src_space, dst_space, regs, cache_hint=""):
     """ld.<src>.vN.uK {regs}, [src]; st.<dst>.vN.uK [dst], {regs} as Instr statements."""
     ty, n, _ = CONTAINERS[bits]
-    v = f".v{n}" if n > 1 else ""
     gate = {"feature": "256 bit wide load/store", "min_sm": 100, "min_ptx": (8, 8)} \
         if bits == 256 else None
     ops = VecOperand(tuple(regs)) if n > 1 else regs[0]
     lgate = gate
     if "::" in cache_hint:   # L1::/L2:: qualifiers need PTX 7.4 (ptx-reference §2)
         lgate = dict(gate or {}, min_ptx=max((gate or {}).get("min_ptx", (0, 0)), (7, 4)))
-    ld = Instr(f"ld.{src_space}{cache_hint}{v}.{ty}", (ops, Mem(src_ptr)), outs=1,
-               attrs={"gate": lgate} if lgate else None)
-    st = Instr(f"st.{dst_space}{v}.{ty}", (Mem(dst_ptr), ops),
+    ld = Instr(opcode("ld", src_space, ty, n, cache_hint), (ops, Mem(src_ptr)), form="ld",
+               outs=1, attrs={"gate": lgate} if lgate else None)
+    st = Instr(opcode("st", dst_space, ty, n), (Mem(dst_ptr), ops), form="st",
                attrs={"gate": gate} if gate else None)
     return ld, st
 

@@ -11,6 +11,7 @@ import warnings
 
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, BinOp, Const, For, If, Instr, Let, Load, Mem, Var, BOOL
+from ...target.forms import opcode
 from ..registry import evaluate, register
 from .common import digits_offset, element_address, flat_pointer, refine
 from .vec_auto import cache_modifiers
@@ -60,8 +61,9 @@ def emit_fallback(call):
     reg = Load(tmp, (Const(0),), tmp.dtype)
     so = element_address(src, src.base + digits_offset(i, items, 0) if not (isinstance(src.base, int) and src.base == 0) else digits_offset(i, items, 0))
     do = element_address(dst, dst.base + digits_offset(i, items, 1) if not (isinstance(dst.base, int) and dst.base == 0) else digits_offset(i, items, 1))
-    move = [Instr(f"ld.{src.space}{cache_modifiers(call)[1]}.{ty}", (reg, Mem(flat_pointer(src, so))), outs=1),
-            Instr(f"st.{dst.space}.{ty}", (Mem(flat_pointer(dst, do)), reg))]
+    move = [Instr(opcode("ld", src.space, ty, 1, cache_modifiers(call)[1]),
+                  (reg, Mem(flat_pointer(src, so))), form="ld", outs=1),
+            Instr(opcode("st", dst.space, ty), (Mem(flat_pointer(dst, do)), reg), form="st")]
     if n % T:
         body.append(If(BinOp("lt", i, Const(n), BOOL), move))
     else:

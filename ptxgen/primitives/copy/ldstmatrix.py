@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, Instr, Let, Mem, SpecialReg, Var, VecOperand
 from ...layout import S, TileLayout, laneid, tid, tid_in_wg
+from ...target.forms import opcode
 from ..registry import register
 from . import reg as _reg
 from .common import digits_offset, element_address, flat_pointer, reg_elems
@@ -74,9 +75,12 @@ class LdsmPlan:
     def count(self):
         return 1 << len(self.loop)
 
+    @property
+    def form(self):
+        return "stmatrix" if self.reg_is_src else "ldmatrix"
+
     def opcode(self):
-        op = "stmatrix" if self.reg_is_src else "ldmatrix"
-        return f"{op}.sync.aligned.m8n8.x{self.x}{'.trans' if self.trans else ''}.shared.b16"
+        return opcode(self.form, self.x, self.trans)
 
     def instr(self, k):
         """(constant mem offset, [(reg lo, reg hi)] per matrix) of instruction k."""
@@ -228,7 +232,7 @@ def emit_ldstmatrix(call):
             rr = [_reg.reg_ref(reg, lo), _reg.reg_ref(reg, hi)]
             moves += _reg.pack([c], rr, dt) if plan.reg_is_src else _reg.unpack([c], rr, dt)
         if plan.reg_is_src:
-            out += moves + [Instr(plan.opcode(), (Mem(ptr), vec))]
+            out += moves + [Instr(plan.opcode(), (Mem(ptr), vec), form=plan.form)]
         else:
-            out += [Instr(plan.opcode(), (vec, Mem(ptr)), outs=1)] + moves
+            out += [Instr(plan.opcode(), (vec, Mem(ptr)), form=plan.form, outs=1)] + moves
     return out

@@ -26,6 +26,7 @@ from .common import (CONTAINERS, Leaf, Side, alignment_ok, digits_offset, elemen
                      flat_pointer, ld_st_pair, refine, reg_elems)
 from ..registry import register
 from .vec_auto import cache_modifiers
+from ...target.forms import opcode
 
 WIDTHS = (128, 64, 32, 16, 8)
 
@@ -163,18 +164,21 @@ def unpack(conts, regs, dt):
     out, b = [], dt.bits
     sx = "s32" if dt.kind == "int" else "u32"
     if b == 64:
-        return [Instr("mov.b64", (r, VecOperand((conts[2 * j], conts[2 * j + 1]))), outs=1)
-                for j, r in enumerate(regs)]
+        return [Instr(opcode("mov", "b64"), (r, VecOperand((conts[2 * j], conts[2 * j + 1]))),
+                      form="mov", outs=1) for j, r in enumerate(regs)]
     if b == 32:
-        return [Instr("mov.b32", (r, conts[j]), outs=1) for j, r in enumerate(regs)]
+        return [Instr(opcode("mov", "b32"), (r, conts[j]), form="mov", outs=1)
+                for j, r in enumerate(regs)]
     if b == 16 and dt.name in ("float16", "bfloat16"):     # b16 registers
         if len(regs) == 1:
-            return [Instr("cvt.u16.u32", (regs[0], conts[0]), outs=1)]
-        return [Instr("mov.b32", (VecOperand((regs[2 * i], regs[2 * i + 1])), c), outs=1)
-                for i, c in enumerate(conts)]
+            return [Instr(opcode("cvt", "u16", "u32"), (regs[0], conts[0]), form="cvt", outs=1)]
+        return [Instr(opcode("mov", "b32"), (VecOperand((regs[2 * i], regs[2 * i + 1])), c),
+                      form="mov", outs=1) for i, c in enumerate(conts)]
     per = 32 // b
+    bfe = opcode("ternary", "bfe", sx)
     for j, r in enumerate(regs):
-        out.append(Instr(f"bfe.{sx}", (r, conts[j // per], str(b * (j % per)), str(b)), outs=1))
+        out.append(Instr(bfe, (r, conts[j // per], str(b * (j % per)), str(b)), form="ternary",
+                         outs=1))
     return out
 
 
@@ -182,22 +186,24 @@ def pack(conts, regs, dt):
     """Instrs gathering element registers into 32-bit (or narrower) containers."""
     b = dt.bits
     if b == 64:
-        return [Instr("mov.b64", (VecOperand((conts[2 * j], conts[2 * j + 1])), r), outs=1)
-                for j, r in enumerate(regs)]
+        return [Instr(opcode("mov", "b64"), (VecOperand((conts[2 * j], conts[2 * j + 1])), r),
+                      form="mov", outs=1) for j, r in enumerate(regs)]
     if b == 32:
-        return [Instr("mov.b32", (conts[j], r), outs=1) for j, r in enumerate(regs)]
+        return [Instr(opcode("mov", "b32"), (conts[j], r), form="mov", outs=1)
+                for j, r in enumerate(regs)]
     if b == 16 and dt.name in ("float16", "bfloat16"):
         if len(regs) == 1:
-            return [Instr("cvt.u32.u16", (conts[0], regs[0]), outs=1)]
-        return [Instr("mov.b32", (c, VecOperand((regs[2 * i], regs[2 * i + 1]))), outs=1)
-                for i, c in enumerate(conts)]
+            return [Instr(opcode("cvt", "u32", "u16"), (conts[0], regs[0]), form="cvt", outs=1)]
+        return [Instr(opcode("mov", "b32"), (c, VecOperand((regs[2 * i], regs[2 * i + 1]))),
+                      form="mov", outs=1) for i, c in enumerate(conts)]
     per = 32 // b
     out = []
+    mov, bfi = opcode("mov", "b32"), opcode("bfi", "b32")
     for i, c in enumerate(conts):
         part = regs[i * per:(i + 1) * per]
-        out.append(Instr("mov.b32", (c, part[0]), outs=1))
+        out.append(Instr(mov, (c, part[0]), form="mov", outs=1))
         for t, r in enumerate(part[1:], 1):
-            out.append(Instr("bfi.b32", (c, r, c, str(b * t), str(b)), outs=1))
+            out.append(Instr(bfi, (c, r, c, str(b * t), str(b)), form="bfi", outs=1))
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype
 from ...target import TCGEN05_ARCHS, check_opcode
+from ...target.forms import opcode
 from ...errors import PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, If, Instr, Load, cast)
 from ...printer import format_expr
@@ -85,7 +86,7 @@ def guarded(scope, body: list) -> list:
 
 
 def fence(kind: str) -> Instr:
-    return Instr(f"tcgen05.fence::{kind}_thread_sync", ())
+    return Instr(opcode("tcgen05_fence", kind), (), form="tcgen05_fence")
 
 
 def tmem_cell(region: BufferRegion, r: int, c: int) -> tuple:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ...dtypes import dtype as _dtype
 from ...errors import PtxgenError
 from ...ir import BOOL, Alloc, Buffer, Const, Instr, Let, Load, Mem, Var
+from ...target.forms import opcode
 from ..registry import register
 from . import common as C
 from .desc import desc_stmts, smem_operand
@@ -132,9 +133,9 @@ def _predicates(call, acc):
     e = call.an.simplify(acc) if call.an is not None else acc
     pb = Buffer("enable_d", (2,), BOOL, "local")
     t, f = Load(pb, (Const(0),), BOOL), Load(pb, (Const(1),), BOOL)
-    st = [Alloc(pb), Instr("setp.eq.b32", (t, "0", "0"), outs=1)]
+    st = [Alloc(pb), Instr(opcode("setp", "eq", "b32"), (t, "0", "0"), form="setp", outs=1)]
     if isinstance(e, Const) and not e.value:
-        st.append(Instr("setp.ne.b32", (f, "0", "0"), outs=1))
+        st.append(Instr(opcode("setp", "ne", "b32"), (f, "0", "0"), form="setp", outs=1))
         return st, f, t
     return st, (t if isinstance(e, Const) else e), t
 
@@ -170,10 +171,10 @@ def _emit_mma(call, a_in_tmem):
     body += st
     if rec.fence:
         body.append(C.fence("after"))
-    opcode = f"tcgen05.mma.cta_group::1.kind::{kind}"
+    mma = opcode("tcgen05_mma", kind)
     for i in range(len(b_ops)):
-        body.append(Instr(opcode, (C.AddrOperand(d_addr), a_ops[i], b_ops[i], f"{idesc:#010x}",
-                                   first if i == 0 else rest)))
+        body.append(Instr(mma, (C.AddrOperand(d_addr), a_ops[i], b_ops[i], f"{idesc:#010x}",
+                                first if i == 0 else rest), form="tcgen05_mma"))
     return C.guarded(call.scope, body)
 
 
@@ -194,6 +195,6 @@ def _ts(call):
 def _commit(call):
     """tcgen05.commit.cta_group::1.mbarrier::arrive::one onto a shared mbarrier."""
     (ptr,) = call.args
-    return C.guarded(call.scope, [Instr(
-        "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64", (Mem(ptr),))])
+    return C.guarded(call.scope, [Instr(opcode("tcgen05_commit"), (Mem(ptr),),
+                                        form="tcgen05_commit")])
 

@@ -23,6 +23,7 @@ from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
 from ...layout import index_grid, per_element
 from ...ir import Instr, Let, SpecialReg, Var, VecOperand, cast
+from ...target.forms import opcode
 from .. import tmem_layout as TL
 from ..registry import register
 from . import common as C
@@ -178,14 +179,15 @@ def _emit_io(call, shape_name, store):
     if call.record.fence:
         out.append(C.fence("after"))
     p0 = 0
+    name = "tcgen05_st" if store else "tcgen05_ld"
     for ins in instrs:
         n = len(ins.cells[0])
         regs = VecOperand(tuple(C.reg_ref(r.buffer, regmap[p0 + j]) for j in range(n)))
         p0 += n
         mem = C.AddrOperand(addr, (ins.lane0 << 16) + ins.col0)
-        opc = f"tcgen05.{'st' if store else 'ld'}.sync.aligned.{shape_name}.x{ins.x}.b32"
-        out.append(Instr(opc, (mem, regs) if store else (regs, mem), outs=0 if store else 1))
-    out.append(Instr(f"tcgen05.wait::{'st' if store else 'ld'}.sync.aligned", ()))
+        out.append(Instr(opcode(name, shape_name, ins.x), (mem, regs) if store else (regs, mem),
+                         form=name, outs=0 if store else 1))
+    out.append(Instr(opcode("tcgen05_wait", "st" if store else "ld"), (), form="tcgen05_wait"))
     if call.record.fence:
         out.append(C.fence("before"))
     return out
@@ -262,7 +264,8 @@ def _emit_cp(call, name):
         body.append(C.fence("after"))
     cols = _CP[name] // 32
     for i, dsc in enumerate(descs):
-        body.append(Instr(f"tcgen05.cp.cta_group::1.{name}", (C.AddrOperand(addr, i * cols), dsc)))
+        body.append(Instr(opcode("tcgen05_cp", name), (C.AddrOperand(addr, i * cols), dsc),
+                          form="tcgen05_cp"))
     return C.guarded(call.scope, body)
 
 
