@@ -24,11 +24,14 @@ from .builder.control import (block_dim, cta_id, cta_sync, else_, grid_dim, if_,
                               unroll, var,
                               warp_id, warp_sync, warpgroup_id, while_)
 from .builder.kernel import Kernel, ScalarType, debug_bounds, kernel  # noqa: E402
+from .builder.cluster import (cluster_id, cluster_sync, cluster_view,  # noqa: E402
+                              cta_id_in_cluster, cta_rank_in_cluster)
 from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  # noqa: E402
                              alloc_local, alloc_shared, decl_buffer, local_scalar)
 from .builder.ptx import ptx, addr  # noqa: E402
 from .builder.tile import tile  # noqa: E402
 from .builder import tcgen05 as _tcgen05  # noqa: E402,F401  (the tcgen05 tile ops' front ends)
+from .builder import async_copy as _async_copy  # noqa: E402,F401  (copy_async, async_commit/wait)
 from .alloc import Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))

@@ -422,7 +422,7 @@ def maximum(a, b) -> Expr:
 # ----------------------------------------------------------------------------------
 # buffers
 # ----------------------------------------------------------------------------------
-SCOPES = ("global", "shared", "shared.dyn", "local", "tmem")
+SCOPES = ("global", "shared", "shared.dyn", "local", "tmem", "shared.cluster")
 
 
 class Buffer:
@@ -446,7 +446,9 @@ class Buffer:
         self.align = align
         self.data = data                # BufferPtr of the aliased storage (views)
         self.param = param
-        self.tmem_addr = tmem_addr      # tmem buffers: Expr of the allocated base address
+        # buffers reached through an address value: tmem (the allocated TMEM address) and
+        # shared.cluster (another CTA's shared tile: the mapa'd shared::cluster address)
+        self.tmem_addr = tmem_addr
         self.uid = next(_ids) if uid is None else uid
         # the buffer that owns the storage this one views: the emitter asks per access, so it
         # is a plain attribute (a view's `data` is fixed when it is made)
@@ -633,9 +635,10 @@ class Lowered(Stmt):
 @dataclass(eq=False)
 class Param:
     name: str
-    kind: str                 # "tensor" | "scalar" | "symbol"
-    var: Var | None = None    # scalar/symbol value; tensor: the pointer var
-    buffer: Buffer | None = None
+    kind: str                 # "tensor" | "scalar" | "symbol" | "tmap"
+    var: Var | None = None    # scalar/symbol value; tensor: the pointer var; tmap: its address
+    buffer: Buffer | None = None   # tensor; tmap: the tensor the map describes
+    spec: Any = None          # tmap: what the runtime encodes (primitives.async_copy.TensorMapSpec)
 
 
 @dataclass(eq=False)

@@ -206,10 +206,13 @@ def print_func(f: PrimFunc) -> str:
                       f"\"{b.dtype}\"{extra})")
         elif p.kind == "scalar":
             ps.append(f"{p.name}: pg.{p.var.dtype}")
+        elif p.kind == "tmap":
+            ps.append(f"{p.name}: <{p.spec.describe()}>")
         else:
             ps.append(f"{p.name}: pg.var({p.var.dtype})")
     grid = f"<{f.attrs['grid']}>" if "grid" in f.attrs else tuple(f.grid)
-    lines = [f"@pg.kernel(grid={grid}, block={tuple(f.block)})",
+    cluster = f", cluster={tuple(f.attrs['cluster'])}" if "cluster" in f.attrs else ""
+    lines = [f"@pg.kernel(grid={grid}, block={tuple(f.block)}{cluster})",
              f"def {f.name}({', '.join(ps)}):"]
     _print_body(f.body, lines, 1)
     if len(lines) == 2:

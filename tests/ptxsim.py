@@ -5,9 +5,11 @@ against numpy.  Registers hold raw bit patterns; every instruction interprets th
 type suffix.  Threads of a CTA run one after another up to each barrier.  Supported: param
 loads, mov/cvta, integer and float arithmetic (.rn), setp/selp, cvt, bfe/bfi, ld/st of
 global/shared/local memory (scalars and vectors, any cache modifiers), branches, bar.sync
-(named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, mbarrier (init, arrive,
-expect_tx, try_wait/test_wait), non-tensor cp.async.bulk, ret.  Anything else raises
-`Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
+(named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, ret; and, in ptxsim_async.py,
+mbarriers, cp.async, bulk and TMA copies (tensor maps from `tensor_map_blob`), multicast and
+thread-block clusters (the CTAs of a cluster run in one schedule: barrier.cluster, mapa,
+ld/st.shared::cluster).  Anything else raises `Unsupported`, so a test cannot pass by
+skipping work.  The ALU half is ptxsim_alu.py.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  # noqa: F401
                         _reg_bits, _signed)
+from ptxsim_async import AsyncOps, tensor_map_blob
 
 
 class Memory:
@@ -60,8 +63,11 @@ class Kernel:
     """A parsed .entry: params, static shared/local arrays, instructions, labels."""
 
     def __init__(self, ptx: str):
-        self.params = re.findall(r"\.param\s+\.(\w+)(?:\s+\.ptr\s+\.global\s+\.align\s+\d+)?\s+(\w+)",
-                                 ptx[ptx.index(".entry"):ptx.index(")")])
+        head = ptx[ptx.index(".entry"):ptx.index(")")]
+        self.params = []     # (type, name); type "bytes" for a .b8 array (a tensor map)
+        for m in re.finditer(r"\.param\s+(?:\.align\s+\d+\s+\.b8\s+(\w+)\[\d+\]|\.(\w+)"
+                             r"(?:\s+\.ptr\s+\.global\s+\.align\s+\d+)?\s+(\w+))", head):
+            self.params.append(("bytes", m.group(1)) if m.group(1) else (m.group(2), m.group(3)))
         body = ptx[ptx.index("{", ptx.index(".entry")) + 1:ptx.rindex("}")]
         self.shared = []     # (name, align, size)
         self.local = []
@@ -111,27 +117,60 @@ class Kernel:
         return guard, op, ops
 
 
-class Sim(AluOps):
+class Sim(AluOps, AsyncOps):
     def __init__(self, ptx: str, mem: Memory | None = None, stop_at=()):
         self.k = Kernel(ptx)
         self.mem = mem or Memory()
         self.steps = 0
         self.stop_at = tuple(stop_at)    # opcode prefixes at which a thread just ends
+        self.blobs = {}                  # param-space address -> bytes (tensor maps)
+
+    def param_blob(self, addr):
+        if addr not in self.blobs:
+            raise Trap(f"no by-value parameter at address {addr:#x}")
+        return self.blobs[addr]
 
     # ---- launch ------------------------------------------------------------------------
-    def launch(self, args, grid=(1, 1, 1), block=(1, 1, 1), dyn_smem=0, max_steps=20_000_000):
+    def launch(self, args, grid=(1, 1, 1), block=(1, 1, 1), dyn_smem=0, max_steps=20_000_000,
+               cluster=(1, 1, 1)):
         grid = (tuple(grid) + (1, 1))[:3]
         block = (tuple(block) + (1, 1))[:3]
+        cl = (tuple(cluster) + (1, 1))[:3]
+        if any(g % c for g, c in zip(grid, cl)):
+            raise Trap(f"grid {grid} is not a whole number of clusters {cl}")
         params = {}
         for (ty, name), a in zip(self.k.params, args):
+            if ty == "bytes":
+                addr = 0x7000_0000 + 0x100 * len(self.blobs)
+                self.blobs[addr] = bytes(a)
+                params[name] = addr
+                continue
             params[name] = a if ty in ("u64", "b64") else _mask(a if isinstance(a, int) else
                                                                 _from_float(a, ty), _WIDTH[ty])
-        for bz in range(grid[2]):
-            for by in range(grid[1]):
-                for bx in range(grid[0]):
-                    self._run_cta(params, (bx, by, bz), grid, block, dyn_smem, max_steps)
+        ncl = tuple(g // c for g, c in zip(grid, cl))
+        for cz in range(ncl[2]):
+            for cy in range(ncl[1]):
+                for cx in range(ncl[0]):
+                    ctaids = [(cx * cl[0] + x, cy * cl[1] + y, cz * cl[2] + z)
+                              for z in range(cl[2]) for y in range(cl[1]) for x in range(cl[0])]
+                    self._run_cluster(params, ctaids, grid, block, dyn_smem, max_steps, cl,
+                                      (cx, cy, cz), ncl)
 
-    def _run_cta(self, params, ctaid, grid, block, dyn_smem, max_steps):
+    def _run_cluster(self, params, ctaids, grid, block, dyn_smem, max_steps, cl, clid, ncl):
+        cluster = {"ctas": [], "inflight": []}
+        threads = []
+        for rank, ctaid in enumerate(ctaids):
+            ctx, ths = self._make_cta(params, ctaid, grid, block, dyn_smem, rank, cl, clid, ncl)
+            ctx["cluster"] = cluster
+            cluster["ctas"].append(ctx)
+            threads += ths
+        self._schedule(threads, cluster, max_steps)
+        for th in threads:
+            self.flush_thread(th)
+        for _, fn in cluster["inflight"]:   # copies nobody waited for still land
+            fn()
+
+    def _make_cta(self, params, ctaid, grid, block, dyn_smem, rank, cl, clid, ncl):
         shared = bytearray()
         sym = {}
         for name, align, size in self.k.shared:
@@ -156,16 +195,27 @@ class Sim(AluOps):
                      "ntid.y": block[1], "ntid.z": block[2], "ctaid.x": ctaid[0],
                      "ctaid.y": ctaid[1], "ctaid.z": ctaid[2], "nctaid.x": grid[0],
                      "nctaid.y": grid[1], "nctaid.z": grid[2], "laneid": t % 32,
-                     "warpid": t // 32}
+                     "warpid": t // 32, "cluster_ctarank": rank,
+                     "cluster_nctarank": cl[0] * cl[1] * cl[2]}
+            for k, d in enumerate("xyz"):
+                sregs.update({f"clusterid.{d}": clid[k], f"nclusterid.{d}": ncl[k],
+                              f"cluster_ctaid.{d}": ctaid[k] % cl[k],
+                              f"cluster_nctaid.{d}": cl[k]})
             threads.append({"pc": 0, "regs": {}, "sregs": sregs, "local": local, "lsym": lsym,
-                            "done": False, "wait": None, "lin": t})
+                            "done": False, "wait": None, "lin": t, "async": {},
+                            "cl_arrived": 0})
         ctx = {"params": params, "shared": shared, "sym": sym, "mbar": {}}
+        for th in threads:
+            th["ctx"] = ctx
+        return ctx, threads
+
+    def _schedule(self, threads, cluster, max_steps):
         while True:
             progressed = False
             for th in threads:
                 if th["done"] or th["wait"] is not None:
                     continue
-                self._run_thread(th, ctx, max_steps)
+                self._run_thread(th, th["ctx"], max_steps)
                 progressed = True
             live = [t for t in threads if not t["done"]]
             if not live:
@@ -174,42 +224,59 @@ class Sim(AluOps):
                 if t["wait"] is not None and t["wait"][0] == "spin":
                     t["wait"] = None
                     progressed = True
-            waiting = [t for t in live if t["wait"] is not None]
             released = False
-            # CTA barriers: every live thread waits on the same id
-            if len(waiting) == len(live) and all(t["wait"][0] == "cta" for t in live):
+            # the cluster barrier: every live thread of the cluster has arrived
+            waits = [t["wait"][1] for t in live if t["wait"] and t["wait"][0] == "cluster"]
+            if waits and all(t["cl_arrived"] >= min(waits) for t in live):
                 for t in live:
-                    t["wait"] = None
+                    if t["wait"] and t["wait"][0] == "cluster" and t["wait"][1] <= min(waits):
+                        t["wait"] = None
                 released = True
-            else:   # warp barriers and named barriers with counts
-                groups = {}
-                for t in waiting:
-                    groups.setdefault(t["wait"], []).append(t)
-                for key, ts in groups.items():
-                    kind, ident, count = key
-                    if kind == "warp":
-                        lanes = [t for t in live if t["lin"] // 32 == ident]
-                        if all(t["wait"] == key for t in lanes):
-                            for t in lanes:
-                                t["wait"] = None
-                            released = True
-                    elif kind == "coll":
-                        lanes = [t for t in live if t["lin"] // 32 == ident]
-                        if len(lanes) == 32 and all(t["wait"] == key for t in lanes):
-                            self._matrix(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
-                            for t in lanes:
-                                t["wait"] = None
-                            released = True
-                    elif kind == "named" and len(ts) > count:
-                        raise Trap(f"bar.sync {ident}, {count}: {len(ts)} threads wait on it at "
-                                   f"once; more arrivals than the count is undefined on the "
-                                   f"hardware (an H200 hangs)")
-                    elif kind == "named" and len(ts) == count:
-                        for t in ts:
-                            t["wait"] = None
-                        released = True
+            for ctx in cluster["ctas"]:
+                mine = [t for t in live if t["ctx"] is ctx]
+                released |= self._release_cta(mine, ctx)
             if not released and not progressed:
                 raise Trap("deadlock: threads wait on barriers that never complete")
+
+    def _release_cta(self, live, ctx) -> bool:
+        """Release the CTA, warp and named barriers of one CTA's live threads."""
+        if not live:
+            return False
+        waiting = [t for t in live if t["wait"] is not None]
+        released = False
+        # CTA barriers: every live thread waits on the same id
+        if len(waiting) == len(live) and all(t["wait"][0] == "cta" for t in live):
+            for t in live:
+                t["wait"] = None
+            released = True
+        else:   # warp barriers and named barriers with counts
+            groups = {}
+            for t in waiting:
+                groups.setdefault(t["wait"], []).append(t)
+            for key, ts in groups.items():
+                kind, ident, count = key
+                if kind == "warp":
+                    lanes = [t for t in live if t["lin"] // 32 == ident]
+                    if all(t["wait"] == key for t in lanes):
+                        for t in lanes:
+                            t["wait"] = None
+                        released = True
+                elif kind == "coll":
+                    lanes = [t for t in live if t["lin"] // 32 == ident]
+                    if len(lanes) == 32 and all(t["wait"] == key for t in lanes):
+                        self._matrix(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
+                        for t in lanes:
+                            t["wait"] = None
+                        released = True
+                elif kind == "named" and len(ts) > count:
+                    raise Trap(f"bar.sync {ident}, {count}: {len(ts)} threads wait on it at "
+                               f"once; more arrivals than the count is undefined on the "
+                               f"hardware (an H200 hangs)")
+                elif kind == "named" and len(ts) == count:
+                    for t in ts:
+                        t["wait"] = None
+                    released = True
+        return released
 
     # ---- operands ------------------------------------------------------------------------
     def _read(self, th, ctx, tok, ty=None):
@@ -246,6 +313,8 @@ class Sim(AluOps):
     def _mem(self, th, ctx, space, addr, n):
         if space == "global":
             return self.mem._find(addr, n)
+        if space == "shared::cluster":
+            return self._cluster_shared(th, ctx, addr, n)[:2]
         if space == "shared":
             buf = ctx["shared"]
         elif space == "local":
@@ -297,82 +366,17 @@ class Sim(AluOps):
                     th["wait"] = ("spin", th["lin"], 0)   # try_wait failed: let others run
                     return
                 continue
-            if base == "fence":
+            if base in ("fence", "prefetch"):
+                continue
+            if base == "barrier":                 # barrier.cluster.arrive / .wait
+                self._op_barrier(th, ctx, parts, ops)
+                if th["wait"] is not None:
+                    return
                 continue
             if base in ("ldmatrix", "stmatrix"):   # warp collective: wait for the 32 lanes
                 th["wait"] = ("coll", th["lin"] // 32, th["pc"] - 1)
                 return
             getattr(self, "_op_" + base, self._unsupported(op))(th, ctx, parts, ops)
-
-    def _mbarrier(self, th, ctx, parts, ops) -> bool:
-        """init / arrive / try_wait.parity / test_wait.parity on a modelled barrier (expected
-        and pending arrival counts, phase bit); False when a wait must retry later."""
-        kind = parts[1]
-        if kind in ("init", "inval"):
-            addr = self._addr(th, ctx, ops[0])
-            if kind == "init":
-                n = self._read(th, ctx, ops[1])
-                ctx["mbar"][addr] = {"expected": n, "pending": n, "phase": 0, "tx": 0}
-            return True
-        if kind == "arrive":
-            addr = self._addr(th, ctx, ops[1])
-            bar = ctx["mbar"].get(addr)
-            if bar is None:
-                raise Trap(f"mbarrier.arrive on an uninitialized barrier at {addr}")
-            if ops[0] != "_":
-                self._write(th, ops[0], bar["phase"], 64)
-            if "expect_tx" in parts:
-                bar["tx"] += self._read(th, ctx, ops[2])
-            bar["pending"] -= 1
-            self._complete_phase(bar)
-            return True
-        if kind in ("try_wait", "test_wait") and "parity" in parts:
-            addr = self._addr(th, ctx, ops[1])
-            bar = ctx["mbar"].get(addr)
-            if bar is None:
-                raise Trap(f"mbarrier wait on an uninitialized barrier at {addr}")
-            done = bar["phase"] != (self._read(th, ctx, ops[2]) & 1)
-            self._write(th, ops[0], done, 1)
-            return done or kind == "test_wait"
-        raise Unsupported(".".join(parts))
-
-    @staticmethod
-    def _complete_phase(bar):
-        """A phase completes when every expected arrival came and no tx bytes are owed."""
-        if bar["pending"] == 0 and bar["tx"] == 0:
-            bar["phase"] ^= 1
-            bar["pending"] = bar["expected"]
-        elif bar["tx"] < 0:
-            raise Trap(f"mbarrier: {-bar['tx']} more tx bytes completed than were expected")
-
-    def _op_cp(self, th, ctx, parts, ops):
-        """Non-tensor bulk copies, modelled as completing at once: global -> shared completes
-        the mbarrier's tx bytes, shared -> global joins a bulk group (waits are no-ops)."""
-        op = ".".join(parts)
-        if op in ("cp.async.bulk.commit_group", "cp.async.bulk.wait_group",
-                  "cp.async.bulk.wait_group.read"):
-            return
-        if op == "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes":
-            dspace, sspace = "shared", "global"
-        elif op == "cp.async.bulk.global.shared::cta.bulk_group":
-            dspace, sspace = "global", "shared"
-        else:
-            raise Unsupported(op)
-        n = self._read(th, ctx, ops[2])
-        if n % 16:
-            raise Trap(f"{op}: {n} bytes is not a multiple of 16")
-        daddr, saddr = self._addr(th, ctx, ops[0]), self._addr(th, ctx, ops[1])
-        if daddr % 16 or saddr % 16:
-            raise Trap(f"{op}: addresses must be 16-byte aligned ({daddr}, {saddr})")
-        sbuf, soff = self._mem(th, ctx, sspace, saddr, n)
-        dbuf, doff = self._mem(th, ctx, dspace, daddr, n)
-        dbuf[doff:doff + n] = bytes(sbuf[soff:soff + n])
-        if dspace == "shared":
-            bar = ctx["mbar"].get(self._addr(th, ctx, ops[3]))
-            if bar is None:
-                raise Trap(f"{op}: the mbarrier is not initialized")
-            bar["tx"] -= n
-            self._complete_phase(bar)
 
     def _matrix(self, lanes, ctx, pc):
         """ldmatrix / stmatrix .m8n8.xN[.trans].b16 for one warp: lane i*8+r addresses row r
@@ -471,8 +475,13 @@ def run(kernel, arrays, scalars=(), grid=None, block=None, arch="sm_90a", stop_a
     bases = [sim.mem.alloc_global(np.ascontiguousarray(a).tobytes()) for a in arrays]
     args = list(bases) + list(scalars)
     f = kernel.ir
+    given = {p.name: a for p, a in zip(f.params, args)}
+    for p in f.params[len(args):]:       # tensor maps: encoded from their tensor's argument
+        if p.kind == "tmap":
+            args.append(tensor_map_blob(p.spec, given[p.spec.tensor], given))
     sim.launch(args, grid or f.grid, block or f.block,
-               max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0))
+               max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0),
+               cluster=f.attrs.get("cluster", (1, 1, 1)))
     for a, b in zip(arrays, bases):
         flat = np.frombuffer(bytes(sim.mem.view(b)), dtype=a.dtype)
         a.reshape(-1)[...] = flat[:a.size]

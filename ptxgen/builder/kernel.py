@@ -11,6 +11,7 @@ from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var, cast, const
 from . import context
+from .cluster import check_cluster
 from .resources import resources_of
 from .tensor import Tensor, TensorHandle, make_buffer
 
@@ -82,8 +83,10 @@ def _annotated_params(fn):
 class Kernel:
     """A traced kernel: .ir, .ptx(arch), .compile(arch), and a launch by calling it."""
 
-    def __init__(self, fn, grid=None, block=None, name=None, dynamic_smem_bytes=None):
+    def __init__(self, fn, grid=None, block=None, name=None, dynamic_smem_bytes=None,
+                 cluster=None):
         self.fn = fn
+        self.cluster = None if cluster is None else check_cluster(cluster)
         self.name = name or fn.__name__
         self._ptx_cache: dict = {}
         self._lock = RLock()      # _thread's: threading.RLock is a Python-level wrapper
@@ -104,6 +107,8 @@ class Kernel:
             func.block = ((tuple(block) if isinstance(block, (tuple, list)) else (block,)) + (1, 1))[:3]
         if dyn is not None:
             func.dynamic_smem_reserve = int(dyn)
+        if self.cluster is not None:
+            func.attrs["cluster"] = self.cluster
         ctx = context.TraceContext(func)
         if grid is not None:
             ctx.grid_set = dict.fromkeys(range(3), "the @pg.kernel decorator")
@@ -160,6 +165,12 @@ class Kernel:
                                  f"but gridDim.{'xyz'[k]} is fixed to {func.grid[k]} here; use "
                                  f"pg.cta_id() without an extent")
             func.attrs["grid"] = getattr(self._grid_fn, "__name__", "callable")
+        if self.cluster is not None and self._grid_fn is None and ctx.grid_set:
+            for k, (g, c) in enumerate(zip(func.grid, self.cluster)):
+                if g % c:
+                    raise TraceError(f"{src}: gridDim.{'xyz'[k]} = {g} is not a multiple of the "
+                                     f"cluster's {c} CTAs along {'xyz'[k]} (cluster="
+                                     f"{self.cluster}); the launch would fail")
         if func.dynamic_smem_reserve is not None and func.dynamic_smem_reserve < func.dynamic_smem_bytes:
             raise TraceError(f"{src}: pg.launch(dynamic_smem_bytes={func.dynamic_smem_reserve}) "
                              f"is less than the {func.dynamic_smem_bytes} bytes the shared.dyn "
@@ -363,10 +374,12 @@ def debug_bounds(on: bool = True) -> bool:
     return prev
 
 
-def kernel(fn=None, *, grid=None, block=None, name=None, dynamic_smem_bytes=None):
-    """Decorator: trace the function once into a pg.Kernel."""
+def kernel(fn=None, *, grid=None, block=None, name=None, dynamic_smem_bytes=None, cluster=None):
+    """Decorator: trace the function once into a pg.Kernel (`cluster=(x, y, z)`: launched in
+    thread-block clusters of that shape, sm_90+)."""
     def wrap(f):
-        return Kernel(f, grid=grid, block=block, name=name, dynamic_smem_bytes=dynamic_smem_bytes)
+        return Kernel(f, grid=grid, block=block, name=name, dynamic_smem_bytes=dynamic_smem_bytes,
+                      cluster=cluster)
     if fn is not None and callable(fn):
         return wrap(fn)
     return wrap

@@ -22,7 +22,7 @@ from . import tile_ops
 from .context import current, fail, user_src
 from .tensor import TensorHandle
 
-_SCOPES = ("thread", "warp", "warpgroup", "cta")
+_SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
 
 
 def region_of(x, what: str, example: str = "A[0:32, 0:32]") -> BufferRegion:
@@ -137,6 +137,7 @@ class Tile:
     warp = _Scope("warp")
     warpgroup = _Scope("warpgroup")
     cta = _Scope("cta")
+    cluster = _Scope("cluster")     # copy_async / async_commit / async_wait in a cluster kernel
     explain = staticmethod(explain)
 
 

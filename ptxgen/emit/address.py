@@ -18,7 +18,8 @@ from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Var, expr_ke
 from ..analysis.simplify import Affine
 from ..target.forms import form
 
-_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}
+_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
+          "shared.cluster": "shared::cluster"}
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
 
 
@@ -164,7 +165,7 @@ class AddressEmitter:
             # then one scale (mul.wide for the 64-bit spaces)
             g = math.gcd(*coefs)
             g &= -g
-            wide64 = space != "shared"
+            wide64 = space != "shared" and space != "shared::cluster"   # 32-bit windows
             skey = ("scaled", ikey, wide64)
             scaled = known.get(skey) if wide64 else None
             atom = None

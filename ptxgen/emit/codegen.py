@@ -252,6 +252,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
             name = self.param_names[p]
             if p.kind == "tensor":
                 out.append("    " + form("param_ptr").format(align=p.buffer.align, name=name))
+            elif p.kind == "tmap":
+                out.append("    " + form("param_tensormap").format(name=name))
             else:
                 ty = reg_type_of(p.var.dtype)
                 out.append("    " + form("param", ty).format(name=name))
@@ -267,6 +269,13 @@ class Codegen(ValueEmitter, MemoryEmitter):
                 lines.append("    " + form("ld_param", "u64").format(d=r, a=name))
                 lines.append("    " + form("cvta_global").format(d=r, a=r))
                 self.base[p.buffer.uid] = r
+            elif p.kind == "tmap":    # its generic address, for the copies that use it
+                if p.var.uid in self.func.attrs.get("tensor_maps_used", ()):
+                    r = self.new_reg("b64")
+                    self.need_opcode("cvta.param.u64")
+                    lines.append("    " + form("mov", "u64").format(d=r, a=name))
+                    lines.append("    " + form("cvta", "param").format(d=r, a=r))
+                    self.var_reg[p.var.uid] = r
             else:
                 dt = p.var.dtype
                 r = self.new_reg(reg_class(dt))
@@ -286,6 +295,12 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.finish_memory()
         bx, by, bz = (tuple(f.block) + (1, 1, 1))[:3]
         directives = [form("maxntid").format(x=bx, y=by, z=bz)]
+        cluster = f.attrs.get("cluster")
+        if cluster is not None:
+            self.need_opcode("reqnctapercluster")
+            cx, cy, cz = (tuple(cluster) + (1, 1, 1))[:3]
+            directives += [form("explicitcluster").format(),
+                           form("reqnctapercluster").format(x=cx, y=cy, z=cz)]
         decls = self.reg_decls() + self.decls
         return render_module(
             ptxgen_version=_version, arch=self.target.arch,

@@ -68,6 +68,10 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
                 align=max(buf.align, 16), name=name))
         elif scope == "tmem":
             return   # tensor memory is not addressable: tcgen05 primitives use buf.tmem_addr
+        elif scope == "shared.cluster":   # another CTA's tile: its mapa'd address is the base
+            self.need_opcode("ld.shared::cluster")
+            self.base[buf.uid] = self.reg(self.an.simplify(buf.tmem_addr))
+            return
         else:
             raise PtxgenError(f"cannot allocate scope {scope!r} inside a kernel "
                               f"(global buffers are parameters)")

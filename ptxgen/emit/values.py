@@ -230,6 +230,8 @@ class ValueEmitter(ConvertEmitter):
         if t is BinOp:
             return self._binop(e)
         if t is SpecialReg:
+            if e.name.startswith(("cluster", "nclusterid")):
+                self.need_opcode("sreg.cluster")
             r = self.new_reg("b32")
             self.emit(form("mov", "u32").format(d=r, a="%" + e.name))
             return r

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..analysis.simplify import Analyzer
 from ..errors import PtxgenError, located_at
-from ..ir import Const, For, If, Let, Lowered, PrimFunc, TileCall, While
+from ..ir import Const, For, If, Instr, Let, Lowered, PrimFunc, TileCall, Var, While, walk
 from ..primitives import lower_tile
 from ..printer import format_stmt
 from .lower import lower
@@ -22,6 +22,8 @@ class _Pass:
         self.target, self.block = target, func.block
         self.an = Analyzer()
         self.registers = set(func.register_buffers)
+        self.tmaps = {p.var.uid for p in func.params if p.kind == "tmap"}
+        self.tmaps_used: set = set()
         for p in func.params:
             if p.kind == "symbol":     # shape extents are never negative
                 self.an.bind_range(p.var, 0, None)
@@ -79,13 +81,26 @@ class _Pass:
             raise located_at(e, s.src) from None
         stmts, in_regs, _ = lower(stmts)
         self.registers |= in_regs
+        if self.tmaps:
+            walk(stmts, self._note_tensor_maps)
         return Lowered(format_stmt(s), stmts, src=s.src)
+
+    def _note_tensor_maps(self, s):
+        """Tensor-map parameters an emitted instruction names (the entry binds only those)."""
+        if type(s) is Instr:
+            for o in s.operands:
+                v = getattr(o, "tmap", None)
+                if isinstance(v, Var) and v.uid in self.tmaps:
+                    self.tmaps_used.add(v.uid)
 
 
 def lower_tiles(func: PrimFunc, target) -> PrimFunc:
     """func with every tile call replaced by its lowered statements."""
     p = _Pass(func, target)
     body = p.body(func.body)
+    attrs = func.attrs
+    if p.tmaps_used:
+        attrs = dict(attrs, tensor_maps_used=frozenset(p.tmaps_used))
     return PrimFunc(func.name, func.params, body, func.grid, func.block,
-                    func.dynamic_smem_bytes, func.dynamic_smem_reserve, func.attrs,
+                    func.dynamic_smem_bytes, func.dynamic_smem_reserve, attrs,
                     frozenset(p.registers))

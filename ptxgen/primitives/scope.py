@@ -1,7 +1,8 @@
 """Execution scopes of tile primitives: how many threads cooperate and who is who.
 
-thread (1), warp (32 lanes), warpgroup (4 consecutive warps, 128 threads) and cta
-(every thread of the block).  `tid` is the id of a thread within its scope instance;
+thread (1), warp (32 lanes), warpgroup (4 consecutive warps, 128 threads), cta
+(every thread of the block) and cluster (every thread of a thread-block cluster; only the
+ops that say so take it, and their record carries the cluster's shape).  `tid` is the id of a thread within its scope instance;
 `axis` is the layout thread axis that names that id (for register layouts).
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from ..errors import PtxgenError
 from ..ir import Const, SpecialReg
 
-SCOPES = ("thread", "warp", "warpgroup", "cta")
+SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,9 @@ class ExecScope:
         return f"{self.name} ({self.nthreads} thread{'s' if self.nthreads > 1 else ''})"
 
 
-def make_scope(name: str, block) -> ExecScope:
-    """The scope `name` inside a CTA of `block` = (x, y, z) threads."""
+def make_scope(name: str, block, cluster=None) -> ExecScope:
+    """The scope `name` inside a CTA of `block` = (x, y, z) threads (`cluster`: the CTAs of a
+    cluster, for the cluster scope)."""
     bx, by, bz = (tuple(block) + (1, 1, 1))[:3]
     total = bx * by * bz
     if name == "thread":
@@ -43,4 +45,12 @@ def make_scope(name: str, block) -> ExecScope:
         else:
             tid = SpecialReg("tid.x") + SpecialReg("tid.y") * bx + SpecialReg("tid.z") * (bx * by)
         return ExecScope("cta", total, tid, "tid")
+    if name == "cluster":
+        if cluster is None:
+            raise PtxgenError("the cluster scope is taken only by copy_async / async_commit / "
+                              "async_wait in a kernel with @pg.kernel(..., cluster=(x, y, z))")
+        cx, cy, cz = (tuple(cluster) + (1, 1, 1))[:3]
+        cta = make_scope("cta", block).tid
+        return ExecScope("cluster", total * cx * cy * cz,
+                         SpecialReg("cluster_ctarank") * total + cta, None)
     raise PtxgenError(f"unknown execution scope {name!r}; scopes are {', '.join(SCOPES)}")

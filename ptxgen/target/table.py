@@ -87,6 +87,16 @@ GATES = [
     _g("tcgen05", 100, (8, 6), archs=TCGEN05_ARCHS),
     _g("tcgen05.shift", 100, (8, 6), archs={"sm_100a", "sm_101a", "sm_103a"}),
     _g("elect.sync", 90, (8, 0)),
+    # asynchronous copies and clusters (primitives/async_copy, builder/cluster.py)
+    _g("createpolicy", 80, (7, 4)),
+    _g("cvta.param", 70, (7, 7)),
+    _g("barrier.cluster", 90, (7, 8)),
+    _g("mapa", 90, (7, 8)),
+    _g("ld.shared::cluster", 90, (7, 8), feature="distributed shared memory (ld.shared::cluster)"),
+    _g("st.shared::cluster", 90, (7, 8), feature="distributed shared memory (st.shared::cluster)"),
+    _g("reqnctapercluster", 90, (7, 8), feature="thread block clusters (.reqnctapercluster)"),
+    _g("sreg.cluster", 90, (7, 8), feature="cluster special registers (%cluster_ctarank, "
+                                           "%clusterid)"),
 ]
 _GATE_BY_PREFIX = {g.prefix: g for g in GATES}
 

@@ -117,8 +117,9 @@ def _vector_ok(call, items, V) -> str:
     return ""
 
 
-def emit_plan(call, plan: Plan, load_mod=""):
-    """Statements: tid binding, register staging, serial loop over `outer` (if > 1)."""
+def emit_plan(call, plan: Plan, load_mod="", move=None):
+    """Statements: tid binding, register staging, serial loop over `outer` (if > 1).
+    `move(src_ptr, dst_ptr, bits)` replaces the ld + st of one vector (cp.async's copy)."""
     src, dst = call.src_side, call.dst_side
     vec, threads, outer = plan.groups
     T = call.scope.nthreads
@@ -127,9 +128,10 @@ def emit_plan(call, plan: Plan, load_mod=""):
     if T > 1:
         tid = Var("tid", _dtype("int32"))
         out.append(Let(tid, call.scope.tid, (0, T - 1)))
-    ty, nregs, cdt = CONTAINERS[plan.bits]
-    tmp = Buffer("copy_regs", (nregs,), _dtype(cdt), "local")
-    out.append(Alloc(tmp))
+    if move is None:
+        ty, nregs, cdt = CONTAINERS[plan.bits]
+        tmp = Buffer("copy_regs", (nregs,), _dtype(cdt), "local")
+        out.append(Alloc(tmp))
     f = Var("f", _dtype("int32")) if plan.outer > 1 else Const(0)
 
     def side_off(side, k):
@@ -143,12 +145,16 @@ def emit_plan(call, plan: Plan, load_mod=""):
                 off = part if is_int(off) and off == 0 else off + part
         return element_address(side, off)
 
-    ld, st = ld_st_pair(flat_pointer(src, side_off(src, 0)), flat_pointer(dst, side_off(dst, 1)),
-                        plan.bits, src.space, dst.space, reg_elems(tmp, 0, nregs), load_mod)
-    if plan.outer > 1:
-        out.append(For(f, Const(0), Const(plan.outer), 1, "serial", [ld, st]))
+    sp, dp = flat_pointer(src, side_off(src, 0)), flat_pointer(dst, side_off(dst, 1))
+    if move is None:
+        body = list(ld_st_pair(sp, dp, plan.bits, src.space, dst.space,
+                               reg_elems(tmp, 0, nregs), load_mod))
     else:
-        out.extend([ld, st])
+        body = move(sp, dp, plan.bits)
+    if plan.outer > 1:
+        out.append(For(f, Const(0), Const(plan.outer), 1, "serial", body))
+    else:
+        out.extend(body)
     return out
 
 
