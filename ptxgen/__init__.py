@@ -32,7 +32,7 @@ from .builder.ptx import ptx, addr  # noqa: E402
 from .builder.tile import tile  # noqa: E402
 from .builder import tcgen05 as _tcgen05  # noqa: E402,F401  (the tcgen05 tile ops' front ends)
 from .builder import async_copy as _async_copy  # noqa: E402,F401  (copy_async, async_commit/wait)
-from .alloc import Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
+from .alloc import Pipeline, Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (ScalarType(n) for n in ("uint8", "uint16", "uint32", "uint64"))

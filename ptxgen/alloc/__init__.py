@@ -10,6 +10,7 @@ from . import mbarrier as _mb
 from . import tma as _tma
 from . import tmem as _tm
 from ..builder.resources import Resources, resources_of, static_smem_bytes
+from .pipeline import Pipeline
 from .smem import MAX_DYNAMIC_SMEM, SMEMPool
 from .swizzle import infer_mode as infer_mma_swizzle
 from .swizzle import mma_layout
@@ -35,5 +36,5 @@ for _name, _fn in {
 }.items():
     _ptx.register(_name, _fn)
 
-__all__ = ["SMEMPool", "TMEMPool", "Resources", "resources_of", "check_tmem_live",
+__all__ = ["SMEMPool", "TMEMPool", "Pipeline", "Resources", "resources_of", "check_tmem_live",
            "infer_mma_swizzle", "mma_layout", "static_smem_bytes", "MAX_DYNAMIC_SMEM"]

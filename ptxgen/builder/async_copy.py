@@ -157,26 +157,34 @@ def copy_async(scope, dst, src, mbar=None, dispatch=None, multicast=None, cache_
     record_call("copy_async", scope, args, opts, rec, dispatch)
 
 
-def async_commit(scope, dispatch=None):
-    """Close this scope's asynchronous copies issued so far into a group."""
+def _kind(kind):
+    if kind not in (None, "cp_async", "bulk"):
+        raise located(TraceError(f"kind={kind!r}: 'cp_async' (cp.async groups), 'bulk' (bulk and "
+                                 f"TMA store groups) or None (both)"))
+    return kind
+
+
+def async_commit(scope, kind=None, dispatch=None):
+    """Close this scope's asynchronous copies issued so far into a group (`kind`: only
+    cp.async or only bulk groups; default both)."""
     ctx = current()
-    record_call("async_commit", scope, (), {}, GroupRecord(cluster=_cluster(ctx)), dispatch)
+    opts = {"kind": kind} if kind else {}
+    record_call("async_commit", scope, (), opts,
+                GroupRecord(cluster=_cluster(ctx), kind=_kind(kind)), dispatch)
 
 
-def async_wait(scope, pending=0, read=False, sync=True, dispatch=None):
+def async_wait(scope, pending=0, read=False, sync=True, kind=None, dispatch=None):
     """Wait until at most `pending` of this scope's groups are in flight (read=True: bulk
     stores only until their shared source may be reused), then synchronize the scope."""
     ctx = current()
     if isinstance(pending, bool) or not isinstance(pending, int) or not 0 <= pending <= 63:
         raise located(TraceError(f"async_wait(pending={pending!r}): a constant group count in "
                                  f"0..63"))
-    opts = {}
-    if read:
-        opts["read"] = True
-    if not sync:
-        opts["sync"] = False
+    opts = {k: v for k, v in (("read", read), ("sync", sync), ("kind", kind))
+            if v != {"read": False, "sync": True, "kind": None}[k]}
     record_call("async_wait", scope, (Const(pending),), opts,
-                GroupRecord(pending, bool(read), bool(sync), _cluster(ctx)), dispatch)
+                GroupRecord(pending, bool(read), bool(sync), _cluster(ctx), _kind(kind)),
+                dispatch)
 
 
 for _name, _fn in (("copy_async", copy_async), ("async_commit", async_commit),

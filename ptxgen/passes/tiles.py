@@ -15,6 +15,7 @@ from ..ir import Const, For, If, Instr, Let, Lowered, PrimFunc, TileCall, Var, W
 from ..primitives import lower_tile
 from ..printer import format_stmt
 from .lower import lower
+from .proxy import check_proxy_fences
 
 
 class _Pass:
@@ -24,6 +25,7 @@ class _Pass:
         self.registers = set(func.register_buffers)
         self.tmaps = {p.var.uid for p in func.params if p.kind == "tmap"}
         self.tmaps_used: set = set()
+        self.async_copies = False      # then the proxy-fence check runs (passes/proxy.py)
         for p in func.params:
             if p.kind == "symbol":     # shape extents are never negative
                 self.an.bind_range(p.var, 0, None)
@@ -81,6 +83,7 @@ class _Pass:
             raise located_at(e, s.src) from None
         stmts, in_regs, _ = lower(stmts)
         self.registers |= in_regs
+        self.async_copies |= s.op == "copy_async"
         if self.tmaps:
             walk(stmts, self._note_tensor_maps)
         return Lowered(format_stmt(s), stmts, src=s.src)
@@ -98,6 +101,8 @@ def lower_tiles(func: PrimFunc, target) -> PrimFunc:
     """func with every tile call replaced by its lowered statements."""
     p = _Pass(func, target)
     body = p.body(func.body)
+    if p.async_copies:
+        check_proxy_fences(body)
     attrs = func.attrs
     if p.tmaps_used:
         attrs = dict(attrs, tensor_maps_used=frozenset(p.tmaps_used))

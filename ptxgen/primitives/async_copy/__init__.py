@@ -62,6 +62,7 @@ class GroupRecord:
     read: bool = False
     sync: bool = True
     cluster: tuple | None = None
+    kind: str | None = None        # "cp_async" / "bulk": only that kind of group; None: both
 
 
 def _of(cls, stmt, target, an, block, where):

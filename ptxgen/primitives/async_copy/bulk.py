@@ -14,8 +14,8 @@ from ...target.forms import opcode
 from ..copy.common import base_alignment_ok, element_address, flat_pointer, refine
 from ..copy.vec_auto import _coalesce
 from ..registry import register
-from .common import (arrive_expect_tx, cache_policy, guarded, needs_sm90, proxy_fence,
-                     scope_sync, smem_aligned, smem_pointer)
+from .common import (arrive_expect_tx, cache_policy, guarded, needs_sm90, smem_aligned,
+                     smem_pointer, store_prelude)
 
 MAX_BYTES = 1048560      # the largest size cp.async.bulk takes (ptx-reference section 6)
 
@@ -83,4 +83,4 @@ def emit_bulk(call):
     op = opcode("bulk_copy", "global", "shared::cta", "bulk_group", hint)
     store = Instr(op, (gptr, sptr, Const(n)) + tail, form="bulk_copy",
                   attrs={"reads_shared": call.smem_side.buf})
-    return [proxy_fence(), *scope_sync(call.scope), *guarded(call.scope, pre + [store])]
+    return [*store_prelude(call.scope), *guarded(call.scope, pre + [store])]

@@ -48,6 +48,15 @@ def cluster_sync() -> list:
             Instr(opcode("barrier_cluster", "wait"), (), form="barrier_cluster")]
 
 
+def store_prelude(scope) -> list:
+    """Before a store out of shared memory that the scope's threads wrote: every thread
+    fences its writes into the async proxy, then the scope synchronizes.  In thread scope the
+    caller has elected the issuer and ordered the writers itself (passes/proxy.py checks it)."""
+    if scope.name == "thread":
+        return []
+    return [proxy_fence(), *scope_sync(scope)]
+
+
 def proxy_fence() -> Instr:
     return Instr(opcode("fence_proxy_async", "shared::cta"), (), form="fence_proxy_async")
 

@@ -7,6 +7,8 @@ on its bulk groups (sm_90+; `.read` waits only until the shared source may be ov
 A thread with no copy in flight commits an empty group, which costs nothing, so one call
 serves both kinds.  After the wait the scope synchronizes (unless sync=False): data another
 thread's cp.async brought in is visible to all of the scope only after a barrier.
+`kind="cp_async"` / `kind="bulk"` emits only that kind's instructions (a hot loop of bulk
+stores then carries no cp.async ones).
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from .common import guarded, scope_sync
 def _groups_ok(call):
     if call.scope.name == "cluster":
         return False, "copy groups are per thread: call it in the scope that issued the copies"
+    if call.record.kind == "bulk" and call.target.sm < 90:
+        return False, f"bulk groups need sm_90 or newer; the target is {call.target.arch}"
     bulk = " and the elected thread's bulk groups" if call.target.sm >= 90 else ""
     return True, f"cp.async groups of every thread{bulk}"
 
@@ -26,8 +30,10 @@ def _groups_ok(call):
 @register("async_commit", "groups", 10, when=[_groups_ok])
 def emit_commit(call):
     """Close the copies issued so far into a group (cp.async and bulk)."""
-    out = [Instr(opcode("cp_async_commit_group"), (), form="cp_async_commit_group")]
-    if call.target.sm >= 90:
+    kind = call.record.kind
+    out = [] if kind == "bulk" else [Instr(opcode("cp_async_commit_group"), (),
+                                           form="cp_async_commit_group")]
+    if call.target.sm >= 90 and kind != "cp_async":
         out += guarded(call.scope, [Instr(opcode("cp_async_bulk_commit_group"), (),
                                           form="cp_async_bulk_commit_group")])
     return out
@@ -38,8 +44,9 @@ def emit_wait(call):
     """Wait until at most `pending` groups are in flight, then synchronize the scope."""
     rec = call.record
     n = Const(rec.pending)
-    out = [Instr(opcode("cp_async_wait_group"), (n,), form="cp_async_wait_group")]
-    if call.target.sm >= 90:
+    out = [] if rec.kind == "bulk" else [Instr(opcode("cp_async_wait_group"), (n,),
+                                               form="cp_async_wait_group")]
+    if call.target.sm >= 90 and rec.kind != "cp_async":
         out += guarded(call.scope, [Instr(opcode("cp_async_bulk_wait_group", rec.read), (n,),
                                           form="cp_async_bulk_wait_group")])
     if rec.sync:

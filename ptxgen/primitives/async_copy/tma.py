@@ -14,6 +14,8 @@ Load:  mbarrier.arrive.expect_tx [mbar], bytes; cp.async.bulk.tensor.Nd.shared::
 Store: every thread of the scope fences its shared writes into the async proxy, the scope
        synchronizes, the elected thread issues cp.async.bulk.tensor (or cp.reduce...add) in a
        bulk group; `async_commit` / `async_wait` complete it.  Parts outside the tensor clip.
+       In thread scope the caller has ordered the writers (fence, barrier) itself; the build
+       says where a fence is missing (passes/proxy.py).
 """
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ from ...target.forms import opcode
 from ..registry import register
 from ..scope import make_scope
 from ..tcgen05.common import TensorCoordOperand
-from .common import (arrive_expect_tx, cache_policy, guarded, needs_sm90, proxy_fence,
-                     scope_sync, smem_aligned, smem_pointer)
+from .common import (arrive_expect_tx, cache_policy, guarded, needs_sm90, smem_aligned,
+                     smem_pointer, store_prelude)
 from .tmap import REDUCE_ADD
 
 
@@ -119,4 +121,4 @@ def emit_tma_store(call):
         ops.append(policy)
     store = Instr(opcode("tma_store", plan.spec.rank, rec.reduce or "", policy is not None),
                   tuple(ops), form="tma_store", attrs={"reads_shared": call.smem_side.buf})
-    return [proxy_fence(), *scope_sync(call.scope), *guarded(call.scope, pre + [store])]
+    return [*store_prelude(call.scope), *guarded(call.scope, pre + [store])]

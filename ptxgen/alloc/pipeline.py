@@ -1,0 +1,155 @@
+"""Pipeline: a ring of `stages` buffers guarded by full/empty mbarrier pairs, with phase
+tracking, for producer / consumer kernels (sm_90+).
+
+Why a helper: the ring's protocol is short but every detail is a hang or a race when wrong:
+the producer must first wait on the empty barrier with the *opposite* parity (the slot is
+free before anyone released it), the phase bit flips exactly when the stage index wraps, the
+full barrier expects one arrival per copy that lands in the stage, the empty one one per
+consumer, and a consumer may release only after all of its threads are done reading.
+
+    pipe = pg.Pipeline(pool, stages=4, consumers=2)    # 2 consumer warpgroups release each stage
+    pipe.init()                                        # every thread: init, fence, barrier
+    with pg.if_(pg.warp_id() == 0):                    # the producer warp
+        prod = pipe.producer()
+        for k in pg.serial(K):
+            prod.acquire()                             # wait until the stage is free
+            pg.tile.warp.copy_async(As[prod.stage], A[..], mbar=prod.full)   # one arrival
+            prod.commit()                              # on to the next stage
+    with pg.else_():                                   # consumer warpgroups 1 and 2
+        cons = pipe.consumer(scope="warpgroup")
+        for k in pg.serial(K):
+            cons.wait()                                # wait until the stage has landed
+            ... read As[cons.stage] ...
+            cons.release()                             # the warpgroup is done with it
+
+Counts: a full barrier completes a phase after `producer_arrivals` arrivals (one per
+copy_async(mbar=...) of the stage, or `commit(arrive=True)`), an empty one after `consumers`
+releases.  A release in warp / warpgroup / cta scope first synchronizes that scope (bar.warp.sync,
+named barrier 1 + warpgroup index with 128 threads, bar.sync 0), then its thread 0 arrives.
+"""
+from __future__ import annotations
+
+from ..builder.context import current
+from ..builder.control import cta_sync, if_, named_barrier, warp_sync
+from ..builder.resources import require_top_level, resource_error
+from ..builder.tensor import local_scalar
+from ..ir import SpecialReg, select
+from . import mbarrier as mb
+
+_SCOPES = ("thread", "warp", "warpgroup", "cta")
+
+
+class _State:
+    """A stage index and its phase bit in two local scalars; `advance` moves to the next."""
+
+    def __init__(self, pipe, role):
+        self.pipe = pipe
+        self._stage = local_scalar("int32", 0, name=f"{pipe.name}_{role}_stage")
+        self._phase = local_scalar("int32", 0, name=f"{pipe.name}_{role}_phase")
+
+    @property
+    def stage(self):
+        """The current stage index (an int32 expression): index the ring's tiles with it."""
+        return self._stage.__ptxgen_expr__()
+
+    @property
+    def phase(self):
+        return self._phase.__ptxgen_expr__()
+
+    @property
+    def full(self):
+        """The current stage's full barrier (pass it as copy_async's mbar=)."""
+        return self.pipe.full[self.stage]
+
+    @property
+    def empty(self):
+        return self.pipe.empty[self.stage]
+
+    def advance(self):
+        nxt = self.stage + 1
+        wrap = nxt == self.pipe.stages
+        self._phase.set(self.phase ^ select(wrap, 1, 0))
+        self._stage.set(select(wrap, 0, nxt))
+
+
+class Producer(_State):
+    def acquire(self):
+        """Wait until the current stage is empty (its consumers released it); the first round
+        passes at once."""
+        mb.try_wait(self.empty, self.phase ^ 1)
+
+    def commit(self, arrive: bool = False):
+        """Done filling the current stage: `arrive=True` adds one plain arrival on its full
+        barrier (for data that did not come by copy_async(mbar=...)); then the next stage."""
+        if arrive:
+            mb.arrive(self.full)
+        self.advance()
+
+
+class Consumer(_State):
+    def __init__(self, pipe, scope):
+        if scope not in _SCOPES:
+            raise resource_error(f"Pipeline consumer scope={scope!r}: one of {', '.join(_SCOPES)}")
+        super().__init__(pipe, "consumer")
+        self.scope = scope
+
+    def wait(self):
+        """Wait until the current stage is full (every expected copy landed)."""
+        mb.try_wait(self.full, self.phase)
+
+    def release(self):
+        """This consumer is done with the current stage: one arrival on its empty barrier
+        (after the consumer's scope synchronized), then the next stage."""
+        tid = SpecialReg("tid.x")
+        if self.scope == "thread":
+            mb.arrive(self.empty)
+        else:
+            if self.scope == "warp":
+                warp_sync()
+                first = tid % 32 == 0
+            elif self.scope == "warpgroup":
+                named_barrier(tid // 128 + 1, 128)
+                first = tid % 128 == 0
+            else:
+                cta_sync()
+                first = tid == 0
+            with if_(first):
+                mb.arrive(self.empty)
+        self.advance()
+
+
+class Pipeline:
+    """`stages` full/empty mbarrier pairs from an SMEMPool; see the module docstring."""
+
+    def __init__(self, pool, stages: int, consumers: int = 1, producer_arrivals: int = 1,
+                 name: str = "pipe"):
+        for what, v in (("stages", stages), ("consumers", consumers),
+                        ("producer_arrivals", producer_arrivals)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise resource_error(f"Pipeline {what}={v!r} must be a positive int")
+        self.pool, self.stages, self.name = pool, stages, current().unique(name)
+        self.consumers, self.producer_arrivals = consumers, producer_arrivals
+        self.full = pool.alloc_mbarrier(stages, name=f"{self.name}_full")
+        self.empty = pool.alloc_mbarrier(stages, name=f"{self.name}_empty")
+
+    def init(self):
+        """Thread 0 initialises every barrier and publishes them (fence.mbarrier_init); then
+        the CTA synchronizes.  Every thread calls it, at the top level, before any use."""
+        require_top_level("Pipeline.init()")
+        with if_(SpecialReg("tid.x") == 0):
+            for s in range(self.stages):
+                mb.init(self.full[s], self.producer_arrivals)
+                mb.init(self.empty[s], self.consumers)
+            mb.fence_mbarrier_init()
+        cta_sync()
+
+    def producer(self) -> Producer:
+        """A producer's position in the ring (its own local scalars)."""
+        return Producer(self, "producer")
+
+    def consumer(self, scope: str = "thread") -> Consumer:
+        """A consumer's position; `scope` is who reads a stage and releases it together."""
+        return Consumer(self, scope)
+
+
+__all__ = ["Pipeline", "Producer", "Consumer"]
