@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..dtypes import dtype as _dtype
 from ..errors import LayoutError
-from ..layout import ComposeLayout, S, Swizzle, TileLayout
+from ..layout import ComposeLayout, S, Swizzle, TileLayout, row_major_strides
 
 MODES = ("128B", "64B", "32B", "none")
 ATOM_ROW_BYTES = {"128B": 128, "64B": 64, "32B": 32, "none": 16}
@@ -117,12 +117,8 @@ def mma_layout(shape, dtype, mode: str, atom_order: str = "k") -> ComposeLayout:
     r_shape, r_stride = _mode(rows // 8, 8, group_stride, e)
     k_shape, k_stride = _mode(k // e, e, katom_stride, 1)
     lead = shape[:-2]
-    lead_strides, acc = [], rows * k                # leading dims stack whole tiles
-    for s in reversed(lead):
-        lead_strides.insert(0, acc)
-        acc *= s
-    inner = TileLayout(S[tuple(lead) + (r_shape, k_shape):tuple(lead_strides) + (r_stride,
-                                                                                   k_stride)])
+    lead_strides = row_major_strides(lead, rows * k)   # leading dims stack whole tiles
+    inner = TileLayout(S[tuple(lead) + (r_shape, k_shape):lead_strides + (r_stride, k_stride)])
     return ComposeLayout(Swizzle.mma(mode, bits), inner)
 
 

@@ -10,6 +10,7 @@ from types import FunctionType
 from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var, cast, const
+from ..layout import row_major_strides
 from . import context
 from .tensor import Tensor, TensorHandle, make_buffer
 
@@ -309,12 +310,7 @@ def _expected_strides(b):
     shape = b.shape
 
     def strides(sym, shape=shape):
-        dims = [s if isinstance(s, int) else sym[s.name] for s in shape]
-        out, acc = [], 1
-        for d in reversed(dims):
-            out.insert(0, acc)
-            acc *= d
-        return tuple(out)
+        return row_major_strides([s if isinstance(s, int) else sym[s.name] for s in shape])
     return strides
 
 

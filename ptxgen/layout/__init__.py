@@ -8,7 +8,7 @@ decomposition); strides may be bound to thread axes (`1 @ laneid`).  `Swizzle` a
 from ._grid import index_grid, per_element
 from ._axis import (Axis, Stride, TCol, TLane, laneid, m, tid, tid_in_wg, warpid,  # noqa: F401
                     wid_in_wg)
-from ._spec import S, Spec
+from ._spec import S, Spec, row_major_strides
 from ._swizzle import ComposeLayout, Swizzle, swizzle_32B, swizzle_64B, swizzle_128B
 from ._tile import TileLayout
 
@@ -25,5 +25,5 @@ def tile_to(atom, shape):
 
 __all__ = ["Axis", "Stride", "S", "Spec", "TileLayout", "Swizzle", "ComposeLayout",
            "swizzle_32B", "swizzle_64B", "swizzle_128B", "tile", "tile_to", "index_grid",
-           "per_element",
+           "per_element", "row_major_strides",
            "m", "laneid", "warpid", "tid", "tid_in_wg", "wid_in_wg", "TLane", "TCol"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand,
                    format_expr)
+from ...layout import row_major_strides
 from ...emit.address import byte_offset
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
@@ -50,14 +51,6 @@ def _flatten(shape):
     return [shape]
 
 
-def _row_major_strides(shape):
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.insert(0, acc)
-        acc = s * acc
-    return out
-
-
 def analyze_side(region: BufferRegion) -> Side:
     """Leaves and base offset of a region, from its buffer's layout metadata only."""
     buf = region.buffer
@@ -70,7 +63,7 @@ def analyze_side(region: BufferRegion) -> Side:
     if lay is not None and hasattr(lay, "swizzle") and hasattr(lay, "layout"):
         swz, lay = lay.swizzle, lay.layout
     if lay is None:
-        strides = _row_major_strides(buf.shape)
+        strides = row_major_strides(buf.shape)
         leaves = [Leaf(e, st) for e, st in zip(extents, strides)]
         base = 0
         for s, st in zip(starts, strides):

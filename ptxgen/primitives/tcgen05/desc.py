@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
 from ...ir import BufferPtr, BufferRegion, Const, Let, Var, cast
-from ...layout import ComposeLayout, S, Swizzle, TileLayout
+from ...layout import ComposeLayout, S, Swizzle, TileLayout, row_major_strides
 from .. import mma_desc as md
 
 _U32, _U64 = _dtype("uint32"), _dtype("uint64")
@@ -130,14 +130,6 @@ def _declared_swizzle(role, region, lay, bits, declared):
     return have
 
 
-def _row_major(shape):
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.insert(0, acc)
-        acc *= s
-    return TileLayout(S[tuple(shape):tuple(strides)])
-
-
 def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) -> SmemOperand:
     """Derive and check an MMA shared-memory operand from `region` (see module docstring).
 
@@ -167,7 +159,8 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
             raise _fail(role, region, f"leading dims must have extent 1 (one tile), got {e}")
     if not (isinstance(r0, int) and isinstance(k0, int)):
         raise _fail(role, region, "the row and K starts of the region must be constants")
-    lay = buf.layout if buf.layout is not None else _row_major(buf.shape)
+    lay = buf.layout if buf.layout is not None else \
+        TileLayout(S[tuple(buf.shape):row_major_strides(buf.shape)])
     sw = _declared_swizzle(role, region, lay, bits, swizzle)
     R, K = buf.shape[-2], buf.shape[-1]
     # the K-step rules first: they are the likeliest mistake and have the clearest message
