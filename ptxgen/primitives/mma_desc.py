@@ -413,8 +413,7 @@ _KINDS = {
     "tf32": ({_TF32: 2}, {"float32": 1}, 8),
     "f8f6f4": ({"float8_e4m3fn": 0, "float8_e5m2": 1}, {"float16": 0, "float32": 1}, 32),
 }
-_KIND_OF = {"float16": "f16", "bfloat16": "f16", _TF32: "tf32", "float8_e4m3fn": "f8f6f4",
-            "float8_e5m2": "f8f6f4"}
+_KIND_OF = {name: k for k, (ab, _, _) in _KINDS.items() for name in ab}   # A/B type -> kind
 
 
 def _dt_name(x, kind=None) -> str:
@@ -422,6 +421,12 @@ def _dt_name(x, kind=None) -> str:
         return _TF32
     name = _dtype(x).name
     return _TF32 if (kind == "tf32" and name == "float32") else name
+
+
+def mma_kind(a_dtype) -> str | None:
+    """The MMA kind ('f16', 'tf32', 'f8f6f4') of an A/B operand type, float32 read as tf32;
+    None if no kind takes it."""
+    return _KIND_OF.get(_dt_name(a_dtype, "tf32"))
 
 
 def _kind(kind) -> str:

@@ -23,8 +23,6 @@ from .desc import desc_stmts, smem_operand
 from .. import mma_desc as md
 
 _U32 = _dtype("uint32")
-_KIND_OF = {"float16": "f16", "bfloat16": "f16", "float32": "tf32", "float8_e4m3fn": "f8f6f4",
-            "float8_e5m2": "f8f6f4"}
 
 
 class TmemOperand:
@@ -117,7 +115,7 @@ def gemm_async(scope, D, A, B, accumulate=True, *, a_major=None, b_major=None, s
         a = C.region_of(A, "gemm_async A")
         b = C.region_of(B, "gemm_async B")
         ta, tb = _dt_of(a), _dt_of(b)
-        kind = _KIND_OF.get(ta.name)
+        kind = md.mma_kind(ta)
         if kind is None:
             raise PtxgenError(f"gemm_async A is {ta}, not a tcgen05 operand type (float16, "
                               f"bfloat16, float32 as tf32, float8_e4m3fn, float8_e5m2)")
