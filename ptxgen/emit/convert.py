@@ -13,6 +13,7 @@ import numpy as np
 from ..dtypes import DType, dtype
 from ..errors import PtxgenError
 from ..ir import BOOL, Const
+from ..target import has_opcode
 from ..target.forms import form
 from .regs import int_type, reg_class
 
@@ -99,7 +100,7 @@ class ConvertEmitter:
         # float -> float
         s, d = src.name, dst.name
         if s == "bfloat16":
-            if self.target.sm >= 90:
+            if has_opcode("cvt.f32.bf16", self.target):
                 r = self.new_reg("f32")
                 self.need_opcode("cvt.f32.bf16")
                 self.emit(form("cvt", "f32", "bf16").format(d=r, a=v))

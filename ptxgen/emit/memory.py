@@ -14,7 +14,7 @@ from .address import _SPACE, AddressEmitter
 from .debug import BoundsChecks
 from .names import sanitize
 from .regs import _PREFIX, _REG_CLASS, reg_class
-from ..target import smem_limits
+from ..target import WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, smem_limits, wide_vector_refusal
 from ..dtypes import mem_type
 
 # the container (type, count) that moves n bits, and the register class of each type
@@ -181,7 +181,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
             mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
             self.lines.append("    " + form("ld", space, mt).format(d=r, a=addr))
             return r
-        if nbits == 256:
+        if nbits == WIDE_VECTOR_BITS:
             self._gate_vector(space)
         ty, n = _CONTAINERS.get(nbits) or _container(nbits)
         cls = _CONTAINER_CLS[ty]
@@ -228,7 +228,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
             mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
             self.lines.append("    " + form("st", space, mt).format(a=addr, v=v))
             return
-        if nbits == 256:
+        if nbits == WIDE_VECTOR_BITS:
             self._gate_vector(space)
         ty, n = _CONTAINERS.get(nbits) or _container(nbits)
         # a vector value's text is its braced registers already
@@ -236,11 +236,11 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
             a=addr, v=v if n > 1 else v.regs[0]))
 
     def _gate_vector(self, space):
-        """256-bit (.v8) accesses: global memory only, sm_100+."""
-        if space != "global":
-            raise PtxgenError(f"256-bit vector access needs the global state space, not {space}")
-        self.need_opcode("ld.global.v8", feature="256 bit wide load/store", min_sm=100,
-                         min_ptx=(8, 8))
+        """256-bit (.v8) accesses: target.wide_vector_refusal and WIDE_VECTOR_GATE say where."""
+        why = wide_vector_refusal(space=space)
+        if why:
+            raise PtxgenError(f"{why}, not {space}; use 128-bit vectors there")
+        self.need_opcode("ld.global.v8", **WIDE_VECTOR_GATE)
 
     # ---- container packing ----------------------------------------------------------
     def _pack(self, regs, dt):

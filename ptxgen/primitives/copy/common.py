@@ -15,6 +15,7 @@ from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand,
                    format_expr)
 from ...layout import row_major_strides
+from ...target import WIDE_VECTOR_BITS, WIDE_VECTOR_GATE
 from ...emit.address import byte_offset
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
@@ -226,8 +227,7 @@ def ld_st_pair(src_ptr, dst_ptr, bits, src_space, dst_space, regs, cache_hint=""
     """ld.<src>.vN.uK {regs}, [src]; st.<dst>.vN.uK [dst], {regs} as Instr statements."""
     ty, n, _ = CONTAINERS[bits]
     v = f".v{n}" if n > 1 else ""
-    gate = {"feature": "256 bit wide load/store", "min_sm": 100, "min_ptx": (8, 8)} \
-        if bits == 256 else None
+    gate = dict(WIDE_VECTOR_GATE) if bits == WIDE_VECTOR_BITS else None
     ops = VecOperand(tuple(regs)) if n > 1 else regs[0]
     lgate = gate
     if "::" in cache_hint:   # L1::/L2:: qualifiers need PTX 7.4 (ptx-reference §2)
