@@ -220,7 +220,6 @@ class Kernel:
     @property
     def params(self):
         from ..runtime import ParamSpec
-        from ..emit.codegen import reg_type_of
 
         out = []
         for p in self.ir.params:
@@ -230,7 +229,7 @@ class Kernel:
                 out.append(ParamSpec(p.name, "tensor", b.dtype.name, ".u64", shape,
                                      _expected_strides(b), b.align))
             else:
-                out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + reg_type_of(p.var.dtype)))
+                out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + p.var.dtype.ptx.param))
         return out
 
     def __call__(self, *args, grid=None, block=None, stream=None, dynamic_smem_bytes=None, **kw):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import __version__ as _version
 from ..errors import PtxgenError
-from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
+from ..ir import (Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
                   Let, Load, Mem, Store, TileCall, Var, VecOperand, While, format_stmt)
 from ..passes.lower import lower
 from ..analysis.simplify import Analyzer
@@ -18,7 +18,8 @@ from ..target.forms import form, render_module
 from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
 from .memory import MemoryEmitter
 from ..target import Target, check_opcode
-from .regs import _PREFIX, reg_class
+from ..dtypes import REG_PREFIX as _PREFIX
+from ..dtypes import reg_class
 from .values import ValueEmitter
 
 class Codegen(ValueEmitter, MemoryEmitter):
@@ -301,8 +302,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             if p.kind == "tensor":
                 out.append(f"    .param .u64 .ptr .global .align {p.buffer.align} {name}")
             else:
-                ty = reg_type_of(p.var.dtype)
-                out.append(f"    .param .{ty} {name}")
+                out.append(f"    .param .{p.var.dtype.ptx.param} {name}")
         return out
 
     def entry(self):
@@ -318,7 +318,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             else:
                 dt = p.var.dtype
                 r = self.new_reg(reg_class(dt))
-                lines.append("    " + form("ld_param", reg_type_of(dt)).format(d=r, a=name))
+                lines.append("    " + form("ld_param", dt.ptx.param).format(d=r, a=name))
                 self.var_reg[p.var.uid] = r
                 if p.kind == "symbol":   # shape extents are never negative
                     self.an.bind_range(p.var, 0, None)
@@ -345,14 +345,6 @@ class Codegen(ValueEmitter, MemoryEmitter):
 Codegen._DISPATCH = {cls: getattr(Codegen, "s_" + cls.__name__)
                      for cls in (Alloc, Barrier, Comment, DeclBuffer, For, If, Instr, Let, Store,
                                  TileCall, While)}
-
-
-def reg_type_of(dt) -> str:
-    if dt == BOOL:
-        return "pred"
-    if dt.is_int:
-        return ("s" if dt.kind == "int" else "u") + str(max(dt.bits, 32) if dt.bits < 64 else 64)
-    return {"float32": "f32", "float64": "f64", "float16": "b16", "bfloat16": "b16"}.get(dt.name, "b32")
 
 
 def _off(off: int) -> str:

@@ -13,16 +13,15 @@ from ..target.forms import form
 from .address import _SPACE, AddressEmitter
 from .debug import BoundsChecks
 from .names import sanitize
-from .regs import _PREFIX, _REG_CLASS, reg_class
 from ..target import WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, smem_limits, wide_vector_refusal
-from ..dtypes import mem_type
+from ..dtypes import MOVE_CONTAINERS, mem_type, reg_class
+from ..dtypes import REG_PREFIX as _PREFIX
 
-# the container (type, count) that moves n bits, and the register class of each type
-_CONTAINERS = {256: ("b32", 8), 128: ("b32", 4), 64: ("b32", 2), 32: ("b32", 1),
-               16: ("b16", 1), 8: ("b8", 1)}
+# the container (bit type, count) that moves n bits, and the register class of each type
+# (b8 has none of its own: bytes sit in 32-bit registers)
+_CONTAINERS = {n: (f"b{b}", k) for n, (b, k) in MOVE_CONTAINERS.items()}
 _CONTAINER_CLS = {"b32": "b32", "b16": "b16", "b8": "b32", "b64": "b64"}
 _new_str = str.__new__
-_MEM_TYPE: dict = {}   # dtype (interned) -> ld/st type
 
 
 class MemoryEmitter(AddressEmitter, BoundsChecks):
@@ -174,11 +173,11 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if lanes == 1:
             if dt == BOOL:
                 raise PtxgenError("bool buffers are not supported in memory; use uint8")
-            cls = (_REG_CLASS.get(dt) or reg_class(dt)) if dt.bits >= 16 else "b32"
+            cls = dt.ptx.reg if dt.bits >= 16 else "b32"
             n = counts[cls] + 1
             counts[cls] = n
             r = _PREFIX[cls] + str(n)
-            mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
+            mt = dt.ptx.mem or mem_type(dt)
             self.lines.append("    " + form("ld", space, mt).format(d=r, a=addr))
             return r
         if nbits == WIDE_VECTOR_BITS:
@@ -225,7 +224,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         reg, off = self._address(base, space, aff)
         addr = reg + "+" + str(off) if off else reg
         if lanes == 1:
-            mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
+            mt = dt.ptx.mem or mem_type(dt)
             self.lines.append("    " + form("st", space, mt).format(a=addr, v=v))
             return
         if nbits == WIDE_VECTOR_BITS:

@@ -535,6 +535,7 @@ def decode_instr_desc(value: int, kind) -> dict:
     return out
 
 
+# wgmma's operand type names, a fact of their own (tf32/e4m3/e5m2 exist only in MMA spellings)
 _WGMMA_PTX = {"float16": "f16", "bfloat16": "bf16", _TF32: "tf32", "float32": "f32",
               "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 

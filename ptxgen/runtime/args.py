@@ -28,7 +28,8 @@ class ParamSpec:
     align: int = 16           # required base-pointer alignment in bytes (tensors)
 
 
-# struct codes per PTX parameter type; 16-bit floats are chosen by dtype below.
+# struct codes per PTX parameter type (dtype.ptx.param): host packing, a fact of its own;
+# 16-bit floats share .b16, so they are chosen by dtype below.
 _FMT = {".u64": "Q", ".s64": "q", ".b64": "Q", ".u32": "I", ".s32": "i", ".b32": "I",
         ".u16": "H", ".s16": "h", ".b16": "H", ".u8": "B", ".s8": "b", ".b8": "B",
         ".f64": "d", ".f32": "f", ".f16": "e"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ...dtypes import MOVE_CONTAINERS
 from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand,
                    format_expr)
@@ -219,8 +220,9 @@ def element_address(side: Side, pre_swizzle):
     return pre_swizzle
 
 
-CONTAINERS = {8: ("u8", 1, "uint8"), 16: ("u16", 1, "uint16"), 32: ("u32", 1, "uint32"),
-              64: ("u32", 2, "uint32"), 128: ("u32", 4, "uint32"), 256: ("u32", 8, "uint32")}
+# bits -> (PTX type, lanes, register dtype) of dtypes.MOVE_CONTAINERS, spelled as the unsigned
+# types of the copies' uintN temp registers (the emitter's own ld/st spell them bN)
+CONTAINERS = {n: (f"u{b}", k, f"uint{b}") for n, (b, k) in MOVE_CONTAINERS.items()}
 
 
 def ld_st_pair(src_ptr, dst_ptr, bits, src_space, dst_space, regs, cache_hint=""):
