@@ -10,6 +10,7 @@ from types import FunctionType
 from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var, cast, const
+from ..layout import row_major_strides
 from . import context
 from .resources import resources_of
 from .tensor import Tensor, TensorHandle, make_buffer
@@ -215,7 +216,6 @@ class Kernel:
     @property
     def params(self):
         from ..runtime import ParamSpec
-        from ..emit.codegen import reg_type_of
 
         out = []
         for p in self.ir.params:
@@ -225,7 +225,7 @@ class Kernel:
                 out.append(ParamSpec(p.name, "tensor", b.dtype.name, ".u64", shape,
                                      _expected_strides(b), b.align))
             else:
-                out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + reg_type_of(p.var.dtype)))
+                out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + p.var.dtype.ptx.param))
         return out
 
     def __call__(self, *args, grid=None, block=None, stream=None, dynamic_smem_bytes=None, **kw):
@@ -305,12 +305,7 @@ def _expected_strides(b):
     shape = b.shape
 
     def strides(sym, shape=shape):
-        dims = [s if isinstance(s, int) else sym[s.name] for s in shape]
-        out, acc = [], 1
-        for d in reversed(dims):
-            out.insert(0, acc)
-            acc *= d
-        return tuple(out)
+        return row_major_strides([s if isinstance(s, int) else sym[s.name] for s in shape])
     return strides
 
 

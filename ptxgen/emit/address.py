@@ -13,13 +13,23 @@ import math
 from operator import itemgetter
 
 from ..errors import PtxgenError
-from ..analysis.offsets import byte_offset, element_offset  # noqa: F401
 from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Var, expr_key
+from ..layout import row_major_strides
 from ..analysis.simplify import Affine
 from ..target.forms import form
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
+
+
+def _stride_mul(ext, stride):
+    """A row-major stride past a symbolic extent: the product unsimplified, in elements
+    (offset_affine simplifies each index's product as a whole)."""
+    if isinstance(stride, int) and isinstance(ext, int):   # int subclasses
+        return stride * ext
+    st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
+    e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
+    return BinOp("mul", e, st, st.dtype)
 
 
 class AddressEmitter:
@@ -109,19 +119,8 @@ class AddressEmitter:
         nb = bits // 8
         strides = None
         if buf.layout is None:
-            shape = buf.shape
-            strides, stride = [], 1
-            for ext in reversed(shape[1:]):   # the outermost extent scales no index
-                strides.append(stride * nb if type(stride) is int else stride)
-                if isinstance(stride, int) and isinstance(ext, int):
-                    stride *= ext
-                else:
-                    st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
-                    e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
-                    stride = BinOp("mul", e, st, st.dtype)
-            if shape:
-                strides.append(stride * nb if type(stride) is int else stride)
-            strides.reverse()
+            strides = [s * nb if type(s) is int else s
+                       for s in row_major_strides(buf.shape, mul=_stride_mul)]
         plan = self._plans[buf.uid] = (nb, strides)
         return plan
 

@@ -7,21 +7,20 @@ read memory or mutable registers are never cached.
 """
 from __future__ import annotations
 
-from ..dtypes import DType
+from ..dtypes import REG_CLASSES, DType, reg_class
+from ..dtypes import REG_PREFIX as _PREFIX
 from ..errors import PtxgenError
 from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, SpecialReg, Var,
                   expr_key)
 from ..printer import format_expr
 from .convert import ConvertEmitter
-from .regs import _PREFIX, REG_CLASSES, int_type, reg_class
 from ..target.forms import form
 
 _INT_REGS: dict = {}   # int dtype -> (PTX type, register class, register prefix)
 
 
 def _int_regs(dt: DType) -> tuple:
-    cls = "b64" if dt.bits == 64 else "b32"
-    t = _INT_REGS[dt] = (int_type(dt), cls, _PREFIX[cls])
+    t = _INT_REGS[dt] = (dt.ptx.arith, dt.ptx.reg, _PREFIX[dt.ptx.reg])
     return t
 
 
@@ -262,9 +261,7 @@ class ValueEmitter(ConvertEmitter):
         raise PtxgenError(f"cannot emit expression {format_expr(e)}")
 
     def _arith_type(self, dt):
-        if dt.is_int:
-            return int_type(dt)
-        return dt.name.replace("float", "f")
+        return dt.ptx.arith
 
     # ---- binary operations ---------------------------------------------------------
     def _binop(self, e: BinOp) -> str:

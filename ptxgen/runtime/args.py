@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..dtypes import ALL_SCALARS, dtype
 from ..errors import LaunchError
+from ..layout import row_major_strides
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class ParamSpec:
     align: int = 16           # required base-pointer alignment in bytes (tensors)
 
 
-# struct codes per PTX parameter type; 16-bit floats are chosen by dtype below.
+# struct codes per PTX parameter type (dtype.ptx.param): host packing, a fact of its own;
+# 16-bit floats share .b16, so they are chosen by dtype below.
 _FMT = {".u64": "Q", ".s64": "q", ".b64": "Q", ".u32": "I", ".s32": "i", ".b32": "I",
         ".u16": "H", ".s16": "h", ".b16": "H", ".u8": "B", ".s8": "b", ".b8": "B",
         ".f64": "d", ".f32": "f", ".f16": "e"}
@@ -199,14 +201,6 @@ def _shape_text(shape) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
-def row_major(shape) -> tuple:
-    out, s = [], 1
-    for n in reversed(shape):
-        out.append(s)
-        s *= n
-    return tuple(reversed(out))
-
-
 class Binder:
     """Maps a call's arguments onto the kernel parameters: checks every tensor and scalar,
     binds shape symbols, and returns the values in parameter order, ready to pack."""
@@ -363,9 +357,9 @@ class Binder:
         if isinstance(strides, tuple) and len(strides) == 3 and strides[0] == "bytes":
             raise LaunchError(f"argument '{p.name}': byte strides {strides[1]} are not multiples "
                               f"of the element size {strides[2]}")
-        got = row_major(shape) if strides is None else tuple(strides)
+        got = row_major_strides(shape) if strides is None else tuple(strides)
         if any(e != g for e, g, n in zip(exp, got, shape) if n != 1) or len(exp) != len(got):
-            note = " (contiguous row-major)" if exp == row_major(shape) else ""
+            note = " (contiguous row-major)" if exp == row_major_strides(shape) else ""
             raise LaunchError(f"argument '{p.name}': expected strides {exp} elements{note}, "
                               f"got {got}")
 

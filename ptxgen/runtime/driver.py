@@ -1,4 +1,5 @@
-"""Thin layer over ``cuda.bindings.driver``: result checking, primary contexts, device facts.
+"""Thin layer over ``cuda.bindings.driver``: result checking, primary contexts, device facts,
+streams, and `call` for everything else.  The one set of driver wrappers (bench uses it too).
 
 Everything here imports the driver lazily, so that offline use (PTX -> cubin with nvJitLink)
 never needs libcuda, and ``has_gpu()`` can answer False on a machine without one.
@@ -212,3 +213,23 @@ def synchronize(stream=None, *, kernel: str | None = None, device: int | None = 
             check(d.cuCtxSynchronize(), "cuCtxSynchronize", name)
         else:
             check(d.cuStreamSynchronize(stream_handle(stream, dev)), "cuStreamSynchronize", name)
+
+
+def call(name: str, *args, kernel: str | None = None):
+    """Call driver function `name` and return its outputs as `check` unpacks them: the
+    wrapper for one-off calls (events, memory, copies) that need no function of their own."""
+    return check(getattr(drv(), name)(*args), name, kernel)
+
+
+def device_name(device: int | None = None) -> str:
+    d = drv()
+    dev = check(d.cuDeviceGet(current_device() if device is None else device), "cuDeviceGet")
+    return call("cuDeviceGetName", 256, dev).split(b"\0", 1)[0].decode(errors="replace")
+
+
+def create_stream(non_blocking: bool = True) -> int:
+    """A new stream's raw handle; non-blocking streams never serialize with the legacy one."""
+    d = drv()
+    flags = d.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else \
+        d.CUstream_flags.CU_STREAM_DEFAULT
+    return int(call("cuStreamCreate", flags))

@@ -15,7 +15,7 @@ import pytest
 from ptxgen.errors import CudaError, LaunchError, PTXCompileError
 from ptxgen.runtime import (Launcher, Module, ParamSpec, compile_ptx, device_arch, has_gpu,
                             stats, synchronize)
-from ptxgen.runtime.args import row_major
+from ptxgen.layout import row_major_strides as row_major
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
