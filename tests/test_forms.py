@@ -2,7 +2,6 @@
 each form family, every library instruction records its form, and the disk cache of
 rendered forms (stale / corrupt / tampered entries, template changes, unwritable
 directories, a fresh process without jinja)."""
-import json
 import os
 import subprocess
 import sys
@@ -247,7 +246,7 @@ def fresh_forms(monkeypatch, tmp_path):
 
 
 def _cache_file(d):
-    files = sorted(d.glob("forms-*.json"))
+    files = sorted(d.glob("forms-*.txt"))
     assert len(files) == 1, files
     return files[0]
 
@@ -281,25 +280,22 @@ def test_corrupt_or_stale_cache_is_ignored_and_rebuilt(fresh_forms, damage):
     forms.flush()
     path = _cache_file(fresh_forms)
     data = path.read_bytes()
-    head, payload = data.split(b"\n", 1)
-    meta = json.loads(head)
+    key = forms.cache_key()
+    texts = forms.decode(key, data)
+    assert texts is not None and forms.encode(key, texts) == data
     if damage == "garbage":
-        data = b"\x00not json at all"
+        data = b"\x00not a cache file"
     elif damage == "truncated":
         data = data[:len(data) // 2]
     elif damage == "other key":
-        data = json.dumps(dict(meta, key="0" * 64)).encode() + b"\n" + payload
+        data = forms.encode("0" * 64, texts)
     elif damage == "bad sha":
-        data = head + b"\n" + payload.replace(b"x4", b"x8")
+        data = data.replace(b"x4", b"x8")
     else:   # a well-formed file whose entry would smuggle an expression into a form's f-string
-        import hashlib
-
-        texts = json.loads(payload)
-        key = next(k for k in texts if "'ld'" in k)
-        texts[key] = "ld.global.u32 {__import__('os').getpid()}, [{a}];"
-        payload = json.dumps(texts).encode()
-        meta["sha256"] = hashlib.sha256(payload).hexdigest()
-        data = json.dumps(meta).encode() + b"\n" + payload
+        entry = next(k for k in texts if "'ld'" in k)
+        texts[entry] = "ld.global.u32 {__import__('os').getpid()}, [{a}];"
+        data = forms.encode(key, texts)
+    assert data != path.read_bytes()
     path.write_bytes(data)
     forms._clear_memory()
     assert _render_some() == first
@@ -324,7 +320,7 @@ def test_templates_change_gives_a_new_key(fresh_forms, tmp_path, monkeypatch):
     assert forms.cache_key() != before
     assert opcode("probe_form") == "probe.form"
     forms.flush()
-    assert len(list(fresh_forms.glob("forms-*.json"))) == 1
+    assert len(list(fresh_forms.glob("forms-*.txt"))) == 1
     (tdir / "isa.ptx.j2").write_text((tdir / "isa.ptx.j2").read_text().replace("probe.form",
                                                                                "probe.changed"))
     forms.environment.cache_clear()
@@ -332,7 +328,7 @@ def test_templates_change_gives_a_new_key(fresh_forms, tmp_path, monkeypatch):
     forms._clear_memory()
     assert opcode("probe_form") == "probe.changed"     # not the stale text of the old key
     forms.flush()
-    assert len(list(fresh_forms.glob("forms-*.json"))) == 2
+    assert len(list(fresh_forms.glob("forms-*.txt"))) == 2
 
 
 @pytest.mark.parametrize("how", ["dir is a file", "disabled"])
