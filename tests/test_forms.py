@@ -274,7 +274,7 @@ def test_disk_cache_round_trip(fresh_forms):
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "other key", "bad sha",
-                                    "tampered entry"])
+                                    "tampered entry", "keyword field"])
 def test_corrupt_or_stale_cache_is_ignored_and_rebuilt(fresh_forms, damage):
     first = _render_some()
     forms.flush()
@@ -291,9 +291,10 @@ def test_corrupt_or_stale_cache_is_ignored_and_rebuilt(fresh_forms, damage):
         data = forms.encode("0" * 64, texts)
     elif damage == "bad sha":
         data = data.replace(b"x4", b"x8")
-    else:   # a well-formed file whose entry would smuggle an expression into a form's f-string
-        entry = next(k for k in texts if "'ld'" in k)
-        texts[entry] = "ld.global.u32 {__import__('os').getpid()}, [{a}];"
+    else:   # well-formed files whose entry would smuggle an expression into a form's f-string
+        entry = next(k for k in texts if "'ld'" in k)   # or not compile as a lambda
+        texts[entry] = ("ld.global.u32 {__import__('os').getpid()}, [{a}];"
+                        if damage == "tampered entry" else "ld.global.u32 {if}, [{_}];")
         data = forms.encode(key, texts)
     assert data != path.read_bytes()
     path.write_bytes(data)
@@ -302,7 +303,8 @@ def test_corrupt_or_stale_cache_is_ignored_and_rebuilt(fresh_forms, damage):
     forms.flush()
     forms._clear_memory()
     texts = forms._disk.load()          # the file is whole again
-    assert any("tcgen05_ld" in k for k in texts) and "__import__" not in "".join(texts.values())
+    assert any("tcgen05_ld" in k for k in texts)
+    assert not any("__import__" in v or "{if}" in v for v in texts.values())
 
 
 def test_templates_change_gives_a_new_key(fresh_forms, tmp_path, monkeypatch):
@@ -379,3 +381,11 @@ def test_fresh_process_needs_no_jinja_once_cached(tmp_path):
     assert cold_jinja == "True"            # the empty cache was filled by rendering
     assert warm_jinja == "False"           # ... and read back without jinja
     assert warm_ptx == cold_ptx
+
+
+def test_import_ptxgen_leaves_jinja_out():
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", "import sys, ptxgen; print(sorted(m for m in "
+                          "sys.modules if m.split('.')[0] in ('jinja2', 'markupsafe')))"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -17,6 +17,7 @@ import os
 import threading
 from _string import formatter_parser   # string.Formatter().parse, without importing string
 from functools import lru_cache
+from keyword import iskeyword
 from pathlib import Path
 
 
@@ -63,13 +64,13 @@ _PLACEHOLDERS = {k: "{" + k + "}" for k in ("d", "a", "b", "c", "v", "p", "l", "
 
 def _fields(text: str) -> list:
     """The placeholder names of a format string, in order; ValueError unless each is a bare
-    identifier (no attribute, index, conversion or spec): a form's text is compiled into an
-    f-string, so a text read back from disk must not be able to carry an expression."""
+    name that can be a parameter (no attribute, index, conversion or spec): a form's text is
+    compiled into an f-string, so a text read back from disk must not carry an expression."""
     fields = []
     for _, field, spec, conv in formatter_parser(text):
         if field is None:
             continue
-        if not field.isidentifier() or spec or conv:
+        if not field.isidentifier() or iskeyword(field) or field == "_" or spec or conv:
             raise ValueError(f"form placeholder {{{field}}} is not a plain name")
         if field not in fields:
             fields.append(field)
