@@ -63,7 +63,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("tcgen05_commit", (), {},
      "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64"),
     ("tcgen05_ld", ("32x32b", 32), {}, "tcgen05.ld.sync.aligned.32x32b.x32.b32"),
-    ("tcgen05_ld", ("16x256b", 4), {"pack": True}, "tcgen05.ld.sync.aligned.16x256b.x4.pack::16b.b32"),
+    ("tcgen05_ld", ("16x256b", 4), {"pack": True},
+     "tcgen05.ld.sync.aligned.16x256b.x4.pack::16b.b32"),
     ("tcgen05_st", ("32x32b", 8, True), {}, "tcgen05.st.sync.aligned.32x32b.x8.unpack::16b.b32"),
     ("tcgen05_wait", ("ld",), {}, "tcgen05.wait::ld.sync.aligned"),
     ("tcgen05_wait", ("st",), {}, "tcgen05.wait::st.sync.aligned"),
@@ -137,8 +138,9 @@ def _kernels():
     for mod in ("gemm_sm100", "pool_sm100", "smem_pool_demo", "wgmma_desc_check", "phase_loop",
                 "dyn_arena"):
         for k in getattr(importlib.import_module(mod), "KERNELS", []):
-            for arch in ("sm_90a", "sm_100a"):
-                yield f"{mod}:{k.name}@{arch}", lambda k=k, a=arch: k.ptx(a)
+            for arch in ("sm_90a", "sm_100a"):   # traced again: the escapes must be seen
+                yield f"{mod}:{k.name}@{arch}", \
+                    lambda k=k, a=arch: emit_speed._retrace(k)().ptx(a)
     sweep.load_plugins()
     import ptxgen.runtime
     old = ptxgen.runtime.device_arch
@@ -252,8 +254,8 @@ def _cache_file(d):
 
 
 def _render_some():
-    return (opcode("tcgen05_ld", "32x32b", 4), form("ld", "global", "u32").format(d="%r1", a="%rd1"),
-            forms._module_format(False))
+    return (opcode("tcgen05_ld", "32x32b", 4),
+            form("ld", "global", "u32").format(d="%r1", a="%rd1"), forms._module_format(False))
 
 
 def test_disk_cache_round_trip(fresh_forms):
