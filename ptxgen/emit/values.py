@@ -4,6 +4,10 @@ Every integer/float expression becomes one virtual register (or an immediate).
 Pure sub-expressions are cached per lexical scope, so a value computed once in a
 block is reused by later statements of the block and its children.  Values that
 read memory or mutable registers are never cached.
+
+val/affine_val/_term_val run once per value, so they write out what new_reg and remember
+do (each such line says which): the helper calls would add ~5% to a build's Python calls,
+a tracked figure (benchmarks/emit_speed.py).
 """
 from __future__ import annotations
 
