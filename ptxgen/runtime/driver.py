@@ -1,13 +1,15 @@
 """Thin layer over ``cuda.bindings.driver``: result checking, primary contexts, device facts.
 
 Everything here imports the driver lazily, so that offline use (PTX -> cubin with nvJitLink)
-never needs libcuda, and ``has_gpu()`` can answer False on a machine without one.
+never needs libcuda, and ``has_gpu()`` can answer False on a machine without one.  Facts that
+cannot change while the process runs (a device's arch and attributes, which device a primary
+context belongs to) are asked once and kept, so launches do not repeat driver queries.
 """
 from __future__ import annotations
 
 import threading
 
-from ..errors import CudaError
+from ..errors import CudaError, LaunchError
 
 # Errors after which the context cannot be used again (every later call returns the same code).
 STICKY = {
@@ -25,6 +27,10 @@ _lock = threading.RLock()
 _drv = None
 _init_error: str | None = None
 _primary: dict[int, object] = {}       # device ordinal -> retained primary CUcontext
+_ctx_device: dict[int, int] = {}       # int(primary CUcontext) -> its device ordinal
+_attrs: dict[tuple, int] = {}          # (device, attribute name) -> value
+_arch: dict[int, str] = {}             # device ordinal -> nvJitLink arch
+_count: list = []                      # [device count], once known
 _driver_version: str | None = None
 last_kernel = [None]                   # name of the last kernel launched (for sync errors)
 
@@ -105,18 +111,12 @@ def check(result, call: str, kernel: str | None = None):
 
 def has_gpu() -> bool:
     """True when a driver loads and sees at least one device.  Never raises."""
-    d = _load()
-    if d is None:
-        return False
-    try:
-        err, n = d.cuDeviceGetCount()
-        return not err and n > 0
-    except Exception:
-        return False
+    return device_count() > 0
 
 
 def driver_version() -> str:
-    """cuDriverGetVersion as text ("13000"), or "none" without a driver; part of cache keys."""
+    """cuDriverGetVersion as text ("13000"), or "none" without a driver; recorded in disk
+    cache entries."""
     global _driver_version
     if _driver_version is None:
         try:
@@ -128,27 +128,108 @@ def driver_version() -> str:
     return _driver_version
 
 
+def loaded():
+    """The driver module if this process has already loaded it, else None; never imports."""
+    return _drv
+
+
+def loaded_driver_version() -> str | None:
+    """driver_version() once this process uses the driver (it is launching), else None: a
+    cache lookup made for an offline compile must not load libcuda to answer it."""
+    return driver_version() if _drv is not None else None
+
+
+def device_count() -> int:
+    """Number of visible devices (0 without a usable driver); asked once per process."""
+    if not _count:
+        d = _load()
+        n = 0
+        if d is not None:
+            try:
+                err, n = d.cuDeviceGetCount()
+                n = 0 if err else int(n)
+            except Exception:
+                n = 0
+        _count.append(n)
+    return _count[0]
+
+
 def current_device() -> int:
-    """Ordinal of the current context's device, else 0 (torch's current device is honoured)."""
+    """Ordinal of the current context's device, else 0.  torch's current device is honoured:
+    ``torch.cuda.set_device`` and ``torch.cuda.device(...)`` make its primary context current.
+    One driver call when the current context is a primary context seen before."""
     d = drv()
-    ctx = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if int(ctx):
-        return int(check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
-    return 0
+    err, ctx = d.cuCtxGetCurrent()
+    c = 0 if err else int(ctx)
+    if not c:
+        return 0
+    dev = _ctx_device.get(c)
+    if dev is None:
+        dev = int(check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
+        primary_context(dev)   # retained once; from then on its handle maps to ``dev``
+    return dev
+
+
+def context_device(ctx) -> int | None:
+    """The device of a context handle (an int or CUcontext), or None if it is unknown."""
+    c = int(ctx)
+    dev = _ctx_device.get(c)
+    if dev is not None or not c:
+        return dev
+    d = drv()
+    try:
+        with context_scope(ctx):
+            err, dev = d.cuCtxGetDevice()
+        return None if err else int(dev)
+    except Exception:
+        return None
+
+
+def pointer_device(ptr: int) -> int:
+    """Device ordinal that owns device pointer ``ptr`` (-1 if the driver cannot say: host
+    memory, an unknown pointer).  For array objects that do not say where they live."""
+    d = drv()
+    try:
+        err, dev = d.cuPointerGetAttribute(
+            d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    except Exception:
+        return -1
+    return -1 if err else int(dev)
+
+
+def stream_context(handle: int) -> int | None:
+    """int(CUcontext) a stream belongs to, or None where the driver does not say."""
+    d = drv()
+    try:
+        err, ctx = d.cuStreamGetCtx(handle)
+    except Exception:
+        return None
+    return None if err else int(ctx)
 
 
 def device_attribute(attr: str, device: int | None = None) -> int:
-    d = drv()
-    dev = check(d.cuDeviceGet(current_device() if device is None else device), "cuDeviceGet")
-    a = getattr(d.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + attr)
-    return int(check(d.cuDeviceGetAttribute(a, dev), "cuDeviceGetAttribute"))
+    """cuDeviceGetAttribute by short name ("MULTIPROCESSOR_COUNT"); cached per device."""
+    dev_no = current_device() if device is None else device
+    key = (dev_no, attr)
+    v = _attrs.get(key)
+    if v is None:
+        d = drv()
+        dev = check(d.cuDeviceGet(dev_no), "cuDeviceGet")
+        a = getattr(d.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + attr)
+        v = _attrs[key] = int(check(d.cuDeviceGetAttribute(a, dev), "cuDeviceGetAttribute"))
+    return v
 
 
 def device_arch(device: int | None = None) -> str:
     """The nvJitLink/ptxas arch for a device: "sm_90a" for 9.0.  The "a" (arch-specific
-    features: wgmma, tcgen05) is added for 9.x and 10.x, the families ptxgen targets."""
-    return arch_for(device_attribute("COMPUTE_CAPABILITY_MAJOR", device),
-                    device_attribute("COMPUTE_CAPABILITY_MINOR", device))
+    features: wgmma, tcgen05) is added for 9.x and 10.x, the families ptxgen targets.
+    ``device`` defaults to the current device; the answer is kept per device."""
+    dev = current_device() if device is None else device
+    a = _arch.get(dev)
+    if a is None:
+        a = _arch[dev] = arch_for(device_attribute("COMPUTE_CAPABILITY_MAJOR", dev),
+                                  device_attribute("COMPUTE_CAPABILITY_MINOR", dev))
+    return a
 
 
 def arch_for(major: int, minor: int) -> str:
@@ -164,8 +245,13 @@ def primary_context(device: int):
         with _lock:
             ctx = _primary.get(device)
             if ctx is None:
+                n = device_count()
+                if not 0 <= device < n:
+                    raise LaunchError(f"there is no cuda:{device}: this process sees {n} "
+                                      f"CUDA device{'s' if n != 1 else ''}")
                 dev = check(d.cuDeviceGet(device), "cuDeviceGet")
                 ctx = check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+                _ctx_device[int(ctx)] = device
                 _primary[device] = ctx
     return ctx
 
