@@ -207,6 +207,15 @@ def stream_context(handle: int) -> int | None:
     return None if err else int(ctx)
 
 
+def _device(d, ordinal: int):
+    """cuDeviceGet, with a message naming the ordinal when the process has no such device."""
+    n = device_count()
+    if not 0 <= ordinal < n:
+        raise LaunchError(f"there is no cuda:{ordinal}: this process sees {n} CUDA "
+                          f"device{'s' if n != 1 else ''}")
+    return check(d.cuDeviceGet(ordinal), "cuDeviceGet")
+
+
 def device_attribute(attr: str, device: int | None = None) -> int:
     """cuDeviceGetAttribute by short name ("MULTIPROCESSOR_COUNT"); cached per device."""
     dev_no = current_device() if device is None else device
@@ -214,7 +223,7 @@ def device_attribute(attr: str, device: int | None = None) -> int:
     v = _attrs.get(key)
     if v is None:
         d = drv()
-        dev = check(d.cuDeviceGet(dev_no), "cuDeviceGet")
+        dev = _device(d, dev_no)
         a = getattr(d.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + attr)
         v = _attrs[key] = int(check(d.cuDeviceGetAttribute(a, dev), "cuDeviceGetAttribute"))
     return v
@@ -245,11 +254,7 @@ def primary_context(device: int):
         with _lock:
             ctx = _primary.get(device)
             if ctx is None:
-                n = device_count()
-                if not 0 <= device < n:
-                    raise LaunchError(f"there is no cuda:{device}: this process sees {n} "
-                                      f"CUDA device{'s' if n != 1 else ''}")
-                dev = check(d.cuDeviceGet(device), "cuDeviceGet")
+                dev = _device(d, device)
                 ctx = check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
                 _ctx_device[int(ctx)] = device
                 _primary[device] = ctx
