@@ -75,7 +75,9 @@ def test_one_kernel_runs_on_the_device_of_its_tensors(monkeypatch, order):
     assert fake.calls["cuModuleLoadData"] == 2         # one module per device, on first use
     assert sorted(k._launchers) == [0, 1]
     assert list(k._ptx_cache) == [("sm_90a", False)]   # same arch: one build
-    assert fake.current == fake.ctx_of(order[0])       # the first load set it (none was)
+    # none was current: device 0's context is left current (the CUDA runtime's default
+    # device), device 1's never is (torch's current device must not move to it)
+    assert fake.current == fake.ctx_of(0)
 
 
 def test_devices_of_different_archs_get_their_own_build(monkeypatch):
@@ -153,15 +155,18 @@ def test_threads_drive_one_device_each(monkeypatch):
             start.wait()
             for _ in range(200):
                 k(*tensors[dev], 1.0)
+            currents.append((dev, fake.current))
         except Exception as e:       # pragma: no cover - reported below
             errors.append(e)
 
+    currents = []
     threads = [threading.Thread(target=work, args=(d,)) for d in (0, 1)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert not errors, errors
+    assert sorted(currents) == [(0, fake.ctx_of(0)), (1, 0)]
     for d in (0, 1):
         mine = [l for l in fake.launches if l.device == d]
         assert len(mine) == 200 and len({l.thread for l in mine}) == 1

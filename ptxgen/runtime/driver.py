@@ -262,8 +262,11 @@ def primary_context(device: int):
 
 
 class context_scope:
-    """Make ``ctx`` current for a block.  With no context current it is set and left current
-    (what torch does too); with another one current it is pushed and popped again."""
+    """Make ``ctx`` current for a block, and leave the thread's current device as it was:
+    another current context is pushed over and popped back.  With none current, device 0's
+    primary context is set and left current (a thread without a context is on device 0 for
+    the CUDA runtime, and so for torch, anyway; later launches then find it current); any
+    other is pushed and popped, so that it does not become the thread's current device."""
 
     __slots__ = ("ctx", "pushed")
 
@@ -275,7 +278,7 @@ class context_scope:
         cur = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
         if int(cur) == int(self.ctx):
             return self
-        if not int(cur):
+        if not int(cur) and _ctx_device.get(int(self.ctx)) == 0:
             check(d.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
         else:
             check(d.cuCtxPushCurrent(self.ctx), "cuCtxPushCurrent")
