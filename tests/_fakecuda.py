@@ -286,7 +286,7 @@ class FakeTorchTensor:
         return self._contiguous
 
     def get_device(self):
-        return self._dev
+        return self._dev if self.is_cuda else -1      # torch: -1 for CPU tensors
 
     @property
     def device(self):

@@ -371,6 +371,10 @@ SIG = [ParamSpec("A", "tensor", "float32", ".u64", ("M", 64), strides=ROW_MAJOR)
        ParamSpec("M", "symbol", "int32", ".s32")]
 
 
+class SubTensor(FakeTorchTensor):
+    """Like torch.nn.Parameter: a subclass, which the generated bind leaves to the generic."""
+
+
 def _outcome(f, args, kw):
     try:
         return f(args, kw)
@@ -390,7 +394,8 @@ def test_specialized_bind_matches_generic(data):
 
     def tensor(shape, dt):
         kind = data.draw(st.sampled_from(["ok"] * 6 + ["dtype", "shape", "device", "cpu",
-                                                          "align", "null", "strides", "int"]))
+                                                          "align", "null", "strides", "int",
+                                                          "rank", "subclass"]))
         ptr, dev, strides = 0x7F00_0000_0000 + 4096 * data.draw(st.integers(0, 9)), 0, None
         if kind == "dtype":
             dt = FLOAT16 if dt is FLOAT32 else FLOAT32
@@ -408,6 +413,10 @@ def test_specialized_bind_matches_generic(data):
             strides = (1, shape[0])
         elif kind == "int":
             return ptr
+        elif kind == "rank":
+            shape = shape + (1,)
+        elif kind == "subclass":
+            return SubTensor(ptr, shape, dev, dt, strides)
         return FakeTorchTensor(ptr, shape, dev, dt, strides)
 
     args = (tensor((m, 64), FLOAT32), tensor((m,), FLOAT16),

@@ -433,38 +433,46 @@ class Binder:
                 any(p.strides is not None and p.strides is not ROW_MAJOR for _, _, p in tensors):
             return None
         env = {"T": tensor_type, "generic": self.bind_device}
-        fall = "return generic(args, kwargs)"
-        lines = ["def bind_fast(args, kwargs):",
-                 f"    if kwargs or len(args) != {len(self.inputs)}:", f"        {fall}",
-                 f"    {''.join(f'a{j}, ' for j in range(len(self.inputs)))}= args"]
+        fall = "        return generic(args, kwargs)"
+        names = [f"a{j}" for j in range(len(self.inputs))]
+        types, unpack, dims, place, ptrs = [], [], [], [], []
         sym_var: dict = {}
         for n, (j, i, p) in enumerate(tensors):
-            ok = self.plans[j][2]
-            env[f"D{j}"] = frozenset(o for name in ok for o in dtype_objects.get(name, ()))
             a = f"a{j}"
-            lines += [f"    if {a}.__class__ is not T or not {a}.is_cuda or "
-                      f"{a}.dtype not in D{j}:", f"        {fall}",
-                      f"    s = {a}.shape", f"    if len(s) != {len(p.shape)}:", f"        {fall}"]
+            dts = {o for name in self.plans[j][2] for o in dtype_objects.get(name, ())}
+            env[f"D{j}"] = next(iter(dts)) if len(dts) == 1 else frozenset(dts)
+            types.append(f"{a}.__class__ is not T or {a}.dtype "
+                         f"{'is not' if len(dts) == 1 else 'not in'} D{j}")
+            got = []
             for d, w in enumerate(p.shape):
+                v = f"s{j}_{d}"
                 if w.__class__ is int:
-                    lines += [f"    if s[{d}] != {w}:", f"        {fall}"]
+                    dims.append(f"{v} != {w}")
                 elif w in sym_var:
-                    lines += [f"    if s[{d}] != {sym_var[w]}:", f"        {fall}"]
+                    dims.append(f"{v} != {sym_var[w]}")
                 else:
-                    sym_var[w] = f"n{len(sym_var)}"
-                    lines.append(f"    {sym_var[w]} = s[{d}]")
-            lines += [f"    p{j} = {a}.data_ptr()",
-                      f"    if p{j} % {p.align} or not p{j}:", f"        {fall}"]
+                    sym_var[w] = v
+                    dims.append(f"{v} < 1")
+                got.append(v)
+            unpack.append(f"({', '.join(got)},) = {a}.shape")
             if n == 0:
-                lines.append(f"    dev = {a}.get_device()")
-                if self._dev >= 0:
-                    lines += [f"    if dev != {self._dev}:", f"        {fall}"]
+                unpack.append(f"dev = {a}.get_device()")
+                place.append("dev < 0" if self._dev < 0 else f"dev != {self._dev}")
             else:
-                lines += [f"    if {a}.get_device() != dev:", f"        {fall}"]
+                place.append(f"{a}.get_device() != dev")
+            ptrs.append(f"p{j} % {p.align} or not p{j}")
             if p.strides is ROW_MAJOR:
-                lines += [f"    if not {a}.is_contiguous():", f"        {fall}"]
-        if sym_var:
-            lines += [f"    if {' or '.join(f'{v} < 1' for v in sym_var.values())}:", f"        {fall}"]
+                ptrs.append(f"not {a}.is_contiguous()")
+
+        def test(conds):
+            return ["    if (" + "\n            or ".join(conds) + "):", fall]
+
+        lines = ["def bind_fast(args, kwargs):",
+                 f"    if kwargs or len(args) != {len(names)}:", fall,
+                 f"    {', '.join(names)}, = args", *test(types), "    try:",
+                 *(f"        {u}" for u in unpack), "    except ValueError:   # another rank",
+                 fall, *test(dims + place),
+                 *(f"    p{j} = a{j}.data_ptr()" for j, _, _ in tensors), *test(ptrs)]
         by_index = {i: f"p{j}" for j, i, _ in tensors}
         by_index.update({i: f"a{j}" for j, (i, p, ok, *_rest) in enumerate(self.plans)
                          if ok is None})

@@ -115,11 +115,14 @@ class Launcher:
         self.binder = binder or Binder(self.params, name=name, device=getattr(fn, "device", None))
         self._bind = self.binder.specialize_for_torch() or self.binder.bind_device
         self.packer = ParamPacker(self.params)
-        self._pack = self.packer.struct.pack_into
-        self._buf, self._kp = self.packer.buffer, self.packer.kernel_params
-        self._lock = threading.Lock()         # the buffer is shared: fill + launch is atomic
+        # parameter storage per thread (cuLaunchKernel copies it, so it is free again when the
+        # call returns): threads need no lock around fill + launch
+        self._tls = threading.local()
+        self._tls.p = (self.packer.struct.pack_into, self.packer.buffer,
+                       self.packer.kernel_params)
         self._grids: dict = {}
         self._blocks: dict = {}
+        self._last_dims = (None, None, None)
         d = driver.drv()
         self._launch = d.cuLaunchKernel
         self._current_ctx = d.cuCtxGetCurrent
@@ -153,12 +156,18 @@ class Launcher:
 
     def launch(self, values, user, grid, block, stream=None, dynamic_smem_bytes=None) -> None:
         """Launch with arguments already bound (by this Launcher's Binder or one like it)."""
-        g = self._grids.get(grid) if grid.__class__ is tuple else None
-        if g is None:
-            g = self._dims(grid, self._grids, "grid", values, user)
-        b = self._blocks.get(block) if block.__class__ is tuple else None
-        if b is None:
-            b = self._dims(block, self._blocks, "block", values, user)
+        last = self._last_dims          # (grid, block, their dims): one read, thread-safe
+        if grid is last[0] and block is last[1]:   # a Kernel passes its own tuples each time
+            g, b = last[2]
+        else:
+            g = self._grids.get(grid) if grid.__class__ is tuple else None
+            if g is None:
+                g = self._dims(grid, self._grids, "grid", values, user)
+            b = self._blocks.get(block) if block.__class__ is tuple else None
+            if b is None:
+                b = self._dims(block, self._blocks, "block", values, user)
+            if grid.__class__ is tuple and block.__class__ is tuple:
+                self._last_dims = (grid, block, (g, b))
         smem = dynamic_smem_bytes
         if smem is None:
             smem = self.dynamic_smem_bytes
@@ -180,25 +189,32 @@ class Launcher:
             h = stream
         else:
             h = self._checked_stream(stream)
+        try:
+            pack, buf, kp = self._tls.p
+        except AttributeError:
+            pack, buf, kp = self._thread_storage()
+        try:
+            pack(buf, 0, *values)
+        except (struct_error, OverflowError, TypeError):
+            self.binder.scalar_error(values)
+            raise
         here = self._current_ctx()
-        with self._lock:
-            try:
-                self._pack(self._buf, 0, *values)
-            except (struct_error, OverflowError, TypeError):
-                self.binder.scalar_error(values)
-                raise
-            if not here[0] and int(here[1]) == self._ctx:
-                err = self._launch(fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h,
-                                   self._kp, 0)[0]
-            else:
-                # another device's context (or none) is current in this thread: run in ours,
-                # and leave the thread's own one current again (torch's device stays put)
-                with driver.context_scope(fn.ctx):
-                    err = self._launch(fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h,
-                                       self._kp, 0)[0]
-            if err:
-                self._failed(err, g, b, smem, h)
+        if not here[0] and int(here[1]) == self._ctx:
+            err = self._launch(fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h, kp, 0)[0]
+        else:
+            # another device's context (or none) is current in this thread: run in ours, and
+            # leave the thread's own one current again (torch's current device stays put)
+            with driver.context_scope(fn.ctx):
+                err = self._launch(fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h, kp,
+                                   0)[0]
+        if err:
+            self._failed(err, g, b, smem, h)
         self._last[0] = self.name
+
+    def _thread_storage(self):
+        pk = ParamPacker(self.params)
+        self._tls.p = p = (pk.struct.pack_into, pk.buffer, pk.kernel_params)
+        return p
 
     def _smem_override(self, smem) -> int:
         try:
