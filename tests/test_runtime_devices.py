@@ -345,6 +345,13 @@ def test_numpy_integers_wherever_ints_go(monkeypatch):
         "kernel 'scale' was traced with blockDim.x = 128 (the generated code relies on it: "
         "thread/CTA ids, warp ids or tile scopes); launched with 64")
 
+    @pg.kernel(grid=(np.int64(3),), block=np.int32(64), dynamic_smem_bytes=np.int64(2048))
+    def k2(a: pg.Tensor((N,), "float32")):
+        a[pg.thread_id(64)] = pg.float32(1.0)
+    assert (k2.ir.grid, k2.ir.block, k2.ir.dynamic_smem_reserve) == ((3, 1, 1), (64, 1, 1), 2048)
+    k2(T(fake, 0))
+    assert (fake.launches[-1].grid, fake.launches[-1].smem) == ((3, 1, 1), 2048)
+
 
 def test_kernel_uses_the_specialized_bind_for_torch(monkeypatch):
     """With torch imported, a Kernel's bind is generated for torch.Tensor; the fake torch

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import re
 import sys
@@ -92,6 +93,7 @@ class Kernel:
         # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
         # the body then may not fix gridDim with cta_id(n)
         self._grid_fn = grid if callable(grid) else None
+        grid, block, dynamic_smem_bytes = (_ints(x) for x in (grid, block, dynamic_smem_bytes))
         self.ir = self._trace(None if self._grid_fn else grid, block, dynamic_smem_bytes)
 
     # ---- tracing --------------------------------------------------------------------
@@ -308,6 +310,17 @@ class Kernel:
 
     def __repr__(self):
         return f"<pg.Kernel {self.name}>"
+
+
+def _ints(x):
+    """numpy (or other) integers in the decorator's launch settings as Python ints; anything
+    else unchanged, for the tracer to judge."""
+    try:
+        if isinstance(x, (tuple, list)):
+            return tuple(operator.index(v) for v in x)
+        return x if x is None or callable(x) else operator.index(x)
+    except TypeError:
+        return x
 
 
 def _expected_strides(b):
