@@ -244,12 +244,13 @@ class Kernel:
         if dev < 0:
             dev = _RUNTIME.current_device()
         key = dev if not _DEBUG["bounds"] else -2 - dev    # debug-bounds builds: keys < 0
-        launcher = self._launchers.get(key) or self._launcher_for(dev, key)
         if block is None and grid is None:
+            launcher = self._launchers.get(key) or self._launcher_for(dev, key)
             launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block, stream,
                             dynamic_smem_bytes)
             return
         self._check_launch_dims(grid, block)
+        launcher = self._launchers.get(key) or self._launcher_for(dev, key)
         launcher.launch(values, user, (self._grid_fn or self.ir.grid) if grid is None else grid,
                         self.ir.block if block is None else block, stream, dynamic_smem_bytes)
 
@@ -277,7 +278,7 @@ class Kernel:
                 res = rt.compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
                 mod = rt.Module.load(cubin=res.cubin, name=b.entry, line_origin=b.origin,
                                      device=dev)
-                f = b.codegen.func
+                f = self.ir        # the arena/pool size is fixed when tracing
                 launcher = rt.Launcher(
                     mod.function(b.entry), self.params, name=self.name, binder=self._binder,
                     dynamic_smem_bytes=max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0),

@@ -1,9 +1,11 @@
 """Launch arguments: check them against the kernel signature and pack them for cuLaunchKernel.
 
 This module never touches the GPU, so every check and message is testable on a CPU machine
-with stand-in objects.  The per-launch work is kept small: one type lookup per tensor picks
+with stand-in objects (the one driver question, where a bare __cuda_array_interface__ array
+lives, is a callback).  The per-launch work is kept small: one type lookup per tensor picks
 an extractor, symbols are bound in a dict, and all scalars are range-checked by a single
 ``struct.pack_into`` (in C); only when that fails is the slow path run to name the culprit.
+For torch tensors, ``Binder.specialize`` writes the same checks out per signature.
 """
 from __future__ import annotations
 
@@ -221,8 +223,9 @@ def _from_host(a, need_strides):
 
 
 def _from_integer(a, need_strides):
-    """numpy (or other) integers are raw pointers, like Python ints."""
-    raise AssertionError("handled by Binder.bind")
+    """A marker: numpy (or other) integers are raw pointers, which Binder.bind_device turns
+    into Python ints itself."""
+    raise AssertionError("Binder.bind_device handles integers")
 
 
 _EXTRACT: dict = {}

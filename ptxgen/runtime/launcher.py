@@ -3,9 +3,10 @@
 A Launcher is built once per (kernel, device) and then called for every launch, so all
 the work that does not depend on the call's arguments (parameter layout, the pointer array,
 dims of a constant grid, the context's handle) is done in ``__init__`` or cached on first use.
-Every check runs before the driver is asked to launch; the only driver call besides the launch
-is cuCtxGetCurrent, which makes a launch from a thread whose current context is another
-device's (or none) run in the right one.
+Every check runs before the driver is asked to launch.  In the steady state the only driver
+call besides the launch is cuCtxGetCurrent, so that a thread whose current context is another
+device's (or none) still launches in the right one; an explicit raw stream handle adds
+cuStreamGetCtx, to check that it belongs to the launch's device.
 """
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def _explicit_stream(stream):
     if h is not None:
         return h, getattr(stream, "device_id", None)
     try:
+        if isinstance(stream, (float, str, bytes)):
+            raise TypeError
         h = operator.index(stream) if hasattr(stream, "__index__") else int(stream)  # CUstream
     except (TypeError, ValueError):
         raise LaunchError(f"stream must be None, an int handle, or a torch/cupy/CUDA stream "
@@ -112,8 +115,12 @@ class Launcher:
         self.dynamic_smem_bytes = dynamic_smem_bytes
         self.min_dynamic_smem_bytes = max(0, min_dynamic_smem_bytes)
         self.device = getattr(fn, "device", 0)
-        self.binder = binder or Binder(self.params, name=name, device=getattr(fn, "device", None))
-        self._bind = self.binder.specialize_for_torch() or self.binder.bind_device
+        if binder is None:       # a Launcher of its own: its Binder, pinned to its device
+            binder = Binder(self.params, name=name, device=getattr(fn, "device", None))
+            self._bind = binder.specialize_for_torch() or binder.bind_device
+        else:                    # a Kernel's: the Kernel binds, then calls launch()
+            self._bind = binder.bind_device
+        self.binder = binder
         self.packer = ParamPacker(self.params)
         # parameter storage per thread (cuLaunchKernel copies it, so it is free again when the
         # call returns): threads need no lock around fill + launch
