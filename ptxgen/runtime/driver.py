@@ -128,11 +128,6 @@ def driver_version() -> str:
     return _driver_version
 
 
-def loaded():
-    """The driver module if this process has already loaded it, else None; never imports."""
-    return _drv
-
-
 def loaded_driver_version() -> str | None:
     """driver_version() once this process uses the driver (it is launching), else None: a
     cache lookup made for an offline compile must not load libcuda to answer it."""
