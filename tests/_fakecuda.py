@@ -236,6 +236,7 @@ def install(monkeypatch, fake: FakeDriver) -> FakeDriver:
     monkeypatch.setattr(driver, "_count", [])
     monkeypatch.setattr(driver, "_driver_version", "13000")
     monkeypatch.setattr(launcher, "_torch_stream", [None, None])
+    monkeypatch.setattr(driver, "_torch_device", [None, None])
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     return fake
 

@@ -113,6 +113,32 @@ def test_raw_pointers_launch_on_the_current_device(monkeypatch):
     assert fake.launches[-1].device == 0
 
 
+def fake_torch(monkeypatch, initialized=False, device=0, stream=0):
+    torch = type(sys)("torch")
+    torch.Tensor, torch.float32, torch.float16 = FakeTorchTensor, FLOAT32, FLOAT16
+    torch.dtype = type(FLOAT32)
+    torch.cuda = type(sys)("torch.cuda")
+    torch.cuda.is_initialized = lambda: initialized
+    torch._C = type(sys)("torch._C")
+    torch._C._cuda_getDevice = lambda: device
+    torch._C._cuda_getCurrentRawStream = lambda dev: stream
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    return torch
+
+
+def test_raw_pointers_follow_torchs_current_device(monkeypatch):
+    """torch may switch devices lazily (no context current yet): once torch has initialized
+    CUDA, its current device is the one raw-pointer launches use, with its current stream."""
+    fake = fake_gpus(monkeypatch)
+    k = make_scale()
+    s1 = fake.make_stream(1)
+    fake_torch(monkeypatch, initialized=True, device=1, stream=s1)
+    p = fake.alloc(1)
+    k(p, p, 1.0, N=256)
+    assert (fake.launches[-1].device, fake.launches[-1].stream) == (1, s1)
+    assert fake.calls["cuCtxGetDevice"] == 0
+
+
 def test_launch_on_another_device_leaves_the_current_context(monkeypatch):
     """torch's current device must not change because a kernel ran elsewhere."""
     fake = fake_gpus(monkeypatch)
@@ -357,12 +383,7 @@ def test_kernel_uses_the_specialized_bind_for_torch(monkeypatch):
     """With torch imported, a Kernel's bind is generated for torch.Tensor; the fake torch
     module here makes the fake tensor class play that part."""
     fake = fake_gpus(monkeypatch)
-    torch = type(sys)("torch")
-    torch.Tensor, torch.float32, torch.float16 = FakeTorchTensor, FLOAT32, FLOAT16
-    torch.dtype = type(FLOAT32)
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    torch.cuda = type(sys)("torch.cuda")
-    torch.cuda.is_initialized = lambda: False
+    fake_torch(monkeypatch)
     k = make_scale()
     x = T(fake, 1)
     k(x, x, 1.0)

@@ -7,6 +7,7 @@ context belongs to) are asked once and kept, so launches do not repeat driver qu
 """
 from __future__ import annotations
 
+import sys
 import threading
 
 from ..errors import CudaError, LaunchError
@@ -149,10 +150,35 @@ def device_count() -> int:
     return _count[0]
 
 
+_torch_device: list = [None, None]   # [torch module, its current-device function]
+
+
+def _torch_current_device():
+    """torch's current-device function once torch has initialized CUDA, else None.  torch
+    may defer switching the CUDA device (no context is made current for a device it has not
+    used yet), so its own answer is the one to follow while it is in charge."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if torch is _torch_device[0]:
+        return _torch_device[1]
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+    except AttributeError:
+        return None
+    f = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+    _torch_device[:] = [torch, f]
+    return f
+
+
 def current_device() -> int:
-    """Ordinal of the current context's device, else 0.  torch's current device is honoured:
-    ``torch.cuda.set_device`` and ``torch.cuda.device(...)`` make its primary context current.
-    One driver call when the current context is a primary context seen before."""
+    """The device a launch with no tensor arguments runs on: torch's current device when
+    torch has initialized CUDA (``torch.cuda.set_device``, ``with torch.cuda.device(i)``),
+    else the current context's device, else 0.  One call in the steady state."""
+    f = _torch_current_device()
+    if f is not None:
+        return f()
     d = drv()
     err, ctx = d.cuCtxGetCurrent()
     c = 0 if err else int(ctx)
