@@ -350,6 +350,24 @@ def test_entry_records_tool_versions(isolated_cache, monkeypatch):
     assert rewrite(driver="none") == (1, 0)
 
 
+def test_environments_sharing_a_cache_keep_their_own_entries(isolated_cache, monkeypatch):
+    """Two Python environments (say, with different nvJitLink versions) using one cache
+    directory each keep their entry, instead of rebuilding and overwriting the other's."""
+    monkeypatch.setattr(cache, "_ENV_TAG", "venv0001")
+    compile_ptx(PTX_SM80, "sm_80", name="add1")
+    monkeypatch.setattr(cache, "_ENV_TAG", "venv0002")
+    clear_memory_cache()
+    compile_ptx(PTX_SM80, "sm_80", name="add1")
+    k = cache.key(PTX_SM80, "sm_80")
+    assert sorted(os.listdir(isolated_cache / "cache")) == [f"{k}.venv0001.cubin",
+                                                             f"{k}.venv0002.cubin"]
+    monkeypatch.setattr(cache, "_ENV_TAG", "venv0001")
+    clear_memory_cache()
+    reset_stats()
+    compile_ptx(PTX_SM80, "sm_80", name="add1")
+    assert (stats()["disk_hits"], stats()["jit_compiles"]) == (1, 0)
+
+
 def test_memory_cache_is_bounded_lru():
     prev = set_memory_cache_size(2)
     try:

@@ -1,6 +1,6 @@
 """On-disk cubin cache and the runtime's counters.
 
-An entry is one file named by its key: magic, sha256 of the payload, then the payload (the
+An entry is one file named by its key (and the Python environment): magic, sha256 of the payload, then the payload (the
 entry's own key, the tool versions that made it, the ptxas info log, the cubin).  The hash
 lets a reader reject a truncated or corrupted file; the recorded key catches a file that was
 swapped or renamed; the versions let the caller reject an entry an older toolchain made.  Any
@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import sys
 import tempfile
 import threading
 from typing import NamedTuple
@@ -71,9 +72,15 @@ def key(ptx: str, arch: str, options=()) -> str:
     return h.hexdigest()
 
 
+# Entries are per Python environment: two venvs with different nvJitLink (or cuda-bindings)
+# versions sharing one cache directory then keep their own files instead of each rebuilding
+# and overwriting the other's.  The tag is of sys.prefix, known without loading anything.
+_ENV_TAG = hashlib.sha256(sys.prefix.encode()).hexdigest()[:8]
+
+
 def path_for(k: str) -> str | None:
     d = cache_dir()
-    return None if d is None else os.path.join(d, k + ".cubin")
+    return None if d is None else os.path.join(d, f"{k}.{_ENV_TAG}.cubin")
 
 
 class Entry(NamedTuple):
