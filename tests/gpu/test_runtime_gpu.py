@@ -474,7 +474,8 @@ def test_kernel_stream_from_the_device():
     affine, _ = _kernels()
     x = torch.arange(4096, dtype=torch.float32, device="cuda")
     out = torch.zeros_like(x)
-    s = torch.cuda.Stream()
+    s = torch.cuda.Stream()          # non-blocking: wait for x and out to be made first
+    torch.cuda.synchronize()
     with torch.cuda.stream(s):                           # stream=None: torch's current one
         affine(out, x, 2.0, 0.0)
     s.synchronize()

@@ -144,6 +144,7 @@ def test_stream_of_the_other_device_is_refused():
         assert str(ei.value) == msg
     assert np.isnan(out0.cpu().numpy()).all()
     s0 = torch.cuda.Stream(device=0)
+    torch.cuda.synchronize(0)               # s0 does not wait for the default stream
     k(out0, x0, 1.5, -0.25, stream=s0.cuda_stream)
     s0.synchronize()
     assert np.array_equal(bits(out0), want.view(np.uint32))
