@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 import ptxgen as pg
 from ptxgen.errors import CudaError, LaunchError
-from ptxgen.runtime import Binder, ParamSpec, clear_memory_cache, driver
+from ptxgen.runtime import Binder, ParamSpec, clear_memory_cache
 from ptxgen.runtime.args import ROW_MAJOR
 from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
     register_torch_dtypes

@@ -1,8 +1,8 @@
 """On-disk cubin cache and the runtime's counters.
 
-An entry is one file named by its key (and the Python environment): magic, sha256 of the payload, then the payload (the
-entry's own key, the tool versions that made it, the ptxas info log, the cubin).  The hash
-lets a reader reject a truncated or corrupted file; the recorded key catches a file that was
+An entry is one file named by its key (and the Python environment): magic, sha256 of the
+payload, then the payload (the entry's own key, the tool versions that made it, the ptxas info
+log, the cubin).  The hash lets a reader reject a truncated or corrupted file; the recorded key catches a file that was
 swapped or renamed; the versions let the caller reject an entry an older toolchain made.  Any
 of these is rebuilt and rewritten.  The key is a hash of what the cubin is made from (PTX, arch,
 options) only, so computing it loads neither libcuda nor nvJitLink: a warm start reads its
