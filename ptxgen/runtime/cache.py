@@ -2,13 +2,13 @@
 
 An entry is one file named by its key (and the Python environment): magic, sha256 of the
 payload, then the payload (the entry's own key, the tool versions that made it, the ptxas info
-log, the cubin).  The hash lets a reader reject a truncated or corrupted file; the recorded key catches a file that was
-swapped or renamed; the versions let the caller reject an entry an older toolchain made.  Any
-of these is rebuilt and rewritten.  The key is a hash of what the cubin is made from (PTX, arch,
-options) only, so computing it loads neither libcuda nor nvJitLink: a warm start reads its
-cubins without either.  Writes go to a temp file in the same directory and are renamed into
-place, so concurrent writers never expose a half-written entry.  Nothing is pickled: a cache
-directory may be shared and must not execute code.
+log, the cubin).  The hash lets a reader reject a truncated or corrupted file; the recorded key
+catches a file that was swapped or renamed; the versions let the caller reject an entry an
+older toolchain made.  Any of these is rebuilt and rewritten.  The key is a hash of what the
+cubin is made from (PTX, arch, options) only, so computing it loads neither libcuda nor
+nvJitLink: a warm start reads its cubins without either.  Writes go to a temp file in the same
+directory and are renamed into place, so concurrent writers never expose a half-written entry.
+Nothing is pickled: a cache directory may be shared and must not execute code.
 """
 from __future__ import annotations
 
