@@ -3,8 +3,9 @@
 nvJitLink runs ptxas in-process (about twice as fast as a ptxas process for small kernels),
 so no GPU and no ptxas binary are needed.  Results are cached in memory (least recently used
 first out, PTXGEN_MEMORY_CACHE_SIZE entries, default 128) and on disk (``cache.py``).  ptxas
-is known to crash on some inputs (``.v8`` of 16-bit elements); such PTX, or every compile when ``PTXGEN_JIT_ISOLATE=1``, is compiled in a child process so that a
-crash becomes an error instead of killing the interpreter.
+is known to crash on some inputs (``.v8`` of 16-bit elements); such PTX, or every compile when
+``PTXGEN_JIT_ISOLATE=1``, is compiled in a child process so that a crash becomes an error
+instead of killing the interpreter.
 """
 from __future__ import annotations
 
