@@ -201,6 +201,9 @@ class FakeDriver:
         self.calls.append(((f, gx, gy, gz, bx, by, bz, smem, stream, extra), blob))
         return (self.result,)
 
+    def cuCtxGetCurrent(self):
+        return (0, 0)       # FakeFunction's context: launches take the direct path
+
     def cuGetErrorName(self, e):
         return (0, {700: b"CUDA_ERROR_ILLEGAL_ADDRESS", 1: b"CUDA_ERROR_INVALID_VALUE"}[int(e)])
 
