@@ -125,8 +125,7 @@ class Launcher:
         # parameter storage per thread (cuLaunchKernel copies it, so it is free again when the
         # call returns): threads need no lock around fill + launch
         self._tls = threading.local()
-        self._tls.p = (self.packer.struct.pack_into, self.packer.buffer,
-                       self.packer.kernel_params)
+        self._tls.p = self._storage_of(self.packer)
         self._grids: dict = {}
         self._blocks: dict = {}
         self._last_dims = (None, None, None)
@@ -197,9 +196,9 @@ class Launcher:
         else:
             h = self._checked_stream(stream)
         try:
-            pack, buf, kp = self._tls.p
+            pack, buf, kp, _ = self._tls.p
         except AttributeError:
-            pack, buf, kp = self._thread_storage()
+            pack, buf, kp, _ = self._thread_storage()
         try:
             pack(buf, 0, *values)
         except (struct_error, OverflowError, TypeError):
@@ -218,9 +217,14 @@ class Launcher:
             self._failed(err, g, b, smem, h)
         self._last[0] = self.name
 
+    @staticmethod
+    def _storage_of(pk):
+        """(pack_into, buffer, kernelParams address, the packer): the packer is kept so the
+        pointer array that kernelParams addresses lives as long as the storage is used."""
+        return (pk.struct.pack_into, pk.buffer, pk.kernel_params, pk)
+
     def _thread_storage(self):
-        pk = ParamPacker(self.params)
-        self._tls.p = p = (pk.struct.pack_into, pk.buffer, pk.kernel_params)
+        self._tls.p = p = self._storage_of(ParamPacker(self.params))
         return p
 
     def _smem_override(self, smem) -> int:
