@@ -1,11 +1,17 @@
-"""Host-side cost of one launch through ptxgen's Launcher, against bare cuLaunchKernel.
+"""Host-side cost of one launch through ptxgen, against bare cuLaunchKernel, in one run.
 
-Times N launches of an empty kernel with 3 parameters (two tensors and an int) and prints
-microseconds per launch for: the bare cuda-bindings call with prepacked parameters (the
-baseline), the Launcher given raw pointers, and the Launcher given torch (or cupy) tensors
-with its full checks.  The GPU work is nil, so this is the Python + driver submission cost.
+Times N launches of an empty kernel with 3 parameters (two tensors and the shape symbol) and
+prints microseconds per launch for: the bare cuda-bindings call with prepacked parameters (the
+baseline), a Launcher given raw pointers, a Launcher and a pg.Kernel given torch (or cupy)
+tensors with every check, and the argument checks alone; then the checked pg.Kernel launch as
+a multiple of the baseline.  The GPU work is nil, so this is the Python + driver submission
+cost.
 
-    python benchmarks/launch_overhead.py [--n 10000] [--json out.json]
+``--fake-driver`` runs without a GPU: the driver is the stand-in of tests/_fakecuda.py with its
+launch and context query made no-ops, and the tensors are torch-like stand-ins, so what is
+timed is ptxgen's own Python per launch (checks, packing, dispatch).
+
+    python benchmarks/launch_overhead.py [--n 10000] [--json out.json] [--fake-driver]
 """
 from __future__ import annotations
 
@@ -15,104 +21,158 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+try:  # torch first, as in an application: ptxgen then generates its torch fast path
+    import torch
+except ImportError:
+    torch = None
 
-from ptxgen.runtime import (Launcher, Module, ParamSpec, compile_ptx, device_arch,  # noqa: E402
-                            has_gpu, synchronize)
-from ptxgen.runtime import driver  # noqa: E402
+import ptxgen as pg  # noqa: E402
+from ptxgen.runtime import Launcher, driver, has_gpu, synchronize  # noqa: E402
 
-EMPTY3 = """.version 7.0
-.target sm_80
-.address_size 64
-.visible .entry empty3(.param .u64 a, .param .u64 b, .param .s32 n)
-{
-    ret;
-}
-"""
-PARAMS = [ParamSpec("a", "tensor", "float32", ".u64", ("N",)),
-          ParamSpec("b", "tensor", "float32", ".u64", ("N",)),
-          ParamSpec("N", "symbol", "int32", ".s32")]
+N = pg.var("N")
 
 
-def per_launch_us(fn, n: int) -> float:
+def make_kernel():
+    @pg.kernel(grid=(1,), block=(32,))
+    def empty3(a: pg.Tensor((N,), "float32"), b: pg.Tensor((N,), "float32")):
+        pass
+    return empty3
+
+
+def per_launch_us(fn, n: int, sync=synchronize) -> float:
     """Median of 5 timed rounds of n calls each, after a warm-up round; µs per call."""
     fn(n // 10)
-    synchronize()
+    sync()
     rounds = []
     for _ in range(5):
         t0 = time.perf_counter()
         fn(n)
         rounds.append((time.perf_counter() - t0) / n * 1e6)
-        synchronize()
+        sync()
     return sorted(rounds)[2]
+
+
+def gpu_tensors():
+    """Two 1024-float device arrays (torch, else cupy) and a label, or (None, None, '')."""
+    if torch is not None:
+        return (torch.zeros(1024, device="cuda"), torch.zeros(1024, device="cuda"),
+                "torch tensors")
+    try:
+        import cupy as cp
+    except ImportError:
+        return None, None, ""
+    return cp.zeros(1024, cp.float32), cp.zeros(1024, cp.float32), "cupy arrays"
+
+
+def fake_setup():
+    """The stand-in driver, installed as ptxgen's, with torch-like tensors on cuda:0."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from _fakecuda import FLOAT32, FakeDriver, FakeTorchTensor
+    from ptxgen.runtime import args, launcher
+
+    fake = FakeDriver(archs=[(9, 0)])
+    driver._drv, driver._init_error = fake, None
+    launcher._torch_stream[:] = [None, None]
+    args._torch_dt[FLOAT32] = "float32"
+    x = FakeTorchTensor(fake.alloc(0), (1024,), 0)
+    y = FakeTorchTensor(fake.alloc(0), (1024,), 0)
+    return fake, x, y, lambda binder: binder.specialize(FakeTorchTensor, {"float32": [FLOAT32]})
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10000)
     ap.add_argument("--json")
+    ap.add_argument("--fake-driver", action="store_true",
+                    help="no GPU: time ptxgen's Python per launch against a no-op driver")
     a = ap.parse_args()
-    if not has_gpu():
-        sys.exit("no CUDA GPU: nothing to measure")
-    mod = Module.load(cubin=compile_ptx(EMPTY3, device_arch(), name="empty3").cubin,
-                      name="empty3")
-    fn = mod.function("empty3")
-    L = Launcher(fn, PARAMS, name="empty3")
+    fake = None
+    if a.fake_driver:
+        fake, x, y, specialize = fake_setup()
+        label, sync = "torch-like stand-ins", (lambda: None)
+    else:
+        if not has_gpu():
+            sys.exit("no CUDA GPU: nothing to measure (--fake-driver times the Python side)")
+        x, y, label = gpu_tensors()
+        sync = synchronize
+
+    k = make_kernel()
+    if x is not None:
+        k(x, y)                                       # build, load, generate the bind
+    else:                                             # no array library: raw pointers only
+        with driver.context_scope(driver.primary_context(0)):   # device 0's: stays current
+            buf = int(driver.check(driver.drv().cuMemAlloc(8192), "cuMemAlloc"))
+        k(buf, buf + 4096, N=1024)
+    L0 = next(iter(k._launchers.values()))
+    if fake is not None:                              # the driver's own cost taken out
+        done, here = (0,), (0, fake.ctx_of(0))
+        fake.cuLaunchKernel = lambda *args: done
+        fake.cuCtxGetCurrent = lambda: here
+        L0._launch, L0._current_ctx = fake.cuLaunchKernel, fake.cuCtxGetCurrent
+        k._bind = specialize(k._binder)
+    L = Launcher(L0.fn, k.params, name="empty3")      # a standalone Launcher, same function
+    if fake is not None:
+        L._launch, L._current_ctx = fake.cuLaunchKernel, fake.cuCtxGetCurrent
+        L._bind = specialize(L.binder)
     d = driver.drv()
     results = {}
 
-    # baseline: the bare binding call, parameters packed once
-    L.packer.pack([0, 0, 1024])
-    kp, h = L.packer.kernel_params, fn.handle
+    L.packer.pack([0x7F00_0000_0000, 0x7F00_0000_1000, 1024])
+    kp, h, launch = L.packer.kernel_params, L0.fn.handle, L._launch
 
     def bare(n):
-        launch = d.cuLaunchKernel
         for _ in range(n):
             launch(h, 1, 1, 1, 32, 1, 1, 0, 0, kp, 0)
-    results["bare cuLaunchKernel (baseline)"] = per_launch_us(bare, a.n)
+    results["bare cuLaunchKernel (baseline)"] = base = per_launch_us(bare, a.n, sync)
 
-    ptr = 0
-    try:
-        import torch
-        x = torch.zeros(1024, device="cuda")
-        y = torch.zeros(1024, device="cuda")
-        ptr = x.data_ptr()
-        label = "torch tensors"
-    except ImportError:
-        try:
-            import cupy as cp
-            x, y = cp.zeros(1024, cp.float32), cp.zeros(1024, cp.float32)
-            ptr = x.data.ptr
-            label = "cupy arrays"
-        except ImportError:
-            x = y = None
-    if ptr == 0:
-        ptr = int(d.cuMemAlloc(8192)[1])
+    ptr = x.data_ptr() if hasattr(x, "data_ptr") else (x.data.ptr if x is not None else buf)
 
     def raw(n):
         for _ in range(n):
             L((ptr, ptr), {"N": 1024}, grid=(1,), block=(32,), stream=0)
-    results["Launcher, raw pointers"] = per_launch_us(raw, a.n)
+    results["Launcher, raw pointers"] = per_launch_us(raw, a.n, sync)
 
+    headline = None
     if x is not None:
-        def tensors(n):
+        def launcher_tensors(n):
             for _ in range(n):
                 L((x, y), {}, grid=(1,), block=(32,))
-        results[f"Launcher, {label} (checked, current stream)"] = per_launch_us(tensors, a.n)
+        results[f"Launcher, {label} (checked)"] = per_launch_us(launcher_tensors, a.n, sync)
+
+        def kernel_tensors(n):
+            for _ in range(n):
+                k(x, y)
+        headline = f"pg.Kernel, {label} (checked, current stream)"
+        results[headline] = per_launch_us(kernel_tensors, a.n, sync)
+
+        bind = k._bind
 
         def bind_only(n):
             for _ in range(n):
-                L.binder.bind((x, y), {})
-        results[f"argument checks alone, {label}"] = per_launch_us(bind_only, a.n)
+                bind((x, y), {})
+        results[f"argument checks alone, {label}"] = per_launch_us(bind_only, a.n, sync)
 
-    base = results["bare cuLaunchKernel (baseline)"]
-    gpu = d.cuDeviceGetName(64, d.cuDeviceGet(0)[1])[1].split(b"\0")[0].decode()
-    print(f"{gpu}, {a.n} launches per round, median of 5 rounds")
-    for k, v in results.items():
-        print(f"  {k:50s} {v:7.2f} us/launch   ({v / base:4.2f}x baseline)")
+    if fake is not None:
+        where = "fake driver (no-op launch): ptxgen's Python per launch"
+    else:
+        where = d.cuDeviceGetName(64, d.cuDeviceGet(0)[1])[1].split(b"\0")[0].decode()
+    print(f"{where}, {a.n} launches per round, median of 5 rounds")
+    for name, v in results.items():
+        ratio = "" if fake is not None else f"   ({v / base:5.2f}x baseline)"
+        print(f"  {name:58s} {v:7.2f} us/launch{ratio}")
+    if headline is not None:
+        v = results[headline]
+        if fake is not None:
+            print(f"checked pg.Kernel launch: {v - base:.2f} us of Python above the no-op launch")
+        else:
+            print(f"checked pg.Kernel launch / bare cuLaunchKernel = {v / base:.2f}x "
+                  f"({v:.2f} vs {base:.2f} us; target <= 1.5x)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"device": gpu, "n": a.n, "us_per_launch": results}, f, indent=1)
+            json.dump({"device": where, "n": a.n, "us_per_launch": results,
+                       "ratio": results[headline] / base if headline else None}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,25 @@
 """Element types: one table, shared by the IR, the emitter and the runtime.
 
-A dtype knows its bit width, its kind (int/uint/float/storage-only float), the
-PTX register class and the PTX "container" type used to move its bits without
-conversion.  Vector types (``float32x4``) are a scalar dtype plus a lane count.
+A dtype knows its bit width, its kind (int/uint/float/storage-only float) and, in
+`dt.ptx`, how PTX holds and moves it: register class, arithmetic/cvt type, .param type
+and ld/st type (the `_PTX` table, the one place these are written).  Vector types
+(``float32x4``) are a scalar dtype plus a lane count.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from .errors import PtxgenError
+
+
+class PtxTypes(NamedTuple):
+    """How PTX holds and moves one dtype (a row of `_PTX`)."""
+    reg: str            # register class, also its mov type: pred b16 b32 b64 f32 f64
+    arith: str | None   # type of its arithmetic, setp and cvt; None: moved, never computed on
+    param: str          # .param / ld.param type of a scalar kernel parameter
+    mem: str | None     # ld/st type of one element; None: no single-element form
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,12 +33,19 @@ class DType:
     is_int: bool = field(init=False, repr=False)
     is_float: bool = field(init=False, repr=False)
     scalar: "DType" = field(init=False, repr=False)   # the lane type of a vector
+    ptx: PtxTypes = field(init=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "is_int", self.kind in ("int", "uint"))
         object.__setattr__(self, "is_float", self.kind == "float")
         object.__setattr__(self, "scalar", self if self.lanes == 1
                            else dtype(self.name.rsplit("x", 1)[0]))
+        if self.lanes == 1:
+            ptx = PtxTypes(*_PTX[self.name])
+        else:   # a vector: its lanes' types, held in 32-bit (64-bit lanes: 64-bit) registers
+            reg = "b64" if self.bits == 64 else "b32"
+            ptx = self.scalar.ptx._replace(reg=reg, param=reg)
+        object.__setattr__(self, "ptx", ptx)
 
     @property
     def nbytes(self) -> float:
@@ -94,24 +111,60 @@ def dtype(x) -> DType:
         raise PtxgenError(f"unknown dtype {x!r}") from None
 
 
-# ---- PTX facts per scalar dtype ------------------------------------------
-# memory type used by ld/st of one element (bits only, never a float conversion for 16-bit floats)
-_MEM = {
-    "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-    "float16": "b16", "bfloat16": "b16", "float32": "f32", "float64": "f64",
-    "float8_e4m3fn": "u8", "float8_e5m2": "u8", "handle": "u64", "bool": "u8",
+# ---- PTX facts per scalar dtype -------------------------------------------------------------
+# name: (register class, arithmetic/cvt type, .param type, ld/st type); see PtxTypes.
+#   16-bit floats live as bits in b16 registers (and parameters); ints below 32 bits are held
+#   and computed in 32 bits.  ld/st moves bits only, never a float conversion for 16-bit floats;
+#   fp8 moves as u8, fp4 has no single-element form (move packed pairs as uint8).
+_PTX = {
+    "bool": ("pred", None, "pred", "u8"),
+    "int8": ("b32", "s32", "s32", "s8"), "int16": ("b32", "s32", "s32", "s16"),
+    "int32": ("b32", "s32", "s32", "s32"), "int64": ("b64", "s64", "s64", "s64"),
+    "uint8": ("b32", "u32", "u32", "u8"), "uint16": ("b32", "u32", "u32", "u16"),
+    "uint32": ("b32", "u32", "u32", "u32"), "uint64": ("b64", "u64", "u64", "u64"),
+    "float16": ("b16", "f16", "b16", "b16"), "bfloat16": ("b16", "bf16", "b16", "b16"),
+    "float32": ("f32", "f32", "f32", "f32"), "float64": ("f64", "f64", "f64", "f64"),
+    "float8_e4m3fn": ("b32", None, "b32", "u8"), "float8_e5m2": ("b32", None, "b32", "u8"),
+    "float4_e2m1fn": ("b32", None, "b32", None),
+    "handle": ("b64", "u64", "b64", "u64"),       # a pointer: address arithmetic is u64
 }
+
+# register class -> (register name prefix, .reg type)
+REG_CLASSES = {"pred": ("%p", ".pred"), "b16": ("%rs", ".b16"), "b32": ("%r", ".b32"),
+               "b64": ("%rd", ".b64"), "f32": ("%f", ".f32"), "f64": ("%fd", ".f64")}
+REG_PREFIX = {c: p for c, (p, _) in REG_CLASSES.items()}
+
+# the vector that moves n bits without conversion, as (lane bits, lanes): one lane up to 32
+# bits, 32-bit lanes above (64-bit values split in two; never .v8.b16, which crashes ptxas 13.0)
+MOVE_CONTAINERS = {8: (8, 1), 16: (16, 1), 32: (32, 1), 64: (32, 2), 128: (32, 4),
+                   256: (32, 8)}
+
+
+def reg_class(dt: DType) -> str:
+    """The register class that holds a value of `dt`."""
+    return dt.ptx.reg
+
+
+def int_type(dt: DType) -> str:
+    """PTX arithmetic type of an integer dtype (sub-32-bit ints compute in 32 bits)."""
+    return dt.ptx.arith
 
 
 def mem_type(dt: DType) -> str:
-    """The ld/st type of one element (the emitter asks per access: one lookup, no call)."""
-    name = (dt if isinstance(dt, DType) else dtype(dt)).scalar.name
-    m = _MEM.get(name)
+    """The ld/st type of one element (the emitter reads `dt.ptx.mem` and calls this only to
+    raise)."""
+    dt = dt if isinstance(dt, DType) else dtype(dt)
+    m = dt.ptx.mem
     if m is None:
-        raise PtxgenError(f"{name} has no single-element load/store form; move it in a "
-                          f"wider container (e.g. a uint8 view of packed pairs)")
+        raise PtxgenError(f"{dt.scalar.name} has no single-element load/store form; move it in "
+                          f"a wider container (e.g. a uint8 view of packed pairs)")
     return m
+
+
+def uint_of(bits: int) -> DType | None:
+    """The unsigned int dtype of `bits` bits (what moves raw bits), None if there is none."""
+    name = f"uint{bits}"
+    return _parse(name) if name in _SCALARS else None
 
 
 ALL_SCALARS = tuple(k for k in _SCALARS if k != "handle")

@@ -164,7 +164,7 @@ def format_stmt(s: Stmt) -> str:
     if t is TileCall:
         args = ", ".join([str(a) if isinstance(a, BufferRegion) else format_expr(a)
                           for a in s.args])
-        opts = "".join([f", {k}={v!r}" for k, v in s.options.items() if not k.startswith("_")])
+        opts = "".join([f", {k}={v!r}" for k, v in s.options.items()])
         return f"pg.tile.{s.scope}.{s.op}({args}{opts})"
     return repr(s)
 

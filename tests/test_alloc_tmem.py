@@ -296,6 +296,31 @@ def test_tmem_misuse(case, fix):
     _raises(build, fix)
 
 
+def _full_warp_verdict(block, cond):
+    """'ok' or the error of pg.ptx.tcgen05.alloc under pg.if_(cond(tx, ty)) (at trace time)."""
+    def k(Out: pg.Tensor((1,), "uint32")):
+        tx, ty = pg.thread_id(block[0]), pg.thread_id(block[1], "y")
+        slot = pg.alloc_shared((1,), "uint32")
+        with pg.if_(cond(tx, ty)):
+            pg.ptx.tcgen05.alloc(slot, 32)
+    try:
+        pg.kernel(grid=(1,), block=block)(k)
+    except ResourceError as e:
+        return str(e)
+    return "ok"
+
+
+@pytest.mark.parametrize("block, cond, verdict", [
+    ((128, 1), lambda tx, ty: (tx // 32 == 1) & (tx < 100), "ok"),   # warp 1 lies below 100
+    ((16, 8), lambda tx, ty: ty == 0, "all 32 lanes"),              # a warp spans ty 0 and 1
+    ((32, 4), lambda tx, ty: ty == 0, "ok"),
+    ((16, 1), lambda tx, ty: tx < 16, "ok"),                        # true for the whole block
+    ((48, 1), lambda tx, ty: tx < 40, "all 32 lanes"),              # the partial last warp
+])
+def test_full_warp_check_is_the_exact_uniformity_analysis(block, cond, verdict):
+    assert verdict in _full_warp_verdict(block, cond)
+
+
 def test_mixed_cta_group_is_also_what_ptxas_rejects():
     """The check mirrors ptxas: a kernel mixing ::1 and ::2 does not assemble."""
     text = _tmem_kernel(cta_group=1, shape=(128, 64), total=64).ptx("sm_100a")

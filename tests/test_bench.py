@@ -9,6 +9,7 @@ import pytest
 
 from ptxgen.bench import cli, report, sweep, timing
 from ptxgen.errors import PtxgenError
+from ptxgen.runtime import driver
 
 
 @pytest.fixture
@@ -281,10 +282,10 @@ def test_gpu_sweep_end_to_end(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(sweep, "_REGISTRY", {})
 
     def memcpy(src, dst, n, stream):
-        timing.cu("cuMemcpyDtoDAsync", dst, src, n, stream)
+        driver.call("cuMemcpyDtoDAsync", dst, src, n, stream)
 
     def short(src, dst, n, stream):
-        timing.cu("cuMemcpyDtoDAsync", dst, src, n - 1, stream)
+        driver.call("cuMemcpyDtoDAsync", dst, src, n - 1, stream)
 
     def build(cfg):
         if cfg.scope == "warp":
@@ -334,7 +335,7 @@ def test_gpu_do_bench_scales_with_size():
     with CopyBuffers(512 << 20, use_torch=False) as b:
         b.poison()
         assert "never written" in b.check()
-        f = lambda n: lambda: timing.cu("cuMemcpyDtoDAsync", b.dst, b.src, n, 0)  # noqa: E731
+        f = lambda n: lambda: driver.call("cuMemcpyDtoDAsync", b.dst, b.src, n, 0)  # noqa: E731
         small = timing.do_bench(f(b.nbytes // 4), rep_ms=20)
         big = timing.do_bench(f(b.nbytes), rep_ms=20, flush_l2=False)
         assert b.check() is None

@@ -2,7 +2,6 @@
 each form family, every library instruction records its form, and the disk cache of
 rendered forms (stale / corrupt / tampered entries, template changes, unwritable
 directories, a fresh process without jinja)."""
-import json
 import os
 import subprocess
 import sys
@@ -64,7 +63,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("tcgen05_commit", (), {},
      "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64"),
     ("tcgen05_ld", ("32x32b", 32), {}, "tcgen05.ld.sync.aligned.32x32b.x32.b32"),
-    ("tcgen05_ld", ("16x256b", 4), {"pack": True}, "tcgen05.ld.sync.aligned.16x256b.x4.pack::16b.b32"),
+    ("tcgen05_ld", ("16x256b", 4), {"pack": True},
+     "tcgen05.ld.sync.aligned.16x256b.x4.pack::16b.b32"),
     ("tcgen05_st", ("32x32b", 8, True), {}, "tcgen05.st.sync.aligned.32x32b.x8.unpack::16b.b32"),
     ("tcgen05_wait", ("ld",), {}, "tcgen05.wait::ld.sync.aligned"),
     ("tcgen05_wait", ("st",), {}, "tcgen05.wait::st.sync.aligned"),
@@ -138,8 +138,9 @@ def _kernels():
     for mod in ("gemm_sm100", "pool_sm100", "smem_pool_demo", "wgmma_desc_check", "phase_loop",
                 "dyn_arena"):
         for k in getattr(importlib.import_module(mod), "KERNELS", []):
-            for arch in ("sm_90a", "sm_100a"):
-                yield f"{mod}:{k.name}@{arch}", lambda k=k, a=arch: k.ptx(a)
+            for arch in ("sm_90a", "sm_100a"):   # traced again: the escapes must be seen
+                yield f"{mod}:{k.name}@{arch}", \
+                    lambda k=k, a=arch: emit_speed._retrace(k)().ptx(a)
     sweep.load_plugins()
     import ptxgen.runtime
     old = ptxgen.runtime.device_arch
@@ -247,14 +248,14 @@ def fresh_forms(monkeypatch, tmp_path):
 
 
 def _cache_file(d):
-    files = sorted(d.glob("forms-*.json"))
+    files = sorted(d.glob("forms-*.txt"))
     assert len(files) == 1, files
     return files[0]
 
 
 def _render_some():
-    return (opcode("tcgen05_ld", "32x32b", 4), form("ld", "global", "u32").format(d="%r1", a="%rd1"),
-            forms._module_format(False))
+    return (opcode("tcgen05_ld", "32x32b", 4),
+            form("ld", "global", "u32").format(d="%r1", a="%rd1"), forms._module_format(False))
 
 
 def test_disk_cache_round_trip(fresh_forms):
@@ -275,38 +276,37 @@ def test_disk_cache_round_trip(fresh_forms):
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "other key", "bad sha",
-                                    "tampered entry"])
+                                    "tampered entry", "keyword field"])
 def test_corrupt_or_stale_cache_is_ignored_and_rebuilt(fresh_forms, damage):
     first = _render_some()
     forms.flush()
     path = _cache_file(fresh_forms)
     data = path.read_bytes()
-    head, payload = data.split(b"\n", 1)
-    meta = json.loads(head)
+    key = forms.cache_key()
+    texts = forms.decode(key, data)
+    assert texts is not None and forms.encode(key, texts) == data
     if damage == "garbage":
-        data = b"\x00not json at all"
+        data = b"\x00not a cache file"
     elif damage == "truncated":
         data = data[:len(data) // 2]
     elif damage == "other key":
-        data = json.dumps(dict(meta, key="0" * 64)).encode() + b"\n" + payload
+        data = forms.encode("0" * 64, texts)
     elif damage == "bad sha":
-        data = head + b"\n" + payload.replace(b"x4", b"x8")
-    else:   # a well-formed file whose entry would smuggle an expression into a form's f-string
-        import hashlib
-
-        texts = json.loads(payload)
-        key = next(k for k in texts if "'ld'" in k)
-        texts[key] = "ld.global.u32 {__import__('os').getpid()}, [{a}];"
-        payload = json.dumps(texts).encode()
-        meta["sha256"] = hashlib.sha256(payload).hexdigest()
-        data = json.dumps(meta).encode() + b"\n" + payload
+        data = data.replace(b"x4", b"x8")
+    else:   # well-formed files whose entry would smuggle an expression into a form's f-string
+        entry = next(k for k in texts if "'ld'" in k)   # or not compile as a lambda
+        texts[entry] = ("ld.global.u32 {__import__('os').getpid()}, [{a}];"
+                        if damage == "tampered entry" else "ld.global.u32 {if}, [{_}];")
+        data = forms.encode(key, texts)
+    assert data != path.read_bytes()
     path.write_bytes(data)
     forms._clear_memory()
     assert _render_some() == first
     forms.flush()
     forms._clear_memory()
     texts = forms._disk.load()          # the file is whole again
-    assert any("tcgen05_ld" in k for k in texts) and "__import__" not in "".join(texts.values())
+    assert any("tcgen05_ld" in k for k in texts)
+    assert not any("__import__" in v or "{if}" in v for v in texts.values())
 
 
 def test_templates_change_gives_a_new_key(fresh_forms, tmp_path, monkeypatch):
@@ -324,7 +324,7 @@ def test_templates_change_gives_a_new_key(fresh_forms, tmp_path, monkeypatch):
     assert forms.cache_key() != before
     assert opcode("probe_form") == "probe.form"
     forms.flush()
-    assert len(list(fresh_forms.glob("forms-*.json"))) == 1
+    assert len(list(fresh_forms.glob("forms-*.txt"))) == 1
     (tdir / "isa.ptx.j2").write_text((tdir / "isa.ptx.j2").read_text().replace("probe.form",
                                                                                "probe.changed"))
     forms.environment.cache_clear()
@@ -332,7 +332,7 @@ def test_templates_change_gives_a_new_key(fresh_forms, tmp_path, monkeypatch):
     forms._clear_memory()
     assert opcode("probe_form") == "probe.changed"     # not the stale text of the old key
     forms.flush()
-    assert len(list(fresh_forms.glob("forms-*.json"))) == 2
+    assert len(list(fresh_forms.glob("forms-*.txt"))) == 2
 
 
 @pytest.mark.parametrize("how", ["dir is a file", "disabled"])
@@ -383,3 +383,11 @@ def test_fresh_process_needs_no_jinja_once_cached(tmp_path):
     assert cold_jinja == "True"            # the empty cache was filled by rendering
     assert warm_jinja == "False"           # ... and read back without jinja
     assert warm_ptx == cold_ptx
+
+
+def test_import_ptxgen_leaves_jinja_out():
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", "import sys, ptxgen; print(sorted(m for m in "
+                          "sys.modules if m.split('.')[0] in ('jinja2', 'markupsafe')))"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -8,8 +8,9 @@ import textwrap
 import pytest
 
 from ptxgen.errors import PTXCompileError
-from ptxgen.runtime import cache, compile as comp
-from ptxgen.runtime import clear_memory_cache, compile_ptx, parse_info_log, reset_stats, stats
+from ptxgen.runtime import cache, compile as comp, driver
+from ptxgen.runtime import (clear_memory_cache, compile_ptx, driver_version, parse_info_log,
+                            reset_stats, set_memory_cache_size, stats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -227,11 +228,25 @@ def test_memory_cache():
 def test_cache_key_and_format():
     k = cache.key("x", "sm_90a")
     assert len(k) == 64 and k != cache.key("x", "sm_100a") != cache.key("x", "sm_90a", ("-O3",))
-    blob = cache.encode("log text", b"\x7fELFabc")
-    assert blob.startswith(cache.MAGIC) and cache.decode(blob) == ("log text", b"\x7fELFabc")
+    meta = {"nvjitlink": "13.0", "driver": "none"}
+    blob = cache.encode(k, meta, "log text", b"\x7fELFabc")
+    assert blob.startswith(cache.MAGIC)
+    assert cache.decode(blob) == cache.Entry(k, meta, "log text", b"\x7fELFabc")
     assert cache.decode(blob[:-1]) is None                      # truncated
     assert cache.decode(blob[:-1] + b"X") is None               # corrupted
     assert cache.decode(b"junk" + blob[4:]) is None             # bad magic
+
+
+def test_cache_key_loads_no_library():
+    """The key is a hash of PTX, arch and options: computing it (and missing the cache) must
+    not import the driver bindings or nvJitLink."""
+    code = ("import sys; from ptxgen.runtime import cache\n"
+            "k = cache.key('x', 'sm_90a'); assert cache.load(k) is None\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cuda')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=_env(PTXGEN_CACHE_DIR=os.path.join(ROOT, "no-such-dir")),
+                         check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_disk_cache_hit_in_second_process(isolated_cache):
@@ -267,7 +282,124 @@ def test_damaged_cache_entry_is_rebuilt(isolated_cache, damage):
     assert s["disk_hits"] == 0 and s["jit_compiles"] == 1 and s["disk_writes"] == 1
     assert s["disk_corrupt"] == 1
     assert r2.cubin == r.cubin
-    assert cache.decode(open(path, "rb").read()) == (r2.log, r.cubin)  # rewritten, valid
+    e = cache.decode(open(path, "rb").read())                   # rewritten, valid
+    assert (e.key, e.log, e.cubin) == (cache.key(PTX_SM80, "sm_80"), r2.log, r.cubin)
+
+
+def test_swapped_or_renamed_entry_is_rebuilt(isolated_cache):
+    """Each entry records its own key: a file holding another kernel's cubin (renamed, or
+    two swapped) is detected, rebuilt and rewritten, never loaded for the wrong PTX."""
+    ra = compile_ptx(PTX_SM80, "sm_80", name="add1")
+    rb = compile_ptx(PTX_SM90A, "sm_90a", name="smem90")
+    pa = cache.path_for(cache.key(PTX_SM80, "sm_80"))
+    pb = cache.path_for(cache.key(PTX_SM90A, "sm_90a"))
+    a, b = open(pa, "rb").read(), open(pb, "rb").read()
+    open(pa, "wb").write(b)          # swap the two files
+    open(pb, "wb").write(a)
+    clear_memory_cache()
+    reset_stats()
+    ra2 = compile_ptx(PTX_SM80, "sm_80", name="add1")
+    rb2 = compile_ptx(PTX_SM90A, "sm_90a", name="smem90")
+    s = stats()
+    assert (s["disk_mismatch"], s["disk_hits"], s["jit_compiles"], s["disk_writes"]) == \
+        (2, 0, 2, 2)
+    assert (ra2.cubin, rb2.cubin) == (ra.cubin, rb.cubin)
+    for path, k, cubin in ((pa, cache.key(PTX_SM80, "sm_80"), ra.cubin),
+                           (pb, cache.key(PTX_SM90A, "sm_90a"), rb.cubin)):
+        e = cache.decode(open(path, "rb").read())       # rewritten in place, with its own key
+        assert (e.key, e.cubin) == (k, cubin)
+    clear_memory_cache()
+    reset_stats()
+    compile_ptx(PTX_SM80, "sm_80", name="add1")
+    assert stats()["disk_hits"] == 1 and stats()["disk_mismatch"] == 0
+
+
+def test_entry_records_tool_versions(isolated_cache, monkeypatch):
+    """Versions live in the entry, checked when it is read: another nvJitLink (or, once a
+    driver is in use, another driver) makes the entry stale and it is rebuilt."""
+    compile_ptx(PTX_SM80, "sm_80", name="add1")
+    k = cache.key(PTX_SM80, "sm_80")
+    e = cache.decode(open(cache.path_for(k), "rb").read())
+    assert e.meta["nvjitlink"] == comp.nvjitlink_version() != "none"
+    assert e.meta["python"] == sys.prefix and e.meta["driver"] in ("none", driver_version())
+    path = e.meta["nvjitlink_lib"].rsplit("|", 2)[0]
+    assert path and os.path.isfile(path)
+
+    def rewrite(**changes):
+        open(cache.path_for(k), "wb").write(
+            cache.encode(k, dict(e.meta, **changes), e.log, e.cubin))
+        clear_memory_cache()
+        reset_stats()
+        compile_ptx(PTX_SM80, "sm_80", name="add1")
+        s = stats()
+        return s["disk_hits"], s["disk_stale"]
+
+    assert rewrite() == (1, 0)
+    # the library file that made it is unchanged: its recorded version is not re-asked
+    monkeypatch.setattr(comp, "_nvjitlink_version", ["99.9"])
+    assert rewrite() == (1, 0)
+    monkeypatch.setattr(comp, "_nvjitlink_version", [])
+    # another library file (or the same one changed): nvJitLink is asked, and it differs
+    assert rewrite(nvjitlink="12.0", nvjitlink_lib="/gone/libnvJitLink.so|1|2") == (0, 1)
+    assert rewrite(nvjitlink_lib="/gone/libnvJitLink.so|1|2") == (1, 0)   # same version
+    assert rewrite(nvjitlink="12.0", python="/another/venv") == (0, 1)
+    # the driver counts once one is in use; an offline entry ("none") suits any driver
+    monkeypatch.setattr(driver, "loaded_driver_version", lambda: "12080")
+    assert rewrite(driver="13000") == (0, 1)
+    assert rewrite(driver="12080") == (1, 0)
+    assert rewrite(driver="none") == (1, 0)
+
+
+def test_environments_sharing_a_cache_keep_their_own_entries(isolated_cache, monkeypatch):
+    """Two Python environments (say, with different nvJitLink versions) using one cache
+    directory each keep their entry, instead of rebuilding and overwriting the other's."""
+    monkeypatch.setattr(cache, "_ENV_TAG", "venv0001")
+    compile_ptx(PTX_SM80, "sm_80", name="add1")
+    monkeypatch.setattr(cache, "_ENV_TAG", "venv0002")
+    clear_memory_cache()
+    compile_ptx(PTX_SM80, "sm_80", name="add1")
+    k = cache.key(PTX_SM80, "sm_80")
+    assert sorted(os.listdir(isolated_cache / "cache")) == [f"{k}.venv0001.cubin",
+                                                             f"{k}.venv0002.cubin"]
+    monkeypatch.setattr(cache, "_ENV_TAG", "venv0001")
+    clear_memory_cache()
+    reset_stats()
+    compile_ptx(PTX_SM80, "sm_80", name="add1")
+    assert (stats()["disk_hits"], stats()["jit_compiles"]) == (1, 0)
+
+
+def test_memory_cache_is_bounded_lru():
+    prev = set_memory_cache_size(2)
+    try:
+        a = compile_ptx(PTX_SM80, "sm_80", name="add1")
+        b = compile_ptx(PTX_SM80, "sm_90a", name="add1")
+        assert compile_ptx(PTX_SM80, "sm_80", name="add1") is a       # a is now the newest
+        compile_ptx(PTX_SM90A, "sm_90a", name="smem90")               # evicts b
+        assert len(comp._memo) == 2
+        assert compile_ptx(PTX_SM80, "sm_80", name="add1") is a
+        reset_stats()
+        b2 = compile_ptx(PTX_SM80, "sm_90a", name="add1")
+        assert b2 is not b and b2.cubin == b.cubin
+        assert (stats()["memory_hits"], stats()["disk_hits"]) == (0, 1)   # from disk again
+        assert set_memory_cache_size(0) == 2 and len(comp._memo) == 0
+        compile_ptx(PTX_SM80, "sm_80", name="add1")
+        assert len(comp._memo) == 0
+        with pytest.raises(ValueError, match="memory cache size must be >= 0, got -1"):
+            set_memory_cache_size(-1)
+    finally:
+        set_memory_cache_size(prev)
+    assert prev == 128
+
+
+def test_memory_cache_size_from_environment():
+    code = ("from ptxgen.runtime import compile as c; print(c._memo_max[0])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=_env(PTXGEN_MEMORY_CACHE_SIZE="7"), check=True).stdout
+    assert out.strip() == "7"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=_env(PTXGEN_MEMORY_CACHE_SIZE="lots"))
+    assert p.returncode != 0 and ("PTXGEN_MEMORY_CACHE_SIZE='lots': expected a count of "
+                                  "cubins >= 0 (0 turns the in-memory cache off)") in p.stderr
 
 
 def test_disk_cache_disabled(isolated_cache, monkeypatch):
@@ -292,7 +424,7 @@ def test_concurrent_writers_leave_a_valid_entry(isolated_cache):
             "r = compile_ptx(ptx, 'sm_80', name='add1')\n"
             "k = cache.key(ptx, 'sm_80')\n"
             "for _ in range(50):\n"
-            "    assert cache.store(k, r.log, r.cubin)\n"
+            "    assert cache.store(k, r.log, r.cubin, {'nvjitlink': 'x'})\n"
             "    e = cache.load(k)\n"
             "    assert e is not None and e[1] == r.cubin, 'torn read'\n"
             "print('ok')")

@@ -8,7 +8,8 @@ import pytest
 
 from ptxgen.errors import CudaError, LaunchError
 from ptxgen.runtime import Binder, Launcher, ParamPacker, ParamSpec, driver, has_gpu
-from ptxgen.runtime.args import dlpack_describe, row_major
+from ptxgen.layout import row_major_strides as row_major
+from ptxgen.runtime.args import dlpack_describe
 from ptxgen.runtime.launcher import stream_handle
 
 
@@ -199,6 +200,9 @@ class FakeDriver:
         blob = ctypes.string_at(ctypes.c_void_p.from_address(params).value, 16)
         self.calls.append(((f, gx, gy, gz, bx, by, bz, smem, stream, extra), blob))
         return (self.result,)
+
+    def cuCtxGetCurrent(self):
+        return (0, 0)       # FakeFunction's context: launches take the direct path
 
     def cuGetErrorName(self, e):
         return (0, {700: b"CUDA_ERROR_ILLEGAL_ADDRESS", 1: b"CUDA_ERROR_INVALID_VALUE"}[int(e)])

@@ -14,7 +14,8 @@ from .pipeline import Pipeline
 from .smem import MAX_DYNAMIC_SMEM, SMEMPool
 from .swizzle import infer_mode as infer_mma_swizzle
 from .swizzle import mma_layout
-from .tmem import TMEMPool, check_tmem_live
+from ..builder.resources import check_tmem_live
+from .tmem import TMEMPool
 
 for _name, _fn in {
     "tcgen05.alloc": _tm.tcgen05_alloc,

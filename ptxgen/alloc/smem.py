@@ -24,7 +24,7 @@ from ..builder.tensor import TensorHandle, alloc_buffer, decl_buffer
 from ..dtypes import dtype as _dtype
 from ..target import SMEM_LIMITS, parse_target, smem_limits
 from ..errors import LayoutError
-from ..layout import S, TileLayout
+from ..layout import MMA_SWIZZLES, S, TileLayout
 from . import swizzle as _swz
 from ..builder.resources import resource_error, require_top_level, state
 
@@ -166,7 +166,8 @@ class SMEMPool:
             layout = _swz.mma_layout(shape, dtype, mode, atom_order)
         except LayoutError as e:
             raise LayoutError(f"{user_src()}: alloc_tcgen05_mma_AB '{name}': {e}") from None
-        return self.alloc(shape, dtype, align=_swz.REPEAT_BYTES[mode], layout=layout, name=name)
+        return self.alloc(shape, dtype, align=MMA_SWIZZLES[mode].repeat_bytes, layout=layout,
+                          name=name)
 
     def move_base_to(self, offset: int):
         """Rewind (or advance) the cursor: later tiles reuse bytes from `offset` on."""

@@ -22,21 +22,18 @@ from __future__ import annotations
 
 from ..dtypes import dtype as _dtype
 from ..errors import LayoutError
-from ..layout import ComposeLayout, S, Swizzle, TileLayout
+from ..layout import MMA_SWIZZLES, ComposeLayout, Swizzle, mma_canonical_grid, mma_swizzle_name
 
-MODES = ("128B", "64B", "32B", "none")
-ATOM_ROW_BYTES = {"128B": 128, "64B": 64, "32B": 32, "none": 16}
-REPEAT_BYTES = {"128B": 1024, "64B": 512, "32B": 256, "none": 16}
-_ALIASES = {"128b": "128B", "64b": "64B", "32b": "32B", "none": "none", "interleave": "none",
-            128: "128B", 64: "64B", 32: "32B", 0: "none", None: "none"}
+# the modes a layout models (not tcgen05's 128B_base32B), widest atom row first
+MODES = tuple(sorted((n for n, m in MMA_SWIZZLES.items() if m.cute_b is not None),
+                     key=lambda n: -MMA_SWIZZLES[n].row_bytes))
 ELEM_BITS = (4, 8, 16, 32)
 
 
 def normalize_mode(swizzle) -> str:
-    key = swizzle.lower() if isinstance(swizzle, str) else swizzle
-    if key == "auto":
+    if isinstance(swizzle, str) and swizzle.lower() == "auto":
         return "auto"
-    mode = _ALIASES.get(key)
+    mode = mma_swizzle_name(swizzle)
     if mode is None:
         raise LayoutError(f"swizzle={swizzle!r} is not an MMA swizzle; use 'auto', '128B', "
                           f"'64B', '32B' or 'none'")
@@ -45,8 +42,8 @@ def normalize_mode(swizzle) -> str:
 
 def fitting_modes(row_bytes) -> list:
     """Modes whose atom row divides a row of `row_bytes`, widest first."""
-    return [m for m in MODES if row_bytes >= ATOM_ROW_BYTES[m] and
-            row_bytes % ATOM_ROW_BYTES[m] == 0]
+    return [m for m in MODES if row_bytes >= MMA_SWIZZLES[m].row_bytes and
+            row_bytes % MMA_SWIZZLES[m].row_bytes == 0]
 
 
 def infer_mode(shape, dtype) -> str:
@@ -91,7 +88,7 @@ def check_mode(shape, dtype, mode: str) -> str:
     fits = fitting_modes(rb)
     if mode in fits:
         return mode
-    a = ATOM_ROW_BYTES[mode]
+    a = MMA_SWIZZLES[mode].row_bytes
     if fits:
         hint = f"use swizzle='{fits[0]}' (what 'auto' picks)"
     else:
@@ -109,31 +106,5 @@ def mma_layout(shape, dtype, mode: str, atom_order: str = "k") -> ComposeLayout:
     mode = check_mode(shape, dtype, mode)
     if atom_order not in ("k", "mn"):
         raise LayoutError(f"atom_order={atom_order!r} must be 'k' (atoms along K first) or 'mn'")
-    rows, k = shape[-2], shape[-1]
-    e = ATOM_ROW_BYTES[mode] * 8 // bits            # elements in one atom row
-    atom = 8 * e                                    # elements in one atom (8 rows)
-    # (which 8-row group, row in group) x (which atom along K, element in atom row)
-    group_stride, katom_stride = (k * 8, atom) if atom_order == "k" else (atom, rows * e)
-    r_shape, r_stride = _mode(rows // 8, 8, group_stride, e)
-    k_shape, k_stride = _mode(k // e, e, katom_stride, 1)
-    lead = shape[:-2]
-    lead_strides, acc = [], rows * k                # leading dims stack whole tiles
-    for s in reversed(lead):
-        lead_strides.insert(0, acc)
-        acc *= s
-    inner = TileLayout(S[tuple(lead) + (r_shape, k_shape):tuple(lead_strides) + (r_stride,
-                                                                                   k_stride)])
+    inner = mma_canonical_grid(shape[-2], shape[-1], bits, mode, "K", atom_order, shape[:-2])
     return ComposeLayout(Swizzle.mma(mode, bits), inner)
-
-
-def _mode(outer, inner, s_outer, s_inner):
-    """A (outer, inner) nested mode, flat when there is a single outer step."""
-    if outer == 1:
-        return inner, s_inner
-    return (outer, inner), (s_outer, s_inner)
-
-
-def cute_byte_swizzle(o: int, mode: str) -> int:
-    """CuTe Swizzle<B,4,3> on a byte offset (the reference the layouts are tested against)."""
-    b = {"128B": 3, "64B": 2, "32B": 1, "none": 0}[mode]
-    return o ^ ((o >> 3) & (((1 << b) - 1) << 4))

@@ -29,10 +29,10 @@ from ..builder.control import cta_sync, if_
 from ..builder.ptx import element_pointer, emit_instr
 from ..builder.tensor import LocalScalar, TensorHandle, decl_buffer
 from ..dtypes import dtype as _dtype
-from ..ir import BinOp, BufferPtr, Cast, Expr, Let, Load, SpecialReg, Var, as_expr, cast
+from ..ir import BufferPtr, Cast, Expr, Let, Load, SpecialReg, Var, as_expr, cast
 from ..layout import S, TCol, TileLayout, TLane
-from ..builder.resources import (TMEM_COLS, check_tmem_live, require_full_warp,  # noqa: F401
-                                 require_top_level, resource_error, state)
+from ..builder.resources import (TMEM_COLS, require_full_warp, require_top_level,
+                                 resource_error, state)
 from ..target.forms import opcode
 
 _U32 = _dtype("uint32")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..errors import PtxgenError
 from ..ir import BOOL
+from ..layout import row_major_strides
 
 
 def element_offset(buf, indices):
@@ -12,10 +13,9 @@ def element_offset(buf, indices):
     if buf.layout is not None:
         m = buf.layout.apply(*indices, shape=buf.shape)["m"]
     else:
-        m, stride = 0, 1
-        for idx, ext in zip(reversed(indices), reversed(buf.shape)):
+        m = 0
+        for idx, stride in zip(reversed(indices), reversed(row_major_strides(buf.shape))):
             m = idx * stride + m if not (isinstance(idx, int) and idx == 0) else m
-            stride = ext * stride
     eo = buf.elem_offset
     if not (isinstance(eo, int) and eo == 0):
         m = m + eo

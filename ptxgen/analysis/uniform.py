@@ -3,7 +3,8 @@
 A tile primitive in a `warp` scope needs all 32 lanes of a warp active.  Conditions
 that depend only on uniform values (parameters, CTA ids, constants) pass; those that
 depend on thread ids are evaluated for every thread of the block (numpy, vectorized)
-and must be constant within each group; anything that reads memory is refused.
+and must be constant within each group; anything that reads memory is refused.  The
+one analysis of warp uniformity: alloc's checked .sync.aligned helpers ask it too.
 """
 from __future__ import annotations
 
@@ -79,13 +80,20 @@ def _eval(binds, e, env):
     }[e.op]()
 
 
-def uniform_within(ctx, cond, n: int) -> tuple[bool, str]:
+def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[bool, str]:
+    """(ok, why): is `cond` the same for all threads of each group of `n` consecutive ones?
+
+    By default ok must be proven (a tile primitive runs only then).  With `prove_split` not ok
+    must be: a condition that cannot be evaluated at trace time (memory, runtime values) passes,
+    and the block's last group may have fewer threads (an error at the user's line needs proof).
+    """
     binds = {f[1].uid: f for f in ctx.facts}
     kind = _classify(binds, cond, {})
     if kind in ("const", "uniform"):
         return True, ""
     if kind == "varying":
-        return False, "the branch condition reads memory or per-thread values"
+        return prove_split, "" if prove_split else \
+            "the branch condition reads memory or per-thread values"
     # thread-dependent: every atom is a thread id or a constant -> evaluate for all threads
     bx, by, bz = (tuple(ctx.func.block) + (1, 1, 1))[:3]
     total = bx * by * bz
@@ -95,10 +103,13 @@ def uniform_within(ctx, cond, n: int) -> tuple[bool, str]:
     try:
         v = np.broadcast_to(np.asarray(_eval(binds, cond, env)), (total,))
     except KeyError:
-        return False, "the branch condition mixes thread ids with runtime values"
-    groups = v.reshape(-1, n) if total % n == 0 else None
-    if groups is None:
-        return False, f"the block of {total} threads does not split into groups of {n}"
+        return prove_split, "" if prove_split else \
+            "the branch condition mixes thread ids with runtime values"
+    if total % n:
+        if not prove_split:
+            return False, f"the block of {total} threads does not split into groups of {n}"
+        v = np.concatenate([v, np.repeat(v[-1:], -total % n)])   # a partial last group
+    groups = v.reshape(-1, n)
     mixed = np.nonzero(groups.min(axis=1) != groups.max(axis=1))[0]
     if len(mixed):
         g = int(mixed[0])

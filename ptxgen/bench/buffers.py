@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..errors import CudaError, PtxgenError
 from .sweep import copy_bytes
-from .timing import cu, stream_handle, synchronize, _driver
+from ..runtime.driver import call, drv, synchronize
+from ..runtime.launcher import stream_handle
 
 __all__ = ["CopyBuffers", "POISON", "FILL_PERIOD", "CHECK_CHUNK"]
 
@@ -37,14 +38,14 @@ class CopyBuffers:
         if nbytes <= 0:
             raise PtxgenError(f"--size {total_bytes} B is too small: need at least 2 MiB "
                               f"(two 1 MiB buffers)")
-        free, _total = cu("cuMemGetInfo")
+        free, _total = call("cuMemGetInfo")
         if 2 * nbytes > free:
             raise PtxgenError(f"copy buffers need 2 x {nbytes} B but only {free} B of device "
                               f"memory is free; pass a smaller --size")
         self.nbytes = nbytes
         self.src = self.dst = 0
-        self.src = int(cu("cuMemAlloc", nbytes))
-        self.dst = int(cu("cuMemAlloc", nbytes))
+        self.src = int(call("cuMemAlloc", nbytes))
+        self.dst = int(call("cuMemAlloc", nbytes))
         self.torch_src = self.torch_dst = None
         if use_torch:
             self._wrap_torch()
@@ -57,13 +58,13 @@ class CopyBuffers:
 
         period = min(FILL_PERIOD, self.nbytes)
         chunk = np.random.default_rng(seed).integers(1, 255, size=period, dtype=np.uint8)
-        cu("cuMemcpyHtoD", self.src, chunk.ctypes.data, period)
+        call("cuMemcpyHtoD", self.src, chunk.ctypes.data, period)
         done = period
         while done < self.nbytes:
             n = min(done, self.nbytes - done)
-            cu("cuMemcpyDtoD", self.src + done, self.src, n)
+            call("cuMemcpyDtoD", self.src + done, self.src, n)
             done += n
-        cu("cuCtxSynchronize")
+        call("cuCtxSynchronize")
 
     def _wrap_torch(self) -> None:
         """Zero-copy torch views via __cuda_array_interface__; skipped if torch is absent."""
@@ -80,7 +81,7 @@ class CopyBuffers:
                     "shape": (n,), "typestr": "|u1", "data": (ptr, False),
                     "strides": None, "version": 3, "stream": None}
 
-        dev = torch.device("cuda", int(cu("cuCtxGetDevice")))
+        dev = torch.device("cuda", int(call("cuCtxGetDevice")))
         self.torch_src = torch.as_tensor(_View(self.src, self.nbytes), device=dev)
         self.torch_dst = torch.as_tensor(_View(self.dst, self.nbytes), device=dev)
         if (self.torch_src.data_ptr(), self.torch_dst.data_ptr()) != (self.src, self.dst):
@@ -89,8 +90,8 @@ class CopyBuffers:
     # ---- per-check -------------------------------------------------------
     def poison(self, stream=None) -> None:
         """Fill dst with 0xFF (a byte src never holds) before a correctness run."""
-        cu("cuMemsetD8Async", self.dst, POISON, self.nbytes,
-           _driver().CUstream(stream_handle(stream)))
+        call("cuMemsetD8Async", self.dst, POISON, self.nbytes,
+             drv().CUstream(stream_handle(stream)))
 
     def check(self, stream=None) -> str | None:
         """None if dst == src exactly, else a short description of the first difference.
@@ -117,8 +118,8 @@ class CopyBuffers:
         bad_total, first = 0, None
         for off in range(0, self.nbytes, CHECK_CHUNK):
             m = min(CHECK_CHUNK, self.nbytes - off)
-            cu("cuMemcpyDtoH", a.ctypes.data, self.src + off, m)
-            cu("cuMemcpyDtoH", b.ctypes.data, self.dst + off, m)
+            call("cuMemcpyDtoH", a.ctypes.data, self.src + off, m)
+            call("cuMemcpyDtoH", b.ctypes.data, self.dst + off, m)
             diff = np.flatnonzero(a[:m] != b[:m])
             if diff.size:
                 bad_total += int(diff.size)
@@ -139,7 +140,7 @@ class CopyBuffers:
             ptr, _ = getattr(self, attr, 0), setattr(self, attr, 0)
             if ptr:
                 try:
-                    cu("cuMemFree", ptr)
+                    call("cuMemFree", ptr)
                 except CudaError:
                     pass
 

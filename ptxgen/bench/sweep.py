@@ -239,11 +239,12 @@ def run_copy_bench(configs: list[CopyConfig], *, total_bytes: int, command: str 
     address), the remaining rows are 'skipped' instead of all failing the same way.
     Ctrl-C stops the sweep but still returns the rows measured so far.
     """
+    from ..runtime import driver
     from . import report, timing
     from .buffers import CopyBuffers
 
     info = timing.init_device(device)
-    stream = timing.create_stream()
+    stream = driver.create_stream()
     bench = dict(warmup_ms=warmup_ms, rep_ms=rep_ms, flush_l2=flush_l2, stream=stream)
     baselines, rows = [], []
     with CopyBuffers(total_bytes, use_torch=use_torch) as bufs:
@@ -259,8 +260,8 @@ def run_copy_bench(configs: list[CopyConfig], *, total_bytes: int, command: str 
                 verdict = "ok" if diff is None else f"WRONG: {diff}"
             return timing.do_bench(launch, **bench), verdict
 
-        bases = [("cuMemcpyDtoDAsync", lambda: timing.cu(
-            "cuMemcpyDtoDAsync", bufs.dst, bufs.src, n, timing._driver().CUstream(stream)))]
+        bases = [("cuMemcpyDtoDAsync", lambda: driver.call(
+            "cuMemcpyDtoDAsync", bufs.dst, bufs.src, n, driver.drv().CUstream(stream)))]
         if bufs.torch_src is not None:
             import torch
 
@@ -310,13 +311,13 @@ def run_copy_bench(configs: list[CopyConfig], *, total_bytes: int, command: str 
             except Exception as e:  # noqa: BLE001
                 rows.append({**row, "correctness": f"error: {_one_line(e)}"})
                 try:
-                    timing.cu("cuCtxSynchronize")
+                    driver.call("cuCtxSynchronize")
                 except Exception as e2:  # noqa: BLE001 - sticky error: context is gone
                     dead = f"CUDA context lost after {built.name} ({_one_line(e2)})"
         if progress:
             progress(total, total, "done")
     if not dead:
-        timing.cu("cuStreamDestroy", timing._driver().CUstream(stream))
+        driver.call("cuStreamDestroy", driver.drv().CUstream(stream))
     dev = {"name": info.name, "ordinal": info.ordinal, "sm_count": info.sm_count,
            "l2_bytes": info.l2_bytes, "memory_bytes": info.total_mem,
            "compute_capability": f"{info.cc[0]}.{info.cc[1]}"}

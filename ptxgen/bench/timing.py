@@ -6,62 +6,33 @@ would include launch latency and Python overhead.  Between runs a memset larger 
 L2 evicts the previous run's data, so each run starts as cold as a real kernel that
 follows unrelated work (this is the protocol of Triton's ``do_bench``).
 
-cuda-bindings is imported lazily, so ``import ptxgen.bench`` works on a machine
-without the package or a driver; :func:`gpu_available` says why no GPU is usable.
+The driver calls are runtime.driver's (one set of wrappers, one error format); its import
+of cuda-bindings is lazy, so ``import ptxgen.bench`` works on a machine without the package
+or a driver, and :func:`gpu_available` says why no GPU is usable.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..errors import CudaError
+from ..runtime import driver
+from ..runtime.driver import call
+from ..runtime.launcher import stream_handle
 
-__all__ = ["gpu_available", "cu", "DeviceInfo", "init_device", "stream_handle",
-           "create_stream", "synchronize", "L2Flusher", "do_bench"]
-
-
-def _driver():
-    from cuda.bindings import driver  # deferred: absent or driverless hosts still import us
-
-    return driver
-
-
-def cu(name: str, *args):
-    """Call driver function ``name`` and return its results without the status code.
-
-    Raises CudaError naming the call and the CUDA error, since a bare status enum from
-    deep inside a sweep says nothing about which step failed.
-    """
-    drv = _driver()
-    res = getattr(drv, name)(*args)
-    err, rest = (res[0], res[1:]) if isinstance(res, tuple) else (res, ())
-    if err != drv.CUresult.CUDA_SUCCESS:
-        _, ename = drv.cuGetErrorName(err)
-        _, edesc = drv.cuGetErrorString(err)
-        dec = lambda b: b.decode() if isinstance(b, bytes) else str(b)  # noqa: E731
-        raise CudaError(f"{name} failed: {dec(ename)} ({dec(edesc)})")
-    return None if not rest else rest[0] if len(rest) == 1 else rest
+__all__ = ["gpu_available", "DeviceInfo", "init_device", "L2Flusher", "do_bench"]
 
 
 def gpu_available() -> tuple[bool, str]:
     """(True, device name) if a CUDA device can be used, else (False, why).  Never raises:
     the CLI turns the reason into its one-line 'no GPU' message."""
     try:
-        _driver()
-    except Exception as e:  # noqa: BLE001 - any import failure means "no GPU here"
-        return False, f"cuda-bindings not importable: {type(e).__name__}: {e}"
-    try:
-        cu("cuInit", 0)
-        count = cu("cuDeviceGetCount")
-        if count < 1:
+        if call("cuDeviceGetCount") < 1:
             return False, "the driver reports no CUDA devices"
-        name = cu("cuDeviceGetName", 256, cu("cuDeviceGet", 0))
-        return True, name.split(b"\0", 1)[0].decode(errors="replace")
-    except CudaError as e:
+        return True, driver.device_name(0)
+    except CudaError as e:   # also: no cuda-bindings, no libcuda (runtime.driver says which)
         return False, str(e)
-    except Exception as e:  # noqa: BLE001 - e.g. libcuda.so not found by cuda.pathfinder
+    except Exception as e:  # noqa: BLE001 - whatever else the bindings raise
         msg = str(e).splitlines()[0] if str(e) else ""
-        if "driver library" in msg or "libcuda" in msg:
-            return False, "NVIDIA driver (libcuda) not found"
         return False, f"{type(e).__name__}: {msg}"[:200]
 
 
@@ -84,43 +55,19 @@ def init_device(ordinal: int = 0) -> DeviceInfo:
     The primary context is the one the CUDA runtime (and so torch) uses, which lets torch
     tensors, cuMemAlloc buffers and ptxgen launches share pointers and streams.
     """
-    drv = _driver()
-    cu("cuInit", 0)
-    dev = cu("cuDeviceGet", ordinal)
-    ctx = cu("cuDevicePrimaryCtxRetain", dev)
-    cu("cuCtxSetCurrent", ctx)
+    call("cuCtxSetCurrent", driver.primary_context(ordinal))
     if ordinal not in _DEVICES:
-        A = drv.CUdevice_attribute
-        attr = lambda a: cu("cuDeviceGetAttribute", a, dev)  # noqa: E731
-        name = cu("cuDeviceGetName", 256, dev).split(b"\0", 1)[0].decode(errors="replace")
+        attr = lambda a: driver.device_attribute(a, ordinal)  # noqa: E731
         _DEVICES[ordinal] = DeviceInfo(
-            ordinal, name, attr(A.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
-            attr(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), cu("cuDeviceTotalMem", dev),
-            (attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-             attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)))
+            ordinal, driver.device_name(ordinal), attr("L2_CACHE_SIZE"),
+            attr("MULTIPROCESSOR_COUNT"), call("cuDeviceTotalMem", call("cuDeviceGet", ordinal)),
+            (attr("COMPUTE_CAPABILITY_MAJOR"), attr("COMPUTE_CAPABILITY_MINOR")))
     return _DEVICES[ordinal]
 
 
-def stream_handle(stream) -> int:
-    """Raw CUstream address from None (legacy default stream), an int, a CUstream, or a
-    torch stream; kernels and baselines all receive this one integer."""
-    if stream is None:
-        return 0
-    if isinstance(stream, int):
-        return stream
-    if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream / ExternalStream
-        return int(stream.cuda_stream)
-    return int(stream)  # CUstream supports __int__
-
-
-def create_stream() -> int:
-    """A non-blocking stream, so benchmark work never serializes with the legacy stream."""
-    drv = _driver()
-    return int(cu("cuStreamCreate", drv.CUstream_flags.CU_STREAM_NON_BLOCKING))
-
-
-def synchronize(stream=None) -> None:
-    cu("cuStreamSynchronize", _driver().CUstream(stream_handle(stream)))
+def _stream(stream):
+    """A CUstream for the raw driver calls, from anything runtime's stream_handle takes."""
+    return driver.drv().CUstream(stream_handle(stream))
 
 
 class L2Flusher:
@@ -129,17 +76,16 @@ class L2Flusher:
 
     def __init__(self, l2_bytes: int):
         self.nbytes = max(2 * int(l2_bytes), 1 << 20)
-        self.ptr = int(cu("cuMemAlloc", self.nbytes))
+        self.ptr = int(call("cuMemAlloc", self.nbytes))
         self._byte = 0
 
     def flush(self, stream) -> None:
         self._byte = self._byte % 255 + 1
-        cu("cuMemsetD8Async", self.ptr, self._byte, self.nbytes,
-           _driver().CUstream(stream_handle(stream)))
+        call("cuMemsetD8Async", self.ptr, self._byte, self.nbytes, _stream(stream))
 
     def close(self) -> None:
         if self.ptr:
-            cu("cuMemFree", self.ptr)
+            call("cuMemFree", self.ptr)
             self.ptr = 0
 
 
@@ -147,9 +93,9 @@ _FLUSHERS: dict[int, L2Flusher] = {}
 
 
 def _current_ordinal() -> int:
-    if not int(cu("cuCtxGetCurrent")):
+    if not int(call("cuCtxGetCurrent")):
         init_device(0)
-    return int(cu("cuCtxGetDevice"))
+    return driver.current_device()
 
 
 def _flusher() -> L2Flusher:
@@ -179,8 +125,8 @@ def do_bench(fn, *, warmup_ms: float = 25, rep_ms: float = 100, flush_l2: bool =
     """
     import numpy as np
 
-    drv = _driver()
-    s = drv.CUstream(stream_handle(stream))
+    drv = driver.drv()
+    s = _stream(stream)
     flusher = _flusher() if flush_l2 else None
 
     def one():
@@ -189,38 +135,38 @@ def do_bench(fn, *, warmup_ms: float = 25, rep_ms: float = 100, flush_l2: bool =
         fn()
 
     one()  # first call: JIT, module load, lazy allocations
-    cu("cuStreamSynchronize", s)
+    call("cuStreamSynchronize", s)
     n_est = 5
-    events = [cu("cuEventCreate", drv.CUevent_flags.CU_EVENT_DEFAULT) for _ in range(2)]
+    events = [call("cuEventCreate", drv.CUevent_flags.CU_EVENT_DEFAULT) for _ in range(2)]
     try:
-        cu("cuEventRecord", events[0], s)
+        call("cuEventRecord", events[0], s)
         for _ in range(n_est):
             one()
-        cu("cuEventRecord", events[1], s)
-        cu("cuEventSynchronize", events[1])
-        est_ms = max(cu("cuEventElapsedTime", events[0], events[1]) / n_est, 1e-4)
+        call("cuEventRecord", events[1], s)
+        call("cuEventSynchronize", events[1])
+        est_ms = max(call("cuEventElapsedTime", events[0], events[1]) / n_est, 1e-4)
     finally:
         for e in events:
-            cu("cuEventDestroy", e)
+            call("cuEventDestroy", e)
 
     n_warm = max(1, int(warmup_ms / est_ms))
     n_rep = max(1, int(rep_ms / est_ms))
     for _ in range(n_warm):
         one()
-    starts = [cu("cuEventCreate", drv.CUevent_flags.CU_EVENT_DEFAULT) for _ in range(n_rep)]
-    ends = [cu("cuEventCreate", drv.CUevent_flags.CU_EVENT_DEFAULT) for _ in range(n_rep)]
+    starts = [call("cuEventCreate", drv.CUevent_flags.CU_EVENT_DEFAULT) for _ in range(n_rep)]
+    ends = [call("cuEventCreate", drv.CUevent_flags.CU_EVENT_DEFAULT) for _ in range(n_rep)]
     try:
         for a, b in zip(starts, ends):
             if flusher is not None:
                 flusher.flush(s)
-            cu("cuEventRecord", a, s)
+            call("cuEventRecord", a, s)
             fn()
-            cu("cuEventRecord", b, s)
-        cu("cuEventSynchronize", ends[-1])
-        times = np.array([cu("cuEventElapsedTime", a, b) for a, b in zip(starts, ends)])
+            call("cuEventRecord", b, s)
+        call("cuEventSynchronize", ends[-1])
+        times = np.array([call("cuEventElapsedTime", a, b) for a, b in zip(starts, ends)])
     finally:
         for e in starts + ends:
-            cu("cuEventDestroy", e)
+            call("cuEventDestroy", e)
 
     qs = sorted(set(quantiles) | {0.5})
     out = {_quantile_key(q): float(v) for q, v in zip(qs, np.quantile(times, qs))}

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import re
+import sys
 from _thread import RLock
 from types import FunctionType
 
@@ -90,10 +92,12 @@ class Kernel:
         self.name = name or fn.__name__
         self._ptx_cache: dict = {}
         self._lock = RLock()      # _thread's: threading.RLock is a Python-level wrapper
-        self._launchers: dict = {}
+        self._launchers: dict = {}   # device (-2 - device with debug_bounds) -> Launcher
+        self._bind = self._binder = None
         # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
         # the body then may not fix gridDim with cta_id(n)
         self._grid_fn = grid if callable(grid) else None
+        grid, block, dynamic_smem_bytes = (_ints(x) for x in (grid, block, dynamic_smem_bytes))
         self.ir = self._trace(None if self._grid_fn else grid, block, dynamic_smem_bytes)
 
     # ---- tracing --------------------------------------------------------------------
@@ -226,7 +230,6 @@ class Kernel:
     @property
     def params(self):
         from ..runtime import ParamSpec
-        from ..emit.codegen import reg_type_of
 
         out = []
         for p in self.ir.params:
@@ -236,37 +239,61 @@ class Kernel:
                 out.append(ParamSpec(p.name, "tensor", b.dtype.name, ".u64", shape,
                                      _expected_strides(b), b.align))
             else:
-                out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + reg_type_of(p.var.dtype)))
+                out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + p.var.dtype.ptx.param))
         return out
 
     def __call__(self, *args, grid=None, block=None, stream=None, dynamic_smem_bytes=None, **kw):
-        from ..runtime import Launcher, Module, compile_ptx, device_arch
+        """Launch on the device of the tensor arguments (all on one; raw pointers: the current
+        device), in torch's current stream there unless ``stream`` is given.  The first launch
+        on a device builds for its arch (once per arch) and loads a module there."""
+        values, user, dev = (self._bind or self._make_binder())(args, kw)
+        if dev < 0:
+            dev = _RUNTIME.current_device()
+        key = dev if not _DEBUG["bounds"] else -2 - dev    # debug-bounds builds: keys < 0
+        if block is None and grid is None:
+            launcher = self._launchers.get(key) or self._launcher_for(dev, key)
+            launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block, stream,
+                            dynamic_smem_bytes)
+            return
+        self._check_launch_dims(grid, block)
+        launcher = self._launchers.get(key) or self._launcher_for(dev, key)
+        launcher.launch(values, user, (self._grid_fn or self.ir.grid) if grid is None else grid,
+                        self.ir.block if block is None else block, stream, dynamic_smem_bytes)
 
-        arch = device_arch()
-        lkey = (arch, _DEBUG["bounds"])
-        launcher = self._launchers.get(lkey)
-        if launcher is None:
-            with self._lock:
-                launcher = self._launchers.get(lkey)
-                if launcher is None:
-                    b = self.built(arch)
-                    # assembled by nvJitLink (memory/disk cubin cache), then loaded: a second
-                    # process loads the cached cubin without any JIT
-                    res = compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
-                    mod = Module.load(cubin=res.cubin, name=b.entry, line_origin=b.origin)
-                    f = self.ir
-                    dyn = max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0)
-                    launcher = Launcher(mod.function(b.entry), self.params, name=self.name,
-                                        dynamic_smem_bytes=dyn)
-                    launcher.module = mod
-                    self._launchers[lkey] = launcher
-        if block is not None or grid is not None:
-            self._check_launch_dims(grid, block)
-        if grid is None:
-            grid = self._grid_fn or self.ir.grid
-        launcher(args, kw, grid=grid,
-                 block=block if block is not None else self.ir.block, stream=stream,
-                 dynamic_smem_bytes=dynamic_smem_bytes)
+    def _make_binder(self):
+        """One Binder for every device: checks do not depend on where the kernel runs.  With
+        torch imported, its bind is the one generated for torch tensors of this signature."""
+        rt = _runtime()
+        with self._lock:
+            if self._binder is None:
+                self._binder = rt.Binder(self.params, name=self.name,
+                                         resolve=rt.driver.pointer_device)
+            if self._bind is None or self._bind == self._binder.bind_device:
+                self._bind = self._binder.specialize_for_torch() or self._binder.bind_device
+        return self._bind
+
+    def _launcher_for(self, dev: int, key: int):
+        """Build (per arch), assemble (memory/disk cubin cache: a second process loads the
+        cached cubin without any JIT) and load (per device) on the first launch there."""
+        rt = _runtime()
+        with self._lock:
+            launcher = self._launchers.get(key)
+            if launcher is None:
+                arch = rt.device_arch(dev)
+                b = self.built(arch)
+                res = rt.compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
+                mod = rt.Module.load(cubin=res.cubin, name=b.entry, line_origin=b.origin,
+                                     device=dev)
+                f = self.ir        # the arena/pool size is fixed when tracing
+                launcher = rt.Launcher(
+                    mod.function(b.entry), self.params, name=self.name, binder=self._binder,
+                    dynamic_smem_bytes=max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0),
+                    min_dynamic_smem_bytes=f.dynamic_smem_bytes)
+                launcher.module = mod
+                self._launchers[key] = launcher
+        if self._bind == self._binder.bind_device and "torch" in sys.modules:
+            self._make_binder()      # torch was imported after the first launch
+        return launcher
 
     def _check_launch_dims(self, grid, block):
         from ..errors import LaunchError
@@ -292,40 +319,51 @@ class Kernel:
         return f"<pg.Kernel {self.name}>"
 
 
+def _ints(x):
+    """numpy (or other) integers in the decorator's launch settings as Python ints; anything
+    else unchanged, for the tracer to judge."""
+    try:
+        if isinstance(x, (tuple, list)):
+            return tuple(operator.index(v) for v in x)
+        return x if x is None or callable(x) else operator.index(x)
+    except TypeError:
+        return x
+
+
 def _expected_strides(b):
-    """Callable of bound symbols -> expected element strides (row-major or from the layout)."""
-    if b.layout is not None:
-        lay = b.layout
-        shape = b.shape
-        if not all(isinstance(s, int) for s in shape):
-            return None
+    """The element strides a launch must pass for buffer ``b``: row-major unless a layout
+    says otherwise (then a constant tuple, computed once here rather than per launch)."""
+    from ..runtime.args import ROW_MAJOR
 
-        def strides(_sym, lay=lay, shape=shape):
-            out = []
-            zero = [0] * len(shape)
-            base = lay.apply(*zero, shape=shape)["m"]
-            for d in range(len(shape)):
-                if shape[d] == 1:
-                    out.append(None)
-                    continue
-                c = list(zero)
-                c[d] = 1
-                out.append(lay.apply(*c, shape=shape)["m"] - base)
-            return tuple(out)
-        return strides
-    shape = b.shape
-
-    def strides(sym, shape=shape):
-        dims = [s if isinstance(s, int) else sym[s.name] for s in shape]
-        out, acc = [], 1
-        for d in reversed(dims):
-            out.insert(0, acc)
-            acc *= d
-        return tuple(out)
-    return strides
+    if b.layout is None:
+        return ROW_MAJOR
+    lay, shape = b.layout, b.shape
+    if not all(isinstance(s, int) for s in shape):
+        return None
+    zero = [0] * len(shape)
+    base = lay.apply(*zero, shape=shape)["m"]
+    out = []
+    for d in range(len(shape)):
+        if shape[d] == 1:
+            out.append(None)
+            continue
+        c = list(zero)
+        c[d] = 1
+        out.append(lay.apply(*c, shape=shape)["m"] - base)
+    return tuple(out)
 
 
 _BUILD_API = None
+_RUNTIME = None
+
+
+def _runtime():
+    """ptxgen.runtime, imported by the first launch rather than by `import ptxgen`."""
+    global _RUNTIME
+    if _RUNTIME is None:
+        from .. import runtime
+        _RUNTIME = runtime
+    return _RUNTIME
 
 
 def _build_api():

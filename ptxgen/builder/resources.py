@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from ..analysis.uniform import uniform_within
 from .context import current, user_src
 from ..errors import ResourceError
-from ..ir import Alloc, BinOp, Cast, Const, Let, Not, Select, SpecialReg, Var, walk
+from ..ir import Alloc, BinOp, Cast, Var, walk
 
 TMEM_COLS = 512        # columns of tensor memory per SM (128 lanes x 512 x 32 bit)
 
@@ -159,71 +160,12 @@ def require_top_level(what: str):
                              f"every thread must reach, and later code reads what it defines")
 
 
-# ---- warp-uniformity heuristic ------------------------------------------------------------
-_LANE_REGS = ("laneid", "tid.x")
-
-
-def _let_values() -> dict:
-    ctx = current()
-    out = {}
-
-    def visit(s):
-        if isinstance(s, Let):
-            out[s.var.uid] = s.value
-    for body in ctx.bodies:
-        walk(body, visit)
-    return out
-
-
-def _lane_varying(e, lets, depth=0) -> bool:
-    """True if `e` may differ between lanes of one warp (conservative for thread ids only)."""
-    if depth > 32:
-        return False
-    t = type(e)
-    if t is SpecialReg:
-        return e.name in _LANE_REGS
-    if t is Var:
-        v = lets.get(e.uid)
-        return v is not None and _lane_varying(v, lets, depth + 1)
-    if t is BinOp:
-        c = e.b.value if isinstance(e.b, Const) else None
-        if (e.op == "floordiv" and isinstance(c, int) and c % 32 == 0) or \
-                (e.op == "shr" and isinstance(c, int) and c >= 5):
-            return False
-        return _lane_varying(e.a, lets, depth + 1) or _lane_varying(e.b, lets, depth + 1)
-    if t in (Cast, Not):
-        return _lane_varying(e.a, lets, depth + 1)
-    if t is Select:
-        return any(_lane_varying(x, lets, depth + 1) for x in (e.cond, e.t, e.f))
-    return False
-
-
-def _partial_warp(cond, lets) -> bool:
-    if not isinstance(cond, BinOp):
-        return False
-    if cond.op in ("and", "or"):
-        return _partial_warp(cond.a, lets) or _partial_warp(cond.b, lets)
-    if cond.op not in ("eq", "ne", "lt", "le", "gt", "ge"):
-        return False
-    a, b = cond.a, cond.b
-    if _lane_varying(b, lets) and not _lane_varying(a, lets):
-        a, b = b, a
-    if not _lane_varying(a, lets) or not isinstance(b, Const):
-        return False
-    if cond.op in ("eq", "ne"):
-        return True
-    edge = b.value + (1 if cond.op in ("le", "gt") else 0)
-    return edge % 32 != 0
-
-
 def require_full_warp(what: str):
-    """Reject the classic mistake of issuing a .sync.aligned warp collective from one lane."""
+    """Reject the classic mistake of issuing a .sync.aligned warp collective from one lane: an
+    enclosing pg.if_ that analysis.uniform proves to split a warp."""
     ctx = current()
-    if not ctx.active_mask:
-        return
-    lets = _let_values()
     for cond in ctx.active_mask:
-        if _partial_warp(cond, lets):
+        if not uniform_within(ctx, cond, 32, prove_split=True)[0]:
             raise resource_error(
                 f"{what} is .sync.aligned: all 32 lanes of one warp must execute it, but an "
                 f"enclosing pg.if_ selects only some lanes of a warp; guard it with a warp-uniform "

@@ -10,7 +10,7 @@ import math
 from ..dtypes import DType, dtype as _dtype
 from ..target import cache_modifiers
 from ..errors import PtxgenError
-from ..layout import S, TileLayout
+from ..layout import S, TileLayout, row_major_strides
 from ..analysis.offsets import byte_offset
 from ..analysis.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
@@ -286,11 +286,7 @@ class TensorHandle:
             raise fail("permute needs a constant shape")
         lay = b.layout
         if lay is None:
-            strides, acc = [], 1
-            for s in reversed(b.shape):
-                strides.insert(0, acc)
-                acc *= s
-            lay = TileLayout(S[tuple(b.shape):tuple(strides)])
+            lay = TileLayout(S[tuple(b.shape):row_major_strides(b.shape)])
         new = lay.permute_dims(*dims)
         shape = tuple(b.shape[d] for d in dims)
         ctx, at = current(), user_site()

@@ -6,6 +6,10 @@ shared addresses 32-bit (`mad.lo` onto the symbol address).  The element offset
 comes from the buffer's metadata only:
     byte(B[c]) = byte(B.data) + (B.elem_offset + B.layout(c)["m"]) * sizeof(B.dtype)
 Constant parts fold into the `[reg+imm]` operand.
+
+_address runs once per memory access, so its register allocation, emission and value-table
+updates are written out (new_reg/emit/remember are what they do): the helper calls would be
+~4-6% of a build's Python calls, a tracked figure (benchmarks/emit_speed.py).
 """
 from __future__ import annotations
 
@@ -13,14 +17,24 @@ import math
 from operator import itemgetter
 
 from ..errors import PtxgenError
-from ..analysis.offsets import byte_offset, element_offset  # noqa: F401
 from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Var, expr_key
+from ..layout import row_major_strides
 from ..analysis.simplify import Affine
 from ..target.forms import form
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "shared.cluster": "shared::cluster"}
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
+
+
+def _stride_mul(ext, stride):
+    """A row-major stride past a symbolic extent: the product unsimplified, in elements
+    (offset_affine simplifies each index's product as a whole)."""
+    if isinstance(stride, int) and isinstance(ext, int):   # int subclasses
+        return stride * ext
+    st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
+    e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
+    return BinOp("mul", e, st, st.dtype)
 
 
 class AddressEmitter:
@@ -110,19 +124,8 @@ class AddressEmitter:
         nb = bits // 8
         strides = None
         if buf.layout is None:
-            shape = buf.shape
-            strides, stride = [], 1
-            for ext in reversed(shape[1:]):   # the outermost extent scales no index
-                strides.append(stride * nb if type(stride) is int else stride)
-                if isinstance(stride, int) and isinstance(ext, int):
-                    stride *= ext
-                else:
-                    st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
-                    e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
-                    stride = BinOp("mul", e, st, st.dtype)
-            if shape:
-                strides.append(stride * nb if type(stride) is int else stride)
-            strides.reverse()
+            strides = [s * nb if type(s) is int else s
+                       for s in row_major_strides(buf.shape, mul=_stride_mul)]
         plan = self._plans[buf.uid] = (nb, strides)
         return plan
 
@@ -222,4 +225,3 @@ class AddressEmitter:
         base, off = self.mem_operand(ptr)
         return base if off == 0 else self._add_const(base, off)
 
-    # ---- loads and stores: the hot path, with new_reg/emit/remember inlined -------------

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from ..version import __version__ as _version
 from ..errors import PtxgenError, located_at
-from ..ir import (BOOL, Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
-                  Let, Load, Lowered, Mem, Store, Var, VecOperand, While)
+from ..ir import (Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
+                  Let, Load, Lowered, Mem, Store, VecOperand, While)
 from ..printer import format_stmt
 from ..analysis.simplify import Analyzer
 from ..target.forms import form, render_module
 from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
 from .memory import MemoryEmitter
 from ..target import Target, check_opcode
-from .regs import _PREFIX, reg_class
+from ..dtypes import reg_class
 from .values import ValueEmitter
 
 class Codegen(ValueEmitter, MemoryEmitter):
@@ -69,6 +69,9 @@ class Codegen(ValueEmitter, MemoryEmitter):
 
     # ---- statements ---------------------------------------------------------------
     def body(self, stmts):
+        """Each statement under a `// <statement>` comment, marked for error reports.  The
+        per-statement loop of every build: the mark and the comment are written out here
+        (helper calls per statement would add ~10% to the calls of a build)."""
         dispatch, comment = self._DISPATCH, Codegen.s_Comment
         lines, marks, texts = self.lines, self._marks, self.stmts
         outer = marks[-1][1]   # the enclosing statement: the latest mark is always its own
@@ -255,8 +258,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             elif p.kind == "tmap":
                 out.append("    " + form("param_tensormap").format(name=name))
             else:
-                ty = reg_type_of(p.var.dtype)
-                out.append("    " + form("param", ty).format(name=name))
+                out.append("    " + form("param", p.var.dtype.ptx.param).format(name=name))
         return out
 
     def entry(self):
@@ -279,7 +281,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             else:
                 dt = p.var.dtype
                 r = self.new_reg(reg_class(dt))
-                lines.append("    " + form("ld_param", reg_type_of(dt)).format(d=r, a=name))
+                lines.append("    " + form("ld_param", dt.ptx.param).format(d=r, a=name))
                 self.var_reg[p.var.uid] = r
                 if p.kind == "symbol":   # shape extents are never negative
                     self.an.bind_range(p.var, 0, None)
@@ -312,14 +314,6 @@ class Codegen(ValueEmitter, MemoryEmitter):
 Codegen._DISPATCH = {cls: getattr(Codegen, "s_" + cls.__name__)
                      for cls in (Alloc, Barrier, Comment, DeclBuffer, For, If, Instr, Let, Lowered,
                                  Store, While)}
-
-
-def reg_type_of(dt) -> str:
-    if dt == BOOL:
-        return "pred"
-    if dt.is_int:
-        return ("s" if dt.kind == "int" else "u") + str(max(dt.bits, 32) if dt.bits < 64 else 64)
-    return {"float32": "f32", "float64": "f64", "float16": "b16", "bfloat16": "b16"}.get(dt.name, "b32")
 
 
 def _off(off: int) -> str:

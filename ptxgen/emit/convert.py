@@ -10,11 +10,11 @@ import struct
 
 import numpy as np
 
-from ..dtypes import DType, dtype
+from ..dtypes import DType, dtype, int_type, reg_class
 from ..errors import PtxgenError
 from ..ir import BOOL, Const
+from ..target import has_opcode
 from ..target.forms import form, opcode
-from .regs import int_type, reg_class
 
 _F32 = dtype("float32")
 
@@ -84,22 +84,20 @@ class ConvertEmitter:
         if src.is_int:   # int -> float
             if dst.name in ("float32", "float64", "float16"):
                 r = self.new_reg(reg_class(dst))
-                ft = {"float32": "f32", "float64": "f64", "float16": "f16"}[dst.name]
-                self.emit(form("cvt", ft, int_type(src), rnd=".rn").format(d=r, a=v))
+                self.emit(form("cvt", dst.ptx.arith, int_type(src), rnd=".rn").format(d=r, a=v))
                 return r
             return self._cast(self._cast(v, src, _F32), _F32, dst)
         if dst.is_int:   # float -> int, truncating like C and numpy astype
             if src.name == "bfloat16":
                 v, src = self._cast(v, src, _F32), _F32
             r = self.new_reg("b64" if dst.bits == 64 else "b32")
-            ft = {"float32": "f32", "float64": "f64", "float16": "f16"}[src.name]
             self.emit(form("cvt", int_type(dst) if dst.bits >= 32 else ("s32" if dst.kind == "int" else "u32"),
-                           ft, rnd=".rzi").format(d=r, a=v))
+                           src.ptx.arith, rnd=".rzi").format(d=r, a=v))
             return self._narrow(r, dst)
         # float -> float
         s, d = src.name, dst.name
         if s == "bfloat16":
-            if self.target.sm >= 90:
+            if has_opcode("cvt.f32.bf16", self.target):
                 r = self.new_reg("f32")
                 self.need_opcode(opcode("cvt", "f32", "bf16"))
                 self.emit(form("cvt", "f32", "bf16").format(d=r, a=v))
@@ -116,8 +114,8 @@ class ConvertEmitter:
             self.need_opcode(opcode("cvt", "bf16", "f32", rnd=".rn"))
             self.emit(form("cvt", "bf16", "f32", rnd=".rn").format(d=r, a=v))
             return r
-        ft = {"float32": "f32", "float64": "f64", "float16": "f16"}
         r = self.new_reg(reg_class(dst))
         widening = dst.bits > src.bits
-        self.emit(form("cvt", ft[d], ft[s], rnd="" if widening else ".rn").format(d=r, a=v))
+        self.emit(form("cvt", dst.ptx.arith, src.ptx.arith, rnd="" if widening else ".rn").format(
+            d=r, a=v))
         return r

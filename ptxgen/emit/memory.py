@@ -14,16 +14,15 @@ from ..target.forms import form
 from .address import _SPACE, AddressEmitter
 from .debug import BoundsChecks
 from .names import sanitize
-from .regs import _PREFIX, _REG_CLASS, reg_class
-from ..target import smem_limits
-from ..dtypes import mem_type
+from ..target import WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, smem_limits, wide_vector_refusal
+from ..dtypes import MOVE_CONTAINERS, mem_type, reg_class
+from ..dtypes import REG_PREFIX as _PREFIX
 
-# the container (type, count) that moves n bits, and the register class of each type
-_CONTAINERS = {256: ("b32", 8), 128: ("b32", 4), 64: ("b32", 2), 32: ("b32", 1),
-               16: ("b16", 1), 8: ("b8", 1)}
+# the container (bit type, count) that moves n bits, and the register class of each type
+# (b8 has none of its own: bytes sit in 32-bit registers)
+_CONTAINERS = {n: (f"b{b}", k) for n, (b, k) in MOVE_CONTAINERS.items()}
 _CONTAINER_CLS = {"b32": "b32", "b16": "b16", "b8": "b32", "b64": "b64"}
 _new_str = str.__new__
-_MEM_TYPE: dict = {}   # dtype (interned) -> ld/st type
 
 
 class MemoryEmitter(AddressEmitter, BoundsChecks):
@@ -182,14 +181,14 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if lanes == 1:
             if dt == BOOL:
                 raise PtxgenError("bool buffers are not supported in memory; use uint8")
-            cls = (_REG_CLASS.get(dt) or reg_class(dt)) if dt.bits >= 16 else "b32"
+            cls = dt.ptx.reg if dt.bits >= 16 else "b32"
             n = counts[cls] + 1
             counts[cls] = n
             r = _PREFIX[cls] + str(n)
-            mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
+            mt = dt.ptx.mem or mem_type(dt)
             self.lines.append("    " + form("ld", space, mt).format(d=r, a=addr))
             return r
-        if nbits == 256:
+        if nbits == WIDE_VECTOR_BITS:
             self._gate_vector(space)
         ty, n = _CONTAINERS.get(nbits) or _container(nbits)
         cls = _CONTAINER_CLS[ty]
@@ -233,10 +232,10 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         reg, off = self._address(base, space, aff)
         addr = reg + "+" + str(off) if off else reg
         if lanes == 1:
-            mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
+            mt = dt.ptx.mem or mem_type(dt)
             self.lines.append("    " + form("st", space, mt).format(a=addr, v=v))
             return
-        if nbits == 256:
+        if nbits == WIDE_VECTOR_BITS:
             self._gate_vector(space)
         ty, n = _CONTAINERS.get(nbits) or _container(nbits)
         # a vector value's text is its braced registers already
@@ -244,11 +243,11 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
             a=addr, v=v if n > 1 else v.regs[0]))
 
     def _gate_vector(self, space):
-        """256-bit (.v8) accesses: global memory only, sm_100+."""
-        if space != "global":
-            raise PtxgenError(f"256-bit vector access needs the global state space, not {space}")
-        self.need_opcode("ld.global.v8", feature="256 bit wide load/store", min_sm=100,
-                         min_ptx=(8, 8))
+        """256-bit (.v8) accesses: target.wide_vector_refusal and WIDE_VECTOR_GATE say where."""
+        why = wide_vector_refusal(space=space)
+        if why:
+            raise PtxgenError(f"{why}, not {space}; use 128-bit vectors there")
+        self.need_opcode("ld.global.v8", **WIDE_VECTOR_GATE)
 
     # ---- container packing ----------------------------------------------------------
     def _pack(self, regs, dt):

@@ -4,24 +4,27 @@ Every integer/float expression becomes one virtual register (or an immediate).
 Pure sub-expressions are cached per lexical scope, so a value computed once in a
 block is reused by later statements of the block and its children.  Values that
 read memory or mutable registers are never cached.
+
+val/affine_val/_term_val run once per value, so they write out what new_reg and remember
+do (each such line says which): the helper calls would add ~5% to a build's Python calls,
+a tracked figure (benchmarks/emit_speed.py).
 """
 from __future__ import annotations
 
-from ..dtypes import DType
+from ..dtypes import REG_CLASSES, DType, reg_class
+from ..dtypes import REG_PREFIX as _PREFIX
 from ..errors import PtxgenError
 from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, SpecialReg, Var,
                   expr_key)
 from ..printer import format_expr
 from .convert import ConvertEmitter
-from .regs import _PREFIX, REG_CLASSES, int_type, reg_class
 from ..target.forms import form
 
 _INT_REGS: dict = {}   # int dtype -> (PTX type, register class, register prefix)
 
 
 def _int_regs(dt: DType) -> tuple:
-    cls = "b64" if dt.bits == 64 else "b32"
-    t = _INT_REGS[dt] = (int_type(dt), cls, _PREFIX[cls])
+    t = _INT_REGS[dt] = (dt.ptx.arith, dt.ptx.reg, _PREFIX[dt.ptx.reg])
     return t
 
 
@@ -264,9 +267,7 @@ class ValueEmitter(ConvertEmitter):
         raise PtxgenError(f"cannot emit expression {format_expr(e)}")
 
     def _arith_type(self, dt):
-        if dt.is_int:
-            return int_type(dt)
-        return dt.name.replace("float", "f")
+        return dt.ptx.arith
 
     # ---- binary operations ---------------------------------------------------------
     def _binop(self, e: BinOp) -> str:

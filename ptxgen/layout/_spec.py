@@ -74,15 +74,25 @@ def tree_size(shape) -> int:
     return n
 
 
+def row_major_strides(shape, inner=1, mul=None) -> tuple:
+    """Compact row-major strides of a flat shape, last dim fastest with stride `inner`:
+    (4, 8) -> (8, 1).  The one place this is computed.  Each stride is `extent * next
+    stride`, in that operand order, so symbolic extents give the expressions callers have
+    always built; `mul(extent, stride)` replaces that product once either is not an int.
+    The outermost extent multiplies nothing."""
+    if not shape:
+        return ()
+    out, acc = [inner], inner
+    for e in reversed(shape[1:]):
+        acc = e * acc if mul is None or (type(e) is int and type(acc) is int) else mul(e, acc)
+        out.append(acc)
+    out.reverse()
+    return tuple(out)
+
+
 def row_major(shape):
     """Compact row-major strides (last leaf fastest) for a shape tree."""
-    es = flatten(shape)
-    out, p = [], 1
-    for e in reversed(es):
-        out.append(Stride(p))
-        p *= e
-    out.reverse()
-    return unflatten(shape, out)
+    return unflatten(shape, [Stride(p) for p in row_major_strides(flatten(shape))])
 
 
 def fmt_tree(tree) -> str:
@@ -158,4 +168,5 @@ class _SBuilder:
 
 
 S = _SBuilder()
-__all__ = ["S", "Spec", "ZERO", "flatten", "unflatten", "tree_size", "row_major", "fmt_spec"]
+__all__ = ["S", "Spec", "ZERO", "flatten", "unflatten", "tree_size", "row_major",
+           "row_major_strides", "fmt_spec"]

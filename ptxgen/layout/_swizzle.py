@@ -7,15 +7,50 @@ cross it) and the pre-swizzle layout (to slice regions).
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from numbers import Integral
+from typing import NamedTuple
 
 from ptxgen.errors import LayoutError
 
-from ._spec import Spec
+from ._spec import S, Spec, row_major_strides
 from ._tile import TileLayout
 
-_MMA_MODES = {0: "none", 1: "32B", 2: "64B", 3: "128B"}
-_MMA_BITS = {0: 0, "none": 0, 32: 1, "32B": 1, 64: 2, "64B": 2, 128: 3, "128B": 3}
+
+# ---- the MMA swizzle modes: the one table (PTX ISA 9.7.15.5.1 wgmma "Shared Memory Matrix
+# Layout", 9.7.16.4.1 tcgen05 "Shared memory descriptor", Tables 40-41) ---------------------
+class MmaSwizzle(NamedTuple):
+    """One shared-memory swizzle mode of wgmma / tcgen05.mma / TMA."""
+    name: str
+    cute_b: int | None     # B of CuTe Swizzle<B, 4, 3> on byte offsets; None: not that family
+    row_bytes: int         # one swizzled row, the atom row (16 for none: a core-matrix row)
+    repeat_bytes: int      # 8 rows: the pattern repeats, so tiles start here (Table 41)
+    wgmma_code: int | None   # wgmma descriptor layout type, bits [62, 64); None: sm_100 only
+    tcgen05_code: int        # tcgen05 descriptor layout type, bits [61, 64)
+
+
+MMA_SWIZZLES = {m.name: m for m in (
+    MmaSwizzle("none", 0, 16, 16, 0, 0),
+    MmaSwizzle("32B", 1, 32, 256, 3, 6),
+    MmaSwizzle("64B", 2, 64, 512, 2, 4),
+    MmaSwizzle("128B", 3, 128, 1024, 1, 2),
+    # 128B rows with 32-byte atomicity (CuTe Swizzle<2,5,2>), tcgen05 only; its repeat is not
+    # in Table 41 (1024 B assumed) and no Swizzle here models it
+    MmaSwizzle("128B_base32B", None, 128, 1024, None, 1),
+)}
+_MMA_SHIFT = 3             # every MMA swizzle XORs row bits (byte bit 7 on) into 16-byte chunks
+_MMA_BY_B = {m.cute_b: m.name for m in MMA_SWIZZLES.values() if m.cute_b is not None}
+_MMA_ALIASES = {k.lower(): k for k in MMA_SWIZZLES} | {
+    "interleave": "none", None: "none", 0: "none", 32: "32B", 64: "64B", 128: "128B"}
+
+
+@lru_cache(maxsize=None)    # a handful of spellings, asked per descriptor field
+def mma_swizzle_name(mode, *, base32: bool = False) -> str | None:
+    """The table's name for an MMA swizzle spelled as "128B"/"128b"/128, "none"/
+    "interleave"/0/None, ...; None if it is none of them.  "128B_base32B" counts only with
+    `base32` (the tcgen05 descriptor has it; no layout here does)."""
+    name = _MMA_ALIASES.get(mode.lower() if isinstance(mode, str) else mode)
+    return None if name == "128B_base32B" and not base32 else name
 
 
 def _nonneg(v, what: str) -> int:
@@ -70,14 +105,17 @@ class Swizzle:
 
     # ---- MMA / TMA presets ----------------------------------------------------------------
     @classmethod
+    @lru_cache(maxsize=None)
     def mma(cls, swizzle_bytes, elem_bits: int) -> "Swizzle":
         """The wgmma/tcgen05/TMA swizzle mode (0 or "none", 32, 64, 128 bytes) for elements of
         `elem_bits`: byte form Swizzle<b, 4, 3> over 16-byte chunks, in elements base =
-        log2(128 / elem_bits) (fp16: 3, fp8: 4, fp4: 5, fp32: 2)."""
-        if swizzle_bytes not in _MMA_BITS:
+        log2(128 / elem_bits) (fp16: 3, fp8: 4, fp4: 5, fp32: 2).  One object per mode and
+        width (the descriptor checks ask per element)."""
+        name = mma_swizzle_name(swizzle_bytes)
+        if name is None:
             raise LayoutError(f"MMA swizzle must be one of none/32B/64B/128B, got "
                               f"{swizzle_bytes!r}")
-        return cls(_MMA_BITS[swizzle_bytes], _chunk_log2(elem_bits), 3)
+        return cls(MMA_SWIZZLES[name].cute_b, _chunk_log2(elem_bits), _MMA_SHIFT)
 
     @property
     def mode(self) -> str | None:
@@ -85,19 +123,19 @@ class Swizzle:
         16-byte chunks), else None.  Check `is_mma(elem_bits)` for the element width."""
         if self.bits == 0:
             return "none"
-        return _MMA_MODES.get(self.bits) if self.shift == 3 else None
+        return _MMA_BY_B.get(self.bits) if self.shift == _MMA_SHIFT else None
 
     @property
     def mode_bytes(self) -> int | None:
         """Swizzle width in bytes (0 for none, 32/64/128), None if not an MMA swizzle."""
         md = self.mode
-        return None if md is None else (0 if md == "none" else 16 << self.bits)
+        return None if md is None else (0 if md == "none" else MMA_SWIZZLES[md].row_bytes)
 
     @property
     def repeat_bytes(self) -> int | None:
         """Bytes after which the MMA pattern repeats (align tiles to it): 16/256/512/1024."""
         md = self.mode
-        return None if md is None else (16 if md == "none" else 128 << self.bits)
+        return None if md is None else MMA_SWIZZLES[md].repeat_bytes
 
     def is_mma(self, elem_bits: int) -> bool:
         """True if this is an MMA swizzle for elements of `elem_bits` (16-byte chunks)."""
@@ -132,6 +170,26 @@ def swizzle_64B(elem_bits: int) -> Swizzle:
 
 def swizzle_128B(elem_bits: int) -> Swizzle:
     return Swizzle.mma(128, elem_bits)
+
+
+def mma_canonical_grid(rows: int, k: int, elem_bits: int, mode: str, major: str,
+                       atom_order: str, lead=()) -> TileLayout:
+    """A PTX canonical MMA operand layout ("Canonical Layouts") before its swizzle, for a
+    (*lead, rows, K) tile; compose `Swizzle.mma(mode, elem_bits)` after it.
+
+    Units are 8 rows x one swizzle row of K (K-major) or 8 K-rows x one swizzle row of rows
+    (MN-major); they stack along `atom_order` ('mn' or 'k') first; `lead` dims stack whole
+    tiles.  The shape is the caller's to check (whole units; see alloc.swizzle, tcgen05.desc)."""
+    per = MMA_SWIZZLES[mode].row_bytes * 8 // elem_bits       # elements in one swizzle row
+    unit_rows, unit_k = (8, per) if major == "K" else (per, 8)
+    n_mn, n_k, unit = rows // unit_rows, k // unit_k, 8 * per
+    mn_s, k_s = (unit, n_mn * unit) if atom_order == "mn" else (n_k * unit, unit)
+    # (units, within a unit) along rows, then along K; a mode of one unit is flat
+    (a, b, sa, sb), (c, d, sc, sd) = ((n_mn, 8, mn_s, per), (n_k, per, k_s, 1)) \
+        if major == "K" else ((n_mn, per, mn_s, 1), (n_k, 8, k_s, per))
+    shape = (b if a == 1 else (a, b), d if c == 1 else (c, d))
+    stride = (sb if a == 1 else (sa, sb), sd if c == 1 else (sc, sd))
+    return TileLayout(S[tuple(lead) + shape:row_major_strides(lead, rows * k) + stride])
 
 
 class ComposeLayout:

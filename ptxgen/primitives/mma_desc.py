@@ -19,34 +19,14 @@ import numpy as np
 
 from ..dtypes import dtype as _dtype
 from ..errors import ArchError, LayoutError, PtxgenError
-from ..layout import index_grid
+from ..layout import MMA_SWIZZLES, Swizzle, index_grid, mma_swizzle_name
 
-# -------- swizzle modes -------------------------------------------------------------------------
-
-
-class _Swz(NamedTuple):
-    row_bytes: int      # bytes of one swizzled row ("span"); 16 for the interleave (none) mode
-    cute_b: int | None  # B of CuTe Swizzle<B,4,3> applied to byte addresses; None = not modelled
-    repeat: int         # the pattern repeats every `repeat` bytes (ISA Table 41)
-    code90: int | None  # wgmma descriptor bits [62,64)
-    code100: int        # tcgen05 descriptor bits [61,64)
-
-
-_SWIZZLES = {
-    "none": _Swz(16, 0, 16, 0, 0),
-    "32B": _Swz(32, 1, 256, 3, 6),
-    "64B": _Swz(64, 2, 512, 2, 4),
-    "128B": _Swz(128, 3, 1024, 1, 2),
-    # 128B pattern with 32-B atomicity (CuTe Swizzle<2,5,2>), sm_100 only; the repeat boundary is
-    # not in Table 41, 1024 B is assumed.  Canonical offsets are not modelled for it.
-    "128B_base32B": _Swz(128, None, 1024, None, 1),
-}
-_SWZ_ALIASES = {k.lower(): k for k in _SWIZZLES} | {"interleave": "none"}
-SWIZZLE_MODES = tuple(_SWIZZLES)
+# -------- swizzle modes: the table is layout.MMA_SWIZZLES ---------------------------------------
+SWIZZLE_MODES = tuple(MMA_SWIZZLES)
 
 
 def _swizzle(name) -> str:
-    key = _SWZ_ALIASES.get(str(name).lower())
+    key = mma_swizzle_name(name, base32=True)
     if key is None:
         raise PtxgenError(f"unknown swizzle mode {name!r}; modes are {', '.join(SWIZZLE_MODES)}")
     return key
@@ -54,10 +34,10 @@ def _swizzle(name) -> str:
 
 def apply_swizzle(byte_offset: int, swizzle) -> int:
     """CuTe ``Swizzle<B,4,3>`` on a byte address: ``o ^ ((o >> 3) & (((1<<B)-1) << 4))``."""
-    sw = _SWIZZLES[_swizzle(swizzle)]
-    if sw.cute_b is None:
+    name = _swizzle(swizzle)
+    if MMA_SWIZZLES[name].cute_b is None:
         raise PtxgenError("swizzle 128B_base32B (Swizzle<2,5,2>) has no modelled byte formula")
-    return byte_offset ^ ((byte_offset >> 3) & (((1 << sw.cute_b) - 1) << 4))
+    return Swizzle.mma(name, 8).apply(byte_offset)   # 8-bit elements: the byte form
 
 
 def _arch_family(arch) -> str:
@@ -94,7 +74,7 @@ def desc_template(*, lbo: int, sbo: int, swizzle, arch, base_offset: int = 0,
     """Every descriptor bit except the start address, so emitted PTX can build the descriptor with
     one ``or.b64 desc, (addr & 0x3FFFF) >> 4, TEMPLATE`` (the address field is the low 14 bits)."""
     sw_name = _swizzle(swizzle)
-    sw, fam = _SWIZZLES[sw_name], _arch_family(arch)
+    sw, fam = MMA_SWIZZLES[sw_name], _arch_family(arch)
     if not isinstance(base_offset, int) or not 0 <= base_offset <= 7:
         raise PtxgenError(f"base_offset={base_offset!r} must be 0..7 (3-bit field, bits 49-51)")
     if sw_name == "none" and base_offset:
@@ -104,15 +84,15 @@ def desc_template(*, lbo: int, sbo: int, swizzle, arch, base_offset: int = 0,
         raise PtxgenError(f"lbo_mode={lbo_mode!r} must be 'relative' or 'absolute'")
     value = (_enc14("lbo", lbo) << 16) | (_enc14("sbo", sbo) << 32) | (base_offset << 49)
     if fam == "sm90":
-        if sw.code90 is None:
+        if sw.wgmma_code is None:
             raise ArchError(f"swizzle {sw_name} exists only in the tcgen05 (sm_100) descriptor")
         if lbo_mode != "relative":
             raise ArchError("the absolute LBO mode (bit 52) exists only on sm_103a")
-        return value | (sw.code90 << 62)
+        return value | (sw.wgmma_code << 62)
     if lbo_mode == "absolute" and "103" not in str(arch):
         raise ArchError(f"absolute LBO mode (bit 52) is supported on sm_103a only, not {arch!r} "
                         f"(PTX ISA 9.7.16.4.1.1 Target ISA Note)")
-    return value | (1 << 46) | (int(lbo_mode == "absolute") << 52) | (sw.code100 << 61)
+    return value | (1 << 46) | (int(lbo_mode == "absolute") << 52) | (sw.tcgen05_code << 61)
 
 
 def _check_start(start_addr, sw_name: str, base_offset: int) -> None:
@@ -120,20 +100,20 @@ def _check_start(start_addr, sw_name: str, base_offset: int) -> None:
         raise PtxgenError(f"start_addr={start_addr!r} must be a shared::cta byte offset below "
                           f"256 KiB (matrix-descriptor-encode keeps (addr & 0x3FFFF) >> 4)")
     _enc14("start_addr", start_addr)
-    sw = _SWIZZLES[sw_name]
-    rem = start_addr % sw.repeat
+    sw = MMA_SWIZZLES[sw_name]
+    rem = start_addr % sw.repeat_bytes
     if sw_name == "none":
         return
     if rem < sw.row_bytes:  # on the repeat boundary, or a K advance inside the first row
         if base_offset:
             raise PtxgenError(f"base_offset={base_offset} but start_addr={start_addr:#x} lies in "
-                              f"the first row of a {sw.repeat}-B swizzle repeat: base_offset must "
-                              f"be 0 (rule: PTX ISA Table 41 repeat boundary)")
+                              f"the first row of a {sw.repeat_bytes}-B swizzle repeat: "
+                              f"base_offset must be 0 (rule: PTX ISA Table 41 repeat boundary)")
         return
     want = (start_addr >> 7) & 7
     if base_offset != want:
         raise PtxgenError(
-            f"start_addr={start_addr:#x} is {rem} B into a {sw.repeat}-B swizzle repeat "
+            f"start_addr={start_addr:#x} is {rem} B into a {sw.repeat_bytes}-B swizzle repeat "
             f"({sw_name}); "
             f"rule: tiles start on the repeat boundary (PTX ISA Table 41) or set base_offset = "
             f"(pattern start >> 7) & 7 = {want}; got base_offset={base_offset}")
@@ -165,13 +145,13 @@ def decode_smem_desc(value: int, arch) -> dict:
             raise PtxgenError(f"descriptor {value:#018x}: reserved bits {lo}-{lo + n - 1} are "
                               f"not zero{hint}")
     if fam == "sm90":
-        codes = {s.code90: n for n, s in _SWIZZLES.items() if s.code90 is not None}
+        codes = {s.wgmma_code: n for n, s in MMA_SWIZZLES.items() if s.wgmma_code is not None}
         sw_name, lbo_mode = codes[bits(62, 2)], "relative"
     else:
         if bits(46, 3) != 1:
             raise PtxgenError(f"descriptor {value:#018x}: bits 46-48 must be the fixed 0b001 on "
                               f"sm_100 (an sm_90 descriptor needs `| 1 << 46`)")
-        codes = {s.code100: n for n, s in _SWIZZLES.items()}
+        codes = {s.tcgen05_code: n for n, s in MMA_SWIZZLES.items()}
         if bits(61, 3) not in codes:
             raise PtxgenError(f"descriptor {value:#018x}: swizzle code {bits(61, 3)} is invalid "
                               f"(3, 5 and 7 are reserved)")
@@ -182,8 +162,8 @@ def decode_smem_desc(value: int, arch) -> dict:
 
 def smem_base_offset(pattern_start: int, swizzle) -> int:
     """ISA formula: 0 on the repeat boundary, else ``(pattern_start >> 7) & 7``."""
-    sw = _SWIZZLES[_swizzle(swizzle)]
-    return 0 if pattern_start % sw.repeat == 0 else (pattern_start >> 7) & 7
+    sw = MMA_SWIZZLES[_swizzle(swizzle)]
+    return 0 if pattern_start % sw.repeat_bytes == 0 else (pattern_start >> 7) & 7
 
 
 class SmemDescriptor(NamedTuple):
@@ -253,7 +233,7 @@ def _canon(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k_instr=N
     if major not in ("K", "MN"):
         raise PtxgenError(f"major={major!r} must be 'K' or 'MN'")
     sw_name = _swizzle(swizzle)
-    if _SWIZZLES[sw_name].cute_b is None:
+    if MMA_SWIZZLES[sw_name].cute_b is None:
         raise PtxgenError(f"canonical layout for swizzle {sw_name} is not modelled; use 128B, 64B, "
                           f"32B or none")
     if elem_bits not in (8, 16, 32):
@@ -262,7 +242,7 @@ def _canon(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k_instr=N
     if order not in ("mn", "k"):
         raise PtxgenError(f"atom_order={atom_order!r} must be 'mn' or 'k'")
     k_instr = k_instr or _K_BITS // elem_bits
-    s = _SWIZZLES[sw_name].row_bytes
+    s = MMA_SWIZZLES[sw_name].row_bytes
     per_row = s * 8 // elem_bits  # elements in one S-byte span
     unit_rows, unit_k = (8, per_row) if major == "K" else (per_row, 8)
     if not (isinstance(rows, int) and rows > 0 and rows % unit_rows == 0):
@@ -280,7 +260,7 @@ def _canon(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k_instr=N
 
 
 def _offset(c: _Canon, row: int, k: int) -> int:
-    s = _SWIZZLES[c.swizzle].row_bytes
+    s = MMA_SWIZZLES[c.swizzle].row_bytes
     if c.major == "K":
         inner = (row % 8) * s + (k % c.unit_k) * c.elem_bits // 8
     else:
@@ -323,7 +303,7 @@ def mma_operand_desc_params(*, major, swizzle, elem_bits, rows, k_extent, atom_o
                             k_instr=None) -> DescParams:
     """LBO/SBO in bytes for a canonical tile of ``rows x k_extent`` elements (see module notes)."""
     c = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order, k_instr)
-    sw = _SWIZZLES[c.swizzle]
+    sw = MMA_SWIZZLES[c.swizzle]
     if c.swizzle == "none":
         lbo, sbo = c.k_stride, c.mn_stride
         meaning = (f"LBO = {lbo} B between core matrices (8 x 16 B) along K, SBO = {sbo} B "
@@ -341,7 +321,7 @@ def mma_operand_desc_params(*, major, swizzle, elem_bits, rows, k_extent, atom_o
     notes = (f"{major}-major {c.swizzle}, {elem_bits}-bit, {rows}x{k_extent}, units of "
              f"{c.unit_rows}x{c.unit_k} elements ({8 * sw.row_bytes} B) stacked along "
              f"{c.order.upper()} first; {meaning}; K step = {c.k_instr} elements, start-address "
-             f"offsets per step {steps} (deltas {deltas}); tile base alignment {sw.repeat} B"
+             f"offsets per step {steps} (deltas {deltas}); tile base alignment {sw.repeat_bytes} B"
              f"{'' if c.swizzle == 'none' else ' (else base_offset)'}")
     if major == "MN":
         notes += ("; MN-major: wgmma transposes only f16/bf16, tcgen05 kind::tf32 transposes only "
@@ -403,7 +383,8 @@ def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, s
         misses.append((c, miss))
     c, (r, k, got) = misses[0]
     matches = []
-    for mj, sw, o in itertools.product(("K", "MN"), ("none", "32B", "64B", "128B"), ("mn", "k")):
+    modelled = [n for n, m in MMA_SWIZZLES.items() if m.cute_b is not None]
+    for mj, sw, o in itertools.product(("K", "MN"), modelled, ("mn", "k")):
         if not explain:
             break
         if (mj, sw) == (major, c.swizzle) and o in tried:
@@ -432,8 +413,7 @@ _KINDS = {
     "tf32": ({_TF32: 2}, {"float32": 1}, 8),
     "f8f6f4": ({"float8_e4m3fn": 0, "float8_e5m2": 1}, {"float16": 0, "float32": 1}, 32),
 }
-_KIND_OF = {"float16": "f16", "bfloat16": "f16", _TF32: "tf32", "float8_e4m3fn": "f8f6f4",
-            "float8_e5m2": "f8f6f4"}
+_KIND_OF = {name: k for k, (ab, _, _) in _KINDS.items() for name in ab}   # A/B type -> kind
 
 
 def _dt_name(x, kind=None) -> str:
@@ -441,6 +421,12 @@ def _dt_name(x, kind=None) -> str:
         return _TF32
     name = _dtype(x).name
     return _TF32 if (kind == "tf32" and name == "float32") else name
+
+
+def mma_kind(a_dtype) -> str | None:
+    """The MMA kind ('f16', 'tf32', 'f8f6f4') of an A/B operand type, float32 read as tf32;
+    None if no kind takes it."""
+    return _KIND_OF.get(_dt_name(a_dtype, "tf32"))
 
 
 def _kind(kind) -> str:
@@ -549,6 +535,7 @@ def decode_instr_desc(value: int, kind) -> dict:
     return out
 
 
+# wgmma's operand type names, a fact of their own (tf32/e4m3/e5m2 exist only in MMA spellings)
 _WGMMA_PTX = {"float16": "f16", "bfloat16": "bf16", _TF32: "tf32", "float32": "f32",
               "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 

@@ -1,19 +1,34 @@
 """Launch arguments: check them against the kernel signature and pack them for cuLaunchKernel.
 
 This module never touches the GPU, so every check and message is testable on a CPU machine
-with stand-in objects.  The per-launch work is kept small: one type lookup per tensor picks
+with stand-in objects (the one driver question, where a bare __cuda_array_interface__ array
+lives, is a callback).  The per-launch work is kept small: one type lookup per tensor picks
 an extractor, symbols are bound in a dict, and all scalars are range-checked by a single
 ``struct.pack_into`` (in C); only when that fails is the slow path run to name the culprit.
+For torch tensors, ``Binder.specialize`` writes the same checks out per signature.
 """
 from __future__ import annotations
 
 import ctypes
+import numbers
 import operator
 import struct
 from dataclasses import dataclass
 
 from ..dtypes import ALL_SCALARS, dtype
 from ..errors import LaunchError
+from ..layout import row_major_strides
+
+
+class _RowMajor:
+    """ParamSpec.strides = ROW_MAJOR: contiguous row-major (size-1 dims: any stride), which a
+    tensor that says it is contiguous passes without its strides being compared."""
+
+    def __repr__(self):
+        return "ROW_MAJOR"
+
+
+ROW_MAJOR = _RowMajor()
 
 
 @dataclass(frozen=True)
@@ -23,11 +38,13 @@ class ParamSpec:
     dtype: str                # ptxgen dtype name
     ptx_type: str             # ".u64" for tensors, ".s32"/".u32"/".f32"/... for scalars
     shape: tuple = ()         # tensors: ints or symbol names
-    strides: object = None    # tensors: None (any) or callable(symbols) -> element strides
+    strides: object = None    # tensors: None (any), ROW_MAJOR, element strides, or
+                              # callable(symbols) -> element strides
     align: int = 16           # required base-pointer alignment in bytes (tensors)
 
 
-# struct codes per PTX parameter type; 16-bit floats are chosen by dtype below.
+# struct codes per PTX parameter type (dtype.ptx.param): host packing, a fact of its own;
+# 16-bit floats share .b16, so they are chosen by dtype below.
 _FMT = {".u64": "Q", ".s64": "q", ".b64": "Q", ".u32": "I", ".s32": "i", ".b32": "I",
         ".u16": "H", ".s16": "h", ".b16": "H", ".u8": "B", ".s8": "b", ".b8": "B",
         ".f64": "d", ".f32": "f", ".f16": "e"}
@@ -134,31 +151,66 @@ def _typestr_name(ts: str):
     return r
 
 
+def _torch_dtype_name(dt) -> str:
+    import torch
+    for n in ALL_SCALARS:
+        if getattr(torch, n, None) is not None:
+            _torch_dt[getattr(torch, n)] = n
+    return _torch_dt.get(dt) or str(dt).replace("torch.", "")
+
+
+def torch_dtypes() -> dict:
+    """ptxgen dtype name -> [torch dtype objects], for ``Binder.specialize``; {} without torch
+    imported (a launch never imports torch itself)."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    out: dict = {}
+    for n in ALL_SCALARS:
+        dt = getattr(torch, n, None)
+        if dt is not None and dt.__class__ is torch.dtype:
+            _torch_dt[dt] = n
+            out.setdefault(n, []).append(dt)
+    return out
+
+
 def _from_torch(t, need_strides):
+    """(Binder.bind_device reads torch tensors inline, the same way: the hot path.)"""
     if not t.is_cuda:
         return 0, (), None, "", ("cpu" if t.device.type == "cpu" else str(t.device))
-    dt = t.dtype
-    name = _torch_dt.get(dt)
-    if name is None:
-        import torch
-        for n in ALL_SCALARS:
-            if getattr(torch, n, None) is not None:
-                _torch_dt[getattr(torch, n)] = n
-        name = _torch_dt.get(dt) or str(dt).replace("torch.", "")
-    return (t.data_ptr(), t.shape, t.stride() if need_strides else None, name, t.get_device())
+    name = _torch_dt.get(t.dtype) or _torch_dtype_name(t.dtype)
+    strides = None if not need_strides or t.is_contiguous() else t.stride()
+    return t.data_ptr(), t.shape, strides, name, t.get_device()
+
+
+class _ArgProblem(Exception):
+    """Raised by an extractor; ``Binder`` prefixes the argument's name."""
 
 
 def _from_cai(a, need_strides):
     d = a.__cuda_array_interface__
+    data = d.get("data")
+    if not isinstance(data, (tuple, list)) or not data or not hasattr(data[0], "__index__"):
+        raise _ArgProblem(f"its __cuda_array_interface__ has no 'data' (pointer, read-only) "
+                          f"pair (got {data!r}); pass an array that owns device memory")
+    ptr = data[0] if data[0].__class__ is int else operator.index(data[0])
     name, itemsize = _typestr_name(d["typestr"])
     shape = tuple(d["shape"])
+    # the interface does not say which device; objects that also speak DLPack (cupy) do
+    dev = -1
+    where = getattr(a, "__dlpack_device__", None)
+    if where is not None:
+        kind, ordinal = where()
+        if kind == 2 or kind == 13:      # kDLCUDA, kDLCUDAManaged
+            dev = ordinal
     bs = d.get("strides") if need_strides else None
     if bs is not None:
         bs = tuple(bs)
         if any(s % itemsize for s in bs):
-            return d["data"][0], shape, ("bytes", bs, itemsize), name, -1
+            return ptr, shape, ("bytes", bs, itemsize), name, dev
         bs = tuple(s // itemsize for s in bs)
-    return d["data"][0], shape, bs, name, -1
+    return ptr, shape, bs, name, dev
 
 
 def _from_dlpack(a, need_strides):
@@ -172,6 +224,12 @@ def _from_host(a, need_strides):
     return 0, (), None, "", "cpu"
 
 
+def _from_integer(a, need_strides):
+    """A marker: numpy (or other) integers are raw pointers, which Binder.bind_device turns
+    into Python ints itself."""
+    raise AssertionError("Binder.bind_device handles integers")
+
+
 _EXTRACT: dict = {}
 
 
@@ -181,6 +239,8 @@ def _extractor(obj):
     tp = type(obj)
     if tp.__module__.startswith("torch") and hasattr(tp, "data_ptr"):
         f = _from_torch
+    elif isinstance(obj, numbers.Integral) and tp is not bool:   # before numpy's interfaces
+        f = _from_integer
     elif hasattr(obj, "__cuda_array_interface__"):
         f = _from_cai
     elif hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
@@ -189,7 +249,7 @@ def _extractor(obj):
         f = _from_host
     else:
         return None
-    if f is _from_torch or hasattr(tp, "__cuda_array_interface__") or \
+    if f is _from_torch or f is _from_integer or hasattr(tp, "__cuda_array_interface__") or \
             hasattr(tp, "__dlpack__") or f is _from_host:
         _EXTRACT[tp] = f
     return f
@@ -199,21 +259,20 @@ def _shape_text(shape) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
-def row_major(shape) -> tuple:
-    out, s = [], 1
-    for n in reversed(shape):
-        out.append(s)
-        s *= n
-    return tuple(reversed(out))
-
-
 class Binder:
     """Maps a call's arguments onto the kernel parameters: checks every tensor and scalar,
-    binds shape symbols, and returns the values in parameter order, ready to pack."""
+    binds shape symbols, and returns the values in parameter order, ready to pack.
 
-    def __init__(self, params: list[ParamSpec], *, name: str, device: int | None = None):
+    ``device`` pins the tensors to one device (a Launcher made for one Function); without it
+    the arguments choose the device and must agree on it.  ``resolve(ptr) -> ordinal`` asks
+    where an array that does not say (a bare __cuda_array_interface__) lives.
+    """
+
+    def __init__(self, params: list[ParamSpec], *, name: str, device: int | None = None,
+                 resolve=None):
         self.name, self.params = name, list(params)
-        self._dev = -1 if device is None else device   # -1: accept tensors of any device
+        self._dev = -1 if device is None else device   # -1: the arguments say
+        self._resolve = resolve
         self.inputs = [p for p in self.params if p.kind != "symbol"]
         self.index = {p.name: i for i, p in enumerate(self.params)}
         self.plans = []      # per input: (param index, spec, accepted dtype names or None,
@@ -264,6 +323,12 @@ class Binder:
 
     def bind(self, args, kwargs=None):
         """(values in parameter order, the input objects in input order)."""
+        values, inputs, _ = self.bind_device(args, kwargs)
+        return values, inputs
+
+    def bind_device(self, args, kwargs=None):
+        """(values, input objects, device): the device every tensor argument is on, or -1
+        when none says (raw pointers only: the caller launches on the current device)."""
         if kwargs or len(args) != len(self.inputs):
             args, symbols = self._merge(args, kwargs or {})
         else:
@@ -271,24 +336,45 @@ class Binder:
         values = [None] * len(self.params)
         bound_by = dict.fromkeys(symbols) if symbols else {}  # symbol -> binding tensor name
         strided = None
-        mydev = self._dev
-        for (i, p, ok, want, static, align, need_strides), a in zip(self.plans, args):
+        mydev, first = self._dev, None     # the device so far, and the argument that set it
+        for (i, p, ok, want, static, align, check_strides), a in zip(self.plans, args):
             if ok is None:
                 values[i] = a
                 continue
-            if a.__class__ is int:
-                if a % align:
-                    self._misaligned(p, a)
+            cls = a.__class__
+            if cls is not int:
+                f = _EXTRACT.get(cls) or _extractor(a)
+                if f is _from_integer:
+                    a, cls = operator.index(a), int
+            if cls is int:
+                if a % align or a <= 0:
+                    self._bad_pointer(p, a)
                 values[i] = a
                 continue
-            f = _EXTRACT.get(a.__class__) or _extractor(a)
-            if f is None:
+            if f is _from_torch and a.is_cuda:          # inline: the common case
+                dn = _torch_dt.get(a.dtype) or _torch_dtype_name(a.dtype)
+                ptr, shape, dev = a.data_ptr(), a.shape, a.get_device()
+                strides = None if not check_strides or a.is_contiguous() else a.stride()
+            elif f is None:
                 raise LaunchError(
                     f"argument '{p.name}': expected a CUDA tensor (__cuda_array_interface__ or "
                     f"__dlpack__) or a device pointer (int), got {type(a).__name__}")
-            ptr, shape, strides, dn, dev = f(a, need_strides)
-            if dev.__class__ is not int or dn not in ok or (dev >= 0 and dev != mydev >= 0):
+            else:
+                try:
+                    ptr, shape, strides, dn, dev = f(a, check_strides)
+                except _ArgProblem as e:
+                    raise LaunchError(f"argument '{p.name}': {e}") from None
+                if dev.__class__ is not int:
+                    self._place_and_dtype(p, dev, dn)
+                if dev < 0 and self._resolve is not None:
+                    dev = self._resolve(ptr) if ptr else -1
+            if dn not in ok:
                 self._place_and_dtype(p, dev, dn)
+            if dev != mydev and dev >= 0:
+                if mydev < 0:
+                    mydev, first = dev, p
+                else:
+                    self._other_device(p, dev, first, mydev)
             if static:
                 if shape != want:
                     self._shape(p, shape, symbols, bound_by)   # raises
@@ -306,9 +392,9 @@ class Binder:
                             bound_by[w] = p.name
                         elif v != got:
                             self._shape(p, shape, symbols, bound_by)
-            if ptr % align:
-                self._misaligned(p, ptr)
-            if need_strides:
+            if ptr % align or not ptr:
+                self._bad_pointer(p, ptr, shape)
+            if check_strides and (strides is not None or p.strides is not ROW_MAJOR):
                 strided = strided or []
                 strided.append((p, shape, strides))
             values[i] = ptr
@@ -317,23 +403,117 @@ class Binder:
             if v is None:
                 raise LaunchError(f"kernel '{self.name}': symbol {s} is not bound: no tensor "
                                   f"argument has it in its shape; pass {s}=<int> by keyword")
+            if v < 1:
+                self._empty(s, v, bound_by)
             values[i] = v
         if strided:
             for p, shape, strides in strided:
                 self._strides(p, shape, strides, symbols)
         for i in self.bf16:
             values[i] = _bf16_bits(self._number(self.params[i], values[i]))
-        return values, args
+        return values, args, mydev
+
+    # ---- the specialized fast path -------------------------------------------------------
+    def specialize(self, tensor_type, dtype_objects: dict):
+        """A bind function for calls whose tensors are all exactly ``tensor_type`` (torch's
+        Tensor), generated for this signature: the same checks as ``bind_device``, written out
+        per parameter with no loop, no per-argument type dispatch and no symbol dict, which
+        halves the Python time of a launch.  Anything it does not accept as is (keywords, other
+        array types, raw pointers, and every error) goes to ``bind_device``, so results and
+        messages are the generic path's.  ``dtype_objects`` maps a ptxgen dtype name to the
+        tensor_type dtype objects that carry it.  None where the signature does not suit (no
+        tensors, bfloat16 scalars, strides other than row-major or any, or a symbol that no
+        tensor binds)."""
+        tensors = [(j, i, p) for j, (i, p, ok, *_rest) in enumerate(self.plans) if ok is not None]
+        bound = {d for _, _, p in tensors for d in p.shape if d.__class__ is not int}
+        if not tensors or self.bf16 or any(s not in bound for _, s in self.symbols) or \
+                any(p.strides is not None and p.strides is not ROW_MAJOR for _, _, p in tensors):
+            return None
+        env = {"T": tensor_type, "generic": self.bind_device}
+        fall = "        return generic(args, kwargs)"
+        names = [f"a{j}" for j in range(len(self.inputs))]
+        types, unpack, dims, place, ptrs = [], [], [], [], []
+        sym_var: dict = {}
+        for n, (j, i, p) in enumerate(tensors):
+            a = f"a{j}"
+            dts = {o for name in self.plans[j][2] for o in dtype_objects.get(name, ())}
+            env[f"D{j}"] = next(iter(dts)) if len(dts) == 1 else frozenset(dts)
+            types.append(f"{a}.__class__ is not T or {a}.dtype "
+                         f"{'is not' if len(dts) == 1 else 'not in'} D{j}")
+            got = []
+            for d, w in enumerate(p.shape):
+                v = f"s{j}_{d}"
+                if w.__class__ is int:
+                    dims.append(f"{v} != {w}")
+                elif w in sym_var:
+                    dims.append(f"{v} != {sym_var[w]}")
+                else:
+                    sym_var[w] = v
+                    dims.append(f"{v} < 1")
+                got.append(v)
+            unpack.append(f"({', '.join(got)},) = {a}.shape")
+            if n == 0:
+                unpack.append(f"dev = {a}.get_device()")
+                place.append("dev < 0" if self._dev < 0 else f"dev != {self._dev}")
+            else:
+                place.append(f"{a}.get_device() != dev")
+            ptrs.append(f"p{j} % {p.align} or not p{j}")
+            if p.strides is ROW_MAJOR:
+                ptrs.append(f"not {a}.is_contiguous()")
+
+        def test(conds):
+            return ["    if (" + "\n            or ".join(conds) + "):", fall]
+
+        lines = ["def bind_fast(args, kwargs):",
+                 f"    if kwargs or len(args) != {len(names)}:", fall,
+                 f"    {', '.join(names)}, = args", *test(types), "    try:",
+                 *(f"        {u}" for u in unpack), "    except ValueError:   # another rank",
+                 fall, *test(dims + place),
+                 *(f"    p{j} = a{j}.data_ptr()" for j, _, _ in tensors), *test(ptrs)]
+        by_index = {i: f"p{j}" for j, i, _ in tensors}
+        by_index.update({i: f"a{j}" for j, (i, p, ok, *_rest) in enumerate(self.plans)
+                         if ok is None})
+        by_index.update({i: sym_var[s] for i, s in self.symbols})
+        values = ", ".join(by_index[i] for i in range(len(self.params)))
+        lines.append(f"    return [{values}], args, dev")
+        src = "\n".join(lines) + "\n"
+        exec(compile(src, f"<ptxgen bind {self.name}>", "exec"), env)
+        fast = env["bind_fast"]
+        fast.source = src
+        return fast
+
+    def specialize_for_torch(self):
+        """``specialize`` for torch.Tensor when torch is imported, else None."""
+        import sys
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "Tensor"):
+            return None
+        return self.specialize(torch.Tensor, torch_dtypes())
 
     # ---- individual checks (slow paths build the exact messages) -------------------------
     def _place_and_dtype(self, p, dev, dn) -> None:
         if dev.__class__ is not int:
             where = "the CPU" if dev == "cpu" else dev
             raise LaunchError(f"argument '{p.name}': is on {where}; pass a CUDA tensor")
-        if dev >= 0 and dev != self._dev >= 0:
-            raise LaunchError(f"argument '{p.name}': is on cuda:{dev}, but the kernel runs on "
-                              f"cuda:{self._dev}")
         raise LaunchError(f"argument '{p.name}': expected dtype {dtype(p.dtype).name}, got {dn}")
+
+    def _other_device(self, p, dev, first, mydev) -> None:
+        if first is None:    # the device was fixed when this Binder was made
+            raise LaunchError(f"argument '{p.name}': is on cuda:{dev}, but the kernel runs on "
+                              f"cuda:{mydev}")
+        raise LaunchError(f"kernel '{self.name}': argument '{p.name}' is on cuda:{dev} but "
+                          f"argument '{first.name}' is on cuda:{mydev}; a launch runs on one "
+                          f"device, so move them to the same one")
+
+    def _empty(self, s, v, bound_by) -> None:
+        src = bound_by.get(s)
+        if src is None:
+            raise LaunchError(f"kernel '{self.name}': symbol {s} = {v} (passed as {s}={v}) must "
+                              f"be at least 1")
+        p = self.params[self.index[src]]
+        raise LaunchError(f"argument '{src}': dim {list(p.shape).index(s)} is symbol {s} = {v}; "
+                          f"shape symbols must be at least 1 (an empty tensor cannot be launched "
+                          f"on)")
 
     def _shape(self, p, shape, symbols, bound_by) -> None:
         want = p.shape
@@ -358,18 +538,28 @@ class Binder:
                                   f"got {got}")
 
     def _strides(self, p, shape, strides, symbols) -> None:
-        exp = p.strides(symbols) if callable(p.strides) else p.strides
+        exp = p.strides
+        exp = row_major_strides(shape) if exp is ROW_MAJOR else exp(symbols) if callable(exp) else exp
         exp = tuple(exp)
         if isinstance(strides, tuple) and len(strides) == 3 and strides[0] == "bytes":
             raise LaunchError(f"argument '{p.name}': byte strides {strides[1]} are not multiples "
                               f"of the element size {strides[2]}")
-        got = row_major(shape) if strides is None else tuple(strides)
+        got = row_major_strides(shape) if strides is None else tuple(strides)
         if any(e != g for e, g, n in zip(exp, got, shape) if n != 1) or len(exp) != len(got):
-            note = " (contiguous row-major)" if exp == row_major(shape) else ""
+            note = " (contiguous row-major)" if exp == row_major_strides(shape) else ""
             raise LaunchError(f"argument '{p.name}': expected strides {exp} elements{note}, "
                               f"got {got}")
 
-    def _misaligned(self, p, ptr):
+    def _bad_pointer(self, p, ptr, shape=None):
+        if ptr == 0 and shape is not None and 0 in tuple(shape):
+            raise LaunchError(f"argument '{p.name}': is empty (shape {_shape_text(shape)}); a "
+                              f"launch needs every dim to be at least 1")
+        if ptr == 0:
+            raise LaunchError(f"argument '{p.name}': pointer is null (0); pass an allocated CUDA "
+                              f"tensor or device address")
+        if ptr < 0:
+            raise LaunchError(f"argument '{p.name}': pointer {ptr} is negative; pass a device "
+                              f"address")
         raise LaunchError(f"argument '{p.name}': base pointer {ptr:#x} is not {p.align}-byte "
                           f"aligned (declared align={p.align})")
 
@@ -392,9 +582,12 @@ class Binder:
         return float(v)
 
     def scalar_error(self, values) -> None:
-        """Called when packing failed: find the scalar that did not fit and say so."""
+        """Called when packing failed: find the value that did not fit and say so."""
         for i, p in enumerate(self.params):
             if p.kind == "tensor":
+                if not 0 < values[i] < 2**64:
+                    raise LaunchError(f"argument '{p.name}': pointer {values[i]:#x} does not fit "
+                                      f"in 64 bits")
                 continue
             code, v = self.fmts[i], values[i]
             if code in _INT_RANGE:

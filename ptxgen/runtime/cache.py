@@ -1,24 +1,32 @@
 """On-disk cubin cache and the runtime's counters.
 
-An entry is one file: magic, sha256 of the payload, then the payload (the ptxas info log,
-length-prefixed, followed by the cubin).  The hash lets a reader reject a truncated or
-corrupted file, which is then rebuilt and rewritten.  Writes go to a temp file in the same
-directory and are renamed into place, so concurrent writers never expose a half-written
-entry.  Nothing is pickled: a cache directory may be shared and must not execute code.
+An entry is one file named by its key (and the Python environment): magic, sha256 of the
+payload, then the payload (the entry's own key, the tool versions that made it, the ptxas info
+log, the cubin).  The hash lets a reader reject a truncated or corrupted file; the recorded key
+catches a file that was swapped or renamed; the versions let the caller reject an entry an
+older toolchain made.  Any of these is rebuilt and rewritten.  The key is a hash of what the
+cubin is made from (PTX, arch, options) only, so computing it loads neither libcuda nor
+nvJitLink: a warm start reads its cubins without either.  Writes go to a temp file in the same
+directory and are renamed into place, so concurrent writers never expose a half-written entry.
+Nothing is pickled: a cache directory may be shared and must not execute code.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import struct
+import sys
 import tempfile
 import threading
+from typing import NamedTuple
 
-MAGIC = b"PTXGCUB1"
+MAGIC = b"PTXGCUB2"
+FORMAT = "ptxgen-cubin-2"     # hashed into every key: entries of another layout never match
 _HEAD = len(MAGIC) + 32
 
 _stats = {"jit_compiles": 0, "disk_hits": 0, "memory_hits": 0, "disk_writes": 0,
-          "disk_corrupt": 0, "module_loads": 0, "driver_jit": 0}
+          "disk_corrupt": 0, "disk_mismatch": 0, "disk_stale": 0, "module_loads": 0,
+          "driver_jit": 0}
 _stats_lock = threading.Lock()
 
 
@@ -29,7 +37,9 @@ def bump(name: str, n: int = 1) -> None:
 
 def stats() -> dict:
     """Counters since process start (or ``reset_stats``): jit_compiles (nvJitLink runs),
-    disk_hits, memory_hits, disk_writes, disk_corrupt, module_loads, driver_jit."""
+    disk_hits, memory_hits, disk_writes, disk_corrupt (unreadable entries), disk_mismatch
+    (an entry holding another key's cubin), disk_stale (made by other tool versions),
+    module_loads, driver_jit."""
     with _stats_lock:
         return dict(_stats)
 
@@ -53,45 +63,71 @@ def cache_dir() -> str | None:
 
 
 def key(ptx: str, arch: str, options=()) -> str:
-    """sha256 over everything that changes the cubin: PTX, arch, options and the tool
-    versions (the driver's, as the contract asks, and nvJitLink's, which does the work)."""
-    from .compile import nvjitlink_version
-    from .driver import driver_version
-
+    """sha256 over what the cubin is made from: PTX, arch and options.  The tool versions
+    are recorded in the entry instead (see ``load``), so no library is loaded to compute it."""
     h = hashlib.sha256()
-    for part in (ptx, arch, driver_version(), nvjitlink_version(), *options):
+    for part in (FORMAT, ptx, arch, *options):
         b = part.encode()
         h.update(struct.pack("<Q", len(b)) + b)  # length-prefixed: no ambiguous joins
     return h.hexdigest()
 
 
+# Entries are per Python environment: two venvs with different nvJitLink (or cuda-bindings)
+# versions sharing one cache directory then keep their own files instead of each rebuilding
+# and overwriting the other's.  The tag is of sys.prefix, known without loading anything.
+_ENV_TAG = hashlib.sha256(sys.prefix.encode()).hexdigest()[:8]
+
+
 def path_for(k: str) -> str | None:
     d = cache_dir()
-    return None if d is None else os.path.join(d, k + ".cubin")
+    return None if d is None else os.path.join(d, f"{k}.{_ENV_TAG}.cubin")
 
 
-def encode(log: str, cubin: bytes) -> bytes:
-    lb = log.encode()
-    payload = struct.pack("<I", len(lb)) + lb + cubin
+class Entry(NamedTuple):
+    key: str
+    meta: dict      # str -> str: the versions of the tools that made the cubin
+    log: str
+    cubin: bytes
+
+
+def _text(b: str) -> bytes:
+    e = b.encode()
+    return struct.pack("<I", len(e)) + e
+
+
+def encode(k: str, meta: dict, log: str, cubin: bytes) -> bytes:
+    fields = [k, *(f"{a}={v}" for a, v in sorted(meta.items())), log]
+    payload = struct.pack("<I", len(fields)) + b"".join(map(_text, fields)) + cubin
     return MAGIC + hashlib.sha256(payload).digest() + payload
 
 
-def decode(data: bytes):
-    """(log, cubin) from a file's bytes, or None when anything is off."""
+def decode(data: bytes) -> Entry | None:
+    """The entry in a file's bytes, or None when anything is off."""
     if len(data) < _HEAD + 4 or not data.startswith(MAGIC):
         return None
     payload = data[_HEAD:]
     if hashlib.sha256(payload).digest() != data[len(MAGIC):_HEAD]:
         return None
-    (n,) = struct.unpack_from("<I", payload, 0)
-    cubin = payload[4 + n:]
-    if not cubin:
+    try:
+        (n,) = struct.unpack_from("<I", payload, 0)
+        pos, fields = 4, []
+        for _ in range(n):
+            (m,) = struct.unpack_from("<I", payload, pos)
+            fields.append(payload[pos + 4:pos + 4 + m].decode())
+            pos += 4 + m
+    except (struct.error, UnicodeDecodeError):
         return None
-    return payload[4:4 + n].decode(errors="replace"), cubin
+    cubin = payload[pos:]
+    if n < 2 or not cubin or len(fields) != n:
+        return None
+    meta = dict(f.split("=", 1) for f in fields[1:-1] if "=" in f)
+    return Entry(fields[0], meta, fields[-1], cubin)
 
 
-def load(k: str):
-    """(info_log, cubin) for key ``k`` or None.  A bad entry counts as ``disk_corrupt`` and is
+def load(k: str, current=None):
+    """(info_log, cubin) for key ``k`` or None.  ``current(meta) -> bool`` says whether the
+    tools that made the entry are the ones in use.  A bad entry counts as ``disk_corrupt``,
+    one that holds another key as ``disk_mismatch``, an outdated one as ``disk_stale``; each is
     left for ``store`` to overwrite after the rebuild."""
     p = path_for(k)
     if p is None:
@@ -104,10 +140,17 @@ def load(k: str):
     entry = decode(data)
     if entry is None:
         bump("disk_corrupt")
-    return entry
+        return None
+    if entry.key != k:
+        bump("disk_mismatch")
+        return None
+    if current is not None and not current(entry.meta):
+        bump("disk_stale")
+        return None
+    return entry.log, entry.cubin
 
 
-def store(k: str, log: str, cubin: bytes) -> bool:
+def store(k: str, log: str, cubin: bytes, meta: dict | None = None) -> bool:
     """Atomically write an entry; failures (read-only or full disk) only cost the cache."""
     p = path_for(k)
     if p is None:
@@ -118,7 +161,7 @@ def store(k: str, log: str, cubin: bytes) -> bool:
         os.makedirs(d, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".cubin", dir=d)
         with os.fdopen(fd, "wb") as f:
-            f.write(encode(log, cubin))
+            f.write(encode(k, meta or {}, log, cubin))
         os.replace(tmp, p)
         bump("disk_writes")
         return True

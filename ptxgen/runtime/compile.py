@@ -1,10 +1,11 @@
 """PTX -> cubin offline with nvJitLink, and the PTXCompileError that points at the bad line.
 
 nvJitLink runs ptxas in-process (about twice as fast as a ptxas process for small kernels),
-so no GPU and no ptxas binary are needed.  Results are cached in memory and on disk
-(``cache.py``).  ptxas is known to crash on some inputs (``.v8`` of 16-bit elements); such
-PTX, or every compile when ``PTXGEN_JIT_ISOLATE=1``, is compiled in a child process so that a
-crash becomes an error instead of killing the interpreter.
+so no GPU and no ptxas binary are needed.  Results are cached in memory (least recently used
+first out, PTXGEN_MEMORY_CACHE_SIZE entries, default 128) and on disk (``cache.py``).  ptxas
+is known to crash on some inputs (``.v8`` of 16-bit elements); such PTX, or every compile when
+``PTXGEN_JIT_ISOLATE=1``, is compiled in a child process so that a crash becomes an error
+instead of killing the interpreter.
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..errors import PTXCompileError
-from . import cache
+from . import cache, driver
 
 
 @dataclass
@@ -33,8 +35,34 @@ class CompileResult:
     functions: dict = field(default_factory=dict)  # entry -> {registers, shared_bytes, spill_*, stack}
 
 
-_memo: dict = {}
+def _size_from_env() -> int:
+    v = os.environ.get("PTXGEN_MEMORY_CACHE_SIZE", "128")
+    try:
+        n = int(v)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"PTXGEN_MEMORY_CACHE_SIZE={v!r}: expected a count of cubins >= 0 "
+                         f"(0 turns the in-memory cache off)")
+    return n
+
+
+_memo: OrderedDict = OrderedDict()     # (ptx, arch, options) -> CompileResult, oldest first
 _memo_lock = threading.Lock()
+_memo_max = [_size_from_env()]
+
+
+def set_memory_cache_size(n: int) -> int:
+    """Keep at most ``n`` results in memory (0: none); returns the previous bound.  Each
+    holds a cubin and the PTX it came from, so a process that builds many kernels stays
+    bounded; the disk cache still has the evicted ones."""
+    if n < 0:
+        raise ValueError(f"memory cache size must be >= 0, got {n}")
+    with _memo_lock:
+        prev, _memo_max[0] = _memo_max[0], n
+        while len(_memo) > n:
+            _memo.popitem(last=False)
+    return prev
 
 # ---- info-log parsing ----------------------------------------------------------------------
 _RE_FUNC = re.compile(r"Compiling entry function '([^']+)'|Function properties for (\S+)\s*$")
@@ -176,12 +204,60 @@ def _nvjitlink(ptx: bytes, arch: str, options, name: str):
         nj.destroy(h)
 
 
+_nvjitlink_version: list = []
+
+
 def nvjitlink_version() -> str:
+    """nvJitLink's "major.minor", or "none" where it cannot be loaded; asked once."""
+    if not _nvjitlink_version:
+        try:
+            from cuda.bindings import nvjitlink as nj
+            v = "%d.%d" % nj.version()
+        except Exception:
+            v = "none"
+        _nvjitlink_version.append(v)
+    return _nvjitlink_version[0]
+
+
+def _file_stamp(path: str) -> str:
     try:
-        from cuda.bindings import nvjitlink as nj
-        return "%d.%d" % nj.version()
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return f"{path}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def _nvjitlink_stamp() -> str:
+    """path|size|mtime of the nvJitLink library this process uses ("" if unknown)."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        path = load_nvidia_dynamic_lib("nvJitLink").abs_path
     except Exception:
-        return "none"
+        return ""
+    return _file_stamp(path) if path else ""
+
+
+def _tools() -> dict:
+    """What a disk cache entry records about the tools that made its cubin."""
+    return {"nvjitlink": nvjitlink_version(), "nvjitlink_lib": _nvjitlink_stamp(),
+            "python": sys.prefix, "driver": driver.loaded_driver_version() or "none"}
+
+
+def _tools_current(meta: dict) -> bool:
+    """Whether an entry's tools are this process's.  The driver is compared once this process
+    uses one (an offline compile never loads libcuda to check).  nvJitLink: while the library
+    file that made the entry is unchanged and this is the same Python environment, the entry's
+    version stands without loading nvJitLink (about 10 ms, more from a cold page cache);
+    otherwise nvJitLink is asked for its version."""
+    now = driver.loaded_driver_version()
+    was = meta.get("driver", "none")
+    if now not in (None, "none") and was != "none" and was != now:
+        return False
+    stamp = meta.get("nvjitlink_lib", "")
+    if stamp and meta.get("python") == sys.prefix and \
+            _file_stamp(stamp.rsplit("|", 2)[0]) == stamp:
+        return True
+    return meta.get("nvjitlink") == nvjitlink_version()
 
 
 # PTX that makes ptxas 13.x segfault (ptx-reference.md section 9): compiled out of process.
@@ -232,10 +308,13 @@ def compile_ptx(ptx: str, arch: str, *, name: str = "kernel", line_origin=None,
     hit = _memo.get(key)
     if hit is not None:
         cache.bump("memory_hits")
+        with _memo_lock:
+            if key in _memo:
+                _memo.move_to_end(key)
         return hit
     dump(name, ".ptx", ptx)
     dkey = cache.key(ptx, arch, options)
-    entry = cache.load(dkey)
+    entry = cache.load(dkey, _tools_current)
     if entry is not None:
         cache.bump("disk_hits")
         res = _result(entry[1], arch, entry[0], name)
@@ -257,10 +336,12 @@ def compile_ptx(ptx: str, arch: str, *, name: str = "kernel", line_origin=None,
             raise compile_error(ptx, arch, log, name=name, line_origin=line_origin,
                                 options=options)
         res = _result(cubin, arch, info, name)
-        cache.store(dkey, info, cubin)
+        cache.store(dkey, info, cubin, _tools())
     dump(name, ".cubin", res.cubin)
     with _memo_lock:
         _memo[key] = res
+        while len(_memo) > _memo_max[0]:
+            _memo.popitem(last=False)
     return res
 
 

@@ -1,13 +1,17 @@
-"""Thin layer over ``cuda.bindings.driver``: result checking, primary contexts, device facts.
+"""Thin layer over ``cuda.bindings.driver``: result checking, primary contexts, device facts,
+streams, and `call` for everything else.  The one set of driver wrappers (bench uses it too).
 
 Everything here imports the driver lazily, so that offline use (PTX -> cubin with nvJitLink)
-never needs libcuda, and ``has_gpu()`` can answer False on a machine without one.
+never needs libcuda, and ``has_gpu()`` can answer False on a machine without one.  Facts that
+cannot change while the process runs (a device's arch and attributes, which device a primary
+context belongs to) are asked once and kept, so launches do not repeat driver queries.
 """
 from __future__ import annotations
 
+import sys
 import threading
 
-from ..errors import CudaError
+from ..errors import CudaError, LaunchError
 
 # Errors after which the context cannot be used again (every later call returns the same code).
 STICKY = {
@@ -25,6 +29,10 @@ _lock = threading.RLock()
 _drv = None
 _init_error: str | None = None
 _primary: dict[int, object] = {}       # device ordinal -> retained primary CUcontext
+_ctx_device: dict[int, int] = {}       # int(primary CUcontext) -> its device ordinal
+_attrs: dict[tuple, int] = {}          # (device, attribute name) -> value
+_arch: dict[int, str] = {}             # device ordinal -> nvJitLink arch
+_count: list = []                      # [device count], once known
 _driver_version: str | None = None
 last_kernel = [None]                   # name of the last kernel launched (for sync errors)
 
@@ -105,18 +113,12 @@ def check(result, call: str, kernel: str | None = None):
 
 def has_gpu() -> bool:
     """True when a driver loads and sees at least one device.  Never raises."""
-    d = _load()
-    if d is None:
-        return False
-    try:
-        err, n = d.cuDeviceGetCount()
-        return not err and n > 0
-    except Exception:
-        return False
+    return device_count() > 0
 
 
 def driver_version() -> str:
-    """cuDriverGetVersion as text ("13000"), or "none" without a driver; part of cache keys."""
+    """cuDriverGetVersion as text ("13000"), or "none" without a driver; recorded in disk
+    cache entries."""
     global _driver_version
     if _driver_version is None:
         try:
@@ -128,27 +130,137 @@ def driver_version() -> str:
     return _driver_version
 
 
+def loaded_driver_version() -> str | None:
+    """driver_version() once this process uses the driver (it is launching), else None: a
+    cache lookup made for an offline compile must not load libcuda to answer it."""
+    return driver_version() if _drv is not None else None
+
+
+def device_count() -> int:
+    """Number of visible devices (0 without a usable driver); asked once per process."""
+    if not _count:
+        d = _load()
+        n = 0
+        if d is not None:
+            try:
+                err, n = d.cuDeviceGetCount()
+                n = 0 if err else int(n)
+            except Exception:
+                n = 0
+        _count.append(n)
+    return _count[0]
+
+
+_torch_device: list = [None, None]   # [torch module, its current-device function]
+
+
+def _torch_current_device():
+    """torch's current-device function once torch has initialized CUDA, else None.  torch
+    may defer switching the CUDA device (no context is made current for a device it has not
+    used yet), so its own answer is the one to follow while it is in charge."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if torch is _torch_device[0]:
+        return _torch_device[1]
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+    except AttributeError:
+        return None
+    f = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+    _torch_device[:] = [torch, f]
+    return f
+
+
 def current_device() -> int:
-    """Ordinal of the current context's device, else 0 (torch's current device is honoured)."""
+    """The device a launch with no tensor arguments runs on: torch's current device when
+    torch has initialized CUDA (``torch.cuda.set_device``, ``with torch.cuda.device(i)``),
+    else the current context's device, else 0.  One call in the steady state."""
+    f = _torch_current_device()
+    if f is not None:
+        return f()
     d = drv()
-    ctx = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if int(ctx):
-        return int(check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
-    return 0
+    err, ctx = d.cuCtxGetCurrent()
+    c = 0 if err else int(ctx)
+    if not c:
+        return 0
+    dev = _ctx_device.get(c)
+    if dev is None:
+        dev = int(check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
+        primary_context(dev)   # retained once; from then on its handle maps to ``dev``
+    return dev
+
+
+def context_device(ctx) -> int | None:
+    """The device of a context handle (an int or CUcontext), or None if it is unknown."""
+    c = int(ctx)
+    dev = _ctx_device.get(c)
+    if dev is not None or not c:
+        return dev
+    d = drv()
+    try:
+        with context_scope(ctx):
+            err, dev = d.cuCtxGetDevice()
+        return None if err else int(dev)
+    except Exception:
+        return None
+
+
+def pointer_device(ptr: int) -> int:
+    """Device ordinal that owns device pointer ``ptr`` (-1 if the driver cannot say: host
+    memory, an unknown pointer).  For array objects that do not say where they live."""
+    d = drv()
+    try:
+        err, dev = d.cuPointerGetAttribute(
+            d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    except Exception:
+        return -1
+    return -1 if err else int(dev)
+
+
+def stream_context(handle: int) -> int | None:
+    """int(CUcontext) a stream belongs to, or None where the driver does not say."""
+    d = drv()
+    try:
+        err, ctx = d.cuStreamGetCtx(handle)
+    except Exception:
+        return None
+    return None if err else int(ctx)
+
+
+def _device(d, ordinal: int):
+    """cuDeviceGet, with a message naming the ordinal when the process has no such device."""
+    n = device_count()
+    if not 0 <= ordinal < n:
+        raise LaunchError(f"there is no cuda:{ordinal}: this process sees {n} CUDA "
+                          f"device{'s' if n != 1 else ''}")
+    return check(d.cuDeviceGet(ordinal), "cuDeviceGet")
 
 
 def device_attribute(attr: str, device: int | None = None) -> int:
-    d = drv()
-    dev = check(d.cuDeviceGet(current_device() if device is None else device), "cuDeviceGet")
-    a = getattr(d.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + attr)
-    return int(check(d.cuDeviceGetAttribute(a, dev), "cuDeviceGetAttribute"))
+    """cuDeviceGetAttribute by short name ("MULTIPROCESSOR_COUNT"); cached per device."""
+    dev_no = current_device() if device is None else device
+    key = (dev_no, attr)
+    v = _attrs.get(key)
+    if v is None:
+        d = drv()
+        dev = _device(d, dev_no)
+        a = getattr(d.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + attr)
+        v = _attrs[key] = int(check(d.cuDeviceGetAttribute(a, dev), "cuDeviceGetAttribute"))
+    return v
 
 
 def device_arch(device: int | None = None) -> str:
     """The nvJitLink/ptxas arch for a device: "sm_90a" for 9.0.  The "a" (arch-specific
-    features: wgmma, tcgen05) is added for 9.x and 10.x, the families ptxgen targets."""
-    return arch_for(device_attribute("COMPUTE_CAPABILITY_MAJOR", device),
-                    device_attribute("COMPUTE_CAPABILITY_MINOR", device))
+    features: wgmma, tcgen05) is added for 9.x and 10.x, the families ptxgen targets.
+    ``device`` defaults to the current device; the answer is kept per device."""
+    dev = current_device() if device is None else device
+    a = _arch.get(dev)
+    if a is None:
+        a = _arch[dev] = arch_for(device_attribute("COMPUTE_CAPABILITY_MAJOR", dev),
+                                  device_attribute("COMPUTE_CAPABILITY_MINOR", dev))
+    return a
 
 
 def arch_for(major: int, minor: int) -> str:
@@ -164,15 +276,19 @@ def primary_context(device: int):
         with _lock:
             ctx = _primary.get(device)
             if ctx is None:
-                dev = check(d.cuDeviceGet(device), "cuDeviceGet")
+                dev = _device(d, device)
                 ctx = check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+                _ctx_device[int(ctx)] = device
                 _primary[device] = ctx
     return ctx
 
 
 class context_scope:
-    """Make ``ctx`` current for a block.  With no context current it is set and left current
-    (what torch does too); with another one current it is pushed and popped again."""
+    """Make ``ctx`` current for a block, and leave the thread's current device as it was:
+    another current context is pushed over and popped back.  With none current, device 0's
+    primary context is set and left current (a thread without a context is on device 0 for
+    the CUDA runtime, and so for torch, anyway; later launches then find it current); any
+    other is pushed and popped, so that it does not become the thread's current device."""
 
     __slots__ = ("ctx", "pushed")
 
@@ -184,7 +300,7 @@ class context_scope:
         cur = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
         if int(cur) == int(self.ctx):
             return self
-        if not int(cur):
+        if not int(cur) and _ctx_device.get(int(self.ctx)) == 0:
             check(d.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
         else:
             check(d.cuCtxPushCurrent(self.ctx), "cuCtxPushCurrent")
@@ -212,3 +328,23 @@ def synchronize(stream=None, *, kernel: str | None = None, device: int | None = 
             check(d.cuCtxSynchronize(), "cuCtxSynchronize", name)
         else:
             check(d.cuStreamSynchronize(stream_handle(stream, dev)), "cuStreamSynchronize", name)
+
+
+def call(name: str, *args, kernel: str | None = None):
+    """Call driver function `name` and return its outputs as `check` unpacks them: the
+    wrapper for one-off calls (events, memory, copies) that need no function of their own."""
+    return check(getattr(drv(), name)(*args), name, kernel)
+
+
+def device_name(device: int | None = None) -> str:
+    d = drv()
+    dev = check(d.cuDeviceGet(current_device() if device is None else device), "cuDeviceGet")
+    return call("cuDeviceGetName", 256, dev).split(b"\0", 1)[0].decode(errors="replace")
+
+
+def create_stream(non_blocking: bool = True) -> int:
+    """A new stream's raw handle; non-blocking streams never serialize with the legacy one."""
+    d = drv()
+    flags = d.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else \
+        d.CUstream_flags.CU_STREAM_DEFAULT
+    return int(call("cuStreamCreate", flags))

@@ -2,7 +2,11 @@
 
 A Launcher is built once per (kernel, device) and then called for every launch, so all
 the work that does not depend on the call's arguments (parameter layout, the pointer array,
-dims of a constant grid) is done in ``__init__`` or cached on first use.
+dims of a constant grid, the context's handle) is done in ``__init__`` or cached on first use.
+Every check runs before the driver is asked to launch.  In the steady state the only driver
+call besides the launch is cuCtxGetCurrent, so that a thread whose current context is another
+device's (or none) still launches in the right one; an explicit raw stream handle adds
+cuStreamGetCtx, to check that it belongs to the launch's device.
 """
 from __future__ import annotations
 
@@ -15,33 +19,59 @@ from ..errors import LaunchError
 from . import driver
 from .args import Binder, ParamPacker, ParamSpec
 
-_INVALID_CONTEXT, _INVALID_HANDLE = 201, 400
+# The legacy default stream (0), CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) are valid
+# in every context, so they need no device check.
+_ANY_CONTEXT_STREAMS = (0, 1, 2)
+_torch_stream: list = [None, None]   # [torch module, its current-raw-stream function]
+_modules = sys.modules
+
+
+def _torch_current_stream():
+    """torch's "current raw stream of device d" function once torch has initialized CUDA,
+    else None.  Looked up per torch module object, so removing torch (tests) is honoured."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if torch is _torch_stream[0]:
+        return _torch_stream[1]
+    if not torch.cuda.is_initialized():
+        return None
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:
+        def raw(dev, torch=torch):
+            return torch.cuda.current_stream(dev).cuda_stream
+    _torch_stream[:] = [torch, raw]
+    return raw
+
+
+def _explicit_stream(stream):
+    """(raw handle, device ordinal the object says it belongs to, or None)."""
+    h = getattr(stream, "cuda_stream", None)          # torch.cuda.Stream / ExternalStream
+    if h is not None:
+        return h, getattr(stream, "device_index", None)
+    h = getattr(stream, "ptr", None)                  # cupy.cuda.Stream
+    if h is not None:
+        return h, getattr(stream, "device_id", None)
+    try:
+        if isinstance(stream, (float, str, bytes)):
+            raise TypeError
+        h = operator.index(stream) if hasattr(stream, "__index__") else int(stream)  # CUstream
+    except (TypeError, ValueError):
+        raise LaunchError(f"stream must be None, an int handle, or a torch/cupy/CUDA stream "
+                          f"object, got {type(stream).__name__}") from None
+    return h, None
 
 
 def stream_handle(stream, device: int = 0) -> int:
-    """A raw CUstream from: None (torch's current stream when torch has initialized CUDA,
-    else the legacy default stream 0), an int, a torch stream (.cuda_stream), a cupy
-    stream (.ptr) or a cuda-bindings CUstream."""
+    """A raw CUstream from: None (torch's current stream of ``device`` when torch has
+    initialized CUDA, else the legacy default stream 0), an int, a torch stream
+    (.cuda_stream), a cupy stream (.ptr) or a cuda-bindings CUstream."""
     if stream is None:
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_initialized():
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
-        return 0
+        raw = _torch_current_stream()
+        return raw(device) if raw is not None else 0
     if stream.__class__ is int:
         return stream
-    h = getattr(stream, "cuda_stream", None)
-    if h is None:
-        h = getattr(stream, "ptr", None)
-    if h is None:
-        try:
-            h = int(stream) if hasattr(stream, "__int__") else None
-        except (TypeError, ValueError):
-            h = None
-        if h is None:
-            raise LaunchError(f"stream must be None, an int handle, or a torch/cupy/CUDA stream "
-                              f"object, got {type(stream).__name__}") from None
-    return h
+    return _explicit_stream(stream)[0]
 
 
 def _normalize(dims, what: str, kernel: str) -> tuple:
@@ -72,20 +102,38 @@ class Launcher:
     ``grid``/``block`` are tuples of 1-3 ints, an int, or a callable that receives a dict of
     every parameter name to its value (symbols and scalars as numbers, tensors as passed)
     and returns such a tuple, e.g. ``grid=lambda a: (a["M"] // 128,)``.
+
+    ``dynamic_smem_bytes`` is what a launch gets by default; ``min_dynamic_smem_bytes`` is
+    what the kernel's dynamic shared memory (a pool or the shared.dyn arena) needs, below which
+    a per-call override is refused: the kernel would access memory past its allocation.
+    ``binder`` lets one Binder serve a kernel's launchers on several devices.
     """
 
-    def __init__(self, fn, params: list[ParamSpec], *, name: str, dynamic_smem_bytes: int = 0):
+    def __init__(self, fn, params: list[ParamSpec], *, name: str, dynamic_smem_bytes: int = 0,
+                 min_dynamic_smem_bytes: int = 0, binder: Binder | None = None):
         self.fn, self.name, self.params = fn, name, list(params)
         self.dynamic_smem_bytes = dynamic_smem_bytes
-        self.binder = Binder(self.params, name=name, device=getattr(fn, "device", None))
+        self.min_dynamic_smem_bytes = max(0, min_dynamic_smem_bytes)
+        self.device = getattr(fn, "device", 0)
+        if binder is None:       # a Launcher of its own: its Binder, pinned to its device
+            binder = Binder(self.params, name=name, device=getattr(fn, "device", None))
+            self._bind = binder.specialize_for_torch() or binder.bind_device
+        else:                    # a Kernel's: the Kernel binds, then calls launch()
+            self._bind = binder.bind_device
+        self.binder = binder
         self.packer = ParamPacker(self.params)
-        self._pack = self.packer.struct.pack_into
-        self._buf, self._kp = self.packer.buffer, self.packer.kernel_params
-        self._lock = threading.Lock()         # the buffer is shared: fill + launch is atomic
+        # parameter storage per thread (cuLaunchKernel copies it, so it is free again when the
+        # call returns): threads need no lock around fill + launch
+        self._tls = threading.local()
+        self._tls.p = self._storage_of(self.packer)
         self._grids: dict = {}
         self._blocks: dict = {}
-        self._launch = driver.drv().cuLaunchKernel
-        self._device = getattr(fn, "device", 0)
+        self._last_dims = (None, None, None)
+        d = driver.drv()
+        self._launch = d.cuLaunchKernel
+        self._current_ctx = d.cuCtxGetCurrent
+        self._ctx = int(fn.ctx)
+        self._last = driver.last_kernel
 
     def _dims(self, spec, cache: dict, what: str, values, user) -> tuple:
         if spec.__class__ is tuple or spec.__class__ is int:
@@ -109,38 +157,116 @@ class Launcher:
 
     def __call__(self, args: tuple, kwargs: dict, *, grid, block, stream=None,
                  dynamic_smem_bytes=None) -> None:
-        values, user = self.binder.bind(args, kwargs)
-        g = self._dims(grid, self._grids, "grid", values, user)
-        b = self._dims(block, self._blocks, "block", values, user)
-        smem = self.dynamic_smem_bytes if dynamic_smem_bytes is None else dynamic_smem_bytes
-        if smem > self.fn.max_dynamic_smem:
-            self.fn.ensure_dynamic_smem(smem, self.name)
-        h = stream_handle(stream, self._device)
-        with self._lock:
-            try:
-                self._pack(self._buf, 0, *values)
-            except (struct_error, OverflowError, TypeError):
-                self.binder.scalar_error(values)
-                raise
-            err = self._launch(self.fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h,
-                               self._kp, 0)[0]
-            if err:
-                self._failed(err, g, b, smem, h)
-        driver.last_kernel[0] = self.name
+        values, user, _ = self._bind(args, kwargs)
+        self.launch(values, user, grid, block, stream, dynamic_smem_bytes)
+
+    def launch(self, values, user, grid, block, stream=None, dynamic_smem_bytes=None) -> None:
+        """Launch with arguments already bound (by this Launcher's Binder or one like it)."""
+        last = self._last_dims          # (grid, block, their dims): one read, thread-safe
+        if grid is last[0] and block is last[1]:   # a Kernel passes its own tuples each time
+            g, b = last[2]
+        else:
+            g = self._grids.get(grid) if grid.__class__ is tuple else None
+            if g is None:
+                g = self._dims(grid, self._grids, "grid", values, user)
+            b = self._blocks.get(block) if block.__class__ is tuple else None
+            if b is None:
+                b = self._dims(block, self._blocks, "block", values, user)
+            if grid.__class__ is tuple and block.__class__ is tuple:
+                self._last_dims = (grid, block, (g, b))
+        smem = dynamic_smem_bytes
+        if smem is None:
+            smem = self.dynamic_smem_bytes
+        elif smem.__class__ is not int or smem < self.min_dynamic_smem_bytes:
+            smem = self._smem_override(smem)
+        fn = self.fn
+        if smem > fn.max_dynamic_smem:
+            fn.ensure_dynamic_smem(smem, self.name)
+        if stream is None:
+            torch = _modules.get("torch")
+            if torch is None:
+                h = 0
+            elif torch is _torch_stream[0]:
+                h = _torch_stream[1](self.device)
+            else:
+                raw = _torch_current_stream()
+                h = raw(self.device) if raw is not None else 0
+        elif stream.__class__ is int and stream in _ANY_CONTEXT_STREAMS:
+            h = stream
+        else:
+            h = self._checked_stream(stream)
+        try:
+            pack, buf, kp, _ = self._tls.p
+        except AttributeError:
+            pack, buf, kp, _ = self._thread_storage()
+        try:
+            pack(buf, 0, *values)
+        except (struct_error, OverflowError, TypeError):
+            self.binder.scalar_error(values)
+            raise
+        here = self._current_ctx()
+        if not here[0] and int(here[1]) == self._ctx:
+            err = self._launch(fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h, kp, 0)[0]
+        else:
+            # another device's context (or none) is current in this thread: run in ours, and
+            # leave the thread's own one current again (torch's current device stays put)
+            with driver.context_scope(fn.ctx):
+                err = self._launch(fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h, kp,
+                                   0)[0]
+        if err:
+            self._failed(err, g, b, smem, h)
+        self._last[0] = self.name
+
+    @staticmethod
+    def _storage_of(pk):
+        """(pack_into, buffer, kernelParams address, the packer): the packer is kept so the
+        pointer array that kernelParams addresses lives as long as the storage is used."""
+        return (pk.struct.pack_into, pk.buffer, pk.kernel_params, pk)
+
+    def _thread_storage(self):
+        self._tls.p = p = self._storage_of(ParamPacker(self.params))
+        return p
+
+    def _smem_override(self, smem) -> int:
+        try:
+            n = operator.index(smem)
+        except TypeError:
+            raise LaunchError(f"kernel '{self.name}': dynamic_smem_bytes must be an integer, got "
+                              f"{type(smem).__name__} {smem!r}") from None
+        if n < 0:
+            raise LaunchError(f"kernel '{self.name}': dynamic_smem_bytes={n} is negative")
+        need = self.min_dynamic_smem_bytes
+        if n < need:
+            raise LaunchError(f"kernel '{self.name}': dynamic_smem_bytes={n} is less than the "
+                              f"{need} bytes its dynamic shared memory (pool or shared.dyn arena) "
+                              f"uses; pass at least {need}, or leave it out to get "
+                              f"{self.dynamic_smem_bytes}")
+        return n
+
+    def _checked_stream(self, stream) -> int:
+        """The handle of an explicitly passed stream, after checking it belongs to this
+        launch's device: from the object where it says (torch, cupy), else from the driver."""
+        h, dev = _explicit_stream(stream)
+        if dev is None:
+            if h in _ANY_CONTEXT_STREAMS:
+                return h
+            ctx = driver.stream_context(h)
+            if ctx is None or ctx == self._ctx:
+                return h
+            dev = driver.context_device(ctx)
+            if dev == self.device:   # a context of our device but not the primary one
+                raise LaunchError(f"kernel '{self.name}': the stream belongs to a context of "
+                                  f"cuda:{dev} other than its primary context, which ptxgen (and "
+                                  f"torch, cupy) launch in; create the stream in the primary one")
+        if dev != self.device:
+            where = "another device" if dev is None else f"cuda:{dev}"
+            raise LaunchError(f"kernel '{self.name}': the stream is on {where}, but the launch "
+                              f"runs on cuda:{self.device} (where its arguments are); pass a "
+                              f"stream of cuda:{self.device}")
+        return h
 
     def _failed(self, err, g, b, smem, h) -> None:
-        """Slow path.  A thread with no (or another) current context gets ours and retries;
-        anything else becomes a CudaError naming the kernel."""
-        code = int(err)
-        if code in (_INVALID_CONTEXT, _INVALID_HANDLE):
-            d = driver.drv()
-            cur = driver.check(d.cuCtxGetCurrent(), "cuCtxGetCurrent", self.name)
-            if int(cur) != int(self.fn.ctx):
-                with driver.context_scope(self.fn.ctx):
-                    err = self._launch(self.fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem,
-                                       h, self._kp, 0)[0]
-                if not err:
-                    return
+        """Slow path: a CudaError naming the kernel, with what may explain it."""
         hint = ""
         module = getattr(self.fn, "module", None)
         if module is not None and not module.loaded:
@@ -151,4 +277,3 @@ class Launcher:
         elif int(err) == 1:
             hint = f"grid {g}, block {b}, dynamic shared memory {smem} bytes, stream {h:#x}"
         raise driver.error(err, "cuLaunchKernel", self.name, hint=hint)
-

@@ -1,10 +1,11 @@
 """Targets: every arch/PTX-version gate, per-arch limit and instruction form.
 
 `table` holds the hardware facts as data (minimum .version per target, instruction
-gates, shared-memory limits, cache hints); `forms` renders the instruction forms of
-templates/ once each.  Everything above this layer asks here; nothing here imports
+gates, shared-memory limits, cache hints, the 256-bit vector rule); `forms` renders the
+instruction forms of templates/ once each.  Everything above this layer asks here; nothing here imports
 anything of ptxgen but `errors`.
 """
 from .table import (CACHE_HINTS, GATES, MAX_PTX, MIN_PTX, MODIFIER_PTX, SMEM_LIMITS,  # noqa: F401
-                    TCGEN05_ARCHS, Gate, Target, cache_modifiers, check_opcode, gate_for,
-                    parse_target, smem_limits)
+                    TCGEN05_ARCHS, WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, Gate, Target,
+                    cache_modifiers, check_opcode, gate_for, has_opcode, parse_target,
+                    smem_limits, wide_vector_refusal)

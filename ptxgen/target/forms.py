@@ -4,16 +4,20 @@ A jinja render costs ~20 us; a cached `str.format` costs ~1 us.  So each distinc
 (form, modifiers) pair is rendered once per process and reused for every emitted line.
 
 Importing jinja2 and compiling the templates costs tens of ms, more than building a small
-kernel, so the rendered texts are also kept on disk (`forms-<key>.json` in the cache
+kernel, so the rendered texts are also kept on disk (`forms-<key>.txt` in the cache
 directory, see `cache_dir`), keyed by a hash of the templates, this file and the ptxgen
 version: a fresh process whose forms are all on disk never imports jinja.  The templates
 stay the source of truth; a stale, corrupt or unwritable cache only costs the renders.
+Reading it back imports nothing that a build does not already need (no json, no hashlib:
+those cost ~1.5 and ~4 ms to import, more than a small build).
 """
 from __future__ import annotations
 
 import os
 import threading
+from _string import formatter_parser   # string.Formatter().parse, without importing string
 from functools import lru_cache
+from keyword import iskeyword
 from pathlib import Path
 
 
@@ -23,9 +27,10 @@ def templates_dir() -> Path:
 
     The checkout comes first: an editable install maps `ptxgen.templates` to whichever
     checkout was installed, which need not be the one this package was imported from."""
-    p = Path(__file__).resolve().parents[2] / "templates"
-    if (p / "isa.ptx.j2").exists():
-        return p
+    up = os.path.dirname
+    p = os.path.join(up(up(up(os.path.realpath(__file__)))), "templates")
+    if os.path.isfile(os.path.join(p, "isa.ptx.j2")):   # os.path: a build reads it, and
+        return Path(p)                                  # pathlib's resolve costs ~0.1 ms
     try:
         from importlib.resources import files
 
@@ -59,15 +64,13 @@ _PLACEHOLDERS = {k: "{" + k + "}" for k in ("d", "a", "b", "c", "v", "p", "l", "
 
 def _fields(text: str) -> list:
     """The placeholder names of a format string, in order; ValueError unless each is a bare
-    identifier (no attribute, index, conversion or spec): a form's text is compiled into an
-    f-string, so a text read back from disk must not be able to carry an expression."""
-    import string
-
+    name that can be a parameter (no attribute, index, conversion or spec): a form's text is
+    compiled into an f-string, so a text read back from disk must not carry an expression."""
     fields = []
-    for _, field, spec, conv in string.Formatter().parse(text):
+    for _, field, spec, conv in formatter_parser(text):
         if field is None:
             continue
-        if not field.isidentifier() or spec or conv:
+        if not field.isidentifier() or iskeyword(field) or field == "_" or spec or conv:
             raise ValueError(f"form placeholder {{{field}}} is not a plain name")
         if field not in fields:
             fields.append(field)
@@ -88,7 +91,27 @@ class Form(str):
 
 
 # ---- the disk cache ------------------------------------------------------------------------
-_MAGIC = "ptxgen-forms-1"
+_MAGIC = b"ptxgen-forms-3"
+
+
+@lru_cache(maxsize=1)
+def _sha512_type():
+    """CPython's own sha512, the one hashlib falls back to: `random` (which tempfile imports)
+    has loaded it already, while hashlib's OpenSSL binding costs ~4 ms to load."""
+    import sys
+
+    try:
+        if sys.version_info >= (3, 12):
+            from _sha2 import sha512
+        else:
+            from _sha512 import sha512
+    except ImportError:
+        from hashlib import sha512
+    return sha512
+
+
+def _sha512(data: bytes = b""):
+    return _sha512_type()(data)
 
 
 def cache_dir() -> str | None:
@@ -105,19 +128,42 @@ def cache_dir() -> str | None:
 
 
 def cache_key() -> str:
-    """sha256 over what decides a rendered text: the templates' bytes, this file's (how
+    """sha512 over what decides a rendered text: the templates' bytes, this file's (how
     texts are rendered and read back) and the ptxgen version."""
-    import hashlib
-
     from .. import __version__   # the package constant; no layer above this one is imported
 
-    h = hashlib.sha256(_MAGIC.encode() + b"\0" + __version__.encode())
+    h = _sha512(_MAGIC + b"\0" + __version__.encode())
     tdir = str(templates_dir())
     for p in (os.path.join(tdir, "isa.ptx.j2"), os.path.join(tdir, "module.ptx.j2"), __file__):
         with open(p, "rb") as f:
             b = f.read()
         h.update(len(b).to_bytes(8, "little") + b)
     return h.hexdigest()
+
+
+def encode(key: str, texts: dict) -> bytes:
+    """The cache file: a line `magic key sha512(payload)`, then the payload: entry keys and
+    texts alternating, NUL-separated UTF-8 (no form contains a NUL), so that reading it back
+    is one decode and one split."""
+    items = sorted((k, v) for k, v in texts.items() if "\0" not in k + v)
+    payload = "\0".join(x for kv in items for x in kv).encode()
+    return b" ".join((_MAGIC, key.encode(), _sha512(payload).hexdigest().encode())) + b"\n" + \
+        payload
+
+
+def decode(key: str, data: bytes) -> dict | None:
+    """The texts of a cache file, or None when it is corrupt or made for another key."""
+    head, _, payload = data.partition(b"\n")
+    if head.split(b" ") != [_MAGIC, key.encode(), _sha512(payload).hexdigest().encode()]:
+        return None
+    try:
+        parts = payload.decode().split("\0") if payload else []
+    except UnicodeDecodeError:
+        return None
+    if len(parts) % 2:
+        return None
+    it = iter(parts)
+    return dict(zip(it, it))
 
 
 class _Disk:
@@ -137,31 +183,18 @@ class _Disk:
             if self.texts is None:
                 self.key = cache_key()
                 d = cache_dir()
-                self.path = None if d is None else os.path.join(d, f"forms-{self.key[:32]}.json")
+                self.path = None if d is None else os.path.join(d, f"forms-{self.key[:32]}.txt")
                 self.texts = self._read() or {}
             return self.texts
 
     def _read(self) -> dict | None:
-        """The file's texts, or None when it is missing, corrupt or for another key."""
         if self.path is None:
             return None
-        import hashlib
-        import json
-
         try:
             with open(self.path, "rb") as f:
-                head, _, payload = f.read().partition(b"\n")
-            meta = json.loads(head)
-            if meta.get("key") != self.key or \
-                    meta.get("sha256") != hashlib.sha256(payload).hexdigest():
-                return None
-            texts = json.loads(payload)
-        except (OSError, ValueError, AttributeError):
+                return decode(self.key, f.read())
+        except OSError:
             return None
-        if not isinstance(texts, dict) or \
-                not all(isinstance(v, str) for v in texts.values()):
-            return None
-        return texts
 
     def flush(self) -> bool:
         """Atomically rewrite the file with every text known here; False if not written."""
@@ -171,21 +204,16 @@ class _Disk:
             self.dirty = False
             if self.path is None:
                 return False
-            import hashlib
-            import json
             import tempfile
 
-            texts = dict(self._read() or {}, **self.texts)
-            payload = json.dumps(texts, sort_keys=True, separators=(",", ":")).encode()
-            head = json.dumps({"key": self.key,
-                               "sha256": hashlib.sha256(payload).hexdigest()}).encode()
+            data = encode(self.key, {**(self._read() or {}), **self.texts})
             tmp = None
             try:
                 d = os.path.dirname(self.path)
                 os.makedirs(d, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=".tmp-forms-", suffix=".json", dir=d)
+                fd, tmp = tempfile.mkstemp(prefix=".tmp-forms-", suffix=".txt", dir=d)
                 with os.fdopen(fd, "wb") as f:
-                    f.write(head + b"\n" + payload)
+                    f.write(data)
                 os.replace(tmp, self.path)
                 return True
             except OSError:   # read-only or full disk: the texts stay in this process

@@ -139,6 +139,39 @@ def check_opcode(opcode: str, target: Target, *, feature: str | None = None,
     return need_ptx
 
 
+def has_opcode(opcode: str, target: Target) -> bool:
+    """Whether `target` has `opcode` by its gate: for choosing between two lowerings."""
+    return _has_opcode(opcode, target.arch)
+
+
+@lru_cache(maxsize=None)
+def _has_opcode(opcode: str, arch: str) -> bool:
+    try:
+        check_opcode(opcode, parse_target(arch))
+    except ArchError:
+        return False
+    return True
+
+
+# 256-bit (32-byte) loads/stores, .v8.b32 / .v4.b64: sm_100 or newer with PTX 8.8, and never
+# in shared memory (ptxas: "global state space expected for feature '256 bit wide load/store'",
+# ptx-reference §2).  WIDE_VECTOR_GATE is check_opcode's keywords for them.
+WIDE_VECTOR_BITS = 256
+WIDE_VECTOR_GATE = {"feature": "256 bit wide load/store", "min_sm": 100, "min_ptx": (8, 8)}
+
+
+def wide_vector_refusal(target: Target | None = None, space: str | None = None) -> str:
+    """Why a 256-bit load/store cannot be used on `target` or in state space `space` ('' if it
+    can); leave one out to ask about the other alone."""
+    g = WIDE_VECTOR_GATE
+    if target is not None and target.sm < g["min_sm"]:
+        return (f"256-bit loads/stores need sm_{g['min_sm']} or newer and PTX "
+                f"{g['min_ptx'][0]}.{g['min_ptx'][1]}; the target is {target.arch}")
+    if space is not None and space != "global":
+        return "256-bit loads/stores exist only in the global state space"
+    return ""
+
+
 # Shared memory per CTA, bytes: (static limit enforced by ptxas, dynamic opt-in maximum).
 # Static figures measured with ptxas 13.0 (ptx-reference §3); dynamic maxima are the
 # documented per-block opt-in limits (A100 163 KiB, sm_86/89 99 KiB, H100/B200 227 KiB).

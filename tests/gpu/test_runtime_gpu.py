@@ -10,12 +10,13 @@ import sys
 import textwrap
 import threading
 
+import numpy as np
 import pytest
 
 from ptxgen.errors import CudaError, LaunchError, PTXCompileError
 from ptxgen.runtime import (Launcher, Module, ParamSpec, compile_ptx, device_arch, has_gpu,
                             stats, synchronize)
-from ptxgen.runtime.args import row_major
+from ptxgen.layout import row_major_strides as row_major
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -274,7 +275,7 @@ def test_module_errors():
         mod.function("nope")
     mod.unload()
     with pytest.raises(CudaError, match=r"module 'axpy' was unloaded"):
-        L((0, 0, 1.0), {"N": 1}, grid=(1,), block=(1,))
+        L((256, 512, 1.0), {"N": 1}, grid=(1,), block=(1,))   # never dereferenced
     with pytest.raises(CudaError, match=r"was unloaded"):
         mod.function("axpy")
     mod.unload()  # idempotent
@@ -388,3 +389,136 @@ def test_load_launch_unload_cycles_do_not_leak():
     grown = json.loads(out.strip().splitlines()[-1])
     assert grown["rss"] < 16 * 2**20, grown
     assert grown["dev"] < 8 * 2**20, grown
+
+
+# ---- pg.Kernel launches: checks before the driver, streams, dynamic shared memory -----------
+def _kernels():
+    import ptxgen as pg
+
+    N = pg.var("N")
+
+    @pg.kernel(grid=lambda a: ((a["N"] + 255) // 256,), block=(256,))
+    def affine(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"),
+               a: pg.float32, b: pg.float32):
+        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
+        with pg.if_(i < N):
+            out[i] = x[i] * a + b
+
+    @pg.kernel(grid=(1,), block=(128,))
+    def pooled(out: pg.Tensor((128,), "float32")):
+        tx = pg.thread_id(128)
+        pool = pg.SMEMPool()
+        t = pool.alloc((256,), "float32")           # 1 KiB of dynamic shared memory
+        pool.commit()
+        t[tx + 128] = pg.float32(2.0)
+        pg.cta_sync()
+        out[tx] = t[255 - tx]
+    return affine, pooled
+
+
+def test_kernel_launch_checks_raise_before_the_driver():
+    torch = pytest.importorskip("torch")
+    affine, pooled = _kernels()
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    out = torch.zeros(1000, device="cuda")
+    affine(out, x, 2.0, 1.0)                            # builds and loads
+    torch.cuda.synchronize()
+    assert torch.equal(out, 2 * x + 1)
+    assert affine._bind.__name__ == "bind_fast"         # generated for torch tensors
+    launcher = affine._launchers[torch.cuda.current_device()]
+    real, calls = launcher._launch, []
+    launcher._launch = lambda *a: calls.append(a) or real(*a)
+    out.fill_(-1.0)
+    torch.cuda.synchronize()
+
+    def msg(*args, **kw):
+        with pytest.raises(LaunchError) as ei:
+            affine(*args, **kw)
+        return str(ei.value)
+
+    big, wide = torch.zeros(1001, device="cuda"), torch.zeros(2000, device="cuda")
+    cases = {
+        msg(out, x.cpu(), 2.0, 1.0): "argument 'x': is on the CPU; pass a CUDA tensor",
+        msg(out, x.half(), 2.0, 1.0): "argument 'x': expected dtype float32, got float16",
+        msg(out, x[:999], 2.0, 1.0): "argument 'x': dim 0 is symbol N = 1000 (bound by 'out'), "
+                                     "got 999",
+        msg(out, big[1:], 2.0, 1.0): f"argument 'x': base pointer {big.data_ptr() + 4:#x} is "
+                                     f"not 16-byte aligned (declared align=16)",
+        msg(out, wide[::2], 2.0, 1.0):
+            "argument 'x': expected strides (1,) elements (contiguous row-major), got (2,)",
+        msg(out.data_ptr(), 0, 2.0, 1.0, N=1000):
+            "argument 'x': pointer is null (0); pass an allocated CUDA tensor or device address",
+        msg(out.data_ptr(), x.data_ptr(), 2.0, 1.0, N=0):
+            "kernel 'affine': symbol N = 0 (passed as N=0) must be at least 1",
+        msg(out, x, 1e39, 1.0): "argument 'a': 1e+39 is out of range for float32 (max 3.40282e+38)",
+        msg(out, x, 2.0, 1.0, dynamic_smem_bytes=-1):
+            "kernel 'affine': dynamic_smem_bytes=-1 is negative",
+    }
+    for got, want in cases.items():
+        assert got == want
+    empty = torch.zeros(0, device="cuda")       # no data pointer, or one: either is refused
+    assert msg(empty, empty, 2.0, 1.0) in (
+        "argument 'out': is empty (shape (0,)); a launch needs every dim to be at least 1",
+        "argument 'out': dim 0 is symbol N = 0; shape symbols must be at least 1 (an empty "
+        "tensor cannot be launched on)")
+    assert not calls                                     # the driver never saw one of them
+    torch.cuda.synchronize()
+    assert (out == -1.0).all()
+    affine(out, x, np.float32(3.0), np.int64(1), grid=(np.int64(4),))    # numpy scalars
+    torch.cuda.synchronize()
+    assert len(calls) == 1 and torch.equal(out, 3 * x + 1)
+
+
+def test_kernel_stream_from_the_device():
+    torch = pytest.importorskip("torch")
+    affine, _ = _kernels()
+    x = torch.arange(4096, dtype=torch.float32, device="cuda")
+    out = torch.zeros_like(x)
+    s = torch.cuda.Stream()          # non-blocking: wait for x and out to be made first
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):                           # stream=None: torch's current one
+        affine(out, x, 2.0, 0.0)
+    s.synchronize()
+    assert torch.equal(out, 2 * x)
+    for stream in (s, s.cuda_stream):                    # object (says its device), raw handle
+        out.zero_()
+        torch.cuda.synchronize()
+        affine(out, x, 3.0, 0.0, stream=stream)
+        s.synchronize()
+        assert torch.equal(out, 3 * x)
+
+
+def test_kernel_cupy_stream():
+    torch = pytest.importorskip("torch")
+    cp = pytest.importorskip("cupy")
+    affine, _ = _kernels()
+    x = torch.arange(4096, dtype=torch.float32, device="cuda")
+    out = torch.zeros_like(x)
+    torch.cuda.synchronize()
+    cs = cp.cuda.Stream(non_blocking=True)
+    affine(out, x, 4.0, 0.0, stream=cs)
+    cs.synchronize()
+    assert torch.equal(out, 4 * x)
+
+
+def test_kernel_dynamic_smem_override_is_checked():
+    torch = pytest.importorskip("torch")
+    _, pooled = _kernels()
+    out = torch.zeros(128, device="cuda")
+    for smem in (None, 1024, np.int64(4096), 100 * 1024):  # > 48 KiB: opted in first
+        out.zero_()
+        pooled(out, dynamic_smem_bytes=smem)
+        torch.cuda.synchronize()
+        assert (out == 2.0).all(), smem
+    launcher = pooled._launchers[torch.cuda.current_device()]
+    assert launcher.min_dynamic_smem_bytes == 1024 and launcher.fn.max_dynamic_smem == 100 * 1024
+    real, calls = launcher._launch, []
+    launcher._launch = lambda *a: calls.append(a) or real(*a)
+    with pytest.raises(LaunchError) as ei:
+        pooled(out, dynamic_smem_bytes=512)
+    assert str(ei.value) == ("kernel 'pooled': dynamic_smem_bytes=512 is less than the 1024 "
+                             "bytes its dynamic shared memory (pool or shared.dyn arena) uses; "
+                             "pass at least 1024, or leave it out to get 1024")
+    with pytest.raises(LaunchError, match="exceed the device's limit"):
+        pooled(out, dynamic_smem_bytes=10 * 1024 * 1024)
+    assert not calls

@@ -11,11 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ...dtypes import MOVE_CONTAINERS
 from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand)
 from ...printer import format_expr
 from ...analysis.offsets import byte_offset
 from ...target.forms import opcode
+from ...layout import row_major_strides
+from ...target import WIDE_VECTOR_BITS, WIDE_VECTOR_GATE
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "tmem": "tmem"}
@@ -51,14 +54,6 @@ def _flatten(shape):
     return [shape]
 
 
-def _row_major_strides(shape):
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.insert(0, acc)
-        acc = s * acc
-    return out
-
-
 def analyze_side(region: BufferRegion) -> Side:
     """Leaves and base offset of a region, from its buffer's layout metadata only."""
     buf = region.buffer
@@ -71,7 +66,7 @@ def analyze_side(region: BufferRegion) -> Side:
     if lay is not None and hasattr(lay, "swizzle") and hasattr(lay, "layout"):
         swz, lay = lay.swizzle, lay.layout
     if lay is None:
-        strides = _row_major_strides(buf.shape)
+        strides = row_major_strides(buf.shape)
         leaves = [Leaf(e, st) for e, st in zip(extents, strides)]
         base = 0
         for s, st in zip(starts, strides):
@@ -226,15 +221,15 @@ def element_address(side: Side, pre_swizzle):
     return pre_swizzle
 
 
-CONTAINERS = {8: ("u8", 1, "uint8"), 16: ("u16", 1, "uint16"), 32: ("u32", 1, "uint32"),
-              64: ("u32", 2, "uint32"), 128: ("u32", 4, "uint32"), 256: ("u32", 8, "uint32")}
+# bits -> (PTX type, lanes, register dtype) of dtypes.MOVE_CONTAINERS, spelled as the unsigned
+# types of the copies' uintN temp registers (the emitter's own ld/st spell them bN)
+CONTAINERS = {n: (f"u{b}", k, f"uint{b}") for n, (b, k) in MOVE_CONTAINERS.items()}
 
 
 def ld_st_pair(src_ptr, dst_ptr, bits, src_space, dst_space, regs, cache_hint=""):
     """ld.<src>.vN.uK {regs}, [src]; st.<dst>.vN.uK [dst], {regs} as Instr statements."""
     ty, n, _ = CONTAINERS[bits]
-    gate = {"feature": "256 bit wide load/store", "min_sm": 100, "min_ptx": (8, 8)} \
-        if bits == 256 else None
+    gate = dict(WIDE_VECTOR_GATE) if bits == WIDE_VECTOR_BITS else None
     ops = VecOperand(tuple(regs)) if n > 1 else regs[0]
     lgate = gate
     if "::" in cache_hint:   # L1::/L2:: qualifiers need PTX 7.4 (ptx-reference §2)

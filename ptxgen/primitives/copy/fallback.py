@@ -9,21 +9,19 @@ from __future__ import annotations
 import math
 import warnings
 
-from ...dtypes import dtype as _dtype
+from ...dtypes import dtype as _dtype, mem_type, uint_of
 from ...ir import Alloc, Buffer, BinOp, Const, For, If, Instr, Let, Load, Mem, Var, BOOL
 from ...target.forms import opcode
 from ..registry import evaluate, register
 from .common import digits_offset, element_address, flat_pointer, refine
 from .vec_auto import cache_modifiers
 
-_MEM = {8: ("u8", "uint8"), 16: ("u16", "uint16"), 32: ("u32", "uint32"), 64: ("u64", "uint64")}
-
 
 def _is_fallback(call):
     s, d = call.spaces()
     if s not in ("global", "shared") or d not in ("global", "shared"):
         return False, f"moves memory only ({s} -> {d}); register copies use vec_auto's reg path"
-    if call.dtype.bits not in _MEM:
+    if uint_of(call.dtype.bits) is None:
         return False, f"{call.dtype} elements are not byte addressable; view the region as uint8"
     ok, why = cache_modifiers(call)
     if not ok:
@@ -48,8 +46,9 @@ def emit_fallback(call):
     T = call.scope.nthreads
     n = call.numel
     rounds = math.ceil(n / T)
-    ty, cdt = _MEM[call.dtype.bits]
-    tmp = Buffer("copy_reg", (1,), _dtype(cdt), "local")
+    cdt = uint_of(call.dtype.bits)      # elements move as raw bits
+    ty = mem_type(cdt)
+    tmp = Buffer("copy_reg", (1,), cdt, "local")
     out = [Alloc(tmp)]
     tid = Const(0)
     if T > 1:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, Instr, Let, Mem, SpecialReg, Var, VecOperand
 from ...layout import S, TileLayout, laneid, tid, tid_in_wg
+from ...target import has_opcode
 from ...target.forms import opcode
 from ..registry import register
 from . import reg as _reg
@@ -145,7 +146,7 @@ def plan_ldsm(call):
     if scope.name == "thread" or scope.nthreads % 32:
         return None, (f"ldmatrix/stmatrix are warp-collective (.sync.aligned); the {scope} "
                       f"scope is not whole warps")
-    if reg_is_src and call.target.sm < 90:
+    if reg_is_src and not has_opcode("stmatrix", call.target):
         return None, f"stmatrix needs sm_90 or newer; the target is {call.target.arch}"
     if call.options.get("cache_hint"):
         return None, "cache hints do not apply to ldmatrix/stmatrix (shared memory)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer
+from ...target import WIDE_VECTOR_BITS, wide_vector_refusal
 from ..registry import register
 from . import reg as _reg
 from .common import CONTAINERS, element_address, flat_pointer, ld_st_pair, refine, reg_elems
@@ -34,14 +35,14 @@ def _fixed_plan(call, bits):
         return None, (f"the region holds {n} x {ebits}-bit element(s) = {n * ebits} bits, not "
                        f"one {bits}-bit vector")
     s, d = call.spaces()
-    if bits == 256:
-        if call.target.sm < 100:
-            return None, (f"256-bit loads/stores need sm_100 or newer and PTX 8.8; the target "
-                           f"is {call.target.arch}")
+    if bits == WIDE_VECTOR_BITS:
+        why = wide_vector_refusal(call.target)
+        if why:
+            return None, why
         for side in (call.src_side, call.dst_side):
-            if side.space == "shared":
-                return None, (f"256-bit loads/stores exist only in the global state space; "
-                               f"{side.buf.name} is in shared memory")
+            why = side.space != "local" and wide_vector_refusal(space=side.space)  # local: regs
+            if why:
+                return None, f"{why}; {side.buf.name} is in {side.space} memory"
     ok, hint = cache_modifiers(call)
     if not ok:
         return None, hint

@@ -20,22 +20,19 @@ from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
 from ...analysis.offsets import byte_offset
 from ...ir import BufferPtr, BufferRegion, Const, Let, Var, cast
-from ...layout import ComposeLayout, S, Swizzle, TileLayout
+from ...layout import (MMA_SWIZZLES, ComposeLayout, S, Swizzle, TileLayout, mma_canonical_grid,
+                       mma_swizzle_name, row_major_strides)
 from .. import mma_desc as md
 
 _U32, _U64 = _dtype("uint32"), _dtype("uint64")
-_ROW_BYTES = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
-_REPEAT = {"none": 16, "32B": 256, "64B": 512, "128B": 1024}
-_MODES = {"none": "none", "interleave": "none", "32b": "32B", "64b": "64B", "128b": "128B",
-          0: "none", 32: "32B", 64: "64B", 128: "128B"}
 
 
 def norm_swizzle(sw) -> str:
-    key = sw.lower() if isinstance(sw, str) else sw
-    if key not in _MODES:
+    name = mma_swizzle_name(sw)
+    if name is None:
         raise LayoutError(f"swizzle={sw!r} is not an MMA swizzle; use 'none', '32B', '64B' or "
                           f"'128B'")
-    return _MODES[key]
+    return name
 
 
 def canonical_layout(rows: int, k: int, dtype, *, major="K", swizzle="128B", atom_order=None,
@@ -47,18 +44,9 @@ def canonical_layout(rows: int, k: int, dtype, *, major="K", swizzle="128B", ato
     prepends a dim of whole tiles.  This is what `smem_operand` accepts without complaint.
     """
     sw, bits = norm_swizzle(swizzle), _dtype(dtype).bits
-    c = md._canon(major, sw, bits, rows, k, atom_order)
-    per = _ROW_BYTES[sw] * 8 // bits                       # elements in one S-byte span
-    mn_s, k_s = c.mn_stride * 8 // bits, c.k_stride * 8 // bits   # unit strides, elements
-    if major == "K":
-        modes = (((rows // 8, 8), (mn_s, per)), ((k // per, per), (k_s, 1)))
-    else:
-        modes = (((rows // per, per), (mn_s, 1)), ((k // 8, 8), (k_s, per)))
-    shape = tuple(e[1] if e[0] == 1 else e for e, _ in modes)       # flat single-unit modes
-    stride = tuple(st[1] if e[0] == 1 else st for e, st in modes)
-    if stages is not None:
-        shape, stride = (stages,) + shape, (rows * k,) + stride
-    inner = TileLayout(S[shape:stride])
+    c = md._canon(major, sw, bits, rows, k, atom_order)      # checks the shape, picks the order
+    inner = mma_canonical_grid(rows, k, bits, sw, major, c.order,
+                               () if stages is None else (stages,))
     return inner if sw == "none" else ComposeLayout(Swizzle.mma(sw, bits), inner)
 
 
@@ -131,14 +119,6 @@ def _declared_swizzle(role, region, lay, bits, declared):
     return have
 
 
-def _row_major(shape):
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.insert(0, acc)
-        acc *= s
-    return TileLayout(S[tuple(shape):tuple(strides)])
-
-
 def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) -> SmemOperand:
     """Derive and check an MMA shared-memory operand from `region` (see module docstring).
 
@@ -164,7 +144,8 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
             raise _fail(role, region, f"leading dims must have extent 1 (one tile), got {e}")
     if not (isinstance(r0, int) and isinstance(k0, int)):
         raise _fail(role, region, "the row and K starts of the region must be constants")
-    lay = buf.layout if buf.layout is not None else _row_major(buf.shape)
+    lay = buf.layout if buf.layout is not None else \
+        TileLayout(S[tuple(buf.shape):row_major_strides(buf.shape)])
     sw = _declared_swizzle(role, region, lay, bits, swizzle)
     R, K = buf.shape[-2], buf.shape[-1]
     # the K-step rules first: they are the likeliest mistake and have the clearest message
@@ -188,7 +169,7 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
 
     nbytes = bits // 8
     inner = lay.layout if isinstance(lay, ComposeLayout) else lay
-    lead_terms = []
+    lead_terms, rep = [], MMA_SWIZZLES[sw].repeat_bytes
     for d, (s, _) in enumerate(lead):
         if isinstance(s, int):
             continue
@@ -196,15 +177,14 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
         unit[d] = 1
         step = (inner.apply(*unit, shape=shape)["m"] - inner.apply(*([0] * len(shape)),
                                                                    shape=shape)["m"]) * nbytes
-        if not isinstance(step, int) or step % _REPEAT[sw]:
+        if not isinstance(step, int) or step % rep:
             raise _fail(role, region, f"leading dim {d} moves {step} bytes per index, not a "
-                        f"multiple of the {_REPEAT[sw]}-B {sw} swizzle repeat, so a symbolic "
+                        f"multiple of the {rep}-B {sw} swizzle repeat, so a symbolic "
                         f"index there cannot keep the tile on the repeat boundary (rule: PTX ISA "
                         f"Table 41 alignment)")
         lead_terms.append((s, step))
     base_bytes = byte_offset(buf, lead0 + (0, 0))
     if isinstance(base_bytes, int):
-        rep = _REPEAT[sw]
         if base_bytes % rep or buf.root.align % rep:
             got = base_bytes % rep if base_bytes % rep else f"storage aligned to {buf.root.align}"
             raise _fail(role, region, f"the tile does not start on the {rep}-B repeat of the "

@@ -24,8 +24,6 @@ from .desc import desc_stmts, smem_operand
 from .. import mma_desc as md
 
 _U32 = _dtype("uint32")
-_KIND_OF = {"float16": "f16", "bfloat16": "f16", "float32": "tf32", "float8_e4m3fn": "f8f6f4",
-            "float8_e5m2": "f8f6f4"}
 
 
 class TmemOperand:
@@ -91,7 +89,7 @@ def plan_gemm(d, a, b, *, a_major=None, b_major=None, swizzle_a=None, swizzle_b=
               d_dtype=None, cta_group=1, fence=True) -> MmaRecord:
     """Check D (TMEM) = A @ B^T and derive its descriptors (PtxgenError with the rule)."""
     ta, tb = _dt_of(a), _dt_of(b)
-    kind = _KIND_OF.get(ta.name)
+    kind = md.mma_kind(ta)
     if kind is None:
         raise PtxgenError(f"gemm_async A is {ta}, not a tcgen05 operand type (float16, "
                           f"bfloat16, float32 as tf32, float8_e4m3fn, float8_e5m2)")

@@ -153,7 +153,7 @@ def fragment_plan(table, shape_name, scope, rows, cols, max_regs=128):
 
 def _shape_plan(call, shape_name):
     """The fragment plan of `shape_name` (traced already unless dispatch forced another)."""
-    rec, (r, t) = call.record, call.args
+    rec, t = call.record, call.args[1]
     if shape_name in rec.plans:
         return rec.plans[shape_name]
     return fragment_plan(rec.table, shape_name, call.scope.name, t.shape[-2], t.shape[-1],

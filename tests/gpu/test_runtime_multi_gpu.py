@@ -1,0 +1,150 @@
+"""One pg.Kernel on two GPUs: it runs on the device of its tensors (in either order, under
+torch.cuda.device(...), from one thread per GPU), bit for bit, and refuses mixed devices.
+
+Marked ``gpu``; skipped cleanly with fewer than two CUDA devices or without torch.
+"""
+import threading
+
+import numpy as np
+import pytest
+
+import ptxgen as pg
+from ptxgen.errors import LaunchError
+from ptxgen.runtime import device_count, stats
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(device_count() < 2, reason="needs 2 CUDA GPUs")]
+torch = pytest.importorskip("torch")
+N = pg.var("N")
+
+
+def make_affine():
+    @pg.kernel(grid=lambda a: ((a["N"] + 255) // 256,), block=(256,))
+    def affine(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"),
+               a: pg.float32, b: pg.float32):
+        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
+        with pg.if_(i < N):
+            out[i] = x[i] * a + b      # mul.rn + add.rn: numpy's float32 result exactly
+    return affine
+
+
+def make_accumulate():
+    @pg.kernel(grid=lambda a: ((a["N"] + 255) // 256,), block=(256,))
+    def accumulate(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32")):
+        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
+        with pg.if_(i < N):
+            out[i] = out[i] + x[i]
+    return accumulate
+
+
+def inputs(dev, n=100_003, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(np.float32)
+    want = x * np.float32(1.5) + np.float32(-0.25)
+    return (torch.full((n,), float("nan"), device=f"cuda:{dev}"),
+            torch.from_numpy(x).to(f"cuda:{dev}"), want)
+
+
+def bits(t):
+    torch.cuda.synchronize(t.device)
+    return t.cpu().numpy().view(np.uint32)
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0), (1, 0, 1, 0)])
+def test_same_kernel_bit_exact_on_both_devices(order):
+    k = make_affine()
+    loads = stats()["module_loads"]
+    results = {}
+    for dev in order:
+        out, x, want = inputs(dev)
+        k(out, x, 1.5, -0.25)
+        assert np.array_equal(bits(out), want.view(np.uint32)), f"cuda:{dev}"
+        results.setdefault(dev, bits(out))
+    assert np.array_equal(results[0], results[1])
+    assert stats()["module_loads"] - loads == 2           # one module per device
+    assert sorted(k._launchers) == [0, 1]
+
+
+def test_under_torch_device_contexts():
+    k = make_affine()
+    out1, x1, want = inputs(1)
+    torch.cuda.set_device(0)
+    with torch.cuda.device(0):              # the tensors decide, not the current device
+        k(out1, x1, 1.5, -0.25)
+        assert torch.cuda.current_device() == 0
+    assert np.array_equal(bits(out1), want.view(np.uint32))
+    out1.fill_(float("nan"))
+    with torch.cuda.device(1):              # raw pointers: the current device
+        k(out1.data_ptr(), x1.data_ptr(), 1.5, -0.25, N=x1.numel())
+        assert torch.cuda.current_device() == 1
+    assert np.array_equal(bits(out1), want.view(np.uint32))
+    out0, x0, want0 = inputs(0, seed=1)
+    with torch.cuda.device(1):
+        k(out0, x0, 1.5, -0.25)
+        assert torch.cuda.current_device() == 1
+    assert np.array_equal(bits(out0), want0.view(np.uint32))
+    assert torch.cuda.current_device() == 0
+
+
+@pytest.mark.parametrize("set_device", [False, True], ids=["no-torch-in-thread", "set_device"])
+def test_two_threads_each_drive_one_gpu(set_device):
+    k = make_accumulate()
+    n, reps = 1 << 16, 300
+    xs = {d: torch.arange(n, dtype=torch.float32, device=f"cuda:{d}") * (d + 1) for d in (0, 1)}
+    outs = {d: torch.zeros(n, dtype=torch.float32, device=f"cuda:{d}") for d in (0, 1)}
+    for d in (0, 1):
+        torch.cuda.synchronize(d)
+    errors, start = [], threading.Barrier(2)
+
+    def work(d):
+        try:
+            if set_device:
+                torch.cuda.set_device(d)
+            start.wait()
+            for _ in range(reps):
+                k(outs[d], xs[d])
+            if set_device:
+                assert torch.cuda.current_device() == d
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for d in (0, 1):
+        torch.cuda.synchronize(d)
+        assert torch.equal(outs[d], xs[d] * reps), f"cuda:{d}"
+
+
+def test_mixed_devices_are_refused_naming_both():
+    k = make_affine()
+    out0, x0, _ = inputs(0)
+    out1, x1, _ = inputs(1)
+    with pytest.raises(LaunchError) as ei:
+        k(out0, x1, 1.5, -0.25)
+    assert str(ei.value) == ("kernel 'affine': argument 'x' is on cuda:1 but argument 'out' "
+                             "is on cuda:0; a launch runs on one device, so move them to the "
+                             "same one")
+    assert not k._launchers                 # refused before anything was built or loaded
+    assert np.isnan(out0.cpu().numpy()).all()
+
+
+def test_stream_of_the_other_device_is_refused():
+    k = make_affine()
+    out0, x0, want = inputs(0)
+    s1 = torch.cuda.Stream(device=1)
+    msg = ("kernel 'affine': the stream is on cuda:1, but the launch runs on cuda:0 (where its "
+           "arguments are); pass a stream of cuda:0")
+    for stream in (s1, s1.cuda_stream):     # the object says; a raw handle: the driver says
+        with pytest.raises(LaunchError) as ei:
+            k(out0, x0, 1.5, -0.25, stream=stream)
+        assert str(ei.value) == msg
+    assert np.isnan(out0.cpu().numpy()).all()
+    s0 = torch.cuda.Stream(device=0)
+    torch.cuda.synchronize(0)               # s0 does not wait for the default stream
+    k(out0, x0, 1.5, -0.25, stream=s0.cuda_stream)
+    s0.synchronize()
+    assert np.array_equal(bits(out0), want.view(np.uint32))
