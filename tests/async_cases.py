@@ -77,6 +77,9 @@ def tma_load_kernel(dt, gshape, box, mode, scope="thread", name=None):
         if scope == "thread":
             with pg.if_(tx == 0):
                 pg.tile.thread.copy_async(T, region, mbar=bar)
+        elif scope == "warp":               # one warp: its lane 0 issues the one copy
+            with pg.if_(pg.warp_id() == 0):
+                pg.tile.warp.copy_async(T, region, mbar=bar)
         else:
             getattr(pg.tile, scope).copy_async(T, region, mbar=bar)
         pg.ptx.mbarrier.try_wait(bar, 0)
@@ -199,16 +202,16 @@ def cp_async_kernel(dt, gshape, rows, cols, scope, use_mbar=False):
         if scope == "thread":
             with pg.if_(tx == 0):
                 if use_mbar:
-                    pg.tile.thread.copy_async(T, src, mbar=bar)
+                    pg.tile.thread.copy_async(T, src, mbar=bar, dispatch="cp_async")
                 else:
-                    pg.tile.thread.copy_async(T, src)
+                    pg.tile.thread.copy_async(T, src, dispatch="cp_async")
                     pg.tile.thread.async_commit()
                     pg.tile.thread.async_wait(0)
             if use_mbar:
                 pg.ptx.mbarrier.try_wait(bar, 0)
             pg.cta_sync()
         else:
-            getattr(pg.tile, scope).copy_async(T, src)
+            getattr(pg.tile, scope).copy_async(T, src, dispatch="cp_async")
             getattr(pg.tile, scope).async_commit()
             getattr(pg.tile, scope).async_wait(0)
         pg.tile.cta.copy(O, T)

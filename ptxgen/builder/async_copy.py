@@ -103,6 +103,13 @@ def _record(ctx, scope, d, s, mbar, multicast, cache_hint, reduce, dispatch) -> 
         ptr = bar_ptr(mbar, "copy_async mbar")
         if ptr.indices:
             ctx.check_live(*ptr.indices)
+    if scope == "cluster":
+        if cluster is None:
+            raise TraceError("pg.tile.cluster needs a thread-block cluster: declare the kernel "
+                             "with @pg.kernel(..., cluster=(2, 1, 1))")
+        if multicast is None:
+            raise TraceError("a cluster-scope copy_async is one multicast load into the CTAs of "
+                             "a mask: pass multicast= (e.g. 0b11 for both CTAs of a pair)")
     if multicast is not None:
         if cluster is None:
             raise TraceError("multicast= needs a thread-block cluster: declare the kernel with "
@@ -118,13 +125,6 @@ def _record(ctx, scope, d, s, mbar, multicast, cache_hint, reduce, dispatch) -> 
         if ptr is None:
             raise TraceError("a multicast load completes on each destination CTA's mbarrier: "
                              "pass mbar= (the same barrier word in every CTA)")
-    if scope == "cluster":
-        if cluster is None:
-            raise TraceError("pg.tile.cluster needs a thread-block cluster: declare the kernel "
-                             "with @pg.kernel(..., cluster=(2, 1, 1))")
-        if multicast is None:
-            raise TraceError("a cluster-scope copy_async is one multicast load into the CTAs of "
-                             "a mask: pass multicast= (e.g. 0b11 for both CTAs of a pair)")
     if reduce is not None:
         if reduce != "add":
             raise TraceError(f"reduce={reduce!r}: TMA stores reduce with 'add' only")

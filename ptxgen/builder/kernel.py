@@ -233,6 +233,8 @@ class Kernel:
 
         out = []
         for p in self.ir.params:
+            if p.kind == "tmap":          # built per launch, never bound (see _tensor_maps)
+                continue
             if p.kind == "tensor":
                 b = p.buffer
                 shape = tuple(s.name if isinstance(s, Var) else s for s in b.shape)
@@ -285,15 +287,32 @@ class Kernel:
                 mod = rt.Module.load(cubin=res.cubin, name=b.entry, line_origin=b.origin,
                                      device=dev)
                 f = self.ir        # the arena/pool size is fixed when tracing
+                specs, builders = self._tensor_maps(b)
                 launcher = rt.Launcher(
-                    mod.function(b.entry), self.params, name=self.name, binder=self._binder,
+                    mod.function(b.entry), self.params + specs, name=self.name,
+                    binder=self._binder,
                     dynamic_smem_bytes=max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0),
-                    min_dynamic_smem_bytes=f.dynamic_smem_bytes)
+                    min_dynamic_smem_bytes=f.dynamic_smem_bytes, param_builders=builders,
+                    cluster=self.cluster)
                 launcher.module = mod
                 self._launchers[key] = launcher
         if self._bind == self._binder.bind_device and "torch" in sys.modules:
             self._make_binder()      # torch was imported after the first launch
         return launcher
+
+    def _tensor_maps(self, built):
+        """(ParamSpecs, per-launch builders) of the tensor-map parameters; a map the build
+        for this arch does not use (no TMA copy chose it) packs zeros."""
+        from ..runtime.tensormap import TensorMapBuilder
+
+        used = built.codegen.func.attrs.get("tensor_maps_used", ())
+        specs, builders = [], []
+        for p in self.ir.params:
+            if p.kind == "tmap":
+                specs.append(_runtime().ParamSpec(p.name, "tmap", "uint8", ".b8", (128,)))
+                builders.append(TensorMapBuilder(p.spec, self.params, kernel=self.name,
+                                                 used=p.var.uid in used))
+        return specs, builders
 
     def _check_launch_dims(self, grid, block):
         from ..errors import LaunchError

@@ -35,6 +35,7 @@ ROW_MAJOR = _RowMajor()
 class ParamSpec:
     name: str                 # user-facing parameter name (for messages)
     kind: str                 # "tensor" | "scalar" | "symbol" (a shape dim, bound from tensors)
+                              # | "tmap" (a tensor map the launcher builds, never bound)
     dtype: str                # ptxgen dtype name
     ptx_type: str             # ".u64" for tensors, ".s32"/".u32"/".f32"/... for scalars
     shape: tuple = ()         # tensors: ints or symbol names
@@ -57,6 +58,8 @@ _FLOAT_MAX = {"f": 3.4028234663852886e38, "e": 65504.0, "d": float("inf")}
 def _fmt(p: ParamSpec) -> str:
     if p.kind == "tensor":
         return "Q"
+    if p.kind == "tmap":      # a CUtensorMap by value, filled per launch (runtime/tensormap.py)
+        return "128s"
     if p.dtype == "float16":
         return "e"
     if p.ptx_type not in _FMT:

@@ -107,16 +107,23 @@ class Launcher:
     what the kernel's dynamic shared memory (a pool or the shared.dyn arena) needs, below which
     a per-call override is refused: the kernel would access memory past its allocation.
     ``binder`` lets one Binder serve a kernel's launchers on several devices.
+
+    ``param_builders`` fill the parameters no argument binds (kind "tmap", after the bound
+    ones): each is called with the bound values and returns its value (a tensor map's bytes).
+    ``cluster`` launches in thread-block clusters of that shape (cuLaunchKernelEx).
     """
 
     def __init__(self, fn, params: list[ParamSpec], *, name: str, dynamic_smem_bytes: int = 0,
-                 min_dynamic_smem_bytes: int = 0, binder: Binder | None = None):
+                 min_dynamic_smem_bytes: int = 0, binder: Binder | None = None,
+                 param_builders=(), cluster=None):
         self.fn, self.name, self.params = fn, name, list(params)
+        self._builders = tuple(param_builders)
+        bound = [p for p in self.params if p.kind != "tmap"]
         self.dynamic_smem_bytes = dynamic_smem_bytes
         self.min_dynamic_smem_bytes = max(0, min_dynamic_smem_bytes)
         self.device = getattr(fn, "device", 0)
         if binder is None:       # a Launcher of its own: its Binder, pinned to its device
-            binder = Binder(self.params, name=name, device=getattr(fn, "device", None))
+            binder = Binder(bound, name=name, device=getattr(fn, "device", None))
             self._bind = binder.specialize_for_torch() or binder.bind_device
         else:                    # a Kernel's: the Kernel binds, then calls launch()
             self._bind = binder.bind_device
@@ -130,7 +137,7 @@ class Launcher:
         self._blocks: dict = {}
         self._last_dims = (None, None, None)
         d = driver.drv()
-        self._launch = d.cuLaunchKernel
+        self._launch = d.cuLaunchKernel if cluster is None else _cluster_launch(d, cluster, name)
         self._current_ctx = d.cuCtxGetCurrent
         self._ctx = int(fn.ctx)
         self._last = driver.last_kernel
@@ -199,6 +206,8 @@ class Launcher:
             pack, buf, kp, _ = self._tls.p
         except AttributeError:
             pack, buf, kp, _ = self._thread_storage()
+        if self._builders:
+            values = values + [b(values) for b in self._builders]
         try:
             pack(buf, 0, *values)
         except (struct_error, OverflowError, TypeError):
@@ -277,3 +286,27 @@ class Launcher:
         elif int(err) == 1:
             hint = f"grid {g}, block {b}, dynamic shared memory {smem} bytes, stream {h:#x}"
         raise driver.error(err, "cuLaunchKernel", self.name, hint=hint)
+
+
+def _cluster_launch(d, cluster, name):
+    """cuLaunchKernel's signature over cuLaunchKernelEx with the cluster-dimension attribute
+    (the structs from cuda-bindings, the call through the driver `d`); the grid must be a
+    whole number of clusters."""
+    from cuda.bindings import driver as cb
+
+    cx, cy, cz = cluster
+
+    def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        if gx % cx or gy % cy or gz % cz:
+            raise LaunchError(f"kernel '{name}': grid {(gx, gy, gz)} is not a whole number of "
+                              f"clusters {tuple(cluster)}; make each grid dim a multiple")
+        cfg = cb.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
+        cfg.sharedMemBytes, cfg.hStream = smem, cb.CUstream(stream)
+        attr = cb.CUlaunchAttribute()
+        attr.id = cb.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, cy, cz
+        cfg.attrs, cfg.numAttrs = [attr], 1
+        return d.cuLaunchKernelEx(cfg, f, params, extra)
+    return launch
