@@ -193,3 +193,24 @@ def test_everything_assembles(arch):
             continue
         ok, log = assemble(k.ptx(arch), arch)
         assert ok, f"{k.name} on {arch}: {log[:1500]}"
+
+
+def test_bench_kernels():
+    """`ptxgen bench copy`'s tma_ring (ragged ROWS, stages refilled behind the stores) and
+    cp_async streams, on the simulator."""
+    import ptxsim
+    from ptxgen.bench.async_kernels import cp_async_stream_kernel, ring_shape, tma_ring_kernel
+
+    assert ring_shape("float16", (128, 64)) == (8, 1) and ring_shape("float16", (32, 32)) == (8, 8)
+    assert "TMA box" in ring_shape("float32", (64, 512)).reason
+    k, _ = tma_ring_kernel("float16", (16, 64), stages=4, ctas_per_sm=1, nsm=2)
+    rows = 16 * 9 + 5
+    a = RNG.integers(0, 2**16, (rows, 64)).astype(np.uint16)
+    o = np.full_like(a, 0xA5A5)
+    ptxsim.run(k, [a, o], [rows])
+    assert (a == o).all()
+    k, _ = cp_async_stream_kernel("float16", "warp", (32, 64), ctas_per_sm=1, nsm=1)
+    a = RNG.integers(0, 2**16, (256, 64)).astype(np.uint16)
+    o = np.full_like(a, 0xA5A5)
+    ptxsim.run(k, [a, o], [256])
+    assert (a == o).all()

@@ -43,7 +43,7 @@ SCOPES = ("warp", "warpgroup", "cta")
 DEFAULT_DTYPES = ("float16", "float32", "bfloat16", "int8")
 DEFAULT_SCOPES = SCOPES
 DEFAULT_TILES = ((32, 32), (32, 64), (64, 64), (128, 64))
-DEFAULT_PLUGINS = ("ptxgen.bench.copy_kernels",)
+DEFAULT_PLUGINS = ("ptxgen.bench.copy_kernels", "ptxgen.bench.async_kernels")
 DEFAULT_COPY_BYTES = 2 << 30   # per buffer; the CLI default --size 4GiB is src + dst
 ALIGN = 1 << 20                # buffer sizes are whole MiB: divisible by any tile row
 
