@@ -165,7 +165,7 @@ def format_stmt(s: Stmt) -> str:
         args = ", ".join([str(a) if isinstance(a, BufferRegion) else format_expr(a)
                           for a in s.args])
         opts = "".join([f", {k}={v!r}" for k, v in s.options.items()])
-        return f"pg.tile.{s.scope}.{s.op}({args}{opts})"
+        return f"pg.tile.{s.scope}.{s.op}({args}{opts if args else opts[2:]})"
     return repr(s)
 
 
