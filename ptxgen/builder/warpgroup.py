@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 
+from ..analysis.uniform import uniform_within
 from ..errors import TraceError
 from ..ir import Instr, SpecialReg
 from ..target.forms import opcode
 from ..target.table import MAX_REGS_PER_THREAD, REGISTERS_PER_SM, SETMAXNREG_RANGE
 from .context import current, fail, user_site
 from .control import _let, if_
-from .tile import active_check
 
 _WG = 128
 
@@ -134,10 +134,12 @@ def setmaxnreg(count, action):
             or count % step:
         raise fail(f"setmaxnreg({count!r}, {action!r}): the register count must be a multiple "
                    f"of {step} in [{lo}, {hi}] (PTX ISA setmaxnreg)")
-    ok, why = active_check(ctx, "warpgroup")
-    if not ok:
-        raise fail(f"setmaxnreg must be issued by all 4 warps of a warpgroup: {why} (call it "
-                   f"directly under pg.warpgroup_role(...))")
+    for cond in ctx.active_mask:
+        ok, why = uniform_within(ctx, cond, _WG)
+        if not ok:
+            raise fail(f"setmaxnreg must be issued by all 4 warps of a warpgroup, but an "
+                       f"enclosing branch splits one ({why}); call it directly under "
+                       f"pg.warpgroup_role(...), outside branches on the thread id")
     st = _state(ctx)
     entry = st.entry_count()
     wgs = st.roles[-1][0] if st.roles else range(st.warpgroups())

@@ -72,6 +72,7 @@ class WgmmaRecord:
         except ArchError as e:
             alt = ("on sm_100a accumulate in tensor memory (TMEMPool(...).alloc((128, N), "
                    "'float32')) for tcgen05.mma" if target.sm >= 100 else
+                   "sm_90 without the 'a' suffix has no wgmma" if target.sm == 90 else
                    "below sm_90a use mma.sync (pg.tile.warp.gemm)")
             raise ArchError(f"{e} (gemm_async into a register accumulator is wgmma, which "
                             f"exists only on sm_90a: build for sm_90a; {alt})") from None
@@ -83,6 +84,29 @@ def _sub_rows(region, r, n):
     s, _ = reg[-2]
     reg[-2] = (s + r, n)
     return BufferRegion(region.buffer, tuple(reg))
+
+
+def _layout_fix(region) -> str:
+    """The canonical K-major layout a descriptor takes for this tile (every wgmma dtype reads
+    K-major), widest swizzle first: what the LayoutError of a mismatching tile suggests."""
+    buf = region.buffer
+    R, K = buf.shape[-2], buf.shape[-1]
+    for sw in ("128B", "64B", "32B", "none"):
+        try:
+            md._canon("K", sw, buf.dtype.bits, R, K)
+        except PtxgenError:
+            continue
+        return (f"fix: lay '{buf.name}' out as canonical_layout({R}, {K}, '{buf.dtype}', "
+                f"major='K', swizzle='{sw}') (ptxgen.primitives.tcgen05), e.g. with "
+                f"pool.alloc_tcgen05_mma_AB for 128B")
+    return f"fix: give '{buf.name}' rows and K that whole 8-row x 16-byte core matrices tile"
+
+
+def _operand(region, role, **kw):
+    try:
+        return smem_operand(region, role=role, **kw)
+    except LayoutError as e:
+        raise LayoutError(f"gemm_async (wgmma): {e}; {_layout_fix(region)}") from None
 
 
 def plan_wgmma(d, a, b, *, a_major=None, b_major=None, swizzle_a=None,
@@ -102,7 +126,7 @@ def plan_wgmma(d, a, b, *, a_major=None, b_major=None, swizzle_a=None,
         raise PtxgenError(f"gemm_async B {b} is in {b.buffer.root.scope} memory; wgmma reads "
                           f"B from shared memory through a descriptor")
     k_instr = md._K_BITS // ta.bits
-    b_op = smem_operand(b, k_instr=k_instr, role="B", major=b_major, swizzle=swizzle_b)
+    b_op = _operand(b, "B", k_instr=k_instr, major=b_major, swizzle=swizzle_b)
     a_local = a.buffer.root.scope == "local"
     if a_local and a_major not in (None, "K"):
         raise PtxgenError("gemm_async: A from registers is K-major (rule: the register-A "
@@ -110,7 +134,7 @@ def plan_wgmma(d, a, b, *, a_major=None, b_major=None, swizzle_a=None,
     if a_local:
         M, K = a.shape[-2], a.shape[-1]
     else:
-        a_op = smem_operand(a, k_instr=k_instr, role="A", major=a_major, swizzle=swizzle_a)
+        a_op = _operand(a, "A", k_instr=k_instr, major=a_major, swizzle=swizzle_a)
         M, K = a_op.rows, a_op.k_extent
     if K != b_op.k_extent:
         raise PtxgenError(f"gemm_async: A has K = {K} but B has K = {b_op.k_extent}")
@@ -122,8 +146,13 @@ def plan_wgmma(d, a, b, *, a_major=None, b_major=None, swizzle_a=None,
                           f"A x B^T is {M}x{N} (A {M}x{K}, B {N}x{K}); allocate it with "
                           f"pg.tile.warpgroup.mma_accumulator(({M}, {N}), '{dd}')")
     a_maj = "K" if a_local else a_op.major
-    shape, types = md.wgmma_shape(N=N, dtype=_ab_name(ta), b_dtype=_ab_name(tb), d_dtype=dd,
-                                  a_major=a_maj, b_major=b_op.major, a_in_regs=a_local)
+    try:
+        shape, types = md.wgmma_shape(N=N, dtype=_ab_name(ta), b_dtype=_ab_name(tb),
+                                      d_dtype=dd, a_major=a_maj, b_major=b_op.major,
+                                      a_in_regs=a_local)
+    except PtxgenError as e:     # an MN-major tile of a type wgmma cannot transpose
+        mn = b if b_op.major == "MN" else a
+        raise PtxgenError(f"gemm_async (wgmma): {e}; {_layout_fix(mn)}") from None
     try:
         d_map = F.register_map(d, F.unit(32, "D"), "the accumulator", _ACC_FIX)
         if a_local:
