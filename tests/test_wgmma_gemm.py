@@ -163,6 +163,71 @@ def test_f16_accumulator_goes_to_shared_with_stmatrix():
     assert np.array_equal(D.astype(np.float64), want)
 
 
+def test_column_slices_of_one_accumulator():
+    """Two N=16 MMAs into the column halves of one (64, 32) accumulator, each with its half
+    of B: the register maps follow the region starts."""
+    c = Case(N=32)
+    LA, LB = (canonical_layout(r, 64, "bfloat16") for r in (64, 32))
+
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(A: pg.Tensor((64, 64), "bfloat16"), B: pg.Tensor((32, 64), "bfloat16"),
+          D: pg.Tensor((64, 32), "float32")):
+        tx = pg.thread_id(128)
+        As = pg.alloc_shared((64, 64), "bfloat16", layout=LA, align=1024)
+        Bs = pg.alloc_shared((32, 64), "bfloat16", layout=LB, align=1024)
+        for src, dst, rows in ((A, As, 64), (B, Bs, 32)):
+            for i in pg.serial(rows * 64 // 128):
+                e = pg.let(i * 128 + tx)
+                dst[e // 64, e % 64] = src[e // 64, e % 64]
+        pg.cta_sync()
+        acc = pg.tile.warpgroup.mma_accumulator((64, 32))
+        pg.tile.warpgroup.gemm_async(acc[0:64, 0:16], As, Bs[0:16, 0:64], accumulate=False)
+        pg.tile.warpgroup.gemm_async(acc[0:64, 16:32], As, Bs[16:32, 0:64], accumulate=False)
+        pg.tile.warpgroup.gemm_wait(0)
+        pg.tile.warpgroup.copy(D, acc)
+
+    assert k.ptx("sm_90a").count("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {") == 8
+    a, b, ref = G.exact_inputs(c, seed=2)
+    D = np.full((64, 32), np.nan, np.float32)
+    run(k, [a, b, D])
+    assert np.array_equal(D, ref)
+
+
+def test_k_loop_over_pipeline_stages():
+    """The GEMM main-loop shape: a pg.serial K loop, the stage index symbolic (a leading dim
+    moving by whole swizzle repeats), accumulate=kt > 0 as a runtime predicate."""
+    c = Case(N=64, ksteps=8)                                   # K = 128: two stages of 64
+    LA, LB = (canonical_layout(r, 64, "bfloat16", stages=2) for r in (64, 64))
+
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(A: pg.Tensor((64, 128), "bfloat16"), B: pg.Tensor((64, 128), "bfloat16"),
+          D: pg.Tensor((64, 64), "float32")):
+        tx = pg.thread_id(128)
+        As = pg.alloc_shared((2, 64, 64), "bfloat16", layout=LA, align=1024)
+        Bs = pg.alloc_shared((2, 64, 64), "bfloat16", layout=LB, align=1024)
+        for src, dst in ((A, As), (B, Bs)):
+            for i in pg.serial(64 * 128 // 128):
+                e = pg.let(i * 128 + tx)
+                dst[e % 128 // 64, e // 128, e % 64] = src[e // 128, e % 128]
+        pg.ptx.fence.proxy_async()
+        pg.cta_sync()
+        acc = pg.tile.warpgroup.mma_accumulator((64, 64))
+        for kt in pg.serial(2):
+            pg.tile.warpgroup.gemm_async(acc, As[kt, 0:64, 0:64], Bs[kt, 0:64, 0:64],
+                                         accumulate=kt > 0)
+            pg.tile.warpgroup.gemm_wait(0)
+        pg.tile.warpgroup.copy(D, acc)
+
+    ptx = k.ptx("sm_90a")
+    assert re.search(r"setp\.gt\.s32 %p\d+, %r\d+, 0;", ptx)           # kt > 0
+    ok, log = assemble(ptx, "sm_90a")
+    assert ok and "0 bytes spill stores" in log, log
+    a, b, ref = G.exact_inputs(c, seed=4)
+    D = np.full((64, 64), np.nan, np.float32)
+    run(k, [a, b, D])
+    assert np.array_equal(D, ref)
+
+
 def test_a_fragment_is_loaded_with_ldmatrix():
     ptx = G.kernel_for(Case(a_regs=True, N=16)).ptx("sm_90a")
     ld = [ln for ln in _lines(ptx) if ln.startswith("ldmatrix")]
