@@ -137,7 +137,9 @@ def _kernels():
         yield name, lambda f=f: f().ptx("sm_90a")
     for mod in ("gemm_sm100", "pool_sm100", "smem_pool_demo", "wgmma_desc_check", "phase_loop",
                 "dyn_arena"):
-        for k in getattr(importlib.import_module(mod), "KERNELS", []):
+        # reloaded: a module imported at collection traced its kernels before the
+        # monkeypatch below could see their pg.ptx escapes
+        for k in getattr(importlib.reload(importlib.import_module(mod)), "KERNELS", []):
             for arch in ("sm_90a", "sm_100a"):
                 yield f"{mod}:{k.name}@{arch}", lambda k=k, a=arch: k.ptx(a)
     sweep.load_plugins()
@@ -160,6 +162,11 @@ def _kernels():
     yield "8-bit registers", lambda: reg_kernel(
         (32, 16), "int8", TileLayout(S[(32, 16):(1 @ laneid, 1)]), "warp", 32).ptx("sm_90a")
     yield "tmem_copy, A from TMEM, inval, prefetch", lambda: _tcgen05_misc().ptx("sm_100a")
+    import gemm_cases as G
+    for c in (G.Case(), G.Case(a_regs=True, ab="float8_e4m3fn", swizzle="64B", ksteps=2),
+              G.Case(ab="float16", d="float16")):
+        yield f"wgmma {c.name}", lambda c=c: G.make_kernel(c).ptx("sm_90a")
+    yield "warp specialization", lambda: G.make_warpspec_kernel().ptx("sm_90a")
 
 
 def _tcgen05_misc():

@@ -66,10 +66,10 @@ def gemm_async(scope, D, A, B, accumulate=True, *, a_major=None, b_major=None, s
             rec = tmem_gemm_record(d, a, b, d_dtype=d_dtype, cta_group=cta_group, fence=fence,
                                    **majors)
         else:
-            raise PtxgenError(f"the accumulator D {d} is in {where} memory; gemm_async "
-                              f"accumulates in registers (wgmma, sm_90a: "
-                              f"pg.tile.warpgroup.mma_accumulator) or in tensor memory "
-                              f"(tcgen05, sm_100a: TMEMPool(...).alloc)")
+            raise PtxgenError(f"the accumulator D {d} is in {where} memory; tcgen05.mma "
+                              f"accumulates into tensor memory (sm_100a: TMEMPool(...).alloc) "
+                              f"and wgmma into registers (sm_90a: "
+                              f"pg.tile.warpgroup.mma_accumulator)")
         acc = _accumulate(accumulate)
     except PtxgenError as e:
         raise located(e) from None
