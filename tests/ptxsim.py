@@ -6,8 +6,8 @@ type suffix.  Threads of a CTA run one after another up to each barrier.  Suppor
 loads, mov/cvta, integer and float arithmetic (.rn), setp/selp, cvt, bfe/bfi, ld/st of
 global/shared/local memory (scalars and vectors, any cache modifiers), branches, bar.sync
 (named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, mbarrier (init, arrive,
-expect_tx, try_wait/test_wait), non-tensor cp.async.bulk, ret.  Anything else raises
-`Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
+expect_tx, try_wait/test_wait), non-tensor cp.async.bulk, wgmma (ptxsim_wgmma.py), ret.
+Anything else raises `Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
 """
 from __future__ import annotations
 
@@ -200,6 +200,14 @@ class Sim(AluOps):
                             for t in lanes:
                                 t["wait"] = None
                             released = True
+                    elif kind == "wgmma":
+                        lanes = [t for t in live if t["lin"] // 128 == ident]
+                        if len(lanes) == 128 and all(t["wait"] == key for t in lanes):
+                            from ptxsim_wgmma import mma_async
+                            mma_async(self, sorted(lanes, key=lambda t: t["lin"]), ctx, count)
+                            for t in lanes:
+                                t["wait"] = None
+                            released = True
                     elif kind == "named" and len(ts) > count:
                         raise Trap(f"bar.sync {ident}, {count}: {len(ts)} threads wait on it at "
                                    f"once; more arrivals than the count is undefined on the "
@@ -302,6 +310,11 @@ class Sim(AluOps):
             if base in ("ldmatrix", "stmatrix"):   # warp collective: wait for the 32 lanes
                 th["wait"] = ("coll", th["lin"] // 32, th["pc"] - 1)
                 return
+            if op.startswith("wgmma.mma_async"):    # warpgroup collective (ptxsim_wgmma)
+                th["wait"] = ("wgmma", th["lin"] // 128, th["pc"] - 1)
+                return
+            if base in ("wgmma", "setmaxnreg"):     # fence / commit / wait: the MMA is done
+                continue
             getattr(self, "_op_" + base, self._unsupported(op))(th, ctx, parts, ops)
 
     def _mbarrier(self, th, ctx, parts, ops) -> bool:

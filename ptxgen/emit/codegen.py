@@ -288,6 +288,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.finish_memory()
         bx, by, bz = (tuple(f.block) + (1, 1, 1))[:3]
         directives = [form("maxntid").format(x=bx, y=by, z=bz)]
+        if f.attrs.get("minnctapersm"):    # setmaxnreg needs ptxas to know the entry count
+            directives.append(form("minnctapersm").format(n=f.attrs["minnctapersm"]))
         decls = self.reg_decls() + self.decls
         return render_module(
             ptxgen_version=_version, arch=self.target.arch,

@@ -173,6 +173,14 @@ SMEM_LIMITS = {
 }
 
 
+# Registers: 64 Ki 32-bit registers per SM, at most 255 per thread, allocated to a warp in
+# units of 8 per thread.  setmaxnreg (sm_90a) sets a warpgroup's per-thread count to a
+# multiple of 8 in [24, 256] (PTX ISA 9.7.19.5 "setmaxnreg").
+REGISTERS_PER_SM = 65536
+MAX_REGS_PER_THREAD = 255
+SETMAXNREG_RANGE = (24, 256, 8)     # (min, max, step)
+
+
 def smem_limits(target: Target) -> tuple[int, int]:
     return SMEM_LIMITS.get(target.sm, (48 * 1024, 48 * 1024))
 
