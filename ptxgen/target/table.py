@@ -56,11 +56,13 @@ class Gate:
     archs: frozenset | None = None
     feature: str = ""
     except_archs: frozenset = frozenset()
+    whole_program: bool = False   # ptxas drops it when compiling relocatable code (nvJitLink)
 
 
-def _g(prefix, min_sm=0, min_ptx=(0, 0), archs=None, feature="", except_archs=()):
+def _g(prefix, min_sm=0, min_ptx=(0, 0), archs=None, feature="", except_archs=(),
+       whole_program=False):
     return Gate(prefix, min_sm, min_ptx, frozenset(archs) if archs else None, feature,
-                frozenset(except_archs))
+                frozenset(except_archs), whole_program)
 
 
 # Longest matching prefix wins.  Opcodes are compared on whole dotted components.
@@ -82,7 +84,9 @@ GATES = [
     _g("prefetch.tensormap", 90, (8, 0)),
     _g("cvt.f32.bf16", 90, (7, 8)),
     _g("cvt.rn.bf16.f32", 80, (7, 0)),
-    _g("setmaxnreg", 90, (8, 0), archs={"sm_90a", "sm_100a", "sm_101a", "sm_103a", "sm_120a"}),
+    # nvJitLink's relocatable compile ignores setmaxnreg (ptxas C7504): whole program only
+    _g("setmaxnreg", 90, (8, 0), archs={"sm_90a", "sm_100a", "sm_101a", "sm_103a", "sm_120a"},
+       whole_program=True),
     _g("wgmma", 90, (8, 0), archs={"sm_90a"}),
     _g("tcgen05", 100, (8, 6), archs=TCGEN05_ARCHS),
     _g("tcgen05.shift", 100, (8, 6), archs={"sm_100a", "sm_101a", "sm_103a"}),

@@ -138,3 +138,22 @@ def test_driver_jit_keeps_setmaxnreg():
     k = G.make_warpspec_kernel()
     fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
     assert fn.attribute("NUM_REGS") == 168
+
+
+
+def test_kernel_launch_keeps_setmaxnreg():
+    """A pg.Kernel that uses setmaxnreg is loaded from its PTX (the driver's whole-program
+    JIT), not from nvJitLink's relocatable cubin, so its launches get the reallocation: the
+    launched function's register count is setmaxnreg's entry count."""
+    _need_sm90a()
+    from _xp import xp
+
+    k = G.make_warpspec_kernel()
+    assert k.built("sm_90a").codegen.whole_program
+    a, b, _ = G.exact_inputs(Case(M=128), seed=7)
+    dA, dB = xp.asarray(a), xp.asarray(b)
+    D = xp.full((2, 64, 64), np.nan, np.float32)
+    k(xp.ptr(dA), xp.ptr(dB), xp.ptr(D))
+    xp.sync()
+    (launcher,) = k._launchers.values()
+    assert launcher.fn.attribute("NUM_REGS") == 168
