@@ -31,7 +31,9 @@ from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  #
 from .builder.ptx import ptx, addr  # noqa: E402
 from .builder.tile import tile  # noqa: E402
 from .builder import tcgen05 as _tcgen05  # noqa: E402,F401  (the tcgen05 tile ops' front ends)
+from .builder import mma as _mma  # noqa: E402,F401  (gemm_async, gemm_wait, mma fragments)
 from .builder import async_copy as _async_copy  # noqa: E402,F401  (copy_async, async_commit/wait)
+from .builder.warpgroup import setmaxnreg, warpgroup_role  # noqa: E402
 from .alloc import Pipeline, Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))

@@ -1,15 +1,15 @@
-"""A small PTX interpreter for tests: runs the subset ptxgen emits for plain kernels on the CPU.
+"""A small PTX interpreter for tests: runs the subset ptxgen emits on the CPU.
 
 It exists so that CI (no GPU) can check emitted kernels *by their results*, bit for bit,
 against numpy.  Registers hold raw bit patterns; every instruction interprets them by its
 type suffix.  Threads of a CTA run one after another up to each barrier.  Supported: param
 loads, mov/cvta, integer and float arithmetic (.rn), setp/selp, cvt, bfe/bfi, ld/st of
 global/shared/local memory (scalars and vectors, any cache modifiers), branches, bar.sync
-(named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, ret; and, in ptxsim_async.py,
-mbarriers, cp.async, bulk and TMA copies (tensor maps from `tensor_map_blob`), multicast and
-thread-block clusters (the CTAs of a cluster run in one schedule: barrier.cluster, mapa,
-ld/st.shared::cluster).  Anything else raises `Unsupported`, so a test cannot pass by
-skipping work.  The ALU half is ptxsim_alu.py.
+(named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, wgmma (ptxsim_wgmma.py), ret;
+and, in ptxsim_async.py, mbarriers, cp.async, bulk and TMA copies (tensor maps from
+`tensor_map_blob`), multicast and thread-block clusters (the CTAs of a cluster run in one
+schedule: barrier.cluster, mapa, ld/st.shared::cluster).  Anything else raises
+`Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  # noqa: F401
                         _reg_bits, _signed)
-from ptxsim_async import AsyncOps, tensor_map_blob
+from ptxsim_async import AsyncOps, cluster_sregs, tensor_map_blob
 
 
 class Memory:
@@ -195,12 +195,7 @@ class Sim(AluOps, AsyncOps):
                      "ntid.y": block[1], "ntid.z": block[2], "ctaid.x": ctaid[0],
                      "ctaid.y": ctaid[1], "ctaid.z": ctaid[2], "nctaid.x": grid[0],
                      "nctaid.y": grid[1], "nctaid.z": grid[2], "laneid": t % 32,
-                     "warpid": t // 32, "cluster_ctarank": rank,
-                     "cluster_nctarank": cl[0] * cl[1] * cl[2]}
-            for k, d in enumerate("xyz"):
-                sregs.update({f"clusterid.{d}": clid[k], f"nclusterid.{d}": ncl[k],
-                              f"cluster_ctaid.{d}": ctaid[k] % cl[k],
-                              f"cluster_nctaid.{d}": cl[k]})
+                     "warpid": t // 32, **cluster_sregs(rank, ctaid, cl, clid, ncl)}
             threads.append({"pc": 0, "regs": {}, "sregs": sregs, "local": local, "lsym": lsym,
                             "done": False, "wait": None, "lin": t, "async": {},
                             "cl_arrived": 0})
@@ -265,6 +260,14 @@ class Sim(AluOps, AsyncOps):
                     lanes = [t for t in live if t["lin"] // 32 == ident]
                     if len(lanes) == 32 and all(t["wait"] == key for t in lanes):
                         self._matrix(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
+                        for t in lanes:
+                            t["wait"] = None
+                        released = True
+                elif kind == "wgmma":
+                    lanes = [t for t in live if t["lin"] // 128 == ident]
+                    if len(lanes) == 128 and all(t["wait"] == key for t in lanes):
+                        from ptxsim_wgmma import mma_async
+                        mma_async(self, sorted(lanes, key=lambda t: t["lin"]), ctx, count)
                         for t in lanes:
                             t["wait"] = None
                         released = True
@@ -376,6 +379,11 @@ class Sim(AluOps, AsyncOps):
             if base in ("ldmatrix", "stmatrix"):   # warp collective: wait for the 32 lanes
                 th["wait"] = ("coll", th["lin"] // 32, th["pc"] - 1)
                 return
+            if op.startswith("wgmma.mma_async"):    # warpgroup collective (ptxsim_wgmma)
+                th["wait"] = ("wgmma", th["lin"] // 128, th["pc"] - 1)
+                return
+            if base in ("wgmma", "setmaxnreg"):     # fence / commit / wait: the MMA is done
+                continue
             getattr(self, "_op_" + base, self._unsupported(op))(th, ctx, parts, ops)
 
     def _matrix(self, lanes, ctx, pc):

@@ -42,6 +42,15 @@ def tensor_map_blob(spec, base: int, symbols: dict) -> bytes:
     return blob.ljust(128, b"\0")
 
 
+def cluster_sregs(rank, ctaid, cl, clid, ncl) -> dict:
+    """The cluster special registers of a thread of CTA `rank` (cluster shape `cl`)."""
+    out = {"cluster_ctarank": rank, "cluster_nctarank": cl[0] * cl[1] * cl[2]}
+    for k, d in enumerate("xyz"):
+        out.update({f"clusterid.{d}": clid[k], f"nclusterid.{d}": ncl[k],
+                    f"cluster_ctaid.{d}": ctaid[k] % cl[k], f"cluster_nctaid.{d}": cl[k]})
+    return out
+
+
 def _decode(blob: bytes) -> dict:
     f = struct.unpack_from("<4s4BQ5Q4Q5I", blob)
     if f[0] != _MAGIC:

@@ -41,3 +41,17 @@ def test_expressions_and_layout_spellings():
     assert TileLayout(S[(32, 8):(1 @ laneid, 1)]).apply(3, 5) == {"laneid": 3, "m": 5}
     ComposeLayout(Swizzle(3, 3, 3), TileLayout(S[(8, 64)]))
     assert {warpid.name, tid.name} == {"warpid", "tid"}
+
+
+def test_pyproject_lists_every_package():
+    """The wheel ships the packages pyproject names: a subpackage missing there installs
+    without its modules (the wheel test then fails far from the cause)."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    text = (root / "pyproject.toml").read_text()
+    listed = set(re.findall(r'"(ptxgen(?:\.\w+)*)"', text.split("packages = [", 1)[1].split("]", 1)[0]))
+    found = {".".join(p.relative_to(root).parent.parts) for p in (root / "ptxgen").rglob("*.py")
+             if "__pycache__" not in p.parts}
+    assert found - listed == set(), f"add to pyproject's packages: {sorted(found - listed)}"

@@ -284,8 +284,10 @@ class Kernel:
                 arch = rt.device_arch(dev)
                 b = self.built(arch)
                 res = rt.compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
-                mod = rt.Module.load(cubin=res.cubin, name=b.entry, line_origin=b.origin,
-                                     device=dev)
+                # nvJitLink compiles relocatable code, which drops whole-program instructions
+                # (setmaxnreg): such a kernel is JIT-compiled from its PTX by the driver
+                code = {"ptx": b.text} if b.codegen.whole_program else {"cubin": res.cubin}
+                mod = rt.Module.load(**code, name=b.entry, line_origin=b.origin, device=dev)
                 f = self.ir        # the arena/pool size is fixed when tracing
                 specs, builders = self._tensor_maps(b)
                 launcher = rt.Launcher(

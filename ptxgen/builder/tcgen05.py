@@ -1,5 +1,6 @@
-"""Front ends of the tcgen05 tile ops: `pg.tile.<scope>.gemm_async / mma_commit / tmem_load /
-tmem_store / tmem_copy`, and `smem_descriptors`.
+"""Front ends of the tcgen05 tile ops: `pg.tile.<scope>.mma_commit / tmem_load / tmem_store /
+tmem_copy`, the TMEM half of `gemm_async` (its front end is builder/mma.py), and
+`smem_descriptors`.
 
 Each checks its operands with the lowering rules' own planners (primitives/tcgen05: the
 descriptors and fragment plans come from the operands alone, so every mistake is reported
@@ -12,7 +13,7 @@ its pool's columns, the kernel's one cta_group.  The result is the TileCall's re
 from __future__ import annotations
 
 from ..errors import LayoutError, PtxgenError
-from ..ir import BOOL, BinOp, BufferRegion, Cast, Const, as_expr
+from ..ir import BinOp, BufferRegion, Cast, Const
 from ..primitives.tcgen05 import desc_stmts, plan_gemm, plan_tmem_copy, plan_tmem_io, smem_operand
 from . import tile_ops
 from .context import current
@@ -51,30 +52,16 @@ def _check_allocation(d, ncols):
                               f"its allocation; raise total_cols or shrink the tile)")
 
 
-def _accumulate(acc):
-    if isinstance(acc, bool):
-        return Const(acc, BOOL)
-    e = as_expr(acc)
-    if e.dtype != BOOL:
-        raise PtxgenError(f"accumulate must be a bool or a comparison, got {e.dtype}")
-    return e
-
-
-def gemm_async(scope, D, A, B, accumulate=True, *, a_major=None, b_major=None, swizzle_a=None,
-               swizzle_b=None, d_dtype=None, cta_group=1, fence=True, dispatch=None):
-    """D (TMEM) = A @ B^T (+ D if `accumulate`): tcgen05.mma issued by one thread."""
-    d = region_of(D, "gemm_async D", _EXAMPLE)
-    a = region_of(A, "gemm_async A", _EXAMPLE)
-    b = region_of(B, "gemm_async B", _EXAMPLE)
-    try:
-        rec = plan_gemm(d, a, b, a_major=a_major, b_major=b_major, swizzle_a=swizzle_a,
-                        swizzle_b=swizzle_b, d_dtype=d_dtype, cta_group=cta_group, fence=fence)
-        _check_allocation(d, rec.N)
-        state().use_cta_group(cta_group, "gemm_async")
-        acc = _accumulate(accumulate)
-    except PtxgenError as e:
-        raise located(e) from None
-    record_call("gemm_async", scope, (d, a, b, acc), {}, rec, dispatch)
+def tmem_gemm_record(d, a, b, *, a_major=None, b_major=None, swizzle_a=None, swizzle_b=None,
+                     d_dtype=None, cta_group=1, fence=True):
+    """The record of gemm_async into a TMEM accumulator (tcgen05.mma, issued by one thread),
+    with what only tracing knows: the tile is live in its pool, the kernel's one cta_group.
+    The front end, shared with wgmma, is builder/mma.py."""
+    rec = plan_gemm(d, a, b, a_major=a_major, b_major=b_major, swizzle_a=swizzle_a,
+                    swizzle_b=swizzle_b, d_dtype=d_dtype, cta_group=cta_group, fence=fence)
+    _check_allocation(d, rec.N)
+    state().use_cta_group(cta_group, "gemm_async")
+    return rec
 
 
 def mma_commit(scope, bar, dispatch=None):
@@ -121,7 +108,7 @@ def tmem_copy(scope, tmem, src, fence=True, dispatch=None):
     record_call("tmem_copy", scope, (t, s), {}, rec, dispatch)
 
 
-for _name, _fn in (("gemm_async", gemm_async), ("mma_commit", mma_commit),
+for _name, _fn in (("mma_commit", mma_commit),
                    ("tmem_load", tmem_load), ("tmem_store", tmem_store),
                    ("tmem_copy", tmem_copy)):
     tile_ops.register(_name, _fn)

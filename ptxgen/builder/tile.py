@@ -113,7 +113,7 @@ def facts_analyzer(ctx) -> Analyzer:
 
 def explain(op, *args, scope="cta", arch=None, dispatch=None, **options):
     """Every variant of `op` for this call: accepted, or why not; the chosen one marked.
-    `arch` is the target the variants are judged for (default: the op's own)."""
+    `arch` is the target the variants are judged for (default: the record's, else the op's)."""
     fn, spec = tile_ops.get(op), _declared_ops().get(op)
     if fn is None or spec is None:
         raise fail(f"explain knows the ops: {', '.join(_declared_ops())} (got {op!r})")
@@ -127,7 +127,8 @@ def explain(op, *args, scope="cta", arch=None, dispatch=None, **options):
     finally:
         ctx.bodies.pop()
     stmt = scratch[-1]
-    call = make_call(stmt, parse_target(arch or spec.explain_arch), facts_analyzer(ctx),
+    arch = arch or getattr(stmt.record, "explain_arch", None) or spec.explain_arch
+    call = make_call(stmt, parse_target(arch), facts_analyzer(ctx),
                      ctx.func.block, where=f"{user_src()}: ", gate=False)
     return evaluate(op, call, dispatch)
 

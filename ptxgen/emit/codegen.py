@@ -16,7 +16,7 @@ from ..analysis.simplify import Analyzer
 from ..target.forms import form, render_module
 from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
 from .memory import MemoryEmitter
-from ..target import Target, check_opcode
+from ..target import Target, check_opcode, gate_for
 from ..dtypes import reg_class
 from .values import ValueEmitter
 
@@ -31,6 +31,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self._marks: list = [(0, -1)]   # (first body line, index into self.stmts) per statement
         self.stmts: list = []           # (statement text, user src)
         self.ptx_version = target.min_ptx
+        self.whole_program = False     # an instruction ptxas keeps only in whole-program mode
         self.labels = 0
         self.names: set = set()
         self.decls: list[str] = []
@@ -66,6 +67,9 @@ class Codegen(ValueEmitter, MemoryEmitter):
         need = check_opcode(opcode, self.target, **kw)
         if need > self.ptx_version:
             self.ptx_version = need
+        g = gate_for(opcode)
+        if g is not None and g.whole_program:
+            self.whole_program = True
 
     # ---- statements ---------------------------------------------------------------
     def body(self, stmts):
@@ -297,6 +301,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.finish_memory()
         bx, by, bz = (tuple(f.block) + (1, 1, 1))[:3]
         directives = [form("maxntid").format(x=bx, y=by, z=bz)]
+        if f.attrs.get("minnctapersm"):    # setmaxnreg needs ptxas to know the entry count
+            directives.append(form("minnctapersm").format(n=f.attrs["minnctapersm"]))
         cluster = f.attrs.get("cluster")
         if cluster is not None:
             self.need_opcode("reqnctapercluster")

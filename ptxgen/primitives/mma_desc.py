@@ -540,6 +540,12 @@ _WGMMA_PTX = {"float16": "f16", "bfloat16": "bf16", _TF32: "tf32", "float32": "f
               "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 
 
+# N step of the dense wgmma shapes per operand kind (PTX ISA 9.7.15.5 shape table: every
+# f16 / bf16 / tf32 / fp8 shape is m64nNk with N = 8 .. 256 in steps of 8; the integer and
+# b1 forms, not supported here, step by 16 above N = 32)
+_WGMMA_N_STEP = {"f16": 8, "tf32": 8, "f8f6f4": 8}
+
+
 def wgmma_shape(*, N: int, dtype, M: int = 64, d_dtype="float32", b_dtype=None, a_major="K",
                 b_major="K", a_in_regs: bool = False) -> tuple[str, str]:
     """``("m64nNkK", "D.A.B")`` for wgmma.mma_async, e.g. ``("m64n128k16", "f32.bf16.bf16")``.
@@ -549,8 +555,6 @@ def wgmma_shape(*, N: int, dtype, M: int = 64, d_dtype="float32", b_dtype=None, 
     """
     if M != 64:
         raise PtxgenError(f"wgmma M={M}: rule: wgmma has M = 64 only (use more warpgroups)")
-    if not (isinstance(N, int) and 8 <= N <= 256 and N % 8 == 0):
-        raise PtxgenError(f"wgmma N={N}: rule: N is a multiple of 8 in [8, 256]")
     a = _dt_name(dtype, "tf32")  # wgmma reads fp32 operands as tf32
     b = a if b_dtype is None else _dt_name(b_dtype, "tf32")
     d = _dt_name(d_dtype)
@@ -558,6 +562,10 @@ def wgmma_shape(*, N: int, dtype, M: int = 64, d_dtype="float32", b_dtype=None, 
     if kind_a is None or kind_a != kind_b or (kind_a != "f8f6f4" and a != b):
         raise PtxgenError(f"wgmma A/B types {a} x {b}: rule: f16 x f16, bf16 x bf16, tf32 x tf32, "
                           f"or any pair of e4m3/e5m2")
+    step = _WGMMA_N_STEP[kind_a]
+    if not (isinstance(N, int) and step <= N <= 256 and N % step == 0):
+        raise PtxgenError(f"wgmma N={N} is illegal for {a} (rule: PTX ISA wgmma shapes: N is a "
+                          f"multiple of {step} in [{step}, 256])")
     if d not in ("float32", "float16") or (d == "float16" and a in ("bfloat16", _TF32)):
         raise PtxgenError(f"wgmma {a} cannot accumulate into {d} (rule: D is f32, or f16 for "
                           f"f16/fp8 inputs)")

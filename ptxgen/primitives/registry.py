@@ -6,11 +6,16 @@ A variant has a name, a priority and predicates; each predicate returns
 `explain` returns the same table for a call that succeeds, marking the chosen one.
 
 Every tile op (copy, the tcgen05 ops, and those to come) is declared once with `tile_op`:
-the Call class its variants see and the gate the whole op needs.  `lower_tile` is the one
-build-time entry: a traced TileCall in, the statements of its chosen variant out.
+the Call class its variants see and the gate the call needs, `requires(call)` (it sees the
+record, so one op can gate each of its instruction families on its own arch).  A variant
+registered with `record=Cls` is a candidate only for calls whose record is a Cls: the front
+end picks the family (gemm_async: wgmma for a register accumulator, tcgen05 for TMEM),
+dispatch picks the variant within it.  `lower_tile` is the one build-time entry: a traced
+TileCall in, the statements of its chosen variant out.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -28,6 +33,10 @@ class Variant:
     forced_only: bool = False                         # chosen only with dispatch="name"
     handles_partial: bool = False                     # may run with part of the scope inactive
     doc: str = ""
+    record: type | None = None                        # only for calls with this record type
+
+    def applies(self, call) -> bool:
+        return self.record is None or isinstance(call.record, self.record)
 
     def check(self, call) -> tuple[bool, str]:
         if not self.handles_partial:
@@ -47,11 +56,11 @@ _REGISTRY: dict[str, list[Variant]] = {}
 
 
 def register(op: str, name: str, priority: int, *, when=(), forced_only=False,
-             handles_partial=False):
-    """Decorator for the emit function of a variant."""
+             handles_partial=False, record=None):
+    """Decorator for the emit function of a variant (`record`: see the module docstring)."""
     def deco(fn):
         v = Variant(op, name, priority, list(when), fn, forced_only, handles_partial,
-                    (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "")
+                    (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "", record)
         variants = [x for x in _REGISTRY.get(op, []) if x.name != name]
         variants.append(v)
         variants.sort(key=lambda x: -x.priority)
@@ -60,14 +69,15 @@ def register(op: str, name: str, priority: int, *, when=(), forced_only=False,
     return deco
 
 
-def variants(op: str) -> list[Variant]:
-    return list(_REGISTRY.get(op, []))
+def variants(op: str, call=None) -> list[Variant]:
+    """The variants of `op` by priority; with `call`, only those that apply to its record."""
+    return [v for v in _REGISTRY.get(op, []) if call is None or v.applies(call)]
 
 
 @dataclass(frozen=True)
 class TileOp:
-    """A tile op: the Call class its variants see, and `requires(target)`, a check the
-    whole op needs before any variant is asked (an ArchError that names the target)."""
+    """A tile op: the Call class its variants see, and `requires(call)`, a check the call
+    needs before any variant is asked (an ArchError that names the target and the fix)."""
     name: str
     call: type = Call
     requires: Callable | None = None
@@ -77,8 +87,20 @@ class TileOp:
 _OPS: dict[str, TileOp] = {}
 
 
+def _call_gate(requires):
+    """`requires(call)`; a gate written as `requires(target)` (the first parameter named
+    target) still works, called with the call's target."""
+    if requires is None:
+        return None
+    try:
+        first = next(iter(inspect.signature(requires).parameters), None)
+    except (TypeError, ValueError):
+        first = None
+    return (lambda call: requires(call.target)) if first == "target" else requires
+
+
 def tile_op(name: str, call: type = Call, requires=None, explain_arch="sm_90a") -> TileOp:
-    _OPS[name] = op = TileOp(name, call, requires, explain_arch)
+    _OPS[name] = op = TileOp(name, call, _call_gate(requires), explain_arch)
     return op
 
 
@@ -92,9 +114,10 @@ def make_call(stmt, target, an, block, where="", gate=True) -> Call:
     spec = _OPS.get(stmt.op)
     if spec is None:
         raise PtxgenError(f"unknown tile op {stmt.op!r}; tile ops are {', '.join(_OPS)}")
+    call = spec.call.of(stmt, target, an, block, where)
     if gate and spec.requires is not None:
-        spec.requires(target)
-    return spec.call.of(stmt, target, an, block, where)
+        spec.requires(call)
+    return call
 
 
 def lower_tile(stmt, target, an, block) -> list:
@@ -145,11 +168,11 @@ class Explanation(list):
 def evaluate(op: str, call, forced: str | None = None) -> Explanation:
     rows = []
     chosen = None
-    names = [v.name for v in variants(op)]
+    names = [v.name for v in variants(op, call)]
     if forced is not None and forced not in names:
         raise DispatchError(f"{call.where}unknown {op} variant {forced!r}; variants are "
                             f"{', '.join(names)}")
-    for v in variants(op):
+    for v in variants(op, call):
         if forced is not None and v.name != forced:
             rows.append(Row(v.name, v.priority, False, f"not requested (dispatch={forced!r})"))
             continue
@@ -168,7 +191,7 @@ def evaluate(op: str, call, forced: str | None = None) -> Explanation:
 
 def dispatch(op: str, call, forced: str | None = None) -> Variant:
     """The first accepting variant by priority; the full table is built only on failure."""
-    for v in variants(op):
+    for v in variants(op, call):
         if forced is not None and v.name != forced or v.forced_only and forced is None:
             continue
         if v.check(call)[0]:
@@ -178,7 +201,7 @@ def dispatch(op: str, call, forced: str | None = None) -> Variant:
     if name is None:
         raise DispatchError(f"{call.where}no {op} variant accepts {call.describe()}:\n"
                             + "\n".join(f"  {r.name}: {r.reason}" for r in table))
-    for v in variants(op):
+    for v in variants(op, call):
         if v.name == name:
             return v
     raise AssertionError(name)

@@ -56,11 +56,13 @@ class Gate:
     archs: frozenset | None = None
     feature: str = ""
     except_archs: frozenset = frozenset()
+    whole_program: bool = False   # ptxas drops it when compiling relocatable code (nvJitLink)
 
 
-def _g(prefix, min_sm=0, min_ptx=(0, 0), archs=None, feature="", except_archs=()):
+def _g(prefix, min_sm=0, min_ptx=(0, 0), archs=None, feature="", except_archs=(),
+       whole_program=False):
     return Gate(prefix, min_sm, min_ptx, frozenset(archs) if archs else None, feature,
-                frozenset(except_archs))
+                frozenset(except_archs), whole_program)
 
 
 # Longest matching prefix wins.  Opcodes are compared on whole dotted components.
@@ -82,7 +84,9 @@ GATES = [
     _g("prefetch.tensormap", 90, (8, 0)),
     _g("cvt.f32.bf16", 90, (7, 8)),
     _g("cvt.rn.bf16.f32", 80, (7, 0)),
-    _g("setmaxnreg", 90, (8, 0), archs={"sm_90a", "sm_100a", "sm_101a", "sm_103a", "sm_120a"}),
+    # nvJitLink's relocatable compile ignores setmaxnreg (ptxas C7504): whole program only
+    _g("setmaxnreg", 90, (8, 0), archs={"sm_90a", "sm_100a", "sm_101a", "sm_103a", "sm_120a"},
+       whole_program=True),
     _g("wgmma", 90, (8, 0), archs={"sm_90a"}),
     _g("tcgen05", 100, (8, 6), archs=TCGEN05_ARCHS),
     _g("tcgen05.shift", 100, (8, 6), archs={"sm_100a", "sm_101a", "sm_103a"}),
@@ -181,6 +185,14 @@ SMEM_LIMITS = {
     101: (227 * 1024, 227 * 1024), 103: (227 * 1024, 227 * 1024), 110: (227 * 1024, 227 * 1024),
     120: (48 * 1024, 99 * 1024), 121: (48 * 1024, 99 * 1024),
 }
+
+
+# Registers: 64 Ki 32-bit registers per SM, at most 255 per thread, allocated to a warp in
+# units of 8 per thread.  setmaxnreg (sm_90a) sets a warpgroup's per-thread count to a
+# multiple of 8 in [24, 256] (PTX ISA 9.7.19.5 "setmaxnreg").
+REGISTERS_PER_SM = 65536
+MAX_REGS_PER_THREAD = 255
+SETMAXNREG_RANGE = (24, 256, 8)     # (min, max, step)
 
 
 def smem_limits(target: Target) -> tuple[int, int]:

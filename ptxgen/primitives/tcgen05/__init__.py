@@ -12,18 +12,18 @@ from `..tmem_layout`.
 """
 from __future__ import annotations
 
+from .. import gemm as _gemm  # noqa: F401  (declares gemm_async, gated per record)
 from ..registry import tile_op
 from . import common as _C
 from .desc import SmemOperand, canonical_layout, desc_stmts, smem_operand
 from .mma import MmaRecord, TmemOperand, plan_gemm
 from .tmem_io import CpRecord, IoRecord, fragment_plan, plan_tmem_copy, plan_tmem_io
 
-# op -> the tcgen05 instruction its arch error names
-_GATE = {"gemm_async": "mma", "mma_commit": "commit", "tmem_load": "ld", "tmem_store": "st",
-         "tmem_copy": "cp"}
+# op -> the tcgen05 instruction its arch error names (gemm_async: its record's gate)
+_GATE = {"mma_commit": "commit", "tmem_load": "ld", "tmem_store": "st", "tmem_copy": "cp"}
 
 for _op, _what in _GATE.items():
-    tile_op(_op, requires=lambda target, what=_what: _C.require_tcgen05(target, what),
+    tile_op(_op, requires=lambda call, what=_what: _C.require_tcgen05(call.target, what),
             explain_arch="sm_100a")
 
 __all__ = ["SmemOperand", "canonical_layout", "smem_operand", "desc_stmts", "fragment_plan",

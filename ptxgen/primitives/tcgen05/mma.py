@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype
-from ...errors import PtxgenError
-from ...ir import BOOL, Alloc, Buffer, Const, Instr, Let, Load, Mem, Var
+from ...errors import ArchError, PtxgenError
+from ...ir import Instr, Let, Mem, Var
 from ...target.forms import opcode
+from ..gemm import enable_d
 from ..registry import register
 from . import common as C
 from .desc import desc_stmts, smem_operand
@@ -83,6 +84,16 @@ class MmaRecord:
     kind: str          # tcgen05 .kind
     fence: bool        # fence::after_thread_sync before the MMAs
     N: int
+    explain_arch = "sm_100a"
+
+    def require(self, target):
+        """The op's arch gate for a TMEM accumulator: tcgen05, and the fix where it is not."""
+        try:
+            C.require_tcgen05(target, "mma")
+        except ArchError as e:
+            raise ArchError(f"{e} (gemm_async into a TMEM accumulator is tcgen05.mma: build for "
+                            f"sm_100a; on sm_90a accumulate in registers, "
+                            f"pg.tile.warpgroup.mma_accumulator, for wgmma)") from None
 
 
 def plan_gemm(d, a, b, *, a_major=None, b_major=None, swizzle_a=None, swizzle_b=None,
@@ -125,19 +136,6 @@ def plan_gemm(d, a, b, *, a_major=None, b_major=None, swizzle_a=None, swizzle_b=
     return MmaRecord(a_op, b_op, idesc, kind, fence, N)
 
 
-def _predicates(call, acc):
-    """(statements, first step's enable-input-d, later steps') as predicate registers -- the
-    form CUTLASS uses (`setp` then `p`); a literal 0/1 assembles but is not relied on."""
-    e = call.an.simplify(acc) if call.an is not None else acc
-    pb = Buffer("enable_d", (2,), BOOL, "local")
-    t, f = Load(pb, (Const(0),), BOOL), Load(pb, (Const(1),), BOOL)
-    st = [Alloc(pb), Instr(opcode("setp", "eq", "b32"), (t, "0", "0"), form="setp", outs=1)]
-    if isinstance(e, Const) and not e.value:
-        st.append(Instr(opcode("setp", "ne", "b32"), (f, "0", "0"), form="setp", outs=1))
-        return st, f, t
-    return st, (t if isinstance(e, Const) else e), t
-
-
 # ---- variants ---------------------------------------------------------------------------------
 def _a_in(space):
     def pred(call):
@@ -165,7 +163,7 @@ def _emit_mma(call, a_in_tmem):
         body += st
     st, b_ops = desc_stmts(b_op, arch, "b_desc")
     body += st
-    st, first, rest = _predicates(call, acc)
+    st, first, rest = enable_d(call, acc)
     body += st
     if rec.fence:
         body.append(C.fence("after"))
@@ -176,13 +174,15 @@ def _emit_mma(call, a_in_tmem):
     return C.guarded(call.scope, body)
 
 
-@register("gemm_async", "tcgen05_ss", 20, when=[C.has_tcgen05, _a_in("shared")])
+@register("gemm_async", "tcgen05_ss", 20, when=[C.has_tcgen05, _a_in("shared")],
+          record=MmaRecord)
 def _ss(call):
     """tcgen05.mma, A and B from shared-memory descriptors."""
     return _emit_mma(call, False)
 
 
-@register("gemm_async", "tcgen05_ts", 10, when=[C.has_tcgen05, _a_in("tmem")])
+@register("gemm_async", "tcgen05_ts", 10, when=[C.has_tcgen05, _a_in("tmem")],
+          record=MmaRecord)
 def _ts(call):
     """tcgen05.mma, A from tensor memory, B from a shared-memory descriptor."""
     return _emit_mma(call, True)
