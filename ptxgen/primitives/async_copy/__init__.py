@@ -109,16 +109,17 @@ class CopyAsyncCall(CopyCall):
                 f"[{self.dtype}, {self.scope}, {self.target}]")
 
 
-def require_cp_async(target, what="copy_async"):
+def require_cp_async(call, what="copy_async"):
     """Every async op needs sm_80 (cp.async); TMA and bulk copies say sm_90 themselves."""
+    target = call.target
     if target.sm < 80:
         raise ArchError(f"{what} needs sm_80 or newer (cp.async, the oldest asynchronous copy); "
                         f"the target is {target.arch}: use pg.tile.*.copy")
 
 
 tile_op("copy_async", CopyAsyncCall, requires=require_cp_async)
-tile_op("async_commit", GroupCall, requires=lambda t: require_cp_async(t, "async_commit"))
-tile_op("async_wait", GroupCall, requires=lambda t: require_cp_async(t, "async_wait"))
+tile_op("async_commit", GroupCall, requires=lambda call: require_cp_async(call, "async_commit"))
+tile_op("async_wait", GroupCall, requires=lambda call: require_cp_async(call, "async_wait"))
 
 
 def _autoload():
