@@ -29,6 +29,9 @@ from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  #
 from .builder.ptx import ptx, addr  # noqa: E402
 from .builder.tile import tile  # noqa: E402
 from .builder import tcgen05 as _tcgen05  # noqa: E402,F401  (the tcgen05 tile ops' front ends)
+from .builder import mma_sync as _mma_sync  # noqa: E402,F401  (pg.tile.warp.gemm)
+from .primitives.mma_sync import mma_sync_layout  # noqa: E402
+from .primitives.copy.ldstmatrix import ldmatrix_layout  # noqa: E402
 from .alloc import Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))
