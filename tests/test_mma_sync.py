@@ -366,3 +366,34 @@ def test_assembles(dt, archs):
             assert re.search(r"\.version 8\.[4-9]", ptx)
         ok, log = assemble(ptx, arch)
         assert ok, f"{arch}: {log}"
+
+
+# ---- examples/gemm_sm80.py through the interpreter ---------------------------------------------
+@pytest.mark.parametrize("dt,out,cfg", [
+    ("float16", "float32", {}), ("int8", "int32", {}),
+    ("bfloat16", "bfloat16", dict(BM=32, BN=64, BK=32, WM=2, WN=1)),
+    ("float16", "float16", dict(BM=32, BN=32, BK=32, WM=1, WN=2))])
+def test_example_gemm_sm80(dt, out, cfg):
+    """The example's kernel (default 128 x 128 tile with 8 warps, and smaller ones) on 2 CTAs
+    along N (2 x 2 for the small tiles) and several K steps, bit-exact on integer-valued
+    inputs."""
+    import gemm_sm80 as g
+    BM, BN = cfg.get("BM", 128), cfg.get("BN", 128)
+    M, N, K = (BM, 2 * BN, 64) if not cfg else (2 * BM, 2 * BN, 96)
+    k = g.make_gemm(M, N, K, dt, out, **cfg)
+    a, b = g.small_ints(RNG, (M, K), dt), g.small_ints(RNG, (K, N), dt)
+    want = g._as_out(g._as_f64(a, dt) @ g._as_f64(b, dt), out)
+    c = np.frombuffer(b"\xa5" * want.nbytes, want.dtype).reshape(M, N).copy()
+    ptxsim.run(k, [a, b, c], arch="sm_80")
+    assert c.tobytes() == want.tobytes()
+    ptx = k.ptx("sm_80")
+    if dt != "int8":
+        assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
+
+
+def test_example_gemm_sm80_assembles():
+    import gemm_sm80 as g
+    for k in g.KERNELS:
+        for arch in ("sm_80", "sm_90a", "sm_100a"):
+            ok, log = assemble(k.ptx(arch), arch)
+            assert ok, f"{k.name} {arch}: {log}"
