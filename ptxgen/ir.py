@@ -616,7 +616,7 @@ class TileCall(Stmt):
     scope: str             # "thread" | "warp" | "warpgroup" | "cta"
     options: dict = field(default_factory=dict)   # the user's options (dispatch=, cache_hint=)
     record: Any = None     # what the front end derived from the operands (op-specific)
-    active: tuple = (True, "")   # (ok, reason): are all threads of each scope instance here?
+    active: tuple = (True, "")   # (ok, reason[, (first, step, count) of the active threads])
 
 
 @dataclass(eq=False)
