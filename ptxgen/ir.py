@@ -279,6 +279,11 @@ class BufferPtr(Expr):
     def scope(self):
         return self.buffer.scope
 
+    @property
+    def ty(self):
+        """The element type pointed to (seed 002: `ptr_byte_offset(B.data, n, ty=B.data.ty)`)."""
+        return self.buffer.dtype
+
     def _make_key(self):
         return ("ptr", self.buffer.uid, None if self.indices is None
                 else tuple([expr_key(i) for i in self.indices]))

@@ -160,6 +160,8 @@ def _kernels():
     yield "8-bit registers", lambda: reg_kernel(
         (32, 16), "int8", TileLayout(S[(32, 16):(1 @ laneid, 1)]), "warp", 32).ptx("sm_90a")
     yield "tmem_copy, A from TMEM, inval, prefetch", lambda: _tcgen05_misc().ptx("sm_100a")
+    from test_mma_sync import gemm_kernel as mma_kernel
+    yield "mma.sync", lambda: mma_kernel("int8", 16, 8, 32, runtime_acc=True).ptx("sm_80")
 
 
 def _tcgen05_misc():
@@ -227,7 +229,7 @@ def test_every_library_instr_records_its_form(monkeypatch):
                     "cp_async_bulk_tensor", "prefetch_tensormap", "tcgen05_alloc",
                     "tcgen05_dealloc", "tcgen05_relinquish_alloc_permit", "tcgen05_fence",
                     "tcgen05_mma", "tcgen05_commit", "tcgen05_ld", "tcgen05_st", "tcgen05_wait",
-                    "tcgen05_cp"}
+                    "tcgen05_cp", "mma_sync"}
 
 
 # ---------------------------------------------------------------- the disk cache
