@@ -10,8 +10,8 @@ vectors, into tiles whose 16-byte chunks are swizzled by row, so the fragment lo
 hit eight different banks), then for each instruction K (16, or 32 for int8) every warp loads
 its fragments with pg.tile.warp.copy -- ldmatrix.x4 for A, ldmatrix.x4.trans for B -- and
 issues (BM/WM/16) x (BN/WN/8) mma.sync.  int8 B is copied transposed into an (N, K) tile
-instead (ldmatrix moves 16-bit halves, so it cannot transpose bytes) and its fragments are
-32-bit shared loads.  The epilogue stores each warp's accumulators straight from registers.
+instead (ldmatrix moves bytes in 16-bit pairs, so it cannot transpose them; this copy is
+byte by byte) and its fragments are non-trans ldmatrix.x4 of that tile.  The epilogue stores each warp's accumulators straight from registers.
 No pipelining: it shows the primitives, it is not a tuned kernel.
 
     python examples/gemm_sm80.py       # registers / spills for each dtype on sm_80

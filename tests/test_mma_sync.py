@@ -267,6 +267,51 @@ def test_fragments_from_shared_memory(dt, b_kn):
     assert np.array_equal(c, want.astype(NP[acc_of(dt)]))
 
 
+@pytest.mark.parametrize("dt", ["int8", "float8_e4m3fn"])
+@pytest.mark.parametrize("which,rows,cols", [("A", 32, 64), ("B", 64, 16)])
+def test_8bit_fragments_through_ldmatrix_and_stmatrix(dt, which, rows, cols):
+    """ldmatrix moves 8-bit fragments as byte pairs: shared -> registers (ldmatrix) ->
+    shared (stmatrix, sm_90) -> global reproduces the tile; B is the (K, N) view of an (N, K)
+    K-contiguous tile."""
+    lay = pg.mma_sync_layout(which, "m16n8k32", tile=(rows, cols))
+    store = (rows, cols) if which == "A" else (cols, rows)
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor(store, dt), B: pg.Tensor(store, dt)):
+        pg.lane_id()
+        s1, s2 = pg.alloc_shared(store, dt), pg.alloc_shared(store, dt)
+        pg.tile.warp.copy(s1, A)
+        pg.cta_sync()
+        r = pg.alloc_local((rows, cols), dt, layout=lay)
+        view = (lambda t: t) if which == "A" else (lambda t: t.permute(1, 0))
+        pg.tile.warp.copy(r, view(s1)[0:rows, 0:cols])
+        pg.tile.warp.copy(view(s2)[0:rows, 0:cols], r)
+        pg.cta_sync()
+        pg.tile.warp.copy(B, s2)
+
+    ptx = k.ptx("sm_90a")
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert "stmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    a = RNG.integers(0, 256, store).astype(np.uint8).view(NP[dt])
+    b = np.zeros_like(a)
+    ptxsim.run(k, [a, b])
+    assert a.tobytes() == b.tobytes()
+
+
+def test_8bit_ldmatrix_declines_what_it_cannot_move():
+    from ptxgen.primitives.copy.ldstmatrix import NOT_FRAGMENT8
+    tables = []
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(X: pg.Tensor((1,), "int32")):
+        pg.lane_id()
+        s = pg.alloc_shared((64, 16), "int8")                  # (K, N), N contiguous
+        r = pg.alloc_local((64, 16), "int8", layout=pg.mma_sync_layout("B", "m16n8k32",
+                                                                       tile=(64, 16)))
+        tables.append(pg.tile.explain("copy", r, s, scope="warp"))
+    assert {x.name: x.reason for x in tables[0]}["ldstmatrix"] == NOT_FRAGMENT8
+
+
 # ---- dispatch, explain and the errors ----------------------------------------------------------
 def one(dt="float16", cdt=None, a_layout=None, scope="warp", arch="sm_80", a_scope="local",
         shape=None, explain=None, M=16, block=32, partial=False):
