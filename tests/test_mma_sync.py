@@ -220,6 +220,35 @@ def test_any_register_order_with_the_right_lanes():
     assert np.array_equal(got, (decode(a, "float16") @ decode(b, "float16")).astype(np.float32))
 
 
+def test_sub_regions_of_larger_fragments():
+    """gemm on regions of bigger fragments (one instruction tile of each): the registers come
+    from the layout at the region's start."""
+    sh = "m16n8k16"
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32, 32), "float16"), B: pg.Tensor((32, 16), "float16"),
+          C: pg.Tensor((32, 16), "float32")):
+        pg.lane_id()
+        a = pg.alloc_local((32, 32), "float16", layout=pg.mma_sync_layout("A", sh, tile=(32, 32)))
+        b = pg.alloc_local((32, 16), "float16", layout=pg.mma_sync_layout("B", sh, tile=(32, 16)))
+        c = pg.alloc_local((32, 16), "float32", layout=pg.mma_sync_layout("C", sh, tile=(32, 16)))
+        pg.tile.warp.copy(a, A)
+        pg.tile.warp.copy(b, B)
+        pg.tile.warp.copy(c, C)
+        pg.tile.warp.gemm(c[16:32, 8:16], a[16:32, 16:32], b[16:32, 8:16])
+        pg.tile.warp.copy(C, c)
+
+    a = encode_small_ints(RNG.integers(-4, 5, (32, 32)), "float16")
+    b = encode_small_ints(RNG.integers(-4, 5, (32, 16)), "float16")
+    c = RNG.integers(-50, 50, (32, 16)).astype(np.float32)
+    want = c.copy()
+    want[16:, 8:] += (decode(a, "float16")[16:, 16:] @ decode(b, "float16")[16:, 8:])
+    got = c.copy()
+    ptxsim.run(k, [a, b, got], arch="sm_80")
+    assert np.array_equal(got, want)
+    assert len(re.findall(r"^\s+mma\.sync\.aligned", k.ptx("sm_80"), re.M)) == 1
+
+
 # ---- fed by ldmatrix from shared memory -------------------------------------------------------
 def ldsm_gemm(dt, M, N, K, b_kn=True):
     """A (M, K) and B in shared memory, fragments loaded by pg.tile.warp.copy (ldmatrix for
