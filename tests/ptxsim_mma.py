@@ -67,7 +67,7 @@ class MmaOps:
         if parts[:3] != ["mma", "sync", "aligned"] or parts[4:6] != ["row", "col"] or \
                 parts[3] not in ("m16n8k16", "m16n8k32") or len(parts) != 10:
             raise Unsupported(op)
-        shape, (td, ta, tb, tc) = parts[3], parts[6:]
+        shape, (td, ta, tb, _) = parts[3], parts[6:]
         K = 16 if shape == "m16n8k16" else 32
         regs = [[x.strip() for x in o.strip("{}").split(",")] for o in ops]
         A, B = np.zeros((16, K)), np.zeros((K, 8))

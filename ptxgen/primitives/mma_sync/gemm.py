@@ -156,7 +156,7 @@ def plan_sync(c, a, b, shape: str, fragments=True):
         return None, (f"the accumulator C {c} is {tc}; {ta} x {tb} accumulates into {want_c} "
                       f"fragments")
     ops = SHAPES[shape][1]
-    (M, K), (K2, N), (M2, N2) = a.shape, b.shape, c.shape
+    (M, K), N = a.shape, b.shape[1]
     im, ik, in_ = ops["A"].rows, ops["A"].cols, ops["B"].cols
     if M % im or N % in_ or K % ik:
         return None, (f"{shape} tiles need M a multiple of {im}, N of {in_} and K of {ik}; the "
