@@ -153,9 +153,7 @@ def check(xp, rng):
         (_, N), odt = k.ir.params[2].buffer.shape, k.ir.params[2].buffer.dtype.name
         a, b = small_ints(rng, (M, K), dt), small_ints(rng, (K, N), dt)
         want = _as_out(_as_f64(a, dt) @ _as_f64(b, dt), odt)
-        C = xp.asarray(np.full((M, N), 0xA5, np.uint8).view(want.dtype).reshape(M, N)
-                       if want.dtype.itemsize == 1 else
-                       np.frombuffer(b"\xa5" * want.nbytes, want.dtype).reshape(M, N))
+        C = xp.asarray(np.frombuffer(b"\xa5" * want.nbytes, want.dtype).reshape(M, N))  # poison
         k(xp.asarray(a), xp.asarray(b), C)
         out.append((k.name, C, want))
     return out
