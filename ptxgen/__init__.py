@@ -27,13 +27,18 @@ from .builder.kernel import Kernel, ScalarType, debug_bounds, kernel  # noqa: E4
 from .builder.cluster import (cluster_id, cluster_sync, cluster_view,  # noqa: E402
                               cta_id_in_cluster, cta_rank_in_cluster)
 from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  # noqa: E402
-                             alloc_local, alloc_shared, decl_buffer, local_scalar)
+                             alloc_local, alloc_scalar, alloc_shared, decl_buffer, local_scalar,
+                             shared_scalar)
+from .builder.tensor_meta import address_of, ptr_byte_offset  # noqa: E402
 from .builder.ptx import ptx, addr  # noqa: E402
 from .builder.tile import tile  # noqa: E402
 from .builder import tcgen05 as _tcgen05  # noqa: E402,F401  (the tcgen05 tile ops' front ends)
 from .builder import mma as _mma  # noqa: E402,F401  (gemm_async, gemm_wait, mma fragments)
 from .builder import async_copy as _async_copy  # noqa: E402,F401  (copy_async, async_commit/wait)
 from .builder.warpgroup import setmaxnreg, warpgroup_role  # noqa: E402
+from .builder import mma_sync as _mma_sync  # noqa: E402,F401  (pg.tile.warp.gemm)
+from .primitives.mma_sync import mma_sync_layout  # noqa: E402
+from .primitives.copy.ldstmatrix import ldmatrix_layout  # noqa: E402
 from .alloc import Pipeline, Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))

@@ -279,6 +279,11 @@ class BufferPtr(Expr):
     def scope(self):
         return self.buffer.scope
 
+    @property
+    def ty(self):
+        """The element type pointed to (seed 002: `ptr_byte_offset(B.data, n, ty=B.data.ty)`)."""
+        return self.buffer.dtype
+
     def _make_key(self):
         return ("ptr", self.buffer.uid, None if self.indices is None
                 else tuple([expr_key(i) for i in self.indices]))
@@ -618,7 +623,7 @@ class TileCall(Stmt):
     scope: str             # "thread" | "warp" | "warpgroup" | "cta"
     options: dict = field(default_factory=dict)   # the user's options (dispatch=, cache_hint=)
     record: Any = None     # what the front end derived from the operands (op-specific)
-    active: tuple = (True, "")   # (ok, reason): are all threads of each scope instance here?
+    active: tuple = (True, "")   # (ok, reason[, (first, step, count) of the active threads])
 
 
 @dataclass(eq=False)

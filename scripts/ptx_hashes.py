@@ -36,7 +36,7 @@ def main():
     for name, factory in emit_speed.factories():
         for arch in ("sm_80", "sm_90a", "sm_100a"):
             out[f"{name}@{arch}"] = _hash(lambda: factory().ptx(arch))
-    for mod in ("gemm_sm100", "pool_sm100", "smem_pool_demo", "wgmma_desc_check"):
+    for mod in ("gemm_sm100", "pool_sm100", "smem_pool_demo", "wgmma_desc_check", "gemm_sm80"):
         for k in getattr(importlib.import_module(mod), "KERNELS", []):
             for arch in ("sm_90a", "sm_100a"):
                 out[f"{mod}:{k.name}@{arch}"] = _hash(lambda: k.ptx(arch))

@@ -5,11 +5,11 @@ against numpy.  Registers hold raw bit patterns; every instruction interprets th
 type suffix.  Threads of a CTA run one after another up to each barrier.  Supported: param
 loads, mov/cvta, integer and float arithmetic (.rn), setp/selp, cvt, bfe/bfi, ld/st of
 global/shared/local memory (scalars and vectors, any cache modifiers), branches, bar.sync
-(named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, wgmma (ptxsim_wgmma.py), ret;
-and, in ptxsim_async.py, mbarriers, cp.async, bulk and TMA copies (tensor maps from
-`tensor_map_blob`), multicast and thread-block clusters (the CTAs of a cluster run in one
-schedule: barrier.cluster, mapa, ld/st.shared::cluster).  Anything else raises
-`Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
+(named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, mma.sync (ptxsim_mma.py), wgmma
+(ptxsim_wgmma.py), ret; and, in ptxsim_async.py, mbarriers, cp.async, bulk and TMA copies
+(tensor maps from `tensor_map_blob`), multicast and thread-block clusters (the CTAs of a
+cluster run in one schedule: barrier.cluster, mapa, ld/st.shared::cluster).  Anything else
+raises `Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import numpy as np
 from ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  # noqa: F401
                         _reg_bits, _signed)
 from ptxsim_async import AsyncOps, cluster_sregs, tensor_map_blob
+from ptxsim_mma import MmaOps
 
 
 class Memory:
@@ -117,7 +118,7 @@ class Kernel:
         return guard, op, ops
 
 
-class Sim(AluOps, AsyncOps):
+class Sim(AluOps, MmaOps, AsyncOps):
     def __init__(self, ptx: str, mem: Memory | None = None, stop_at=()):
         self.k = Kernel(ptx)
         self.mem = mem or Memory()
@@ -259,7 +260,9 @@ class Sim(AluOps, AsyncOps):
                 elif kind == "coll":
                     lanes = [t for t in live if t["lin"] // 32 == ident]
                     if len(lanes) == 32 and all(t["wait"] == key for t in lanes):
-                        self._matrix(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
+                        run = self._mma if self.k.instrs[count][1].startswith("mma") \
+                            else self._matrix
+                        run(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
                         for t in lanes:
                             t["wait"] = None
                         released = True
@@ -376,7 +379,7 @@ class Sim(AluOps, AsyncOps):
                 if th["wait"] is not None:
                     return
                 continue
-            if base in ("ldmatrix", "stmatrix"):   # warp collective: wait for the 32 lanes
+            if base in ("ldmatrix", "stmatrix", "mma"):   # warp collective: wait for 32 lanes
                 th["wait"] = ("coll", th["lin"] // 32, th["pc"] - 1)
                 return
             if op.startswith("wgmma.mma_async"):    # warpgroup collective (ptxsim_wgmma)

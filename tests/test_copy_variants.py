@@ -576,7 +576,7 @@ def test_ldstmatrix_other_rejections():
         return {r.name: r.reason for r in got[0]}["ldstmatrix"]
 
     assert reason(dt="float32") == \
-        "ldmatrix/stmatrix move 16-bit elements (.b16); the dtype is float32"
+        "ldmatrix/stmatrix move 16-bit elements (.b16) or 8-bit pairs; the dtype is float32"
     assert reason(scope="thread", layout=TileLayout(S[(16, 16)])) == \
         "ldmatrix/stmatrix are warp-collective (.sync.aligned); the thread (1 thread) scope " \
         "is not whole warps"

@@ -166,6 +166,8 @@ def _kernels():
               G.Case(ab="float16", d="float16")):
         yield f"wgmma {c.name}", lambda c=c: G.make_kernel(c).ptx("sm_90a")
     yield "warp specialization", lambda: G.make_warpspec_kernel().ptx("sm_90a")
+    from test_mma_sync import gemm_kernel as mma_kernel
+    yield "mma.sync", lambda: mma_kernel("int8", 16, 8, 32, runtime_acc=True).ptx("sm_80")
 
 
 def _tcgen05_misc():
@@ -233,7 +235,7 @@ def test_every_library_instr_records_its_form(monkeypatch):
                     "cp_async_bulk_tensor", "prefetch_tensormap", "tcgen05_alloc",
                     "tcgen05_dealloc", "tcgen05_relinquish_alloc_permit", "tcgen05_fence",
                     "tcgen05_mma", "tcgen05_commit", "tcgen05_ld", "tcgen05_st", "tcgen05_wait",
-                    "tcgen05_cp"}
+                    "tcgen05_cp", "mma_sync"}
 
 
 # ---------------------------------------------------------------- the disk cache

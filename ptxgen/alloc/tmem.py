@@ -30,10 +30,13 @@ from ..builder.ptx import element_pointer, emit_instr
 from ..builder.tensor import LocalScalar, TensorHandle, decl_buffer
 from ..dtypes import dtype as _dtype
 from ..ir import BufferPtr, Cast, Expr, Let, Load, SpecialReg, Var, as_expr, cast
-from ..layout import S, TCol, TileLayout, TLane
+from ..errors import LayoutError
+from ..layout import TileLayout
+from ..primitives.tmem_layout import default_layout
 from ..builder.resources import (TMEM_COLS, require_full_warp, require_top_level,
                                  resource_error, state)
 from ..target.forms import opcode
+from .tmem_operands import TMEMOperands
 
 _U32 = _dtype("uint32")
 
@@ -92,6 +95,7 @@ def tcgen05_alloc(slot, n_cols, cta_group=1):
     require_full_warp("tcgen05.alloc")
     ptr = _slot_ptr(slot, "tcgen05.alloc")
     st.tmem_acquire(n_cols, "tcgen05.alloc")
+    st.tmem_base = ptr           # decl_buffer(..., allocated_addr=<column>) reads it
     return emit_instr(opcode("tcgen05_alloc", cta_group), [ptr, n_cols], form="tcgen05_alloc")
 
 
@@ -135,8 +139,10 @@ def _warp_index():
 
 
 # ---- TMEMPool ---------------------------------------------------------------------------------
-class TMEMPool:
-    """Column bump allocator over one tcgen05.alloc; see the module docstring for the sequence."""
+class TMEMPool(TMEMOperands):
+    """Column bump allocator over one tcgen05.alloc; see the module docstring for the sequence.
+    The operand helpers (alloc_tcgen05_mma_D/A/C, alloc_sf, move_base_to) are in
+    tmem_operands.py."""
 
     def __init__(self, pool=None, total_cols=TMEM_COLS, cta_group=1, tmem_addr=None,
                  alloc_warp=0):
@@ -232,20 +238,10 @@ class TMEMPool:
 
     @staticmethod
     def _layout_d(shape, dt, name):
-        if len(shape) != 2 or shape[0] != 128 or not all(isinstance(s, int) and s > 0
-                                                        for s in shape):
-            raise resource_error(f"tmem.alloc '{name}': the default layout D is (128, N): one "
-                                 f"row per TMEM lane; got {shape}. Pass layout= (TLane/TCol "
-                                 f"axes) for other datapath layouts")
-        per = 32 // dt.bits
-        n = shape[1]
-        if n % per:
-            raise resource_error(f"tmem.alloc '{name}': {n} {dt} elements per row do not fill "
-                                 f"whole 32-bit columns ({per} per column); use a multiple of "
-                                 f"{per}")
-        if per == 1:
-            return n, TileLayout(S[(128, n):(1 @ TLane, 1 @ TCol)])
-        return n // per, TileLayout(S[(128, (n // per, per)):(1 @ TLane, (1 @ TCol, 1))])
+        try:
+            return default_layout(shape, dt)
+        except LayoutError as e:
+            raise resource_error(f"tmem.alloc '{name}': {e}") from None
 
     # ---- the collective sequences -------------------------------------------------------
     def commit(self):
@@ -266,6 +262,7 @@ class TMEMPool:
                        Cast(Load(b, tuple(idx), b.dtype), _U32)))
         self.status = "committed"
         self.commit_src = user_src()
+        state().tmem_base = self._base
 
     def dealloc(self, relinquish: bool = True):
         """Barrier (all TMEM traffic done), then the allocating warp relinquishes and frees."""

@@ -5,6 +5,8 @@ that depend only on uniform values (parameters, CTA ids, constants) pass; those 
 depend on thread ids are evaluated for every thread of the block (numpy, vectorized)
 and must be constant within each group; anything that reads memory is refused.  The
 one analysis of warp uniformity: alloc's checked .sync.aligned helpers ask it too.
+`active_run` says which threads of each group such conditions leave active, for the
+variants that can run on part of a scope.
 """
 from __future__ import annotations
 
@@ -78,6 +80,51 @@ def _eval(binds, e, env):
         "lt": lambda: a < b, "le": lambda: a <= b, "gt": lambda: a > b, "ge": lambda: a >= b,
         "eq": lambda: a == b, "ne": lambda: a != b,
     }[e.op]()
+
+
+def _thread_values(ctx, binds, cond):
+    """The condition for every thread of the block (bool array), or None when it is not a
+    function of the thread ids alone."""
+    kind = _classify(binds, cond, {})
+    bx, by, bz = (tuple(ctx.func.block) + (1, 1, 1))[:3]
+    total = bx * by * bz
+    if kind in ("const", "uniform", "varying"):
+        return None
+    lin = np.arange(total, dtype=np.int64)
+    env = {"tid.x": lin % bx, "tid.y": (lin // bx) % by, "tid.z": lin // (bx * by),
+           "laneid": lin % 32}
+    try:
+        return np.broadcast_to(np.asarray(_eval(binds, cond, env)), (total,)).astype(bool)
+    except KeyError:
+        return None
+
+
+def active_run(ctx, conds, n: int):
+    """(first, step, count) when the threads that `conds` (thread-id conditions, ANDed) leave
+    active are the same progression first, first + step, ... (count of them) in every
+    group of n consecutive threads that has any active; None when they are not (or depend on
+    runtime values)."""
+    binds = {f[1].uid: f for f in ctx.facts}
+    on = None
+    for c in conds:
+        if _classify(binds, c, {}) in ("const", "uniform"):
+            continue      # the same for the whole block: a group runs entirely or not at all
+        v = _thread_values(ctx, binds, c)
+        if v is None or len(v) % n:
+            return None
+        on = v if on is None else on & v
+    if on is None:
+        return (0, 1, n)
+    runs = set()
+    for g in on.reshape(-1, n):
+        idx = np.nonzero(g)[0]
+        if len(idx) == 0:
+            continue
+        step = int(idx[1] - idx[0]) if len(idx) > 1 else 1
+        if len(idx) > 1 and not np.array_equal(np.diff(idx), np.full(len(idx) - 1, step)):
+            return None
+        runs.add((int(idx[0]), step, len(idx)))
+    return runs.pop() if len(runs) == 1 else None
 
 
 def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[bool, str]:

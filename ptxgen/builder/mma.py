@@ -27,7 +27,8 @@ _EXAMPLE = "T[0:64, 0:64]"
 _WG = "warpgroup"
 
 
-def _accumulate(acc):
+def accumulate_flag(acc):
+    """An MMA's accumulate= as a bool expression (a Python bool or a traced comparison)."""
     if isinstance(acc, bool):
         return Const(acc, BOOL)
     e = as_expr(acc)
@@ -70,7 +71,7 @@ def gemm_async(scope, D, A, B, accumulate=True, *, a_major=None, b_major=None, s
                               f"accumulates into tensor memory (sm_100a: TMEMPool(...).alloc) "
                               f"and wgmma into registers (sm_90a: "
                               f"pg.tile.warpgroup.mma_accumulator)")
-        acc = _accumulate(accumulate)
+        acc = accumulate_flag(accumulate)
     except PtxgenError as e:
         raise located(e) from None
     record_call("gemm_async", scope, (d, a, b, acc), {}, rec, dispatch)

@@ -92,6 +92,7 @@ class AllocState:
         self.tmem_live = 0
         self.tmem_peak = 0
         self.barrier_bufs: dict = {}      # mbarrier buffers not owned by a pool: uid -> count
+        self.tmem_base = None             # the latest TMEM allocation: its slot or base Var
         ctx.finalizers.append(self.finalize)
 
     # ---- tcgen05 rules --------------------------------------------------------------

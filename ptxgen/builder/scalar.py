@@ -1,8 +1,10 @@
-"""pg.local_scalar: a mutable one-element local buffer read and written by name."""
+"""pg.local_scalar / pg.shared_scalar / pg.alloc_scalar: a mutable one-element buffer read and
+written by name (seed 000: "T.local_scalar, T.shared_scalar and T.alloc_scalar choose the scope
+explicitly")."""
 from __future__ import annotations
 
 from ..ir import Const, Load
-from .context import user_site
+from .context import fail, user_site
 from .tensor import TensorHandle, _alloc, store
 
 
@@ -42,7 +44,8 @@ class LocalScalar:
     def __irshift__(self, o): return self._update("__rshift__", o)
 
     def __repr__(self):
-        return f"<local scalar {self._h.buffer.name}: {self._h.buffer.dtype}>"
+        b = self._h.buffer
+        return f"<{b.scope} scalar {b.name}: {b.dtype}>"
 
 
 def _forward(name):
@@ -60,9 +63,23 @@ for _n in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", 
 LocalScalar.__hash__ = object.__hash__
 
 
-def local_scalar(dtype, init=None, name=None):
-    """A mutable scalar: `phase += 1`, `phase.set(expr)`; same IR as alloc_local((1,)) + [0]."""
-    h = _alloc(user_site(), "scalar", name, (1,), dtype, "local")
+def alloc_scalar(dtype, scope="local", init=None, name=None):
+    """A mutable scalar in `scope` ("local", "shared"): `s += 1`, `s.set(expr)`; the same IR as
+    a (1,) buffer and `[0]`.  A shared scalar is one word for the whole CTA: every thread that
+    runs `init` (or a write) stores it, so write it from one thread and synchronize."""
+    if scope not in ("local", "shared"):
+        raise fail(f"alloc_scalar scope must be 'local' or 'shared', got {scope!r}")
+    h = _alloc(user_site(), "scalar", name, (1,), dtype, scope)
     if init is not None:
         h[0] = init
     return LocalScalar(h)
+
+
+def local_scalar(dtype, init=None, name=None):
+    """A mutable scalar: `phase += 1`, `phase.set(expr)`; same IR as alloc_local((1,)) + [0]."""
+    return alloc_scalar(dtype, "local", init, name)
+
+
+def shared_scalar(dtype, init=None, name=None):
+    """A mutable scalar in shared memory (see alloc_scalar)."""
+    return alloc_scalar(dtype, "shared", init, name)

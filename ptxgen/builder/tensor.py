@@ -15,6 +15,8 @@ from ..analysis.offsets import byte_offset
 from ..analysis.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
                   Store, Var, as_expr)
+from .tensor_meta import TensorMeta, check_one_layout, strided_layout
+from .tmem_view import tmem_address, tmem_layout
 from .context import (Site, _local, assigned_name, check_live_expr,
                       current, fail, outside_kernel, user_site)
 
@@ -25,10 +27,12 @@ class Tensor:
     """Annotation for a tensor parameter: pg.Tensor(shape, dtype, layout=..., ...)."""
 
     def __init__(self, shape, dtype, layout=None, elem_offset=0, byte_offset=None, align=16,
-                 scope="global"):
+                 scope="global", strides=None):
         self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         self.dtype = _dtype(dtype)
-        self.layout = layout
+        check_one_layout(layout, strides, "pg.Tensor")
+        self.layout = layout if strides is None else strided_layout(self.shape, strides,
+                                                                    "pg.Tensor")
         self.elem_offset = elem_offset
         self.byte_offset = byte_offset
         self.align = align
@@ -99,8 +103,9 @@ def make_buffer(name, shape, dt, scope, layout=None, elem_offset=0, byte_offset=
     return Buffer(name, shape, dt, scope, layout, elem_offset, align, data, param)
 
 
-class TensorHandle:
-    """What the user indexes: A[i, j], A[0:32, 0:32], A.data, A.ptr_to, A.vload, ..."""
+class TensorHandle(TensorMeta):
+    """What the user indexes: A[i, j], A[0:32, 0:32], A.data, A.ptr_to, A.vload, ...
+    (strides / elem_offset / byte_offset / access_ptr: tensor_meta.py)."""
 
     __slots__ = ("buffer",)
 
@@ -358,7 +363,11 @@ def store(buf: Buffer, idx: tuple, value, at: Site | None = None):
 
 # ---- allocation ------------------------------------------------------------------------
 def alloc_buffer(shape, dtype, scope="global", layout=None, align=16, elem_offset=0,
-                 byte_offset=None, name=None):
+                 byte_offset=None, name=None, strides=None):
+    check_one_layout(layout, strides, name or "alloc_buffer")
+    if strides is not None:
+        layout = strided_layout(shape if isinstance(shape, (tuple, list)) else (shape,),
+                                strides, name or "alloc_buffer")
     return _alloc(user_site(), "buf", name, shape, dtype, scope, layout, align, elem_offset,
                   byte_offset)
 
@@ -405,17 +414,25 @@ def alloc_local(shape, dtype, layout=None, align=16, name=None):
 
 
 def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None, byte_offset=None,
-                align=None, allocated_addr=None, name=None):
+                align=None, allocated_addr=None, name=None, strides=None):
     """A view over existing storage (data=ptr); with data=None it allocates like alloc_buffer."""
     ctx = current()
     at = user_site()
     name = name or assigned_name("view", at)
+    check_one_layout(layout, strides, name)
+    if strides is not None:
+        layout = strided_layout(shape if isinstance(shape, (tuple, list)) else (shape,),
+                                strides, name)
     if data is None:
         if scope == "tmem":
             if allocated_addr is None:
                 raise fail("a tmem view needs allocated_addr= (the TMEM address of its first column)")
-            b = make_buffer(ctx.unique(name), shape, dtype, "tmem", layout, 0, None, 16)
-            b.tmem_addr = as_expr(allocated_addr)
+            name = ctx.unique(name)
+            dt = _dtype(dtype)
+            addr = tmem_address(ctx, name, allocated_addr)
+            b = make_buffer(name, shape, dt, "tmem", tmem_layout(name, shape, dt, layout), 0,
+                            None, 16)
+            b.tmem_addr = addr
             return _declare(ctx, b, at)
         return _alloc(at, "view", name, shape, dtype, scope or "local", layout, align or 16,
                       elem_offset, byte_offset)
@@ -453,4 +470,4 @@ def _check_view_bounds(b: Buffer, root: Buffer):
 
 
 # local_scalar lives in its own module; these names stay part of tensor's surface
-from .scalar import LocalScalar, local_scalar  # noqa: E402,F401
+from .scalar import LocalScalar, alloc_scalar, local_scalar, shared_scalar  # noqa: E402,F401

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ..analysis.simplify import Analyzer
-from ..analysis.uniform import uniform_within
+from ..analysis.uniform import active_run, uniform_within
 from ..errors import PtxgenError
 from ..ir import BufferRegion, TileCall
 from ..primitives.copy import validate_copy
@@ -42,7 +42,9 @@ def located(e: Exception) -> Exception:
 
 
 def active_check(ctx, scope: str):
-    """Are all threads of every scope instance active here?  (ok, reason)"""
+    """Are all threads of every scope instance active here?  (ok, reason), and when not,
+    (False, reason, (first, step, count)): the threads that are, for variants that run on
+    part of a scope (None when the branches do not say at build time)."""
     if not ctx.active_mask:
         return True, ""
     n = {"thread": 1, "warp": 32, "warpgroup": 128}.get(scope, math.prod(ctx.func.block))
@@ -50,7 +52,8 @@ def active_check(ctx, scope: str):
         ok, why = uniform_within(ctx, cond, n)
         if not ok:
             return False, (f"not all {n} threads of the {scope} scope are active here "
-                           f"({why}); move the call out of the branch or use a smaller scope")
+                           f"({why}); move the call out of the branch or use a smaller "
+                           f"scope"), active_run(ctx, ctx.active_mask, n)
     return True, ""
 
 

@@ -1,6 +1,7 @@
 """The front ends of the tile ops, by name: `pg.tile.<scope>.<op>` looks them up here.
 Each module that defines front ends registers them when it is imported (builder/tile.py:
-copy; builder/tcgen05.py: gemm_async, mma_commit, tmem_load/store/copy)."""
+copy; builder/tcgen05.py: gemm_async, mma_commit, tmem_load/store/copy; builder/mma_sync.py:
+gemm)."""
 _OPS = {}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..ir import BufferRegion
 from ..printer import format_expr
-from .scope import make_scope
+from .scope import make_scope, narrow
 
 
 class Call:
@@ -28,7 +28,11 @@ class Call:
         self.an = an
         self.options = dict(options or {})
         self.options.pop("dispatch", None)   # the variant choice is not an option of it
-        self.all_active = all_active
+        self.all_active = tuple(all_active[:2])
+        # part of the scope is active: variants that may run on part of it see those threads
+        self.narrowed = None
+        if not self.all_active[0] and len(all_active) > 2 and all_active[2] is not None:
+            self.narrowed = narrow(self.scope, *all_active[2])
         self.where = where
         self.stmt = stmt
         self.block = block
@@ -40,6 +44,12 @@ class Call:
         return cls(stmt.op, stmt.args, stmt.scope, target, an, record=stmt.record,
                    options=stmt.options, all_active=stmt.active, where=where, stmt=stmt,
                    block=block)
+
+    @property
+    def active_scope(self):
+        """The threads that run the call: the scope, or the part of it a branch narrowed it to
+        (what a variant registered with handles_partial works with)."""
+        return self.narrowed or self.scope
 
     def plan(self, fn, *args):
         """fn(self, *args), computed once per call (predicates and emitters share it)."""

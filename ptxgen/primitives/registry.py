@@ -31,7 +31,7 @@ class Variant:
     predicates: list = field(default_factory=list)   # callables(call) -> (ok, reason)
     emit: Callable | None = None                      # callable(call) -> list[Stmt]
     forced_only: bool = False                         # chosen only with dispatch="name"
-    handles_partial: bool = False                     # may run with part of the scope inactive
+    handles_partial: bool = False                     # may run on the active part of a scope
     doc: str = ""
     record: type | None = None                        # only for calls with this record type
 
@@ -39,10 +39,14 @@ class Variant:
         return self.record is None or isinstance(call.record, self.record)
 
     def check(self, call) -> tuple[bool, str]:
-        if not self.handles_partial:
-            ok, why = call.all_active
-            if not ok:
+        ok, why = call.all_active
+        if not ok:
+            if not self.handles_partial:
                 return False, why
+            if call.narrowed is None:
+                return False, (f"{why}; which threads are active is not a build-time "
+                               f"progression the same in every instance, so the call cannot "
+                               f"run on them alone")
         last = ""
         for pred in self.predicates:
             ok, why = pred(call)

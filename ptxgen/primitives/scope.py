@@ -21,9 +21,25 @@ class ExecScope:
     nthreads: int
     tid: object          # IR expression of the thread id within the scope
     axis: str | None     # layout thread axis for register layouts
+    active: str = ""     # narrowed: which of the instance's threads these are
 
     def __str__(self):
-        return f"{self.name} ({self.nthreads} thread{'s' if self.nthreads > 1 else ''})"
+        n = f"{self.nthreads} thread{'s' if self.nthreads > 1 else ''}"
+        return f"{self.name} ({n}{', ' + self.active if self.active else ''})"
+
+
+def narrow(scope: ExecScope, first: int, step: int, count: int) -> ExecScope:
+    """The part of `scope` a branch leaves active: threads first, first + step, ... (count),
+    renumbered 0..count-1.  No register-layout axis numbers them, so only variants that
+    synthesize their own partition can run on it."""
+    tid = scope.tid if first == 0 else scope.tid - first
+    if step != 1:
+        tid = tid // step
+    last = first + step * (count - 1)
+    which = f"thread {first}" if count == 1 else \
+        f"threads {first}..{last}{f' step {step}' if step > 1 else ''}"
+    what = f"only {which} of {scope.nthreads} active"
+    return ExecScope(scope.name, count, tid if count > 1 else Const(0), None, what)
 
 
 def make_scope(name: str, block, cluster=None) -> ExecScope:

@@ -42,6 +42,28 @@ def layout_D(M: int = 128, N: int = 256) -> TileLayout:
     return TileLayout(S[(M, N):(1 @ TLane, 1 @ TCol)])
 
 
+def default_layout(shape, dt) -> tuple:
+    """(columns, layout) of a (128, N) TMEM tile of dtype `dt` in layout D, one row per lane:
+    a 32-bit element takes one column, narrower ones pack 32 / bits to a column in row order
+    (as tcgen05.ld .pack::16b and an A operand in TMEM keep them)."""
+    shape = tuple(shape)
+    if len(shape) != 2 or shape[0] != LANES or not all(isinstance(s, int) and s > 0
+                                                       for s in shape):
+        raise LayoutError(f"the default layout D is (128, N): one row per TMEM lane; got "
+                          f"{shape}. Pass layout= (TLane/TCol axes) for other datapath layouts")
+    if dt.bits not in (4, 8, 16, 32):
+        raise LayoutError(f"{dt} does not fit TMEM's 32-bit cells; use a 32-, 16-, 8- or "
+                          f"4-bit type")
+    per = 32 // dt.bits
+    n = shape[1]
+    if n % per:
+        raise LayoutError(f"{n} {dt} elements per row do not fill whole 32-bit columns ({per} "
+                          f"per column); use a multiple of {per}")
+    if per == 1:
+        return n, TileLayout(S[(LANES, n):(1 @ TLane, 1 @ TCol)])
+    return n // per, TileLayout(S[(LANES, (n // per, per)):(1 @ TLane, (1 @ TCol, 1))])
+
+
 def cell(layout, shape, m, n) -> tuple:
     """(lane, column) of element (m, n) of a TMEM tile with `layout`."""
     o = layout.apply(m, n, shape=shape)

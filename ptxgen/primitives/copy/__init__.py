@@ -49,7 +49,7 @@ class CopyCall(Call):
 
     def describe(self) -> str:
         return (f"pg.tile.{self.scope.name}.copy({self.dst}, {self.src}) "
-                f"[{self.dtype}, {self.scope}]")
+                f"[{self.dtype}, {self.active_scope}]")
 
 
 def _squeeze(shape):

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...dtypes import MOVE_CONTAINERS
+from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand)
 from ...printer import format_expr
@@ -20,6 +21,7 @@ from ...target.forms import opcode
 from ...layout import row_major_strides
 from ...target import WIDE_VECTOR_BITS, WIDE_VECTOR_GATE
 
+_U8 = _dtype("uint8")
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "tmem": "tmem"}
 
@@ -205,12 +207,17 @@ def const_offset(x: int, group, side_idx) -> int | Expr:
 
 # ---- emission helpers ---------------------------------------------------------------------
 def flat_pointer(side: Side, offset):
-    """A pointer to element `offset` (pre-elem_offset, post-swizzle) of a side's buffer."""
+    """A pointer to element `offset` (pre-elem_offset, post-swizzle) of a side's buffer.
+    Sub-byte elements (float4_e2m1fn) are addressed as the byte holding them: every variant
+    proves its vectors start on a whole byte before asking for their pointer."""
     buf = side.buf
     eo = buf.elem_offset
     off = offset if is_int(eo) and eo == 0 else offset + eo
-    flat = Buffer(buf.name, (1 << 40,), buf.dtype, buf.scope, None, 0, buf.align,
-                  buf.storage_ptr())
+    dt = buf.dtype
+    if dt.bits < 8:
+        per = 8 // dt.bits
+        off, dt = off // per, _U8
+    flat = Buffer(buf.name, (1 << 40,), dt, buf.scope, None, 0, buf.align, buf.storage_ptr())
     return BufferPtr(flat, (off if isinstance(off, Expr) else Const(int(off)),))
 
 
@@ -258,7 +265,9 @@ def base_alignment_ok(an, side: Side, V: int) -> tuple[bool, str]:
     """The region start, elem_offset, the view chain and the declared base alignment must
     keep a V-element vector aligned (TIRx 0.27 forgot elem_offset here)."""
     buf = side.buf
-    vbytes = V * (buf.dtype.bits // 8)
+    vbytes = V * buf.dtype.bits // 8
+    if vbytes * 8 != V * buf.dtype.bits:
+        return False, f"{V} x {buf.dtype} is not a whole number of bytes"
     if not divisible(an, side.base, V):
         return False, f"{buf.name}: region start offset {_txt(side.base)} is not a multiple of {V}"
     if not divisible(an, buf.elem_offset, V):

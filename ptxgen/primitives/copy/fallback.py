@@ -2,7 +2,9 @@
 
 Thread t of the scope moves elements t, t+T, t+2T, ... of the region's logical
 row-major order; a guard handles a region whose size does not divide by T.  It
-warns, naming every variant that declined and why, because it is slow.
+warns, naming every variant that declined and why, because it is slow.  Inside a branch
+that leaves only part of the scope active it runs on those threads (T of them, renumbered),
+so a copy the vector variants decline there is still done.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def _is_fallback(call):
     return True, "scalar element copy"
 
 
-@register("copy", "fallback", 0, when=[_is_fallback])
+@register("copy", "fallback", 0, when=[_is_fallback], handles_partial=True)
 def emit_fallback(call):
     """Scalar element copy, correct for any valid region."""
     table = evaluate("copy", call)
@@ -43,7 +45,8 @@ def emit_fallback(call):
     common = refine([src, dst])
     items = [(common[0][i].extent, [common[0][i].stride, common[1][i].stride])
              for i in reversed(range(len(common[0])))]   # innermost first, logical order
-    T = call.scope.nthreads
+    scope = call.active_scope
+    T = scope.nthreads
     n = call.numel
     rounds = math.ceil(n / T)
     cdt = uint_of(call.dtype.bits)      # elements move as raw bits
@@ -53,7 +56,7 @@ def emit_fallback(call):
     tid = Const(0)
     if T > 1:
         tid = Var("tid", _dtype("int32"))
-        out.insert(0, Let(tid, call.scope.tid, (0, T - 1)))
+        out.insert(0, Let(tid, scope.tid, (0, T - 1)))
     k = Var("k", _dtype("int32"))
     i = Var("i", _dtype("int32"))
     body = [Let(i, k * T + tid if T > 1 else k, (0, rounds * T - 1))]

@@ -14,6 +14,12 @@ Lane l supplies the address of row l%8 of the instruction's matrix l//8; rows ar
 contiguous 16-bit elements, so every other shared stride, the region start and the base
 must be 16-byte aligned and a swizzle chunk must hold a whole row.
 
+8-bit elements move as byte pairs in those 16-bit halves (non-trans only: .trans moves whole
+halves, so it cannot transpose bytes): the register bit of memory stride 1 is the byte
+inside a half and every other stride counts in halves of 2 elements.  That is the mma.sync
+m16n8k32 A fragment of a (16, 32) row-major tile, and the B fragment of a (K, N) view of an
+(N, K) K-contiguous one.
+
 Scopes: warp (laneid), and warpgroup / cta, where each warp runs the same sequence on its
 own part: the layout's thread bits of stride >= 32 (tid_in_wg, wid_in_wg, warpid, tid)
 only move the shared addresses.  The thread scope, global operands, non-16-bit dtypes and
@@ -71,6 +77,7 @@ class LdsmPlan:
     imat: list         # [(reg stride, mem stride)] matrix bits inside one instruction
     loop: list         # [(reg stride, mem stride)] matrix bits over instructions
     pair: int          # register stride of the high half of a 32-bit register
+    byte: int | None = None   # 8-bit elements: register stride of the odd byte of a half
 
     @property
     def count(self):
@@ -93,7 +100,10 @@ class LdsmPlan:
         regs = []
         for j in range(self.x):
             lo = roff + sum(((j >> i) & 1) * rs for i, (rs, _) in enumerate(self.imat))
-            regs.append((lo, lo + self.pair))
+            halves = (lo, lo + self.pair)
+            if self.byte is not None:      # bytes in register order: b0 b1 | b2 b3
+                halves = (lo, lo + self.byte, lo + self.pair, lo + self.pair + self.byte)
+            regs.append(halves)
         return moff, regs
 
     def row_offset(self, t, k):
@@ -127,6 +137,11 @@ NOT_FRAGMENT = ("the register layout is not an ldmatrix fragment: lane l must ho
                 "shared elements (or, for .trans, rows 2*(l%4) and +1 of column l//4)")
 
 
+NOT_FRAGMENT8 = ("the register layout is not an 8-bit ldmatrix fragment: lane l must hold "
+                 "elements 4*(l%4) .. 4*(l%4)+3 of row l//4 of an 8-row matrix whose rows are 16 "
+                 "contiguous shared bytes (mma_sync_layout('A', 'm16n8k32') is one)")
+
+
 def plan_ldsm(call):
     """(LdsmPlan, '') or (None, why)."""
     s, d = call.spaces()
@@ -140,8 +155,10 @@ def plan_ldsm(call):
     if mem.space != "shared":
         return None, (f"ldmatrix/stmatrix move between shared memory and registers; "
                       f"{mem.buf.name} is in {mem.space} memory")
-    if call.dtype.bits != 16:
-        return None, f"ldmatrix/stmatrix move 16-bit elements (.b16); the dtype is {call.dtype}"
+    u = {16: 1, 8: 2}.get(call.dtype.bits)          # elements in one 16-bit half
+    if u is None:
+        return None, (f"ldmatrix/stmatrix move 16-bit elements (.b16) or 8-bit pairs; the dtype "
+                      f"is {call.dtype}")
     scope = call.scope
     if scope.name == "thread" or scope.nthreads % 32:
         return None, (f"ldmatrix/stmatrix are warp-collective (.sync.aligned); the {scope} "
@@ -159,6 +176,12 @@ def plan_ldsm(call):
     bits, why = _bits(leaves)
     if bits is None:
         return None, why
+    byte = None
+    if u == 2:
+        odd = [i for i, b in enumerate(bits) if b[0] == "r" and _is(b[2], 1)]
+        if not odd:
+            return None, NOT_FRAGMENT8
+        byte = bits.pop(odd[0])[1]
     tbits = [b for b in bits if b[0] == "t"]
     tmap, why = _reg.thread_map([(2, b[1]) for b in tbits], scope)
     if tmap is None:
@@ -172,27 +195,27 @@ def plan_ldsm(call):
             warps.append((st, ms))
     warps.sort(key=lambda w: w[0])
     regs = sorted(((rs, ms) for kind, rs, ms in bits if kind == "r"), key=lambda b: abs(b[0]))
-    contig = [i for i, (_, ms) in enumerate(regs) if _is(ms, 1)]
-    if contig and _is(lanes[1], 2) and _is(lanes[2], 4):
+    contig = [i for i, (_, ms) in enumerate(regs) if _is(ms, u)]
+    if contig and _is(lanes[1], 2 * u) and _is(lanes[2], 4 * u):
         trans = False
         pair = regs.pop(contig[0])
         rows = [lanes[4], lanes[8], lanes[16]]
-    elif _is(lanes[4], 1) and _is(lanes[8], 2) and _is(lanes[16], 4) and regs:
+    elif u == 1 and _is(lanes[4], 1) and _is(lanes[8], 2) and _is(lanes[16], 4) and regs:
         trans = True
         pair = regs.pop(0)
         rows = [pair[1], lanes[1], lanes[2]]
     else:
-        return None, NOT_FRAGMENT
+        return None, NOT_FRAGMENT if u == 1 else NOT_FRAGMENT8
     span = {0}
-    for rs, _ in regs + [pair]:
+    for rs, _ in regs + [pair] + ([(byte, 1)] if byte is not None else []):
         span |= {v + rs for v in span}
-    if len(span) != 1 << (len(regs) + 1):
+    if len(span) != 1 << (len(regs) + 1 + (byte is not None)):
         return None, "the register layout puts several elements in one register"
     n = len(regs)
     x = 4 if n >= 2 else 2 if n == 1 else 1
     ni = x.bit_length() - 1
     imat, loop = regs[:ni], regs[ni:]
-    why = _reg.mem_aligned(call.an, mem, 8, rows + [ms for _, ms in regs] +
+    why = _reg.mem_aligned(call.an, mem, 8 * u, rows + [ms for _, ms in regs] +
                            [ms for _, ms in warps])
     if why:
         return None, f"shared rows must be 16-byte aligned: {why}"
@@ -200,7 +223,7 @@ def plan_ldsm(call):
     group += [(2, [imat[i][1] if i < ni else 0]) for i in range(2)]
     group += [(2, [ms]) for _, ms in warps]
     return LdsmPlan(reg, mem, reg_is_src, trans, x, _reg.merge_radix(group), imat, loop,
-                    pair[0]), ""
+                    pair[0], byte), ""
 
 
 def _check(call):
@@ -229,8 +252,8 @@ def emit_ldstmatrix(call):
         moff, pairs = plan.instr(k)
         ptr = flat_pointer(mem, element_address(mem, _reg._add(row, moff)))
         moves = []
-        for c, (lo, hi) in zip(conts, pairs):
-            rr = [_reg.reg_ref(reg, lo), _reg.reg_ref(reg, hi)]
+        for c, elems in zip(conts, pairs):
+            rr = [_reg.reg_ref(reg, e) for e in elems]
             moves += _reg.pack([c], rr, dt) if plan.reg_is_src else _reg.unpack([c], rr, dt)
         if plan.reg_is_src:
             out += moves + [Instr(plan.opcode(), (Mem(ptr), vec), form=plan.form)]
