@@ -287,6 +287,8 @@ class AsyncOps:
         if saddr % rep:
             raise Trap(f"{op}: shared address {saddr} is not {rep}-byte aligned")
         eb, box = tm["eb"], tm["box"]
+        if cs[0] * eb % 16:   # what the H200 does: an "illegal instruction" fault
+            raise Trap(f"{op}: the innermost start {cs[0]} x {eb} B is not a multiple of 16 B")
         nbytes = int(np.prod(box)) * eb
 
         def elements():

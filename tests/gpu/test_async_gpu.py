@@ -81,7 +81,7 @@ def test_tma_load_narrower_than_the_swizzle_span():
     """A 64-byte box row under the 128B swizzle: ptxgen models TMA's swizzle as acting on the
     shared address bits of the dense box; this test is the hardware's word on it."""
     need(90)
-    run_gpu(ac.tma_load_case(RNG, "float16", (40, 96), (16, 32), "128B", (5, 70)),
+    run_gpu(ac.tma_load_case(RNG, "float16", (40, 96), (16, 32), "128B", (5, 72)),
             ["float16"] * 2)
 
 

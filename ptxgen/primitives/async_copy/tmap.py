@@ -80,6 +80,13 @@ class TmaPlan:
         return "x".join(map(str, self.spec.box))
 
 
+
+# The innermost box start, in bytes, must be a multiple of 16 (measured on the H200 with
+# driver 580: unaligned starts fault with "illegal instruction" for every swizzle mode, loads
+# and stores alike).  Constant starts are checked here; a runtime start is the caller's to
+# keep aligned (README: Asynchronous copies).
+INNER_START_ALIGN = 16
+
 def _txt(x):
     return format_expr(x) if isinstance(x, Expr) else str(x)
 
@@ -236,6 +243,14 @@ def plan_tensor_map(g: BufferRegion, s: BufferRegion) -> tuple:
                 return None, f"region start {_txt(st)} is not an integer"
             e = Const(e.value, INT32) if isinstance(e, Const) else Cast(e, INT32)
         coords.append(e)
+    inner0 = coords[0].value * eb if isinstance(coords[0], Const) else 0
+    if inner0 % INNER_START_ALIGN:
+        k = INNER_START_ALIGN // math.gcd(INNER_START_ALIGN, eb)
+        return None, (f"the box starts {inner0} B into the innermost dimension (element "
+                      f"{coords[0].value}); TMA needs a multiple of {INNER_START_ALIGN} B there "
+                      f"(on the H200 an unaligned start faults with an illegal instruction): "
+                      f"start the region at a multiple of {k} elements, or use "
+                      f"dispatch='cp_async'")
     dims = tuple(gb.shape[d].name if isinstance(gb.shape[d], Var) else gb.shape[d]
                  for d in order)
     spec = TensorMapSpec(gb.name, dt.name, DATA_TYPES[dt.name], dims, tuple(tma_strides), box,
