@@ -7,6 +7,11 @@ a later one.  Two cache states: empty (a new PTXGEN_CACHE_DIR) and warm (one a p
 process filled).  Without torch or a GPU only the CPU parts run: import, trace, build and
 emit, and the offline compile (nvJitLink or the disk cache), so it runs on any machine.
 
+Every child shares one bytecode cache (PYTHONPYCACHEPREFIX in a temporary directory, with
+PYTHONDONTWRITEBYTECODE unset), filled by a first child whose times are discarded: an
+installed package has its .pyc files, while a sandbox that sets PYTHONDONTWRITEBYTECODE=1
+would otherwise recompile every module from source in every process.
+
     python benchmarks/cold_start.py [--runs 3] [--json out.json] [--cpu]
 """
 from __future__ import annotations
@@ -109,10 +114,11 @@ def gpu_available() -> tuple[bool, str]:
     return True, ""
 
 
-def run_child(mode: str, cache_dir: str) -> dict:
-    env = dict(os.environ, PTXGEN_CACHE_DIR=cache_dir,
+def run_child(mode: str, cache_dir: str, pyc_dir: str) -> dict:
+    env = dict(os.environ, PTXGEN_CACHE_DIR=cache_dir, PYTHONPYCACHEPREFIX=pyc_dir,
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PTXGEN_DISK_CACHE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True,
                        env=env, cwd=tempfile.gettempdir())
@@ -134,11 +140,13 @@ def main() -> None:
     mode = "gpu" if ok else "cpu"
     results = {}
     with tempfile.TemporaryDirectory(prefix="ptxgen-cold-") as tmp:
+        pyc = os.path.join(tmp, "pycache")
+        run_child(mode, os.path.join(tmp, "discarded"), pyc)   # writes the bytecode cache
         runs = {"empty cache": [], "warm cache": []}
         for i in range(a.runs):
             d = os.path.join(tmp, f"run{i}")
-            runs["empty cache"].append(run_child(mode, d))   # fills d
-            runs["warm cache"].append(run_child(mode, d))    # reads it
+            runs["empty cache"].append(run_child(mode, d, pyc))   # fills d
+            runs["warm cache"].append(run_child(mode, d, pyc))    # reads it
         for state, rs in runs.items():
             names = [n for n, _ in rs[0]["parts"]]
             results[state] = {n: statistics.median(dict(r["parts"])[n] for r in rs)
@@ -148,7 +156,8 @@ def main() -> None:
 
     where = f"{info['device']} ({info['arch']}), torch {info['torch']}" if ok else \
         f"CPU only ({why}): PTX for {info['arch']}, compiled offline"
-    print(f"cold start: {where}; each column: median of {a.runs} fresh processes")
+    print(f"cold start: {where}; each column: median of {a.runs} fresh processes sharing a "
+          f"warmed bytecode cache (PYTHONPYCACHEPREFIX; as an installed package has .pyc files)")
     names = list(results["empty cache"])
     w = max(map(len, names))
     print(f"  {'part':{w}s}  {'empty cache':>12s}  {'warm cache':>12s}")
