@@ -26,10 +26,33 @@ from .builder.control import (block_dim, cta_id, cta_sync, else_, grid_dim, if_,
 from .builder.kernel import Kernel, ScalarType, debug_bounds, kernel  # noqa: E402
 from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  # noqa: E402
                              alloc_local, alloc_shared, decl_buffer, local_scalar)
-from .builder.ptx import ptx, addr  # noqa: E402
-from .builder.tile import tile  # noqa: E402
-from .builder import tcgen05 as _tcgen05  # noqa: E402,F401  (the tcgen05 tile ops' front ends)
-from .alloc import Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
+from .builder.ptx import addr  # noqa: E402
+
+
+# Loaded on first use (PEP 562): the tile ops' front ends, the pools and the pg.ptx helpers
+# bring in the primitives (and numpy through their layout checks), more than a small kernel
+# costs to build.  One group, imported in this order, since alloc registers helpers on the
+# pg.ptx namespace and the tcgen05 front ends on pg.tile's.
+_ON_FIRST_USE = {"tile", "ptx", "Resources", "SMEMPool", "TMEMPool", "resources_of"}
+
+
+def __getattr__(name):
+    if name not in _ON_FIRST_USE:
+        raise AttributeError(f"module 'ptxgen' has no attribute '{name}'")
+    from .builder.tile import tile
+    from .builder import tcgen05 as _tcgen05  # noqa: F401  (the tcgen05 tile ops' front ends)
+    from .alloc import Resources, SMEMPool, TMEMPool, resources_of  # (registers pg.ptx helpers)
+    from .builder.ptx import ptx
+
+    g = globals()
+    g.update(tile=tile, ptx=ptx, Resources=Resources, SMEMPool=SMEMPool, TMEMPool=TMEMPool,
+             resources_of=resources_of)
+    return g[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | _ON_FIRST_USE)
+
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (ScalarType(n) for n in ("uint8", "uint16", "uint32", "uint64"))

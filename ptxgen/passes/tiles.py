@@ -12,13 +12,17 @@ from __future__ import annotations
 from ..analysis.simplify import Analyzer
 from ..errors import PtxgenError, located_at
 from ..ir import Const, For, If, Let, Lowered, PrimFunc, TileCall, While
-from ..primitives import lower_tile
 from ..printer import format_stmt
 from .lower import lower
 
 
 class _Pass:
     def __init__(self, func: PrimFunc, target):
+        # here, not at import: a build without tile ops never loads the primitives, and a
+        # kernel with one has loaded them while tracing (its front end)
+        from ..primitives import lower_tile
+
+        self.lower_tile = lower_tile
         self.target, self.block = target, func.block
         self.an = Analyzer()
         self.registers = set(func.register_buffers)
@@ -74,7 +78,7 @@ class _Pass:
 
     def tile(self, s: TileCall) -> Lowered:
         try:
-            stmts = lower_tile(s, self.target, self.an, self.block)
+            stmts = self.lower_tile(s, self.target, self.an, self.block)
         except PtxgenError as e:
             raise located_at(e, s.src) from None
         stmts, in_regs, _ = lower(stmts)

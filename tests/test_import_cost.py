@@ -1,0 +1,61 @@
+"""What a fresh process loads: `import ptxgen` and a first build of a kernel without tile ops
+stay off numpy, jinja2 (forms on disk), cuda-bindings, the runtime, the primitives and the
+pools; those load on first use, and the names that bring them in still work."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAVY = ("numpy", "jinja2", "cuda", "ptxgen.runtime", "ptxgen.primitives", "ptxgen.alloc",
+         "ptxgen.builder.tile", "ptxgen.builder.tcgen05")
+
+CHILD = r"""
+import json, sys
+heavy = %r
+def loaded():
+    return sorted(h for h in heavy if any(m == h or m.startswith(h + ".") for m in sys.modules))
+out = {}
+import ptxgen as pg
+out["import"] = loaded()
+N = pg.var("N")
+@pg.kernel(grid=(1,), block=(256,))
+def affine(o: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), a: pg.float32):
+    i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
+    with pg.if_(i < N):
+        o[i] = x[i] * a + 1.0
+out["trace"] = loaded()
+affine.ptx("sm_90a")
+out["build"] = loaded()
+out["dir"] = all(n in dir(pg) for n in ("tile", "ptx", "SMEMPool", "TMEMPool"))
+tile = pg.tile
+out["tile"] = callable(tile.warp.copy) and callable(pg.ptx.mbarrier.init)
+out["after tile"] = loaded()
+print(json.dumps(out))
+"""
+
+
+def run_child(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PTXGEN_CACHE_DIR=str(tmp_path))
+    env.pop("PTXGEN_DISK_CACHE", None)
+    p = subprocess.run([sys.executable, "-c", CHILD % (HEAVY,)], capture_output=True,
+                       text=True, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_import_and_a_plain_build_load_nothing_heavy(tmp_path):
+    run_child(tmp_path)                     # fills the form cache (renders with jinja2)
+    out = run_child(tmp_path)
+    assert out["import"] == [] and out["trace"] == [] and out["build"] == []
+    assert out["dir"] and out["tile"]
+    assert {"ptxgen.primitives", "ptxgen.alloc", "ptxgen.builder.tile",
+            "ptxgen.builder.tcgen05"} <= set(out["after tile"])
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    import ptxgen as pg
+
+    assert not hasattr(pg, "no_such_name")
+    assert pg.SMEMPool is pg.__getattr__("SMEMPool")
