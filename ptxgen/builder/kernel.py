@@ -1,4 +1,9 @@
-"""@pg.kernel: trace a Python function once into a PrimFunc; build, assemble, launch it."""
+"""@pg.kernel: trace a Python function once into a PrimFunc; build, assemble, launch it.
+
+The build pipeline (passes, emit) is imported with this module, not by the first build:
+every kernel is built, and importing it there made a first `k.ptx()` cost tens of times a
+later one.  The runtime (and with it the CUDA bindings) is imported by the first compile or
+launch: building PTX needs neither."""
 from __future__ import annotations
 
 import inspect
@@ -10,8 +15,11 @@ from _thread import RLock
 from types import FunctionType
 
 from ..dtypes import dtype as _dtype
+from ..emit.codegen import Codegen
 from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var, cast, const
+from ..passes import prepare
+from ..target import parse_target
 from . import context
 from .resources import resources_of
 from .tensor import Tensor, TensorHandle, make_buffer
@@ -172,7 +180,6 @@ class Kernel:
 
     # ---- building ------------------------------------------------------------------
     def _build(self, arch):
-        parse_target, prepare, Codegen = _BUILD_API or _build_api()
         target = parse_target(arch)
         func = prepare(self.ir, target)
         cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
@@ -342,7 +349,6 @@ def _expected_strides(b):
     return tuple(out)
 
 
-_BUILD_API = None
 _RUNTIME = None
 
 
@@ -353,18 +359,6 @@ def _runtime():
         from .. import runtime
         _RUNTIME = runtime
     return _RUNTIME
-
-
-def _build_api():
-    """The emitter's entry points, imported by the first build rather than by `import ptxgen`;
-    kept here because a from-import inside _build costs ~3 us per name per build."""
-    global _BUILD_API
-    from ..emit.codegen import Codegen
-    from ..passes import prepare
-    from ..target import parse_target
-
-    _BUILD_API = (parse_target, prepare, Codegen)
-    return _BUILD_API
 
 
 class _Built:

@@ -15,14 +15,16 @@ from ..ir import Const, For, If, Let, Lowered, PrimFunc, TileCall, While
 from ..printer import format_stmt
 from .lower import lower
 
+# primitives.lower_tile, imported by the first build that has a tile op (whose front end
+# loaded the primitives while tracing): a build without one never loads them
+_lower_tile = None
+
 
 class _Pass:
     def __init__(self, func: PrimFunc, target):
-        # here, not at import: a build without tile ops never loads the primitives, and a
-        # kernel with one has loaded them while tracing (its front end)
-        from ..primitives import lower_tile
-
-        self.lower_tile = lower_tile
+        global _lower_tile
+        if _lower_tile is None:
+            from ..primitives import lower_tile as _lower_tile
         self.target, self.block = target, func.block
         self.an = Analyzer()
         self.registers = set(func.register_buffers)
@@ -78,7 +80,7 @@ class _Pass:
 
     def tile(self, s: TileCall) -> Lowered:
         try:
-            stmts = self.lower_tile(s, self.target, self.an, self.block)
+            stmts = _lower_tile(s, self.target, self.an, self.block)
         except PtxgenError as e:
             raise located_at(e, s.src) from None
         stmts, in_regs, _ = lower(stmts)

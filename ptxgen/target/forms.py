@@ -1,7 +1,8 @@
 """Instruction forms from templates/isa.ptx.j2, rendered once and cached as format strings.
 
-A jinja render costs ~20 us; a cached `str.format` costs ~1 us.  So each distinct
-(form, modifiers) pair is rendered once per process and reused for every emitted line.
+A jinja render costs ~20 us; a cached `str.format` costs ~1 us, a compiled one ~0.25 us.
+So each distinct (form, modifiers) pair is rendered once per process and reused for every
+emitted line.
 
 Importing jinja2 and compiling the templates costs tens of ms, more than building a small
 kernel, so the rendered texts are also kept on disk (`forms-<key>.txt` in the cache
@@ -77,16 +78,34 @@ def _fields(text: str) -> list:
     return fields
 
 
+_COMPILE_AFTER = 4    # a form's text is compiled on its 4th use (one eval: ~30 str.formats)
+
+
 class Form(str):
-    """An instruction form's format string whose `.format(d=..., a=...)` is the text compiled
-    once into an f-string function: str.format with keywords parses the string and builds
-    a dict on every call, 4x the cost, and the emitter fills one form per PTX line."""
+    """An instruction form's format string whose `.format(d=..., a=...)` becomes the text
+    compiled into an f-string function once the form has been used a few times: str.format
+    with keywords parses the string and builds a dict on every call, 4x the cost, and the
+    emitter fills one form per PTX line; but compiling costs as much as ~30 such calls, and
+    a first build uses most of its forms once or twice (a small kernel's first build would
+    spend most of its time compiling), so until then str.format fills it.  Same text: both
+    format each operand with format(x, "")."""
 
     def __new__(cls, text: str):
         self = super().__new__(cls, text)
         fields = _fields(text)
-        # **_: like str.format, a form ignores operands it does not use (bar.sync's count)
-        self.format = eval(f'lambda {"".join(f + ", " for f in fields)}**_: f{text!r}')
+        uses = 0
+
+        def first_uses(*args, **operands):
+            nonlocal uses
+            uses += 1
+            if uses == _COMPILE_AFTER:
+                # **_: like str.format, a form ignores operands it does not use (bar.sync's)
+                self.format = eval(f'lambda {"".join(f + ", " for f in fields)}**_: f{text!r}')
+            if args:     # positional operands, in the order the fields first appear
+                operands.update(zip(fields, args))
+            return str.format(text, **operands)
+
+        self.format = first_uses
         return self
 
 

@@ -1,6 +1,7 @@
-"""What a fresh process loads: `import ptxgen` and a first build of a kernel without tile ops
-stay off numpy, jinja2 (forms on disk), cuda-bindings, the runtime, the primitives and the
-pools; those load on first use, and the names that bring them in still work."""
+"""Cold start.  `import ptxgen` and a first build of a kernel without tile ops stay off numpy,
+jinja2 (forms on disk), cuda-bindings, the runtime, the primitives and the pools; those load
+on first use, and the names that bring them in still work.  First-use shortcuts of the build
+(forms compiled on their 4th use, the arch parsed without a regex) give the same results."""
 import json
 import os
 import subprocess
@@ -59,3 +60,36 @@ def test_unknown_attribute_is_an_attribute_error():
 
     assert not hasattr(pg, "no_such_name")
     assert pg.SMEMPool is pg.__getattr__("SMEMPool")
+
+
+def test_a_form_is_compiled_on_its_fourth_use_with_the_same_text():
+    from ptxgen.target.forms import _COMPILE_AFTER, Form
+
+    f = Form("ld.global.v2.f32 {{{d}, {a}}}, [{p}];")
+    want = "ld.global.v2.f32 {%f1, %f2}, [%rd3];"
+    texts = []
+    for i in range(2 * _COMPILE_AFTER):
+        assert (f.format.__name__ == "<lambda>") == (i >= _COMPILE_AFTER)
+        if i % 2:
+            texts.append(f.format("%f1", "%f2", "%rd3"))                   # positional
+        else:
+            texts.append(f.format(d="%f1", a="%f2", p="%rd3", unused=0))   # extras ignored
+    assert set(texts) == {want}
+
+
+def test_parse_target_without_a_regex_reads_every_known_arch():
+    import re
+
+    from ptxgen.errors import ArchError
+    from ptxgen.target.table import MIN_PTX, parse_target
+
+    for arch in MIN_PTX:
+        m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
+        t = parse_target(arch)
+        assert (t.arch, t.sm, t.suffix) == (arch, int(m.group(1)), m.group(2))
+    for bad in ("sm_91", "sm90a", "", "sm_"):
+        try:
+            parse_target(bad)
+        except ArchError:
+            continue
+        raise AssertionError(bad)
