@@ -16,7 +16,6 @@ import hashlib
 import os
 import struct
 import sys
-import tempfile
 import threading
 from typing import NamedTuple
 
@@ -156,6 +155,8 @@ def store(k: str, log: str, cubin: bytes, meta: dict | None = None) -> bool:
     p = path_for(k)
     if p is None:
         return False
+    import tempfile   # here: a warm start reads entries and never writes one
+
     d = os.path.dirname(p)
     tmp = None
     try:
