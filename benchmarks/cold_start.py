@@ -73,10 +73,14 @@ affine.ptx(arch)
 mark("first build + emit (k.ptx())", t)
 from ptxgen.runtime import stats
 if use_gpu:
+    before = set(sys.modules)
     t = time.perf_counter()
     affine(out, x, 2.0)
     torch.cuda.synchronize()
     mark("first launch (cubin: nvJitLink or disk; module load; sync)", t)
+    new = {m.split(".")[0] if not m.startswith(("cuda.", "ptxgen.")) else ".".join(m.split(".")[:2])
+           for m in set(sys.modules) - before}
+    info["imported_by_first_launch"] = sorted(new)
     t = time.perf_counter()
     affine(out, x, 3.0)
     torch.cuda.synchronize()
@@ -99,6 +103,20 @@ else:
 parts.append(("total, process start to here", (time.perf_counter() - t_start) * 1e3))
 info["stats"] = {k: v for k, v in stats().items() if v}
 print(json.dumps({"parts": parts, "info": info}))
+'''
+
+
+# What `from cuda.bindings import driver` costs a process that has imported torch: the
+# largest part of a warm first launch, timed alone in a process of its own.
+CUDA_IMPORT = r'''
+import sys, time
+import torch
+t = time.perf_counter()
+import cuda.pathfinder
+t1 = time.perf_counter()
+from cuda.bindings import driver
+t2 = time.perf_counter()
+print((t1 - t) * 1e3, (t2 - t1) * 1e3)
 '''
 
 
@@ -153,6 +171,14 @@ def main() -> None:
                               for n in names}
         info = runs["warm cache"][0]["info"]
         stats = {s: rs[0]["info"]["stats"] for s, rs in runs.items()}
+        cuda_import = []
+        if ok:
+            env = dict(os.environ, PYTHONPYCACHEPREFIX=pyc)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            for _ in range(a.runs):
+                p = subprocess.run([sys.executable, "-c", CUDA_IMPORT], capture_output=True,
+                                   text=True, env=env, check=True)
+                cuda_import.append(tuple(map(float, p.stdout.split())))
 
     where = f"{info['device']} ({info['arch']}), torch {info['torch']}" if ok else \
         f"CPU only ({why}): PTX for {info['arch']}, compiled offline"
@@ -170,6 +196,13 @@ def main() -> None:
         print(f"  runtime counters, {s}: {st}")
     mods = info["cuda_modules_after_import"]
     print(f"  cuda.* modules loaded by `import ptxgen`: {mods or 'none'}")
+    if ok:
+        print(f"  imported by the first launch (warm cache): "
+              f"{', '.join(info['imported_by_first_launch'])}")
+        pf = statistics.median(c[0] for c in cuda_import)
+        dr = statistics.median(c[1] for c in cuda_import)
+        print(f"  of which, timed alone after `import torch` (median of {a.runs} processes): "
+              f"import cuda.pathfinder {pf:.1f} ms, then cuda.bindings.driver {dr:.1f} ms")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"where": where, "ms": results, "stats": stats}, f, indent=1)

@@ -90,9 +90,10 @@ class Form(str):
     spend most of its time compiling), so until then str.format fills it.  Same text: both
     format each operand with format(x, "")."""
 
-    def __new__(cls, text: str):
+    def __new__(cls, text: str, fields: list | None = None):
         self = super().__new__(cls, text)
-        fields = _fields(text)
+        if fields is None:       # else: _fields(text), as the caller checked it
+            fields = _fields(text)
         uses = 0
 
         def first_uses(*args, **operands):
@@ -247,20 +248,20 @@ class _Disk:
 _disk = _Disk()
 
 
-def _rendered(key: str, render, check) -> str:
-    """The text for `key` from the disk cache if it passes `check`, else `render()`."""
+def _rendered(key: str, render, check) -> tuple:
+    """(text, check(text)): the text for `key` from the disk cache if it passes `check`, else
+    `render()`."""
     texts = _disk.texts
     if texts is None:
         texts = _disk.load()
     text = texts.get(key)
     if text is not None:
         try:
-            check(text)
-            return text
+            return text, check(text)
         except ValueError:   # a tampered or corrupt entry: render it again
             pass
     text = render()
-    check(text)
+    checked = check(text)
     if not _disk.at_exit:   # written after each build, and at exit for renders without one
         import atexit
 
@@ -268,7 +269,7 @@ def _rendered(key: str, render, check) -> str:
         _disk.at_exit = True
     _disk.dirty = True
     texts[key] = text
-    return text
+    return text, checked
 
 
 def flush() -> bool:
@@ -284,7 +285,8 @@ def _clear_memory():
     _disk.__init__()
 
 
-def _macro_text(name, args, attrs) -> str:
+def _macro_text(name, args, attrs) -> tuple:
+    """(text, its fields) of a macro call."""
     key = repr((name, args, sorted(attrs.items())))
     return _rendered(key, lambda: str(getattr(_macros(), name)(*args, **attrs)).strip(),
                      _fields)
@@ -293,7 +295,7 @@ def _macro_text(name, args, attrs) -> str:
 @lru_cache(maxsize=None)
 def form(name: str, *args, **attrs) -> Form:
     """Format string of one instruction form, e.g. form("ld", "global", "u32", 4)."""
-    return Form(_macro_text(name, args, attrs))
+    return Form(*_macro_text(name, args, attrs))
 
 
 @lru_cache(maxsize=None)
@@ -302,7 +304,7 @@ def opcode(name: str, *args, **attrs) -> str:
     ir.Instr of the library carries (with `form=name`), its operands formatted by the
     emitter.  A full form's opcode is its text up to the operands (opcode("mov", "b32") is
     "mov.b32"), so the emitter's lines and the IR's instructions share one macro."""
-    text = _macro_text(name, args, attrs)
+    text = _macro_text(name, args, attrs)[0]
     return text.split(" ", 1)[0].rstrip(";")
 
 
@@ -338,7 +340,7 @@ def _render_module_format(has_tail: bool) -> str:
 @lru_cache(maxsize=None)
 def _module_format(has_tail: bool) -> str:
     return _rendered(repr(("<module>", has_tail)),
-                     lambda: _render_module_format(has_tail), _module_fields)
+                     lambda: _render_module_format(has_tail), _module_fields)[0]
 
 
 def render_module(*, module_decls, params, directives, decls, tail, **fields) -> str:
