@@ -173,3 +173,49 @@ def test_raw_pointer_launches_follow_the_current_device(fake):
     assert calls(fake, lambda: k(p, p + 1024, 1.0, N=256)) == {
         "cuCtxGetCurrent": 1, "cuLaunchKernel": 1}    # which device: asked for raw pointers
     assert fake.launches[-1].device == 1 and stats()["launch_retries"] == 0
+
+
+# ---- a Kernel's call with no launch options (Launcher.launch_own) --------------------------
+def test_call_without_options_launches_as_with_them(fake):
+    """Same grid, block, dynamic shared memory (opted in once) and stream as a call that
+    passes them; a callable grid is computed per call."""
+    @pg.kernel(grid=(1,), block=(128,))
+    def pooled(out: pg.Tensor((128,), "float32")):
+        tx = pg.thread_id(128)
+        pool = pg.SMEMPool()
+        t = pool.alloc((16384,), "float32")          # 64 KiB: over the 48 KiB default
+        pool.commit()
+        t[tx] = pg.float32(1.0)
+        pg.cta_sync()
+        out[tx] = t[tx]
+
+    fake.cuCtxSetCurrent(fake.ctx_of(0))
+    o = T(fake, 0, n=128)
+    pooled(o)
+    pooled(o)
+    pooled(o, stream=0, dynamic_smem_bytes=65536)
+    pooled(o, grid=(1,), block=(128,))
+    assert len({(l.grid, l.block, l.smem, l.stream) for l in fake.launches}) == 1
+    assert fake.launches[0].smem == 65536 and fake.calls["cuFuncSetAttribute"] == 1
+
+    @pg.kernel(grid=lambda a: ((a["N"] + 127) // 128,), block=(128,))
+    def per_n(out: pg.Tensor((N,), "float32")):
+        i = pg.let(pg.cta_id() * 128 + pg.thread_id(128))
+        with pg.if_(i < N):
+            out[i] = pg.float32(0.0)
+
+    for n in (100, 300, 1000, 300):
+        per_n(T(fake, 0, n=n))
+    assert [l.grid[0] for l in fake.launches[-4:]] == [1, 3, 8, 3]
+
+
+def test_call_without_options_after_unload_fails_cleanly(fake):
+    k = make_scale()
+    x, y = T(fake, 0), T(fake, 0)
+    fake.cuCtxSetCurrent(fake.ctx_of(0))
+    k(x, y, 1.0)
+    k(x, y, 1.0)
+    launcher = next(iter(k._launchers.values()))
+    launcher.module.unload()
+    with pytest.raises(CudaError, match="was unloaded"):
+        k(x, y, 1.0)

@@ -248,8 +248,11 @@ class Kernel:
         key = dev if not _DEBUG["bounds"] else -2 - dev    # debug-bounds builds: keys < 0
         if block is None and grid is None:
             launcher = self._launchers.get(key) or self._launcher_for(dev, key)
-            launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block, stream,
-                            dynamic_smem_bytes)
+            if stream is None and dynamic_smem_bytes is None:
+                launcher.launch_own(values, user)
+            else:
+                launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block,
+                                stream, dynamic_smem_bytes)
             return
         self._check_launch_dims(grid, block)
         launcher = self._launchers.get(key) or self._launcher_for(dev, key)
@@ -284,7 +287,8 @@ class Kernel:
                 launcher = rt.Launcher(
                     mod.function(b.entry), self.params, name=self.name, binder=self._binder,
                     dynamic_smem_bytes=max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0),
-                    min_dynamic_smem_bytes=f.dynamic_smem_bytes)
+                    min_dynamic_smem_bytes=f.dynamic_smem_bytes, grid=self._grid_fn or f.grid,
+                    block=f.block)
                 launcher.module = mod
                 self._launchers[key] = launcher
         if self._bind == self._binder.bind_device and "torch" in sys.modules:

@@ -112,12 +112,16 @@ class Launcher:
     ``dynamic_smem_bytes`` is what a launch gets by default; ``min_dynamic_smem_bytes`` is
     what the kernel's dynamic shared memory (a pool or the shared.dyn arena) needs, below which
     a per-call override is refused: the kernel would access memory past its allocation.
-    ``binder`` lets one Binder serve a kernel's launchers on several devices.
+    ``binder`` lets one Binder serve a kernel's launchers on several devices.  ``grid`` and
+    ``block`` are a Kernel's own, which ``launch_own`` uses.
     """
 
     def __init__(self, fn, params: list[ParamSpec], *, name: str, dynamic_smem_bytes: int = 0,
-                 min_dynamic_smem_bytes: int = 0, binder: Binder | None = None):
+                 min_dynamic_smem_bytes: int = 0, binder: Binder | None = None, grid=None,
+                 block=None):
         self.fn, self.name, self.params = fn, name, list(params)
+        self._own = (grid, block)
+        self._own_dims = None     # their dims, once launch_own has launched with them
         self.dynamic_smem_bytes = dynamic_smem_bytes
         self.min_dynamic_smem_bytes = max(0, min_dynamic_smem_bytes)
         self.device = getattr(fn, "device", 0)
@@ -214,6 +218,43 @@ class Launcher:
         else:
             self._launch_asking(dims, smem, h, kp)
         self._last[0] = self.name
+
+    def launch_own(self, values, user) -> None:
+        """``launch`` with the Kernel's own grid and block, its default dynamic shared memory
+        and the current stream: a Kernel's call with no launch options, the common one, with
+        the same checks and steps and nothing that only options need (dims resolved once,
+        the shared-memory opt-in done once: a function's limit only grows)."""
+        dims = self._own_dims
+        if dims is None:
+            self._first_own(values, user)
+            return
+        raw = _torch_stream[1] if _modules.get("torch") is _torch_stream[0] else \
+            _torch_current_stream()
+        h = 0 if raw is None else raw(self.device)
+        try:
+            pack, buf, kp, _ = self._tls.p
+        except AttributeError:
+            pack, buf, kp, _ = self._thread_storage()
+        try:
+            pack(buf, 0, *values)
+        except (struct_error, OverflowError, TypeError):
+            self.binder.scalar_error(values)
+            raise
+        if not self._ask_first:
+            err = self._launch(self.fn.handle, *dims, self.dynamic_smem_bytes, h, kp, 0)[0]
+            if err:
+                self._relaunch(err, dims, self.dynamic_smem_bytes, h, kp)
+        else:
+            self._launch_asking(dims, self.dynamic_smem_bytes, h, kp)
+        self._last[0] = self.name
+
+    def _first_own(self, values, user) -> None:
+        grid, block = self._own
+        self.launch(values, user, grid, block)
+        last = self._last_dims
+        if grid is last[0] and block is last[1] and \
+                self.dynamic_smem_bytes <= self.fn.max_dynamic_smem:
+            self._own_dims = last[2]      # constant dims (a callable grid never gets here)
 
     def _relaunch(self, err, dims, smem, h, kp) -> None:
         """A launch failed: launch again in our context if another one (or none) is current
