@@ -162,6 +162,12 @@ def main() -> None:
                 L0.launch(values, user, grid, block)
         results["launch of bound arguments (Launcher.launch: dims, stream, pack, launch)"] = \
             per_launch_us(bound, a.n, sync)
+
+        def bound_own(n):
+            for _ in range(n):
+                L0.launch_own(values, user)
+        results["launch of bound arguments, no options (Launcher.launch_own: a pg.Kernel's)"] = \
+            per_launch_us(bound_own, a.n, sync)
         pk = L0.packer
 
         def pack_only(n):
@@ -177,7 +183,7 @@ def main() -> None:
     print(f"{where}, {a.n} launches per round, median of 5 rounds")
     for name, v in results.items():
         ratio = "" if fake is not None else f"   ({v / base:5.2f}x baseline)"
-        print(f"  {name:72s} {v:7.2f} us/launch{ratio}")
+        print(f"  {name:76s} {v:7.2f} us/launch{ratio}")
     if headline is not None:
         v = results[headline]
         if fake is not None:
