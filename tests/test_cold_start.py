@@ -46,8 +46,20 @@ def run_child(tmp_path):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def seed_is_current() -> bool:
+    from ptxgen.target import forms
+
+    try:
+        with open(forms.SEED, "rb") as f:
+            return forms.decode(forms.cache_key(), f.read()) is not None
+    except OSError:
+        return False
+
+
 def test_import_and_a_plain_build_load_nothing_heavy(tmp_path):
-    run_child(tmp_path)                     # fills the form cache (renders with jinja2)
+    first = run_child(tmp_path)             # an empty cache: forms from the seed, or jinja2
+    if seed_is_current():
+        assert first["build"] == []
     out = run_child(tmp_path)
     assert out["import"] == [] and out["trace"] == [] and out["build"] == []
     assert out["dir"] and out["tile"]
@@ -93,3 +105,81 @@ def test_parse_target_without_a_regex_reads_every_known_arch():
         except ArchError:
             continue
         raise AssertionError(bad)
+
+
+# ---- the shipped form seed -------------------------------------------------------------------
+def _build_smem_demo():
+    import ptxgen as pg
+
+    @pg.kernel(grid=(1,), block=(128,))
+    def smem_demo(A: pg.Tensor((128,), "float32"), B: pg.Tensor((128,), "float32")):
+        tx = pg.thread_id(128)
+        sm = pg.alloc_shared((128,), "float32")
+        sm[tx] = A[tx]
+        pg.cta_sync()
+        B[tx] = sm[tx] * 2.0
+    return smem_demo.ptx("sm_90a")
+
+
+def test_an_empty_cache_takes_forms_from_a_seed_of_its_key(tmp_path, monkeypatch):
+    from ptxgen.target import forms
+
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "rendered"))
+    forms._clear_memory()
+    want = _build_smem_demo()                       # rendered (or seeded): the reference
+    texts = dict(forms._disk.texts)
+    seed = tmp_path / "seed.txt"
+    seed.write_bytes(forms.encode(forms.cache_key(), texts))
+    monkeypatch.setattr(forms, "SEED", str(seed))
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "empty"))
+
+    def no_jinja():
+        raise AssertionError("rendered although the seed has the text")
+    monkeypatch.setattr(forms, "_macros", no_jinja)
+    monkeypatch.setattr(forms, "module_template", no_jinja)
+    forms._clear_memory()
+    assert _build_smem_demo() == want
+    forms.flush()
+    assert os.listdir(tmp_path / "empty")             # and written to the disk cache
+    forms._clear_memory()
+
+
+def test_a_seed_of_another_key_or_damaged_is_ignored(tmp_path, monkeypatch):
+    from ptxgen.target import forms
+
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "a"))
+    forms._clear_memory()
+    want = _build_smem_demo()
+    texts = {k: "bad {x.y}" for k in forms._disk.texts}          # fails the placeholder check
+    for data in (forms.encode("0" * 128, dict(forms._disk.texts)),
+                 forms.encode(forms.cache_key(), texts), b"garbage"):
+        seed = tmp_path / "seed.txt"
+        seed.write_bytes(data)
+        monkeypatch.setattr(forms, "SEED", str(seed))
+        monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / str(len(data))))
+        forms._clear_memory()
+        assert _build_smem_demo() == want
+    forms._clear_memory()
+
+
+def test_the_shipped_seed_matches_the_templates():
+    """Every text of ptxgen/target/forms_seed.txt is what the templates render now; a seed
+    made for other templates (scripts/forms_seed.py not run since) is ignored by design."""
+    import ast
+
+    from ptxgen.target import forms
+
+    with open(forms.SEED, "rb") as f:
+        texts = forms.decode(forms.cache_key(), f.read())
+    if texts is None:
+        import pytest
+
+        pytest.skip("the seed was made for other templates: run scripts/forms_seed.py")
+    assert texts
+    for key, text in texts.items():
+        name, *rest = ast.literal_eval(key)
+        if name == "<module>":
+            assert forms._render_module_format(rest[0]) == text, key
+        else:
+            args, attrs = rest
+            assert str(getattr(forms._macros(), name)(*args, **dict(attrs))).strip() == text, key

@@ -11,6 +11,11 @@ version: a fresh process whose forms are all on disk never imports jinja.  The t
 stay the source of truth; a stale, corrupt or unwritable cache only costs the renders.
 Reading it back imports nothing that a build does not already need (no json, no hashlib:
 those cost ~1.5 and ~4 ms to import, more than a small build).
+
+The package ships the texts its own kernels use as a seed (`forms_seed.txt` beside this file,
+the same format, written by scripts/forms_seed.py): a form missing from the disk cache is taken
+from the seed when the seed was made for the same key, so a fresh install's first build (an
+empty cache directory) renders nothing either.  A seed made for other templates is ignored.
 """
 from __future__ import annotations
 
@@ -186,12 +191,16 @@ def decode(key: str, data: bytes) -> dict | None:
     return dict(zip(it, it))
 
 
+SEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forms_seed.txt")
+
+
 class _Disk:
     """Rendered texts by entry key: loaded once from the cache file, written back (merged
     with whatever another process wrote meanwhile) after a build that rendered new ones."""
 
     def __init__(self):
         self.texts: dict | None = None
+        self.seed: dict | None = None     # the shipped seed's texts, read on the first miss
         self.path: str | None = None
         self.key = ""
         self.dirty = False
@@ -206,6 +215,16 @@ class _Disk:
                 self.path = None if d is None else os.path.join(d, f"forms-{self.key[:32]}.txt")
                 self.texts = self._read() or {}
             return self.texts
+
+    def seeded(self, key: str) -> str | None:
+        """The seed's text for `key` when the seed was made for this cache key."""
+        if self.seed is None:
+            try:
+                with open(SEED, "rb") as f:
+                    self.seed = decode(self.key, f.read()) or {}
+            except OSError:
+                self.seed = {}
+        return self.seed.get(key)
 
     def _read(self) -> dict | None:
         if self.path is None:
@@ -250,7 +269,7 @@ _disk = _Disk()
 
 def _rendered(key: str, render, check) -> tuple:
     """(text, check(text)): the text for `key` from the disk cache if it passes `check`, else
-    `render()`."""
+    from the seed, else `render()`; the latter two go to the disk cache."""
     texts = _disk.texts
     if texts is None:
         texts = _disk.load()
@@ -260,8 +279,16 @@ def _rendered(key: str, render, check) -> tuple:
             return text, check(text)
         except ValueError:   # a tampered or corrupt entry: render it again
             pass
-    text = render()
-    checked = check(text)
+    text = _disk.seeded(key)
+    checked = None
+    if text is not None:
+        try:
+            checked = check(text)
+        except ValueError:   # a damaged seed: render
+            text = None
+    if text is None:
+        text = render()
+        checked = check(text)
     if not _disk.at_exit:   # written after each build, and at exit for renders without one
         import atexit
 
