@@ -248,8 +248,8 @@ class Kernel:
         key = dev if not _DEBUG["bounds"] else -2 - dev    # debug-bounds builds: keys < 0
         if block is None and grid is None:
             launcher = self._launchers.get(key) or self._launcher_for(dev, key)
-            if stream is None and dynamic_smem_bytes is None:
-                launcher.launch_own(values, user)
+            if stream is None and dynamic_smem_bytes is None and self._grid_fn is None:
+                launcher.launch_own(values, user)       # constant dims: resolved once
             else:
                 launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block,
                                 stream, dynamic_smem_bytes)
