@@ -7,6 +7,11 @@ a later one.  Two cache states: empty (a new PTXGEN_CACHE_DIR) and warm (one a p
 process filled).  Without torch or a GPU only the CPU parts run: import, trace, build and
 emit, and the offline compile (nvJitLink or the disk cache), so it runs on any machine.
 
+Every child shares one bytecode cache (PYTHONPYCACHEPREFIX in a temporary directory, with
+PYTHONDONTWRITEBYTECODE unset), filled by a first child whose times are discarded: an
+installed package has its .pyc files, while a sandbox that sets PYTHONDONTWRITEBYTECODE=1
+would otherwise recompile every module from source in every process.
+
     python benchmarks/cold_start.py [--runs 3] [--json out.json] [--cpu]
 """
 from __future__ import annotations
@@ -68,10 +73,14 @@ affine.ptx(arch)
 mark("first build + emit (k.ptx())", t)
 from ptxgen.runtime import stats
 if use_gpu:
+    before = set(sys.modules)
     t = time.perf_counter()
     affine(out, x, 2.0)
     torch.cuda.synchronize()
     mark("first launch (cubin: nvJitLink or disk; module load; sync)", t)
+    new = {m.split(".")[0] if not m.startswith(("cuda.", "ptxgen.")) else ".".join(m.split(".")[:2])
+           for m in set(sys.modules) - before}
+    info["imported_by_first_launch"] = sorted(new)
     t = time.perf_counter()
     affine(out, x, 3.0)
     torch.cuda.synchronize()
@@ -97,6 +106,20 @@ print(json.dumps({"parts": parts, "info": info}))
 '''
 
 
+# What `from cuda.bindings import driver` costs a process that has imported torch: the
+# largest part of a warm first launch, timed alone in a process of its own.
+CUDA_IMPORT = r'''
+import sys, time
+import torch
+t = time.perf_counter()
+import cuda.pathfinder
+t1 = time.perf_counter()
+from cuda.bindings import driver
+t2 = time.perf_counter()
+print((t1 - t) * 1e3, (t2 - t1) * 1e3)
+'''
+
+
 def gpu_available() -> tuple[bool, str]:
     """(True, "") when torch imports and sees a GPU, in a throwaway process (this one must
     stay cold for nothing, but asking torch here would cost its import anyway)."""
@@ -109,10 +132,11 @@ def gpu_available() -> tuple[bool, str]:
     return True, ""
 
 
-def run_child(mode: str, cache_dir: str) -> dict:
-    env = dict(os.environ, PTXGEN_CACHE_DIR=cache_dir,
+def run_child(mode: str, cache_dir: str, pyc_dir: str) -> dict:
+    env = dict(os.environ, PTXGEN_CACHE_DIR=cache_dir, PYTHONPYCACHEPREFIX=pyc_dir,
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PTXGEN_DISK_CACHE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True,
                        env=env, cwd=tempfile.gettempdir())
@@ -134,21 +158,32 @@ def main() -> None:
     mode = "gpu" if ok else "cpu"
     results = {}
     with tempfile.TemporaryDirectory(prefix="ptxgen-cold-") as tmp:
+        pyc = os.path.join(tmp, "pycache")
+        run_child(mode, os.path.join(tmp, "discarded"), pyc)   # writes the bytecode cache
         runs = {"empty cache": [], "warm cache": []}
         for i in range(a.runs):
             d = os.path.join(tmp, f"run{i}")
-            runs["empty cache"].append(run_child(mode, d))   # fills d
-            runs["warm cache"].append(run_child(mode, d))    # reads it
+            runs["empty cache"].append(run_child(mode, d, pyc))   # fills d
+            runs["warm cache"].append(run_child(mode, d, pyc))    # reads it
         for state, rs in runs.items():
             names = [n for n, _ in rs[0]["parts"]]
             results[state] = {n: statistics.median(dict(r["parts"])[n] for r in rs)
                               for n in names}
         info = runs["warm cache"][0]["info"]
         stats = {s: rs[0]["info"]["stats"] for s, rs in runs.items()}
+        cuda_import = []
+        if ok:
+            env = dict(os.environ, PYTHONPYCACHEPREFIX=pyc)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            for _ in range(a.runs):
+                p = subprocess.run([sys.executable, "-c", CUDA_IMPORT], capture_output=True,
+                                   text=True, env=env, check=True)
+                cuda_import.append(tuple(map(float, p.stdout.split())))
 
     where = f"{info['device']} ({info['arch']}), torch {info['torch']}" if ok else \
         f"CPU only ({why}): PTX for {info['arch']}, compiled offline"
-    print(f"cold start: {where}; each column: median of {a.runs} fresh processes")
+    print(f"cold start: {where}; each column: median of {a.runs} fresh processes sharing a "
+          f"warmed bytecode cache (PYTHONPYCACHEPREFIX; as an installed package has .pyc files)")
     names = list(results["empty cache"])
     w = max(map(len, names))
     print(f"  {'part':{w}s}  {'empty cache':>12s}  {'warm cache':>12s}")
@@ -161,6 +196,13 @@ def main() -> None:
         print(f"  runtime counters, {s}: {st}")
     mods = info["cuda_modules_after_import"]
     print(f"  cuda.* modules loaded by `import ptxgen`: {mods or 'none'}")
+    if ok:
+        print(f"  imported by the first launch (warm cache): "
+              f"{', '.join(info['imported_by_first_launch'])}")
+        pf = statistics.median(c[0] for c in cuda_import)
+        dr = statistics.median(c[1] for c in cuda_import)
+        print(f"  of which, timed alone after `import torch` (median of {a.runs} processes): "
+              f"import cuda.pathfinder {pf:.1f} ms, then cuda.bindings.driver {dr:.1f} ms")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"where": where, "ms": results, "stats": stats}, f, indent=1)

@@ -4,9 +4,9 @@
 
 Each run is a new interpreter: it imports ptxgen, traces a kernel, times its first `ptx()`,
 then traces and builds the same kernel again (fresh Kernel objects: only process-wide caches
-carry over) and takes the median of 30 later builds.  A second set of runs imports the
-emitter (`builder.kernel._build_api`, which the first build does otherwise) before timing,
-to show what the first build costs beyond module imports.  The runs share one bytecode
+carry over) and takes the median of 30 later builds.  `import ptxgen` loads the build
+pipeline, so what the first build costs beyond a later one is first-use work (form texts
+from the disk cache, their compiled format functions, first calls).  The runs share one bytecode
 cache (PYTHONPYCACHEPREFIX, PYTHONDONTWRITEBYTECODE unset: what an installed package has)
 and one PTXGEN_CACHE_DIR; a discarded run fills both first, so only the first line's
 "empty form cache" run renders forms with jinja.
@@ -20,14 +20,10 @@ import tempfile
 
 CHILD = r"""
 import json, sys, time
-preimport = sys.argv[2] == "1"
 t0 = time.perf_counter()
 import ptxgen as pg
 t_import = time.perf_counter() - t0
 jinja_after_import = "jinja2" in sys.modules
-if preimport:
-    from ptxgen.builder.kernel import _build_api
-    _build_api()
 
 def smem_demo():
     @pg.kernel(grid=(1,), block=(128,))
@@ -68,11 +64,11 @@ print(json.dumps({"import": t_import, "first": first, "later": later[len(later) 
 """
 
 
-def run(kernel, cache_dir, pyc_dir, preimport=False):
+def run(kernel, cache_dir, pyc_dir):
     env = dict(os.environ, PTXGEN_CACHE_DIR=cache_dir, PYTHONPYCACHEPREFIX=pyc_dir)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("PTXGEN_DISK_CACHE", None)
-    out = subprocess.run([sys.executable, "-c", CHILD, kernel, "1" if preimport else "0"],
+    out = subprocess.run([sys.executable, "-c", CHILD, kernel],
                          env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -99,9 +95,6 @@ def main():
                 print(f"{kernel}, warm form cache, {runs} runs: import ptxgen "
                       f"{statistics.median(r['import'] for r in warm) * 1e3:.0f} ms; "
                       f"{summary(warm)}")
-                pre = [run(kernel, d, pyc, preimport=True) for _ in range(runs)]
-                print(f"{kernel}, warm form cache, emitter imported before timing: "
-                      f"{summary(pre)}")
 
 
 if __name__ == "__main__":

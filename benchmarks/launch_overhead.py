@@ -109,7 +109,7 @@ def main() -> None:
     if fake is not None:                              # the driver's own cost taken out
         done, here = (0,), (0, fake.ctx_of(0))
         fake.cuLaunchKernel = lambda *args: done
-        fake.cuCtxGetCurrent = lambda: here
+        fake.cuCtxGetCurrent = lambda: here          # asked only when a launch fails
         L0._launch, L0._current_ctx = fake.cuLaunchKernel, fake.cuCtxGetCurrent
         k._bind = specialize(k._binder)
     L = Launcher(L0.fn, k.params, name="empty3")      # a standalone Launcher, same function
@@ -154,6 +154,28 @@ def main() -> None:
                 bind((x, y), {})
         results[f"argument checks alone, {label}"] = per_launch_us(bind_only, a.n, sync)
 
+        values, user, _ = bind((x, y), {})
+        grid, block = k.ir.grid, k.ir.block
+
+        def bound(n):
+            for _ in range(n):
+                L0.launch(values, user, grid, block)
+        results["launch of bound arguments (Launcher.launch: dims, stream, pack, launch)"] = \
+            per_launch_us(bound, a.n, sync)
+
+        def bound_own(n):
+            for _ in range(n):
+                L0.launch_own(values, user)
+        results["launch of bound arguments, no options (Launcher.launch_own: a pg.Kernel's)"] = \
+            per_launch_us(bound_own, a.n, sync)
+        pk = L0.packer
+
+        def pack_only(n):
+            for _ in range(n):
+                pk.struct.pack_into(pk.buffer, 0, *values)
+        results["  of which packing the parameters (struct.pack_into)"] = \
+            per_launch_us(pack_only, a.n, sync)
+
     if fake is not None:
         where = "fake driver (no-op launch): ptxgen's Python per launch"
     else:
@@ -161,7 +183,7 @@ def main() -> None:
     print(f"{where}, {a.n} launches per round, median of 5 rounds")
     for name, v in results.items():
         ratio = "" if fake is not None else f"   ({v / base:5.2f}x baseline)"
-        print(f"  {name:58s} {v:7.2f} us/launch{ratio}")
+        print(f"  {name:76s} {v:7.2f} us/launch{ratio}")
     if headline is not None:
         v = results[headline]
         if fake is not None:

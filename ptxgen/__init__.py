@@ -30,16 +30,39 @@ from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  #
                              alloc_local, alloc_scalar, alloc_shared, decl_buffer, local_scalar,
                              shared_scalar)
 from .builder.tensor_meta import address_of, ptr_byte_offset  # noqa: E402
-from .builder.ptx import ptx, addr  # noqa: E402
-from .builder.tile import tile  # noqa: E402
-from .builder import tcgen05 as _tcgen05  # noqa: E402,F401  (the tcgen05 tile ops' front ends)
-from .builder import mma as _mma  # noqa: E402,F401  (gemm_async, gemm_wait, mma fragments)
-from .builder import async_copy as _async_copy  # noqa: E402,F401  (copy_async, async_commit/wait)
+from .builder.ptx import addr  # noqa: E402
 from .builder.warpgroup import setmaxnreg, warpgroup_role  # noqa: E402
-from .builder import mma_sync as _mma_sync  # noqa: E402,F401  (pg.tile.warp.gemm)
-from .primitives.mma_sync import mma_sync_layout  # noqa: E402
-from .primitives.copy.ldstmatrix import ldmatrix_layout  # noqa: E402
-from .alloc import Pipeline, Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
+
+
+# Loaded on first use (PEP 562): the tile ops' front ends, the pools and the pg.ptx helpers
+# bring in the primitives (and numpy through their layout checks), more than a small kernel
+# costs to build.  One group, imported in this order, since alloc registers helpers on the
+# pg.ptx namespace and the front ends register the ops of pg.tile.
+_ON_FIRST_USE = {"tile", "ptx", "Resources", "SMEMPool", "TMEMPool", "Pipeline", "resources_of",
+                 "mma_sync_layout", "ldmatrix_layout"}
+
+
+def __getattr__(name):
+    if name not in _ON_FIRST_USE:
+        raise AttributeError(f"module 'ptxgen' has no attribute '{name}'")
+    from .builder.tile import tile
+    from .builder import tcgen05, mma, async_copy, mma_sync  # noqa: F401  (front ends of pg.tile)
+    from .alloc import Pipeline, Resources, SMEMPool, TMEMPool, resources_of  # (pg.ptx helpers)
+    from .builder.ptx import ptx
+    from .primitives.copy.ldstmatrix import ldmatrix_layout
+    from .primitives.mma_sync import mma_sync_layout
+
+    g = globals()
+    g.update(tile=tile, ptx=ptx, Resources=Resources, SMEMPool=SMEMPool, TMEMPool=TMEMPool,
+             Pipeline=Pipeline, resources_of=resources_of, mma_sync_layout=mma_sync_layout,
+             ldmatrix_layout=ldmatrix_layout)
+    return g[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | _ON_FIRST_USE)
+
+
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (ScalarType(n) for n in ("uint8", "uint16", "uint32", "uint64"))

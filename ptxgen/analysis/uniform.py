@@ -10,10 +10,9 @@ variants that can run on part of a scope.
 """
 from __future__ import annotations
 
-
-import numpy as np
-
 from ..ir import BinOp, Cast, Const, Load, Not, Select, SpecialReg, Var
+
+np = None   # numpy, imported by the first thread-dependent condition: not by `import ptxgen`
 
 _UNIFORM_REGS = ("ctaid", "nctaid", "ntid", "nwarpid")
 
@@ -142,6 +141,9 @@ def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[boo
         return prove_split, "" if prove_split else \
             "the branch condition reads memory or per-thread values"
     # thread-dependent: every atom is a thread id or a constant -> evaluate for all threads
+    global np
+    if np is None:
+        import numpy as np
     bx, by, bz = (tuple(ctx.func.block) + (1, 1, 1))[:3]
     total = bx * by * bz
     lin = np.arange(total, dtype=np.int64)

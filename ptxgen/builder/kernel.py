@@ -1,4 +1,9 @@
-"""@pg.kernel: trace a Python function once into a PrimFunc; build, assemble, launch it."""
+"""@pg.kernel: trace a Python function once into a PrimFunc; build, assemble, launch it.
+
+The build pipeline (passes, emit) is imported with this module, not by the first build:
+every kernel is built, and importing it there made a first `k.ptx()` cost tens of times a
+later one.  The runtime (and with it the CUDA bindings) is imported by the first compile or
+launch: building PTX needs neither."""
 from __future__ import annotations
 
 import inspect
@@ -10,8 +15,11 @@ from _thread import RLock
 from types import FunctionType
 
 from ..dtypes import dtype as _dtype
+from ..emit.codegen import Codegen
 from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var, cast, const
+from ..passes import prepare
+from ..target import parse_target
 from . import context
 from .cluster import check_cluster
 from .resources import resources_of
@@ -183,7 +191,6 @@ class Kernel:
 
     # ---- building ------------------------------------------------------------------
     def _build(self, arch):
-        parse_target, prepare, Codegen = _BUILD_API or _build_api()
         target = parse_target(arch)
         func = prepare(self.ir, target)
         cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
@@ -254,8 +261,11 @@ class Kernel:
         key = dev if not _DEBUG["bounds"] else -2 - dev    # debug-bounds builds: keys < 0
         if block is None and grid is None:
             launcher = self._launchers.get(key) or self._launcher_for(dev, key)
-            launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block, stream,
-                            dynamic_smem_bytes)
+            if stream is None and dynamic_smem_bytes is None and self._grid_fn is None:
+                launcher.launch_own(values, user)       # constant dims: resolved once
+            else:
+                launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block,
+                                stream, dynamic_smem_bytes)
             return
         self._check_launch_dims(grid, block)
         launcher = self._launchers.get(key) or self._launcher_for(dev, key)
@@ -295,7 +305,7 @@ class Kernel:
                     binder=self._binder,
                     dynamic_smem_bytes=max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0),
                     min_dynamic_smem_bytes=f.dynamic_smem_bytes, param_builders=builders,
-                    cluster=self.cluster)
+                    cluster=self.cluster, grid=self._grid_fn or f.grid, block=f.block)
                 launcher.module = mod
                 self._launchers[key] = launcher
         if self._bind == self._binder.bind_device and "torch" in sys.modules:
@@ -374,7 +384,6 @@ def _expected_strides(b):
     return tuple(out)
 
 
-_BUILD_API = None
 _RUNTIME = None
 
 
@@ -385,18 +394,6 @@ def _runtime():
         from .. import runtime
         _RUNTIME = runtime
     return _RUNTIME
-
-
-def _build_api():
-    """The emitter's entry points, imported by the first build rather than by `import ptxgen`;
-    kept here because a from-import inside _build costs ~3 us per name per build."""
-    global _BUILD_API
-    from ..emit.codegen import Codegen
-    from ..passes import prepare
-    from ..target import parse_target
-
-    _BUILD_API = (parse_target, prepare, Codegen)
-    return _BUILD_API
 
 
 class _Built:

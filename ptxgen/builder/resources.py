@@ -13,9 +13,9 @@ from dataclasses import dataclass, fields
 from ..analysis.uniform import uniform_within
 from .context import current, user_src
 from ..errors import ResourceError
+from ..target import TMEM_COLS
 from ..ir import Alloc, BinOp, Cast, Var, walk
 
-TMEM_COLS = 512        # columns of tensor memory per SM (128 lanes x 512 x 32 bit)
 
 
 def resource_error(msg: str, src: str | None = None) -> ResourceError:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..dtypes import dtype as _dtype
 from ..errors import LayoutError
 from ..ir import BufferPtr, Cast, Const, Let, Load, Var, as_expr
-from ..primitives.tmem_layout import TMEM_COLS, default_layout
+from ..target import TMEM_COLS
 from .context import fail
 from .resources import state
 
@@ -24,6 +24,8 @@ def tmem_layout(name, shape, dt, layout):
     """The layout a TMEM view is declared with (layout D by default)."""
     if layout is not None:
         return layout
+    from ..primitives.tmem_layout import default_layout   # heavy (numpy): first TMEM view only
+
     try:
         return default_layout(shape, dt)[1]
     except LayoutError as e:

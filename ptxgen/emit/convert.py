@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
-
 from ..dtypes import DType, dtype, int_type, reg_class
 from ..errors import PtxgenError
 from ..ir import BOOL, Const
@@ -32,7 +30,9 @@ class ConvertEmitter:
             return "0f%08X" % struct.unpack("<I", struct.pack("<f", c.value))[0]
         if dt.name == "float64":
             return "0d%016X" % struct.unpack("<Q", struct.pack("<d", c.value))[0]
-        if dt.name == "float16":
+        if dt.name == "float16":   # numpy's rounding to half; imported here, not with ptxgen
+            import numpy as np
+
             r = self.new_reg("b16")
             self.emit(form("mov", "b16").format(d=r, a="0x%04X" % int(np.float16(c.value).view(np.uint16))))
             return r

@@ -12,14 +12,20 @@ from __future__ import annotations
 from ..analysis.simplify import Analyzer
 from ..errors import PtxgenError, located_at
 from ..ir import Const, For, If, Instr, Let, Lowered, PrimFunc, TileCall, Var, While, walk
-from ..primitives import lower_tile
 from ..printer import format_stmt
 from .lower import lower
 from .proxy import check_proxy_fences
 
+# primitives.lower_tile, imported by the first build that has a tile op (whose front end
+# loaded the primitives while tracing): a build without one never loads them
+_lower_tile = None
+
 
 class _Pass:
     def __init__(self, func: PrimFunc, target):
+        global _lower_tile
+        if _lower_tile is None:
+            from ..primitives import lower_tile as _lower_tile
         self.target, self.block = target, func.block
         self.an = Analyzer()
         self.registers = set(func.register_buffers)
@@ -78,7 +84,7 @@ class _Pass:
 
     def tile(self, s: TileCall) -> Lowered:
         try:
-            stmts = lower_tile(s, self.target, self.an, self.block)
+            stmts = _lower_tile(s, self.target, self.an, self.block)
         except PtxgenError as e:
             raise located_at(e, s.src) from None
         stmts, in_regs, _ = lower(stmts)

@@ -20,6 +20,8 @@ DstLayout decoded to 32-bit cells.)
 """
 from __future__ import annotations
 
+from ..target import TMEM_COLS
+
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
@@ -29,7 +31,6 @@ from ..errors import LayoutError
 from ..layout import Axis, S, TCol, TileLayout, TLane, index_grid, per_element
 
 LANES = 128
-TMEM_COLS = 512
 
 
 def layout_D(M: int = 128, N: int = 256) -> TileLayout:

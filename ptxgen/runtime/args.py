@@ -33,6 +33,7 @@ ROW_MAJOR = _RowMajor()
 
 @dataclass(frozen=True)
 class ParamSpec:
+    """One kernel parameter as a launch checks and packs it."""
     name: str                 # user-facing parameter name (for messages)
     kind: str                 # "tensor" | "scalar" | "symbol" (a shape dim, bound from tensors)
                               # | "tmap" (a tensor map the launcher builds, never bound)
@@ -115,22 +116,30 @@ _DL_CODES = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64
              (17, 4): "float4_e2m1fn"}
 
 
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
-                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
-                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+_dl: list = []   # [the DLTensor struct type, PyCapsule_GetPointer]: made for the first capsule
 
 
-_capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_ptr.restype, _capsule_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+def _dl_types():
+    if not _dl:
+        class DLTensor(ctypes.Structure):
+            _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                        ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                        ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                        ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                        ("strides", ctypes.POINTER(ctypes.c_int64)),
+                        ("byte_offset", ctypes.c_uint64)]
+
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        _dl[:] = [DLTensor, get]
+    return _dl
 
 
 def dlpack_describe(capsule):
     """Read a legacy "dltensor" capsule without consuming it; its destructor frees it later,
     while the producer object the user passed keeps the memory alive for the launch."""
-    t = _DLTensor.from_address(_capsule_ptr(capsule, b"dltensor"))
+    dl_tensor, capsule_ptr = _dl_types()
+    t = dl_tensor.from_address(capsule_ptr(capsule, b"dltensor"))
     shape = tuple(t.shape[i] for i in range(t.ndim))
     strides = tuple(t.strides[i] for i in range(t.ndim)) if t.strides else None
     name = _DL_CODES.get((t.code, t.bits), f"dlpack(code={t.code}, bits={t.bits})")

@@ -16,7 +16,6 @@ import hashlib
 import os
 import struct
 import sys
-import tempfile
 import threading
 from typing import NamedTuple
 
@@ -26,7 +25,7 @@ _HEAD = len(MAGIC) + 32
 
 _stats = {"jit_compiles": 0, "disk_hits": 0, "memory_hits": 0, "disk_writes": 0,
           "disk_corrupt": 0, "disk_mismatch": 0, "disk_stale": 0, "module_loads": 0,
-          "driver_jit": 0}
+          "driver_jit": 0, "launch_retries": 0}
 _stats_lock = threading.Lock()
 
 
@@ -39,7 +38,8 @@ def stats() -> dict:
     """Counters since process start (or ``reset_stats``): jit_compiles (nvJitLink runs),
     disk_hits, memory_hits, disk_writes, disk_corrupt (unreadable entries), disk_mismatch
     (an entry holding another key's cubin), disk_stale (made by other tool versions),
-    module_loads, driver_jit."""
+    module_loads, driver_jit, launch_retries (launches the driver refused because another
+    context, or none, was current in the thread, made again in their own)."""
     with _stats_lock:
         return dict(_stats)
 
@@ -155,6 +155,8 @@ def store(k: str, log: str, cubin: bytes, meta: dict | None = None) -> bool:
     p = path_for(k)
     if p is None:
         return False
+    import tempfile   # here: a warm start reads entries and never writes one
+
     d = os.path.dirname(p)
     tmp = None
     try:

@@ -6,33 +6,53 @@ first out, PTXGEN_MEMORY_CACHE_SIZE entries, default 128) and on disk (``cache.p
 is known to crash on some inputs (``.v8`` of 16-bit elements); such PTX, or every compile when
 ``PTXGEN_JIT_ISOLATE=1``, is compiled in a child process so that a crash becomes an error
 instead of killing the interpreter.
+
+A first launch whose cubin is on disk runs little of this: the log is parsed (and its regexes
+compiled) when a figure is first read, which a launch never does, and what only JIT, errors
+or isolation need (subprocess, tempfile, hashlib) is imported there.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..errors import PTXCompileError
 from . import cache, driver
 
 
-@dataclass
 class CompileResult:
-    cubin: bytes
-    arch: str
-    registers: int
-    shared_bytes: int     # static shared memory reported by ptxas
-    spill_bytes: int      # spill stores + spill loads
-    log: str              # the nvJitLink info log (ptxas -v output)
-    functions: dict = field(default_factory=dict)  # entry -> {registers, shared_bytes, spill_*, stack}
+    """A cubin and what ptxas said about it.  ``registers``, ``shared_bytes`` (static shared
+    memory), ``spill_bytes`` (stores + loads) are the entry's (all entries' maxima/sums when
+    it is not named in the log); ``functions``: entry -> {registers, shared_bytes,
+    spill_stores, spill_loads, stack_bytes}; ``log``: the nvJitLink info log (ptxas -v)."""
+
+    def __init__(self, cubin: bytes, arch: str, log: str, name: str = ""):
+        self.cubin, self.arch, self.log, self._name = cubin, arch, log, name
+        self._figures = None
+
+    def _parsed(self) -> tuple:
+        if self._figures is None:
+            funcs = parse_info_log(self.log)
+            pick = [funcs[self._name]] if self._name in funcs else list(funcs.values())
+            self._figures = (funcs, max((f["registers"] for f in pick), default=0),
+                             max((f["shared_bytes"] for f in pick), default=0),
+                             sum(f["spill_stores"] + f["spill_loads"] for f in pick))
+        return self._figures
+
+    functions = property(lambda self: self._parsed()[0])
+    registers = property(lambda self: self._parsed()[1])
+    shared_bytes = property(lambda self: self._parsed()[2])
+    spill_bytes = property(lambda self: self._parsed()[3])
+
+    def __repr__(self) -> str:
+        return (f"CompileResult(arch={self.arch!r}, cubin={len(self.cubin)} bytes, "
+                f"registers={self.registers}, shared_bytes={self.shared_bytes}, "
+                f"spill_bytes={self.spill_bytes})")
 
 
 def _size_from_env() -> int:
@@ -65,10 +85,14 @@ def set_memory_cache_size(n: int) -> int:
     return prev
 
 # ---- info-log parsing ----------------------------------------------------------------------
-_RE_FUNC = re.compile(r"Compiling entry function '([^']+)'|Function properties for (\S+)\s*$")
-_RE_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_RE_USED = re.compile(r"ptxas info\s*: Used (\d+) registers")
-_RE_SMEM = re.compile(r"(\d+) bytes smem")
+@lru_cache(maxsize=1)
+def _log_patterns():
+    """(entry, spill, registers, smem) patterns of the ptxas info lines, compiled when a log
+    is first parsed rather than on import."""
+    return (re.compile(r"Compiling entry function '([^']+)'|Function properties for (\S+)\s*$"),
+            re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"),
+            re.compile(r"ptxas info\s*: Used (\d+) registers"),
+            re.compile(r"(\d+) bytes smem"))
 
 
 def parse_info_log(log: str) -> dict:
@@ -76,35 +100,30 @@ def parse_info_log(log: str) -> dict:
     which lack the "ptxas" prefix, count reserved smem differently and are skipped)."""
     funcs: dict = {}
     cur = None
+    entry_re, spill_re, used_re, smem_re = _log_patterns()
     for line in log.splitlines():
         if not line.startswith("ptxas"):
             continue
-        m = _RE_FUNC.search(line)
+        m = entry_re.search(line)
         if m:
             cur = funcs.setdefault(m.group(1) or m.group(2), dict(
                 registers=0, shared_bytes=0, spill_stores=0, spill_loads=0, stack_bytes=0))
             continue
         if cur is None:
             continue
-        m = _RE_SPILL.search(line)
+        m = spill_re.search(line)
         if m:
             cur["stack_bytes"], cur["spill_stores"], cur["spill_loads"] = map(int, m.groups())
-        m = _RE_USED.search(line)
+        m = used_re.search(line)
         if m:
             cur["registers"] = int(m.group(1))
-            s = _RE_SMEM.search(line)
+            s = smem_re.search(line)
             cur["shared_bytes"] = int(s.group(1)) if s else 0
     return funcs
 
 
 def _result(cubin: bytes, arch: str, log: str, name: str) -> CompileResult:
-    funcs = parse_info_log(log)
-    pick = [funcs[name]] if name in funcs else list(funcs.values())
-    return CompileResult(
-        cubin=cubin, arch=arch, log=log, functions=funcs,
-        registers=max((f["registers"] for f in pick), default=0),
-        shared_bytes=max((f["shared_bytes"] for f in pick), default=0),
-        spill_bytes=sum(f["spill_stores"] + f["spill_loads"] for f in pick))
+    return CompileResult(cubin, arch, log, name)
 
 
 # ---- dumps and error formatting ------------------------------------------------------------
@@ -131,6 +150,9 @@ def _repro_path(name: str, ptx: str) -> str:
     """A real file holding the PTX, so the repro line can be pasted into a shell."""
     path = dump(name, ".ptx", ptx)
     if path is None:
+        import hashlib
+        import tempfile
+
         if not _tmpdir:
             _tmpdir.append(tempfile.mkdtemp(prefix="ptxgen-"))
         tag = hashlib.sha256(ptx.encode()).hexdigest()[:8]
@@ -140,7 +162,6 @@ def _repro_path(name: str, ptx: str) -> str:
     return path
 
 
-_RE_LINE = re.compile(r"\bline (\d+)\b")
 
 
 def compile_error(ptx: str, arch: str, log: str, *, name: str, line_origin=None,
@@ -150,7 +171,7 @@ def compile_error(ptx: str, arch: str, log: str, *, name: str, line_origin=None,
     log = log.replace("\x00", "").strip()
     lines = ptx.splitlines()
     bad = []
-    for m in _RE_LINE.finditer(log):
+    for m in re.finditer(r"\bline (\d+)\b", log):
         n = int(m.group(1))
         if n not in bad and 1 <= n <= len(lines):
             bad.append(n)
@@ -261,11 +282,13 @@ def _tools_current(meta: dict) -> bool:
 
 
 # PTX that makes ptxas 13.x segfault (ptx-reference.md section 9): compiled out of process.
-_CRASHERS = re.compile(r"\.v8\.[bsu]16\b")
+_CRASHERS = r"\.v8\.[bsu]16\b"   # a pattern: compiled by the first JIT, not on import
 
 
 def _isolated(ptx: bytes, arch: str, options, name: str):
     """Run ``_nvjitlink`` in a child so that a ptxas crash cannot take this process down."""
+    import subprocess
+
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     req = "\0".join([arch, name, *options]).encode()
@@ -320,7 +343,7 @@ def compile_ptx(ptx: str, arch: str, *, name: str = "kernel", line_origin=None,
         res = _result(entry[1], arch, entry[0], name)
     else:
         data = ptx.encode()
-        isolate = os.environ.get("PTXGEN_JIT_ISOLATE") == "1" or _CRASHERS.search(ptx)
+        isolate = os.environ.get("PTXGEN_JIT_ISOLATE") == "1" or re.search(_CRASHERS, ptx)
         cache.bump("jit_compiles")
         ok, cubin, info, err, status = (_isolated if isolate else _nvjitlink)(
             data, arch, options, name)
@@ -329,7 +352,7 @@ def compile_ptx(ptx: str, arch: str, *, name: str = "kernel", line_origin=None,
             if status.endswith("gave no message"):  # the isolated child crashed
                 suspects = [f"line {i}: a .v8 vector of 16-bit elements is known to crash "
                             f"ptxas; move the same bits as .v4.b32"
-                            for i, ln in enumerate(ptx.splitlines(), 1) if _CRASHERS.search(ln)]
+                            for i, ln in enumerate(ptx.splitlines(), 1) if re.search(_CRASHERS, ln)]
                 log = "\n".join([status, *suspects] + ([log] if log else []))
             elif not log:
                 log = f"(no message; nvJitLink returned {status or 'an empty cubin'})"

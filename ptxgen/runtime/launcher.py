@@ -3,9 +3,15 @@
 A Launcher is built once per (kernel, device) and then called for every launch, so all
 the work that does not depend on the call's arguments (parameter layout, the pointer array,
 dims of a constant grid, the context's handle) is done in ``__init__`` or cached on first use.
-Every check runs before the driver is asked to launch.  In the steady state the only driver
-call besides the launch is cuCtxGetCurrent, so that a thread whose current context is another
-device's (or none) still launches in the right one; an explicit raw stream handle adds
+Every check runs before the driver is asked to launch.  In the steady state the launch is the
+only driver call: it is made without asking which context is current, since the driver
+refuses to launch a function of a context that is not current (CUDA_ERROR_INVALID_HANDLE; with
+none current, CUDA_ERROR_INVALID_CONTEXT) and a refused launch does nothing.  Only a launch that
+fails asks (cuCtxGetCurrent): when another device's context (or none) is current, as after
+torch.cuda.set_device or in a new thread, it launches again in its own and leaves the thread's
+context as it was; otherwise the error is the launch's.  A Launcher whose last launch found
+another context current asks first until it finds its own current again, so a thread that keeps
+another device current pays no refused launch each time.  An explicit raw stream handle adds
 cuStreamGetCtx, to check that it belongs to the launch's device.
 """
 from __future__ import annotations
@@ -16,7 +22,7 @@ import threading
 from struct import error as struct_error
 
 from ..errors import LaunchError
-from . import driver
+from . import cache, driver
 from .args import Binder, ParamPacker, ParamSpec
 
 # The legacy default stream (0), CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) are valid
@@ -106,7 +112,8 @@ class Launcher:
     ``dynamic_smem_bytes`` is what a launch gets by default; ``min_dynamic_smem_bytes`` is
     what the kernel's dynamic shared memory (a pool or the shared.dyn arena) needs, below which
     a per-call override is refused: the kernel would access memory past its allocation.
-    ``binder`` lets one Binder serve a kernel's launchers on several devices.
+    ``binder`` lets one Binder serve a kernel's launchers on several devices.  ``grid`` and
+    ``block`` are a Kernel's own, which ``launch_own`` uses.
 
     ``param_builders`` fill the parameters no argument binds (kind "tmap", after the bound
     ones): each is called with the bound values and returns its value (a tensor map's bytes).
@@ -115,8 +122,10 @@ class Launcher:
 
     def __init__(self, fn, params: list[ParamSpec], *, name: str, dynamic_smem_bytes: int = 0,
                  min_dynamic_smem_bytes: int = 0, binder: Binder | None = None,
-                 param_builders=(), cluster=None):
+                 param_builders=(), cluster=None, grid=None, block=None):
         self.fn, self.name, self.params = fn, name, list(params)
+        self._own = (grid, block)
+        self._own_dims = None     # their dims, once launch_own has launched with them
         self._builders = tuple(param_builders)
         bound = [p for p in self.params if p.kind != "tmap"]
         self.dynamic_smem_bytes = dynamic_smem_bytes
@@ -140,6 +149,7 @@ class Launcher:
         self._launch = d.cuLaunchKernel if cluster is None else _cluster_launch(d, cluster, name)
         self._current_ctx = d.cuCtxGetCurrent
         self._ctx = int(fn.ctx)
+        self._ask_first = False   # the last launch found another context current
         self._last = driver.last_kernel
 
     def _dims(self, spec, cache: dict, what: str, values, user) -> tuple:
@@ -171,7 +181,7 @@ class Launcher:
         """Launch with arguments already bound (by this Launcher's Binder or one like it)."""
         last = self._last_dims          # (grid, block, their dims): one read, thread-safe
         if grid is last[0] and block is last[1]:   # a Kernel passes its own tuples each time
-            g, b = last[2]
+            dims = last[2]
         else:
             g = self._grids.get(grid) if grid.__class__ is tuple else None
             if g is None:
@@ -179,8 +189,9 @@ class Launcher:
             b = self._blocks.get(block) if block.__class__ is tuple else None
             if b is None:
                 b = self._dims(block, self._blocks, "block", values, user)
+            dims = g + b                 # gridDimX..Z, blockDimX..Z as cuLaunchKernel takes them
             if grid.__class__ is tuple and block.__class__ is tuple:
-                self._last_dims = (grid, block, (g, b))
+                self._last_dims = (grid, block, dims)
         smem = dynamic_smem_bytes
         if smem is None:
             smem = self.dynamic_smem_bytes
@@ -189,15 +200,10 @@ class Launcher:
         fn = self.fn
         if smem > fn.max_dynamic_smem:
             fn.ensure_dynamic_smem(smem, self.name)
-        if stream is None:
-            torch = _modules.get("torch")
-            if torch is None:
-                h = 0
-            elif torch is _torch_stream[0]:
-                h = _torch_stream[1](self.device)
-            else:
-                raw = _torch_current_stream()
-                h = raw(self.device) if raw is not None else 0
+        if stream is None:              # torch's current stream of our device, else 0
+            raw = _torch_stream[1] if _modules.get("torch") is _torch_stream[0] else \
+                _torch_current_stream()
+            h = 0 if raw is None else raw(self.device)
         elif stream.__class__ is int and stream in _ANY_CONTEXT_STREAMS:
             h = stream
         else:
@@ -213,18 +219,81 @@ class Launcher:
         except (struct_error, OverflowError, TypeError):
             self.binder.scalar_error(values)
             raise
+        if not self._ask_first:
+            err = self._launch(fn.handle, *dims, smem, h, kp, 0)[0]
+            if err:
+                self._relaunch(err, dims, smem, h, kp)
+        else:
+            self._launch_asking(dims, smem, h, kp)
+        self._last[0] = self.name
+
+    def launch_own(self, values, user) -> None:
+        """``launch`` with the Kernel's own grid and block, its default dynamic shared memory
+        and the current stream: a Kernel's call with no launch options, the common one, with
+        the same checks and steps and nothing that only options need (dims resolved once,
+        the shared-memory opt-in done once: a function's limit only grows)."""
+        dims = self._own_dims
+        if dims is None:
+            self._first_own(values, user)
+            return
+        raw = _torch_stream[1] if _modules.get("torch") is _torch_stream[0] else \
+            _torch_current_stream()
+        h = 0 if raw is None else raw(self.device)
+        try:
+            pack, buf, kp, _ = self._tls.p
+        except AttributeError:
+            pack, buf, kp, _ = self._thread_storage()
+        if self._builders:
+            values = values + [b(values) for b in self._builders]
+        try:
+            pack(buf, 0, *values)
+        except (struct_error, OverflowError, TypeError):
+            self.binder.scalar_error(values)
+            raise
+        if not self._ask_first:
+            err = self._launch(self.fn.handle, *dims, self.dynamic_smem_bytes, h, kp, 0)[0]
+            if err:
+                self._relaunch(err, dims, self.dynamic_smem_bytes, h, kp)
+        else:
+            self._launch_asking(dims, self.dynamic_smem_bytes, h, kp)
+        self._last[0] = self.name
+
+    def _first_own(self, values, user) -> None:
+        grid, block = self._own
+        self.launch(values, user, grid, block)
+        last = self._last_dims
+        if grid is last[0] and block is last[1] and \
+                self.dynamic_smem_bytes <= self.fn.max_dynamic_smem:
+            self._own_dims = last[2]      # constant dims (a callable grid never gets here)
+
+    def _relaunch(self, err, dims, smem, h, kp) -> None:
+        """A launch failed: launch again in our context if another one (or none) is current
+        in this thread, else raise the launch's error."""
         here = self._current_ctx()
         if not here[0] and int(here[1]) == self._ctx:
-            err = self._launch(fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h, kp, 0)[0]
+            self._failed(err, dims, smem, h)
+        cache.bump("launch_retries")
+        self._ask_first = True
+        self._in_our_context(dims, smem, h, kp)
+
+    def _launch_asking(self, dims, smem, h, kp) -> None:
+        """The launch, after asking which context is current (see the module docstring)."""
+        here = self._current_ctx()
+        if not here[0] and int(here[1]) == self._ctx:
+            self._ask_first = False
+            err = self._launch(self.fn.handle, *dims, smem, h, kp, 0)[0]
+            if err:
+                self._failed(err, dims, smem, h)
         else:
-            # another device's context (or none) is current in this thread: run in ours, and
-            # leave the thread's own one current again (torch's current device stays put)
-            with driver.context_scope(fn.ctx):
-                err = self._launch(fn.handle, g[0], g[1], g[2], b[0], b[1], b[2], smem, h, kp,
-                                   0)[0]
+            self._in_our_context(dims, smem, h, kp)
+
+    def _in_our_context(self, dims, smem, h, kp) -> None:
+        # another device's context (or none) is current in this thread: run in ours, and
+        # leave the thread's own one current again (torch's current device stays put)
+        with driver.context_scope(self.fn.ctx):
+            err = self._launch(self.fn.handle, *dims, smem, h, kp, 0)[0]
         if err:
-            self._failed(err, g, b, smem, h)
-        self._last[0] = self.name
+            self._failed(err, dims, smem, h)
 
     @staticmethod
     def _storage_of(pk):
@@ -274,8 +343,9 @@ class Launcher:
                               f"stream of cuda:{self.device}")
         return h
 
-    def _failed(self, err, g, b, smem, h) -> None:
+    def _failed(self, err, dims, smem, h) -> None:
         """Slow path: a CudaError naming the kernel, with what may explain it."""
+        g, b = dims[:3], dims[3:]
         hint = ""
         module = getattr(self.fn, "module", None)
         if module is not None and not module.loaded:

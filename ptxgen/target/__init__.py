@@ -6,6 +6,6 @@ instruction forms of templates/ once each.  Everything above this layer asks her
 anything of ptxgen but `errors`.
 """
 from .table import (CACHE_HINTS, GATES, MAX_PTX, MIN_PTX, MODIFIER_PTX, SMEM_LIMITS,  # noqa: F401
-                    TCGEN05_ARCHS, WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, Gate, Target,
+                    TCGEN05_ARCHS, TMEM_COLS, WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, Gate, Target,
                     cache_modifiers, check_opcode, gate_for, has_opcode, parse_target,
                     smem_limits, wide_vector_refusal)

@@ -1,7 +1,8 @@
 """Instruction forms from templates/isa.ptx.j2, rendered once and cached as format strings.
 
-A jinja render costs ~20 us; a cached `str.format` costs ~1 us.  So each distinct
-(form, modifiers) pair is rendered once per process and reused for every emitted line.
+A jinja render costs ~20 us; a cached `str.format` costs ~1 us, a compiled one ~0.25 us.
+So each distinct (form, modifiers) pair is rendered once per process and reused for every
+emitted line.
 
 Importing jinja2 and compiling the templates costs tens of ms, more than building a small
 kernel, so the rendered texts are also kept on disk (`forms-<key>.txt` in the cache
@@ -10,6 +11,11 @@ version: a fresh process whose forms are all on disk never imports jinja.  The t
 stay the source of truth; a stale, corrupt or unwritable cache only costs the renders.
 Reading it back imports nothing that a build does not already need (no json, no hashlib:
 those cost ~1.5 and ~4 ms to import, more than a small build).
+
+The package ships the texts its own kernels use as a seed (`forms_seed.txt` beside this file,
+the same format, written by scripts/forms_seed.py): a form missing from the disk cache is taken
+from the seed when the seed was made for the same key, so a fresh install's first build (an
+empty cache directory) renders nothing either.  A seed made for other templates is ignored.
 """
 from __future__ import annotations
 
@@ -77,16 +83,35 @@ def _fields(text: str) -> list:
     return fields
 
 
-class Form(str):
-    """An instruction form's format string whose `.format(d=..., a=...)` is the text compiled
-    once into an f-string function: str.format with keywords parses the string and builds
-    a dict on every call, 4x the cost, and the emitter fills one form per PTX line."""
+_COMPILE_AFTER = 4    # a form's text is compiled on its 4th use (one eval: ~30 str.formats)
 
-    def __new__(cls, text: str):
+
+class Form(str):
+    """An instruction form's format string whose `.format(d=..., a=...)` becomes the text
+    compiled into an f-string function once the form has been used a few times: str.format
+    with keywords parses the string and builds a dict on every call, 4x the cost, and the
+    emitter fills one form per PTX line; but compiling costs as much as ~30 such calls, and
+    a first build uses most of its forms once or twice (a small kernel's first build would
+    spend most of its time compiling), so until then str.format fills it.  Same text: both
+    format each operand with format(x, "")."""
+
+    def __new__(cls, text: str, fields: list | None = None):
         self = super().__new__(cls, text)
-        fields = _fields(text)
-        # **_: like str.format, a form ignores operands it does not use (bar.sync's count)
-        self.format = eval(f'lambda {"".join(f + ", " for f in fields)}**_: f{text!r}')
+        if fields is None:       # else: _fields(text), as the caller checked it
+            fields = _fields(text)
+        uses = 0
+
+        def first_uses(*args, **operands):
+            nonlocal uses
+            uses += 1
+            if uses == _COMPILE_AFTER:
+                # **_: like str.format, a form ignores operands it does not use (bar.sync's)
+                self.format = eval(f'lambda {"".join(f + ", " for f in fields)}**_: f{text!r}')
+            if args:     # positional operands, in the order the fields first appear
+                operands.update(zip(fields, args))
+            return str.format(text, **operands)
+
+        self.format = first_uses
         return self
 
 
@@ -166,12 +191,16 @@ def decode(key: str, data: bytes) -> dict | None:
     return dict(zip(it, it))
 
 
+SEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forms_seed.txt")
+
+
 class _Disk:
     """Rendered texts by entry key: loaded once from the cache file, written back (merged
     with whatever another process wrote meanwhile) after a build that rendered new ones."""
 
     def __init__(self):
         self.texts: dict | None = None
+        self.seed: dict | None = None     # the shipped seed's texts, read on the first miss
         self.path: str | None = None
         self.key = ""
         self.dirty = False
@@ -186,6 +215,16 @@ class _Disk:
                 self.path = None if d is None else os.path.join(d, f"forms-{self.key[:32]}.txt")
                 self.texts = self._read() or {}
             return self.texts
+
+    def seeded(self, key: str) -> str | None:
+        """The seed's text for `key` when the seed was made for this cache key."""
+        if self.seed is None:
+            try:
+                with open(SEED, "rb") as f:
+                    self.seed = decode(self.key, f.read()) or {}
+            except OSError:
+                self.seed = {}
+        return self.seed.get(key)
 
     def _read(self) -> dict | None:
         if self.path is None:
@@ -228,20 +267,28 @@ class _Disk:
 _disk = _Disk()
 
 
-def _rendered(key: str, render, check) -> str:
-    """The text for `key` from the disk cache if it passes `check`, else `render()`."""
+def _rendered(key: str, render, check) -> tuple:
+    """(text, check(text)): the text for `key` from the disk cache if it passes `check`, else
+    from the seed, else `render()`; the latter two go to the disk cache."""
     texts = _disk.texts
     if texts is None:
         texts = _disk.load()
     text = texts.get(key)
     if text is not None:
         try:
-            check(text)
-            return text
+            return text, check(text)
         except ValueError:   # a tampered or corrupt entry: render it again
             pass
-    text = render()
-    check(text)
+    text = _disk.seeded(key)
+    checked = None
+    if text is not None:
+        try:
+            checked = check(text)
+        except ValueError:   # a damaged seed: render
+            text = None
+    if text is None:
+        text = render()
+        checked = check(text)
     if not _disk.at_exit:   # written after each build, and at exit for renders without one
         import atexit
 
@@ -249,7 +296,7 @@ def _rendered(key: str, render, check) -> str:
         _disk.at_exit = True
     _disk.dirty = True
     texts[key] = text
-    return text
+    return text, checked
 
 
 def flush() -> bool:
@@ -265,7 +312,8 @@ def _clear_memory():
     _disk.__init__()
 
 
-def _macro_text(name, args, attrs) -> str:
+def _macro_text(name, args, attrs) -> tuple:
+    """(text, its fields) of a macro call."""
     key = repr((name, args, sorted(attrs.items())))
     return _rendered(key, lambda: str(getattr(_macros(), name)(*args, **attrs)).strip(),
                      _fields)
@@ -274,7 +322,7 @@ def _macro_text(name, args, attrs) -> str:
 @lru_cache(maxsize=None)
 def form(name: str, *args, **attrs) -> Form:
     """Format string of one instruction form, e.g. form("ld", "global", "u32", 4)."""
-    return Form(_macro_text(name, args, attrs))
+    return Form(*_macro_text(name, args, attrs))
 
 
 @lru_cache(maxsize=None)
@@ -283,7 +331,7 @@ def opcode(name: str, *args, **attrs) -> str:
     ir.Instr of the library carries (with `form=name`), its operands formatted by the
     emitter.  A full form's opcode is its text up to the operands (opcode("mov", "b32") is
     "mov.b32"), so the emitter's lines and the IR's instructions share one macro."""
-    text = _macro_text(name, args, attrs)
+    text = _macro_text(name, args, attrs)[0]
     return text.split(" ", 1)[0].rstrip(";")
 
 
@@ -319,7 +367,7 @@ def _render_module_format(has_tail: bool) -> str:
 @lru_cache(maxsize=None)
 def _module_format(has_tail: bool) -> str:
     return _rendered(repr(("<module>", has_tail)),
-                     lambda: _render_module_format(has_tail), _module_fields)
+                     lambda: _render_module_format(has_tail), _module_fields)[0]
 
 
 def render_module(*, module_decls, params, directives, decls, tail, **fields) -> str:

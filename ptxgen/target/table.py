@@ -6,7 +6,6 @@ same table checks structured forms and raw `pg.ptx[...]` escapes alike.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -41,10 +40,12 @@ class Target:
 
 @lru_cache(maxsize=None)
 def parse_target(arch: str) -> Target:
-    m = re.fullmatch(r"sm_(\d+)([af]?)", str(arch))
-    if not m or arch not in MIN_PTX:
+    # every name of MIN_PTX is sm_<digits> plus "", "a" or "f": the lookup is the parse (a
+    # regex compiled on the first build would cost more than the rest of a small build)
+    if arch not in MIN_PTX:
         raise ArchError(f"unknown target {arch!r}; known targets: {', '.join(MIN_PTX)}")
-    return Target(arch, int(m.group(1)), m.group(2))
+    suffix = arch[-1] if arch[-1] in "af" else ""
+    return Target(arch, int(arch[3:len(arch) - len(suffix)]), suffix)
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,10 @@ SMEM_LIMITS = {
 REGISTERS_PER_SM = 65536
 MAX_REGS_PER_THREAD = 255
 SETMAXNREG_RANGE = (24, 256, 8)     # (min, max, step)
+
+
+# Tensor memory per SM on tcgen05 targets: 128 lanes x 512 columns of 32 bits.
+TMEM_COLS = 512
 
 
 def smem_limits(target: Target) -> tuple[int, int]:

@@ -522,3 +522,36 @@ def test_kernel_dynamic_smem_override_is_checked():
     with pytest.raises(LaunchError, match="exceed the device's limit"):
         pooled(out, dynamic_smem_bytes=10 * 1024 * 1024)
     assert not calls
+
+
+def test_launch_with_no_current_context_is_refused_then_made_in_ours():
+    """The launcher does not ask which context is current before a launch: it relies on the
+    driver refusing one when its context is not current.  A new thread has none: the first
+    launch there must be refused (counted in launch_retries) and made again in ours."""
+    torch = pytest.importorskip("torch")
+    from ptxgen.runtime import driver
+
+    affine, _ = _kernels()
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    out = torch.zeros_like(x)
+    affine(out, x, 2.0, 1.0)                     # built, loaded, launched here
+    torch.cuda.synchronize()
+    out.zero_()
+    torch.cuda.synchronize()
+    before, seen = stats()["launch_retries"], {}
+
+    def work():      # no torch calls in this thread: none may make a context current
+        seen["before"] = int(driver.drv().cuCtxGetCurrent()[1])
+        affine(out, x, 2.0, 1.0, stream=0)
+        affine(out, x, 2.0, 1.0, stream=0)
+        seen["after"] = int(driver.drv().cuCtxGetCurrent()[1])
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    if seen["before"]:
+        pytest.skip("a context was already current in the new thread")
+    torch.cuda.synchronize()
+    assert torch.equal(out, x * 2.0 + 1.0)
+    assert stats()["launch_retries"] - before == 1      # refused once, then made current
+    assert seen["after"] == int(driver.primary_context(0))

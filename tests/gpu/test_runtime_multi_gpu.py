@@ -119,6 +119,25 @@ def test_two_threads_each_drive_one_gpu(set_device):
         assert torch.equal(outs[d], xs[d] * reps), f"cuda:{d}"
 
 
+def test_launch_under_the_other_devices_context_is_refused_then_made_in_ours():
+    """The launcher does not ask which context is current before a launch: it relies on the
+    driver refusing a function of cuda:1 while cuda:0's context is current (counted in
+    launch_retries), and never running it elsewhere; the thread keeps cuda:0 current."""
+    from ptxgen.runtime import driver
+
+    k = make_affine()
+    out1, x1, want = inputs(1)
+    torch.cuda.set_device(0)
+    torch.zeros(1, device="cuda:0")             # cuda:0's context is current in this thread
+    cur = int(driver.drv().cuCtxGetCurrent()[1])
+    before = stats()["launch_retries"]
+    k(out1, x1, 1.5, -0.25)                      # built and loaded on cuda:1, then launched
+    k(out1, x1, 1.5, -0.25)
+    assert np.array_equal(bits(out1), want.view(np.uint32))
+    assert int(driver.drv().cuCtxGetCurrent()[1]) == cur == int(driver.primary_context(0))
+    assert stats()["launch_retries"] - before == 1     # the second launch asked first
+
+
 def test_mixed_devices_are_refused_naming_both():
     k = make_affine()
     out0, x0, _ = inputs(0)
