@@ -29,6 +29,7 @@ from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  #
 from .builder.ptx import ptx, addr  # noqa: E402
 from .builder.tile import tile  # noqa: E402
 from .builder import tcgen05 as _tcgen05  # noqa: E402,F401  (the tcgen05 tile ops' front ends)
+from .builder import tile_math as _tile_math  # noqa: E402,F401  (elementwise ops, reductions)
 from .alloc import Resources, SMEMPool, TMEMPool, resources_of  # noqa: E402  (registers pg.ptx helpers)
 
 int8, int16, int32, int64 = (ScalarType(n) for n in ("int8", "int16", "int32", "int64"))

@@ -17,6 +17,7 @@ import numpy as np
 
 from ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  # noqa: F401
                         _reg_bits, _signed)
+from ptxsim_math import MathOps
 
 
 class Memory:
@@ -111,7 +112,7 @@ class Kernel:
         return guard, op, ops
 
 
-class Sim(AluOps):
+class Sim(MathOps, AluOps):
     def __init__(self, ptx: str, mem: Memory | None = None, stop_at=()):
         self.k = Kernel(ptx)
         self.mem = mem or Memory()
@@ -193,10 +194,10 @@ class Sim(AluOps):
                             for t in lanes:
                                 t["wait"] = None
                             released = True
-                    elif kind == "coll":
+                    elif kind == "coll":     # every live lane of the warp is there
                         lanes = [t for t in live if t["lin"] // 32 == ident]
-                        if len(lanes) == 32 and all(t["wait"] == key for t in lanes):
-                            self._matrix(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
+                        if all(t["wait"] == key for t in lanes):
+                            self._collective(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
                             for t in lanes:
                                 t["wait"] = None
                             released = True
@@ -299,7 +300,7 @@ class Sim(AluOps):
                 continue
             if base == "fence":
                 continue
-            if base in ("ldmatrix", "stmatrix"):   # warp collective: wait for the 32 lanes
+            if base in ("ldmatrix", "stmatrix", "shfl", "redux"):   # warp collectives
                 th["wait"] = ("coll", th["lin"] // 32, th["pc"] - 1)
                 return
             getattr(self, "_op_" + base, self._unsupported(op))(th, ctx, parts, ops)
@@ -379,6 +380,8 @@ class Sim(AluOps):
         of matrix i; lane l's register i holds row l//4, columns 2*(l%4) and 2*(l%4)+1 of
         matrix i (of its transpose with .trans), low half first."""
         guard, op, ops = self.k.instrs[pc]
+        if len(lanes) != 32:
+            raise Trap(f"{op}: needs the 32 lanes of a warp, {len(lanes)} are running")
         parts = op.split(".")
         n = int(next(p for p in parts if p in ("x1", "x2", "x4"))[1:])
         trans = "trans" in parts

@@ -129,7 +129,7 @@ def explain(op, *args, scope="cta", arch=None, dispatch=None, **options):
     stmt = scratch[-1]
     call = make_call(stmt, parse_target(arch or spec.explain_arch), facts_analyzer(ctx),
                      ctx.func.block, where=f"{user_src()}: ", gate=False)
-    return evaluate(op, call, dispatch)
+    return evaluate(stmt.op, call, dispatch)   # the op it recorded (max with axis=: reduce_max)
 
 
 class Tile:
