@@ -166,9 +166,9 @@ def _typecheck(op, scope, args):
     if op == "select":
         c = args[1]
         if isinstance(c, BufferRegion):
-            if not (c.dtype.is_int or c.dtype.name == "bool"):
-                raise TraceError(f"select: the condition {c} is {c.dtype}; it must be bool or an "
-                                 f"integer (nonzero is true)")
+            if not (c.dtype.is_int or c.dtype.is_float or c.dtype.name == "bool"):
+                raise TraceError(f"select: the condition {c} is {c.dtype}; it must be bool or a "
+                                 f"number (nonzero is true)")
         else:
             e = as_expr(c.__ptxgen_expr__() if isinstance(c, LocalScalar) else c)
             if e.dtype.name != "bool":

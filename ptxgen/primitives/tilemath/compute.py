@@ -98,6 +98,8 @@ def scalar(E: Emit, op: str, ct, args: list) -> Expr:
         return E.op("farith", ("fma", _FT[ct.name]), ct, a, b, c)
     if op == "select":
         c, a, b = args
+        if c.dtype is BF16:             # setp on bf16 needs sm_90: compare in float32
+            c = Cast(c, F32)
         cond = c if c.dtype is BOOL else Cast(c, BOOL)
         return Select(cond, convert(a, ct), convert(b, ct), ct)
     (x,) = args
