@@ -338,6 +338,24 @@ class MathOps:
     def _op_sqrt(self, th, ctx, p, o):
         self._special(th, ctx, p, o, _sqrt)
 
+    def _op_setp(self, th, ctx, p, o):
+        """Float compares as PTX defines them: eq..ge are ordered (false on NaN), equ..geu
+        unordered (true on NaN); 16-bit floats compare as values."""
+        cmp, ty = p[1], p[2]
+        if ty not in ("f16", "bf16", "f32", "f64"):
+            return super()._op_setp(th, ctx, p, o)
+        a, b = (decode(_mask(self._read(th, ctx, x, ty), _BITS[ty]), ty) for x in o[1:3])
+        nan = any(isinstance(v, float) and math.isnan(v) for v in (a, b))
+        if cmp in ("num", "nan"):
+            r = nan == (cmp == "nan")
+        elif nan:
+            r = cmp.endswith("u")
+        else:
+            a, b = float(a), float(b)
+            r = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
+                 "ge": a >= b}[cmp.rstrip("u") if cmp != "neu" else "ne"]
+        self._write(th, o[0], r, 1)
+
     # ---- conversions --------------------------------------------------------------------
     def _op_cvt(self, th, ctx, p, o):
         mods = p[1:]

@@ -27,3 +27,75 @@ DTYPES = ["float32", "float16", "bfloat16", "float64", "int32", "int8", "uint16"
 @pytest.mark.parametrize("dt", DTYPES)
 def test_every_op_of_a_dtype(dt):
     run_case(TC.ops_case(dt, "warp", 64, 8, np.random.default_rng(1)))
+
+
+@pytest.mark.parametrize("src", TC.ALL)
+def test_cast_to_every_dtype(src):
+    """Every (src, dst) pair, rounding to nearest / toward zero for float -> int, wrapping
+    ints, satfinite float8; inputs include NaN, inf, -0, subnormals, ties, the ranges' ends."""
+    run_case(TC.cast_case(src))
+
+
+ROUNDED = [("float32", ("float16", "bfloat16", "int32", "uint8", "int64")),
+           ("float64", ("float32", "float16", "bfloat16", "int16", "uint64")),
+           ("int32", ("float32", "float16", "bfloat16")),
+           ("int64", ("float32", "float16", "bfloat16", "float64")),
+           ("uint64", ("float32", "bfloat16", "float64")),
+           ("float16", ("bfloat16", "int8")), ("bfloat16", ("float16", "int32"))]
+
+
+@pytest.mark.parametrize("rounding", ["rz", "rm", "rp", "rn"])
+@pytest.mark.parametrize("src,dsts", ROUNDED, ids=[s for s, _ in ROUNDED])
+def test_cast_rounding_modes(src, dsts, rounding):
+    run_case(TC.cast_case(src, dsts=dsts, rounding=rounding, tag=f"_{rounding}"))
+
+
+SATURATED = [("float32", ("float16", "bfloat16")), ("float64", ("float16", "bfloat16")),
+             ("int32", ("int8", "uint8", "int16", "uint32", "uint64", "float16")),
+             ("int64", ("int32", "uint16", "float16")), ("uint32", ("int32", "int8")),
+             ("uint64", ("int64", "uint8")), ("bfloat16", ("float16",))]
+
+
+@pytest.mark.parametrize("src,dsts", SATURATED, ids=[s for s, _ in SATURATED])
+def test_cast_saturate(src, dsts):
+    run_case(TC.cast_case(src, dsts=dsts, saturate=True, tag="_sat"))
+
+
+KINDS = ["global", "shared", "swizzled", "register", "ragged"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("scope", ["thread", "warp", "warpgroup", "cta"])
+def test_scopes_and_operands(scope, kind):
+    if scope == "thread" and kind == "swizzled":
+        pytest.skip("the swizzled tile is 8 rows; the thread-scope tile has 4")
+    run_case(TC.scope_case(scope, kind))
+
+
+@pytest.mark.parametrize("scope", ["warp", "cta"])
+def test_unaligned_regions(scope):
+    run_case(TC.scope_case(scope, "global", aligned=False))
+    run_case(TC.scope_case(scope, "register", aligned=False))
+
+
+def _all_cases():
+    yield from (TC.ops_case(dt, "warp", 64, off) for dt in DTYPES for off in (8, 3))
+    yield from (TC.scope_case(s, k) for s in ("warp", "warpgroup", "cta") for k in KINDS)
+    yield from (TC.cast_case(src) for src in TC.ALL)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])
+def test_cases_assemble(arch):
+    """Every kernel above assembles with nvJitLink; on sm_80 the float8 casts name sm_89."""
+    import ptxgen as pg
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for case in _all_cases():
+            fp8 = case.name.startswith("cast_") and any(
+                "float8" in str(a.dtype) for a in case.kernel.ir.params if a.buffer is not None
+                for a in [a.buffer])
+            if arch == "sm_80" and fp8:
+                with pytest.raises(pg.ArchError, match="sm_89"):
+                    case.kernel.compile(arch)
+                continue
+            case.kernel.compile(arch)

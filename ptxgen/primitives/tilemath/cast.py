@@ -17,7 +17,7 @@ from __future__ import annotations
 from ...dtypes import dtype
 from ...errors import TraceError
 from ...ir import BinOp, BOOL, Cast, Const, Expr, VecOperand, int_range
-from .compute import Emit, convert
+from .compute import Emit, convert, truth
 from .ops import BF16, F16, F32, F64, ROUNDINGS
 
 U32, U16 = dtype("uint32"), dtype("uint16")
@@ -96,9 +96,9 @@ def cast_value(E: Emit, x: Expr, src, dst, rounding=None, saturate=None) -> Expr
         x, src, s = _fp8_to_f16(E, x, src), F16, "float"
         if dst is F16:
             return x
-    if s == "bool" or d == "bool":
-        if src is BF16:                 # setp on bf16 needs sm_90: compare in float32
-            x, src = Cast(x, F32), F32
+    if d == "bool":
+        return truth(E, x)
+    if s == "bool":
         if d == "fp8":
             return _to_fp8(E, Cast(x, F32), dst)
         return Cast(x, dst)

@@ -77,6 +77,18 @@ def const(v, dt) -> Const:
     return Const(float(v), dt)
 
 
+def truth(E: Emit, x: Expr) -> Expr:
+    """x != 0 as a predicate; NaN is true (setp.neu: unordered), as in C and numpy."""
+    if x.dtype is BOOL:
+        return x
+    if not x.dtype.is_float:
+        return Cast(x, BOOL)
+    if x.dtype is not F64:
+        x = convert(x, F32)             # 16-bit setp: bf16 needs sm_90; compare in float32
+    t = "f64" if x.dtype is F64 else "f32"
+    return E.op("setp", ("neu", t), BOOL, x, Const(0.0, x.dtype))
+
+
 def _f32(x: Expr) -> Expr:
     return convert(x, F32)
 
@@ -98,9 +110,7 @@ def scalar(E: Emit, op: str, ct, args: list) -> Expr:
         return E.op("farith", ("fma", _FT[ct.name]), ct, a, b, c)
     if op == "select":
         c, a, b = args
-        if c.dtype is BF16:             # setp on bf16 needs sm_90: compare in float32
-            c = Cast(c, F32)
-        cond = c if c.dtype is BOOL else Cast(c, BOOL)
+        cond = truth(E, c)
         return Select(cond, convert(a, ct), convert(b, ct), ct)
     (x,) = args
     if ct is F64:

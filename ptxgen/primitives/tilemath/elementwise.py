@@ -239,8 +239,8 @@ def emit_elementwise(call, plan, use_pairs=False):
     if plan.linear is not None:
         i, value, nvec = plan.linear
         T = call.scope.nthreads
-        body = [Let(i, value, (0, plan.rounds * T - 1)),
-                If(BinOp("lt", i, Const(nvec), BOOL), body)]
+        body = [Let(i, value, (0, plan.rounds * T - 1))] + (
+            [If(BinOp("lt", i, Const(nvec), BOOL), body)] if nvec else body)
     if plan.kind == "mem" and plan.rounds > 1:
         body = [For(plan.loop_var, Const(0), Const(plan.rounds), 1, "serial", body)]
     return list(plan.prologue) + E.allocs() + body

@@ -67,7 +67,7 @@ class ElemPlan:
     mem: dict                 # memory operand pos -> Access
     rounds: int = 1           # mem: serial rounds
     loop_var: Var | None = None
-    linear: tuple | None = None   # mem: (i, its value, n / V) when vector i is guarded
+    linear: tuple | None = None   # mem: (i, its value, n / V or None: no guard) by digits of i
 
     def vector_bits(self, opnds) -> str:
         ws = sorted({a.V * next(o.ebits for o in opnds if o.pos == p)
@@ -170,7 +170,7 @@ def plan_reg(call, opnds, vectors=True):
     accesses = {}
     for o in mems:
         s = opnds.index(o)
-        widths = WIDTHS if vectors else (o.ebits,)
+        widths = WIDTHS if vectors and o.dtype is not BOOL else (o.ebits,)
         acc, why = _reg_access(call, o, s, L, threads, rleaves, elems, tid, prologue, widths)
         if acc is None:
             return None, why
@@ -289,6 +289,8 @@ def plan_mem(call, opnds, max_bits=128):
     items = _coalesce([(common[0][i].extent, [c[i].stride for c in common]) for i in idx])
     n = math.prod(e for e, _ in items)
     vmax = max(1, min(max_bits // o.ebits for o in opnds))
+    if any(o.dtype is BOOL for o in opnds):
+        vmax = 1                 # bool elements are bytes of a 1-bit dtype: moved one by one
     reasons = []
     for V in (16, 8, 4, 2, 1):
         if V > vmax:
@@ -339,20 +341,20 @@ def _mem_partition(call, opnds, items, n, V, T):
         prologue.append(Let(tid, call.scope.tid, (0, T - 1)))
     f = Var("f", INT32)
     linear = None
-    if nvec % T == 0:
-        groups = split_leaves(items, [V, V * T])
-        if groups is None:
-            return None
+    groups = split_leaves(items, [V, V * T]) if nvec % T == 0 else None
+    if groups is not None:
         _, threads, outer = groups
         rounds = nvec // T
         parts = [(f, outer)] + ([(tid, threads)] if tid is not None else [])
-    else:
+    else:      # the threads' cut falls inside a leaf: vector i = round * T + tid, digits of i
         groups = split_leaves(items, [V])
         if groups is None:
             return None
         rounds = -(-nvec // T)
         i = Var("i", INT32)
-        linear = (i, (f * T + tid) if rounds > 1 else tid, nvec)
+        value = (f * T + tid if tid is not None else f) if rounds > 1 else \
+            (tid if tid is not None else Const(0))
+        linear = (i, value, nvec if nvec % T else None)
         parts = [(i, groups[1])]
     mem = {}
     for s, o in enumerate(opnds):
@@ -368,7 +370,7 @@ def describe_plan(plan, opnds, T) -> str:
     if plan.kind == "reg":
         return (f"{plan.vector_bits(opnds)} accesses, {T} thread(s) x {plan.nelem} "
                 f"element(s)")
-    g = " (guarded)" if plan.linear is not None else ""
+    g = " (guarded)" if plan.linear is not None and plan.linear[2] else ""
     return (f"{plan.vector_bits(opnds)} accesses, {T} thread(s) x {plan.rounds} round(s) of "
             f"{plan.nelem}{g}")
 

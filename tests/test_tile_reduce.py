@@ -1,0 +1,37 @@
+"""Reductions (sum / max / min) in the PTX simulator against numpy: integer and max/min
+results bit for bit, float sums within depth * 2^-p * sum|x| (the accumulation tree's
+depth; see primitives/tilemath/reduce.py)."""
+import numpy as np
+import pytest
+
+import tilemath_cases as TC
+from test_tile_math import run_case
+
+SCOPES = ["thread", "warp", "warpgroup", "cta"]
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+@pytest.mark.parametrize("src", ["register", "global", "shared"])
+@pytest.mark.parametrize("scope", SCOPES)
+def test_sum_float32(scope, src, axis):
+    dst = "register" if axis is None else "global"
+    run_case(TC.reduce_case(scope, src, dst, "sum", "float32", "float32", axis))
+
+
+DTYPES = [("sum", "bfloat16", "float32"), ("max", "bfloat16", "bfloat16"),
+          ("min", "float16", "float16"), ("sum", "float64", "float64"),
+          ("sum", "int32", "int32"), ("sum", "int8", "int32"), ("max", "uint32", "uint32"),
+          ("min", "int16", "int16"), ("max", "float32", "float32"), ("sum", "bfloat16", "bfloat16")]
+
+
+@pytest.mark.parametrize("op,sdt,ddt", DTYPES, ids=[f"{o}-{s}-{d}" for o, s, d in DTYPES])
+@pytest.mark.parametrize("scope,src", [("warp", "register"), ("cta", "register"),
+                                       ("warpgroup", "global"), ("cta", "shared")])
+def test_dtypes(scope, src, op, sdt, ddt):
+    run_case(TC.reduce_case(scope, src, "global", op, sdt, ddt, 1))
+    run_case(TC.reduce_case(scope, src, "register", op, sdt, ddt, None))
+
+
+def test_row_per_warp_into_warp_registers():
+    run_case(TC.reduce_case("cta", "register", "warp_register", "sum", "float32", "float32", 1))
+    run_case(TC.reduce_case("cta", "register", "warp_register", "max", "int32", "int32", 1))
