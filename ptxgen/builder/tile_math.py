@@ -61,10 +61,11 @@ def _shapes(op, dst, regions):
         if got == want:
             continue
         name = "dst" if p == 0 else f"src {p}"
-        if regs and r.buffer.root.scope != "local" and len(got) == len(want) and got and \
-                got[:-1] == want[:-1] and got[-1] < want[-1]:
-            dim = max(d for d, e in enumerate(r.shape) if e != 1)
-            ragged[p] = (dim, want[-1])
+        dim = max([d for d, e in enumerate(r.shape) if e != 1] or [len(r.shape) - 1])
+        rest = _squeeze(r.shape[:dim] + r.shape[dim + 1:])
+        if regs and r.buffer.root.scope != "local" and want and rest == want[:-1] and \
+                r.shape[dim] < want[-1]:
+            ragged[p] = (dim, want[-1])     # a ragged row: shorter along the tile's last dim
             continue
         raise fail(f"{op} shape mismatch: {'dst' if ref_pos == 0 else 'src ' + str(ref_pos)} "
                    f"{ref} has extents {ref.shape} but {name} {r} has {r.shape}; the operands "
