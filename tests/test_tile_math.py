@@ -8,7 +8,6 @@ import pytest
 
 import ptxsim
 import tilemath_cases as TC
-import tilemath_ref as R
 
 
 def run_case(case):

@@ -1,7 +1,6 @@
 """Reductions (sum / max / min) in the PTX simulator against numpy: integer and max/min
 results bit for bit, float sums within depth * 2^-p * sum|x| (the accumulation tree's
 depth; see primitives/tilemath/reduce.py)."""
-import numpy as np
 import pytest
 
 import tilemath_cases as TC

@@ -18,8 +18,8 @@ from ..copy.common import CONTAINERS, flat_pointer, ld_st_pair
 from ..copy.reg import pack, reg_ref, unpack
 from ..registry import register
 from .cast import cast_value
-from .compute import Emit, PACKED, bits_of, const, convert, packed, packed_form, scalar, unpair
-from .ops import BF16, BOOL as _B, ELEMENTWISE, F16, F32, U8, is_16bit_float
+from .compute import Emit, PACKED, bits_of, convert, packed, packed_form, scalar, unpair
+from .ops import BOOL as _B, ELEMENTWISE, F16, F32, U8, is_16bit_float
 from .plan import describe_plan, plan_mem, plan_reg
 
 U32 = dtype("uint32")
@@ -268,4 +268,4 @@ def _register(op):
 for _op in ELEMENTWISE:
     _register(_op)
 
-__all__ = ["emit_elementwise", "plan_vector", "plan_scalar", "storage", "BF16"]
+__all__ = ["emit_elementwise", "plan_vector", "plan_scalar", "storage"]
