@@ -43,10 +43,10 @@ def _operand(x, what, op):
     raise fail(f"{op}: {what} must be a tensor, a region, a number or a traced scalar, got {x!r}")
 
 
-def _check_options(op, options, allowed):
+def _check_options(op, scope, options, allowed):
     extra = sorted(set(options) - set(allowed))
     if extra:
-        raise fail(f"pg.tile.*.{op} got unexpected option(s) {', '.join(extra)}; it takes "
+        raise fail(f"pg.tile.{scope}.{op} got unexpected option(s) {', '.join(extra)}; it takes "
                    f"{', '.join(allowed) or 'no options'}")
 
 
@@ -106,7 +106,7 @@ def _elementwise(op, scope, dst, srcs, dispatch, options):
     if len(srcs) != n:
         raise TraceError(f"pg.tile.{scope}.{op} takes dst and {n} source(s), got {len(srcs)}")
     allowed = ["pad"] + (["rounding", "saturate"] if op == "cast" else [])
-    _check_options(op, options, allowed)
+    _check_options(op, scope, options, allowed)
     d = _operand(dst, "dst", op)
     if not isinstance(d, BufferRegion):
         raise TraceError(f"{op}: dst must be a tensor or a region, got {dst!r}")
@@ -207,7 +207,7 @@ def reduction(name):
 
 def _reduce(op, name, scope, dst, src=None, axis=None, dispatch=None, **options):
     try:
-        _check_options(name, options, ["axis"])
+        _check_options(name, scope, options, ["axis"])
         if src is None:
             raise TraceError(f"pg.tile.{scope}.{name} takes dst, src and axis=")
         d, s = region_of(dst, "dst"), region_of(src, "src")
@@ -226,7 +226,7 @@ def _reduce(op, name, scope, dst, src=None, axis=None, dispatch=None, **options)
         if _squeeze(d.shape) != want:
             raise TraceError(f"{name} shape mismatch: reducing {s} over axis {axes} leaves "
                              f"extents {want or (1,)} but dst {d} has {d.shape}")
-        acc = _acc_dtype(name, s, d)
+        acc = _acc_dtype(name, scope, s, d)
         ctx = current()
         sc = make_scope(scope, ctx.func.block)
         n = scratch_elems(s, d, axes, sc)
@@ -240,13 +240,15 @@ def _reduce(op, name, scope, dst, src=None, axis=None, dispatch=None, **options)
         raise located(e) from None
 
 
-def _acc_dtype(name, s, d):
+def _acc_dtype(name, scope, s, d):
     for r in (s, d):
         if r.dtype.kind in ("storage", "bool", "handle"):
-            raise TraceError(f"{name}: {r} is {r.dtype}; convert it with pg.tile.*.cast first")
+            raise TraceError(f"{name}: {r} is {r.dtype}; convert it with pg.tile.{scope}.cast "
+                             f"first")
     if s.dtype.is_int != d.dtype.is_int:
         raise TraceError(f"{name} dtype mismatch: src {s} is {s.dtype} but dst {d} is {d.dtype}; "
-                         f"integer and float operands do not mix (convert with pg.tile.*.cast)")
+                         f"integer and float operands do not mix (convert with "
+                         f"pg.tile.{scope}.cast first)")
     if d.dtype.is_int:
         return d.dtype
     return F32 if is_16bit_float(d.dtype) else d.dtype
