@@ -6,8 +6,10 @@ type suffix.  Threads of a CTA run one after another up to each barrier.  Suppor
 loads, mov/cvta, integer and float arithmetic (.rn), setp/selp, cvt, bfe/bfi, ld/st of
 global/shared/local memory (scalars and vectors, any cache modifiers), branches, bar.sync
 (named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, mbarrier (init, arrive,
-expect_tx, try_wait/test_wait), non-tensor cp.async.bulk, ret.  Anything else raises
-`Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
+expect_tx, try_wait/test_wait), non-tensor cp.async.bulk, ret; and (ptxsim_math.py) 16-bit
+and packed float arithmetic, fma, ex2/lg2/rsqrt/rcp/sqrt, every cvt rounding and saturation
+(float8 included), shfl.sync.bfly, redux.sync.  Anything else raises `Unsupported`, so a
+test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
 """
 from __future__ import annotations
 

@@ -98,3 +98,62 @@ def test_cases_assemble(arch):
                     case.kernel.compile(arch)
                 continue
             case.kernel.compile(arch)
+
+
+def _kernel(body, block=128):
+    import ptxgen as pg
+    return pg.kernel(grid=(1,), block=(block,))(body)
+
+
+def test_explain_tables():
+    import ptxgen as pg
+    out = {}
+
+    def body(A: pg.Tensor((4096,), "bfloat16"), B: pg.Tensor((4096,), "bfloat16"),
+             C: pg.Tensor((4096,), "float32"), D: pg.Tensor((4,), "int32")):
+        from ptxgen.layout import S, TileLayout, tid
+        pg.thread_id(128)
+        out["add80"] = str(pg.tile.explain("add", A[0:4096], A[0:4096], B[0:4096], scope="cta",
+                                           arch="sm_80"))
+        out["exp"] = str(pg.tile.explain("exp", C[1:4001], C[0:4000], scope="cta"))
+        ri = pg.alloc_local((128,), "int32", layout=TileLayout(S[(128,):(1 @ tid,)]))
+        out["sum"] = str(pg.tile.explain("sum", D[0:1], ri, scope="cta", axis=0))
+    _kernel(body)
+    assert out["add80"] == (
+        "add pg.tile.cta.add(A[0:4096], A[0:4096], B[0:4096]) [bfloat16, cta (128 threads)]\n"
+        "   variant     pri  result\n"
+        "-> packed       30  ok  bf16x2 pairs (fma.rn.bf16x2: sm_80 has no bf16x2 add), 128-bit "
+        "accesses, 128 thread(s) x 4 round(s) of 8\n"
+        "   vector       20  ok  128-bit accesses, 128 thread(s) x 4 round(s) of 8\n"
+        "   scalar        0  ok  one element per access, 16-bit accesses, 128 thread(s) x 32 "
+        "round(s) of 1")
+    assert out["exp"].splitlines()[2:] == [
+        "   vector       20  no  no operand moves in vectors: 4 elements: C: region start offset "
+        "1 is not a multiple of 4; 2 elements: C: region start offset 1 is not a multiple of 2",
+        "-> scalar        0  ok  one element per access, 32-bit accesses, 128 thread(s) x 32 "
+        "round(s) of 1 (guarded)"]
+    assert out["sum"].splitlines()[2:] == [
+        "-> redux        20  ok  redux.sync over 32 lanes, warps through shared memory",
+        "   shfl         10  ok  32 lane(s) by shfl.sync.bfly, 4 warp(s) through shared memory",
+        "   serial        0  no  the reduced elements are spread over threads"]
+
+
+def test_memory_ops_stay_loops_and_forms():
+    """A memory-only op is one serial PTX loop (not unrolled); sm_80 gets bf16x2 fma for add,
+    sm_90 add.rn.bf16x2; f32 -> bf16 pairs use cvt.rn.bf16x2.f32; exp is ex2 of x * log2 e."""
+    import ptxgen as pg
+
+    def body(A: pg.Tensor((65536,), "bfloat16"), B: pg.Tensor((65536,), "float32")):
+        pg.thread_id(128)
+        pg.tile.cta.add(A[0:65536], A[0:65536], A[0:65536])
+        pg.tile.cta.cast(A[0:65536], B[0:65536])
+        pg.tile.cta.exp(B[0:65536], B[0:65536])
+    k = _kernel(body)
+
+    def n(ptx, op):
+        return sum(line.strip().startswith(op) for line in ptx.splitlines())
+    p90, p80 = k.ptx("sm_90a"), k.ptx("sm_80")
+    assert n(p90, "$L_for_") == 3 and n(p90, "add.rn.bf16x2") == 4
+    assert n(p80, "add.rn.bf16x2") == 0 and n(p80, "fma.rn.bf16x2") == 4
+    assert n(p90, "cvt.rn.bf16x2.f32") == 2
+    assert n(p90, "mul.rn.f32") == 4 and "0f3FB8AA3B" in p90 and n(p90, "ex2.approx.f32") == 4

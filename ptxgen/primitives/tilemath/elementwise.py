@@ -78,7 +78,9 @@ def _packed_ok(call):
         return False, why
     if plan.nelem < 2:
         return False, "each thread handles one element per round: nothing to pair"
-    return True, f"{lanes} pairs, {describe_plan(plan, call.opnds, call.scope.nthreads)}"
+    form = packed_form(call.op, call.record.compute, call.target) if call.op != "cast" else None
+    how = f" (fma.rn.bf16x2: {call.target} has no bf16x2 {call.op})" if form and form[2] else ""
+    return True, f"{lanes} pairs{how}, {describe_plan(plan, call.opnds, call.scope.nthreads)}"
 
 
 def _vector_ok(call):
