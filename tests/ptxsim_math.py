@@ -106,19 +106,6 @@ def round_bits(x, fmt, mode="rn", satfinite=False, ftz=False):
     return s | mq                                        # subnormal
 
 
-def value_of(bits, ty):
-    fmt = ty if ty in FORMATS else None
-    return decode(bits, fmt)
-
-
-def _float_fn(fn, x):
-    """fn over a Fraction/inf/nan argument as a float result (inf/nan kept)."""
-    try:
-        return fn(float(x))
-    except (ValueError, ZeroDivisionError, OverflowError):
-        return math.nan
-
-
 def _exp2(x):
     if isinstance(x, float) and math.isnan(x):
         return math.nan

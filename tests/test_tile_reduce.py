@@ -34,3 +34,13 @@ def test_dtypes(scope, src, op, sdt, ddt):
 def test_row_per_warp_into_warp_registers():
     run_case(TC.reduce_case("cta", "register", "warp_register", "sum", "float32", "float32", 1))
     run_case(TC.reduce_case("cta", "register", "warp_register", "max", "int32", "int32", 1))
+
+
+@pytest.mark.parametrize("src", ["register", "global"])
+def test_two_warpgroups_each_reduce(src):
+    """block 256, warpgroup scope: each warpgroup's cross-warp step has its own scratch part
+    and named barrier (8 + warpgroup)."""
+    run_case(TC.reduce_case("warpgroup", src, "global", "sum", "float32", "float32", 0,
+                            block=256))
+    run_case(TC.reduce_case("warpgroup", src, "register", "max", "int32", "int32", None,
+                            block=256))

@@ -118,8 +118,8 @@ def _expect(op, dt, A, B, C, P, n):
         cond = R.values(P, dt) != 0
         return lambda: np.where(cond, A, B)
     if op == "fill":
-        return lambda: R.to_bits(np.full(n, 3 if dt in R.INTS else 1.25), dt) if dt in R.INTS \
-            else R.to_bits(np.full(n, 1.25, np.float32), dt)
+        return lambda: R.to_bits(np.full(n, 3) if dt in R.INTS else np.full(n, 1.25, np.float32),
+                                 dt)
     if op == "zero":
         return lambda: np.zeros(n, R.NP[dt])
     if op == "memset":
@@ -302,12 +302,11 @@ def scope_case(scope, kind, rng=None, arch="sm_90a", aligned=True):
             return o
         return want
 
-    exact = None
-    case.checks += [
-        (f"add[{scope}, {kind}]", 4, region(0, lambda s: R.binary("add", a[s], f32, b[s], f32, f32)),
-         exact),
-        (f"fma bf16[{scope}, {kind}]", 5, region(1, lambda s: R.fma(x[s], y[s], 0.5, bf)), exact),
-        (f"cast f32->bf16[{scope}, {kind}]", 6, region(2, lambda s: R.bf16_bits(a[s])), exact),
+    case.checks += [       # bit-exact
+        (f"add[{scope}, {kind}]", 4,
+         region(0, lambda s: R.binary("add", a[s], f32, b[s], f32, f32)), None),
+        (f"fma bf16[{scope}, {kind}]", 5, region(1, lambda s: R.fma(x[s], y[s], 0.5, bf)), None),
+        (f"cast f32->bf16[{scope}, {kind}]", 6, region(2, lambda s: R.bf16_bits(a[s])), None),
     ]
     want4 = region(3, lambda s: np.exp(a[s].astype(np.float64)))
     case.checks.append((f"exp[{scope}, {kind}]", 7, want4,
@@ -332,17 +331,19 @@ def red_layout(scope, H, W):
     return TileLayout(S[(H, (32, W // 32)):(1 @ w, (1 @ laneid, 1))])
 
 
-def reduce_case(scope, src_kind, dst_kind, op, sdt, ddt, axis, rng=None, arch="sm_90a"):
+def reduce_case(scope, src_kind, dst_kind, op, sdt, ddt, axis, rng=None, arch="sm_90a",
+                block=None):
     """op over `axis` of an (H, W) tile of `src_kind` (register / global / shared) into
     `dst_kind`: "global", or "register" (every thread holds every output: thread 0 stores
-    them), or "warp_register" (cta, axis 1: a row's output in its warp, lane 0 stores it)."""
+    them), or "warp_register" (cta, axis 1: a row's output in its warp, lane 0 stores it).
+    `block`: more threads than the scope (warpgroups: each reduces the same tile)."""
     rng = rng or np.random.default_rng(4)
     H, W = RSHAPE[scope]
-    T = 128 if scope == "warpgroup" else BLOCK[scope]
+    T = block or (128 if scope == "warpgroup" else BLOCK[scope])
     axes = (0, 1) if axis is None else (axis,)
     kshape = tuple(e for d, e in enumerate((H, W)) if d not in axes) or (1,)
     lay = red_layout(scope, H, W)
-    name = f"red_{op}_{scope}_{src_kind}_{dst_kind}_{sdt}_{ddt}_{axis}"
+    name = f"red_{op}_{scope}_{src_kind}_{dst_kind}_{sdt}_{ddt}_{axis}_{T}"
 
     @pg.kernel(grid=(1,), block=(T,), name=name)
     def k(A: pg.Tensor((H + 2, W + 8), sdt), OUT: pg.Tensor(kshape, ddt)):

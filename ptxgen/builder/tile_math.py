@@ -229,7 +229,7 @@ def _reduce(op, name, scope, dst, src=None, axis=None, dispatch=None, **options)
         acc = _acc_dtype(name, scope, s, d)
         ctx = current()
         sc = make_scope(scope, ctx.func.block)
-        n = scratch_elems(s, d, axes, sc)
+        n = scratch_elems(s, d, axes, sc, ctx.func.block)
         scratch = None
         if n:
             h = _alloc(user_site(), "red_scratch", "red_scratch", (n,), acc, "shared")

@@ -23,7 +23,6 @@ from .ops import F16, F32, F64, ROUNDINGS
 U32, U16 = dtype("uint32"), dtype("uint16")
 FP8 = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 _FT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
-_MANT = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
 
 
 def _kind(dt) -> str:
@@ -194,8 +193,3 @@ def _to_fp8(E: Emit, f, dst) -> Expr:
     return E.op("convert", ("u32", "u16"), dst, h)
 
 
-def rounding_needed(src, dst) -> bool:
-    """Whether the conversion can be inexact (int -> float of more bits than the mantissa)."""
-    if src.is_int and dst.name in _MANT:
-        return src.bits - (src.kind == "int") > _MANT[dst.name]
-    return True

@@ -15,7 +15,7 @@ from ...dtypes import dtype
 from ...ir import (Alloc, BinOp, Buffer, BOOL, Cast, Const, Expr, Instr, Load, Select, Store,
                    VecOperand)
 from ...target.forms import opcode
-from .ops import BF16, F16, F32, F64, is_16bit_float
+from .ops import BF16, F16, F32, F64
 
 U32 = dtype("uint32")
 LOG2E = 1.4426950408889634       # rounded to float32 when used (0f3FB8AA3B)
@@ -67,14 +67,6 @@ class Emit:
 def convert(x: Expr, dt) -> Expr:
     """x as dtype dt with the IR's conversion (round to nearest, exact widening)."""
     return x if x.dtype is dt else Cast(x, dt)
-
-
-def const(v, dt) -> Const:
-    if dt.is_int:
-        return Const(int(v), dt)
-    if dt is BOOL:
-        return Const(bool(v), BOOL)
-    return Const(float(v), dt)
 
 
 def truth(E: Emit, x: Expr) -> Expr:
@@ -213,5 +205,3 @@ def packed(E: Emit, op: str, dt, pairs: list, target) -> Load:
     return E.op(name, mods, U32, *regs)
 
 
-def is_packable(op, ct, region_dtypes) -> bool:
-    return is_16bit_float(ct) and all(d is ct for d in region_dtypes)

@@ -192,12 +192,13 @@ def _mem_structure(src, axes, T):
     return Structure("mem", threads, [[] for _ in range(K // tk)], T, tr, tk, R)
 
 
-def scratch_elems(src, dst, axes, scope) -> int:
-    """Shared scratch elements the cross-warp stage needs (0: none): warps x outputs."""
+def scratch_elems(src, dst, axes, scope, block) -> int:
+    """Shared scratch elements the cross-warp stage needs (0: none): the CTA's warps x
+    outputs (every warpgroup of a warpgroup-scope call has its own four warps' part)."""
     st = structure(src, dst, axes, scope)
     if not st.warps:
         return 0
-    return -(-scope.nthreads // 32) * math.prod(dst.shape)
+    return -(-math.prod(block) // 32) * math.prod(dst.shape)
 
 
 # ---- variants ------------------------------------------------------------------------------
