@@ -119,7 +119,8 @@ def _print_block(results, op, shape, dt=None):
         mark = "->" if r is best else "  "
         extra = f"  {r['vs torch']:.2f}x torch" if "vs torch" in r else ""
         err = f"  max {r['ulp']:.1f} ulp vs torch" if "ulp" in r else ""
-        print(f" {mark} {r['variant']:<34} {r['ms'] * 1e3:9.1f} us {r['GB/s']:8.0f} GB/s{extra}{err}")
+        print(f" {mark} {r['variant']:<34} {r['ms'] * 1e3:9.1f} us {r['GB/s']:8.0f} GB/s"
+              f"{extra}{err}")
 
 
 def main():

@@ -52,5 +52,6 @@ REDUCE_OPS = {"sum": "sum", "max": "reduce_max", "min": "reduce_min"}
 for _op in REDUCE_OPS.values():
     tile_op(_op, ReduceCall)
 
-__all__ = ["ARITY", "ELEMENTWISE", "REDUCTIONS", "REDUCE_OPS", "MathCall", "MathRecord", "ReduceCall",
+__all__ = ["ARITY", "ELEMENTWISE", "REDUCTIONS", "REDUCE_OPS", "MathCall", "MathRecord",
+           "ReduceCall",
            "ReduceRecord", "check_cast", "compute_dtype", "scratch_elems", "structure"]

@@ -53,7 +53,8 @@ def _packed_lanes(call) -> tuple[str | None, str]:
     if op == "cast":
         src, dst = call.args[1].dtype, call.args[0].dtype
         if src is not F32 or not is_16bit_float(dst):
-            return None, f"packed casts are float32 -> float16/bfloat16 pairs; this is {src} -> {dst}"
+            return None, (f"packed casts are float32 -> float16/bfloat16 pairs; this is "
+                          f"{src} -> {dst}")
         if rec.rounding not in (None, "rn"):
             return None, f"cvt.{rec.rounding}.*x2 is not used; packed casts round to nearest"
         if call.target.sm < 80:
@@ -63,7 +64,8 @@ def _packed_lanes(call) -> tuple[str | None, str]:
     if op not in PACKED:
         return None, f"{op} has no two-lane form (16-bit {op} computes in float32)"
     if not is_16bit_float(ct) or any(d is not ct for d in dts):
-        return None, f"packed forms need every operand in one 16-bit float dtype ({'/'.join(map(str, dict.fromkeys(dts)))})"
+        names = "/".join(map(str, dict.fromkeys(dts)))
+        return None, f"packed forms need every operand in one 16-bit float dtype ({names})"
     if packed_form(op, ct, call.target) is None:
         return None, f"{call.target} has no two-lane {op} on {ct}"
     return ("f16x2" if ct is F16 else "bf16x2"), ""
@@ -90,7 +92,7 @@ def _vector_ok(call):
     if not plan.mem:
         return False, "every operand is registers: no memory to move in vectors"
     if all(a.V == 1 for a in plan.mem.values()):
-        return False, f"no operand moves in vectors: {why}" if why else "no operand moves in vectors"
+        return False, "no operand moves in vectors" + (f": {why}" if why else "")
     return True, describe_plan(plan, call.opnds, call.scope.nthreads)
 
 
@@ -173,8 +175,8 @@ def _memset_value(E, byte, dt):
     sdt = storage(dt)
     pattern = int.from_bytes(bytes([byte]) * max(1, sdt.bits // 8), "little")
     if sdt.is_int:
-        lo = pattern - (1 << sdt.bits) if sdt.kind == "int" and pattern >> (sdt.bits - 1) else pattern
-        return Const(lo, sdt)
+        neg = sdt.kind == "int" and pattern >> (sdt.bits - 1)
+        return Const(pattern - (1 << sdt.bits) if neg else pattern, sdt)
     w = 16 if sdt.bits == 16 else 64 if sdt.bits == 64 else 32
     return E.op("mov", (f"b{w}",), sdt, Const(pattern, dtype(f"uint{w}")))
 

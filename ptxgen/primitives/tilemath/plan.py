@@ -236,7 +236,6 @@ def _reg_access(call, o, s, L, threads, rleaves, elems, tid, prologue, widths):
     return None, "; ".join(reasons) or f"{o.dtype} elements cannot be moved"
 
 
-
 def _runs(entries, V):
     """[(element ids in memory order, sym digits, first const offset)] covering `entries`
     in V-aligned runs of consecutive constant offsets, or None."""
