@@ -44,3 +44,20 @@ def test_two_warpgroups_each_reduce(src):
                             block=256))
     run_case(TC.reduce_case("warpgroup", src, "register", "max", "int32", "int32", None,
                             block=256))
+
+
+def test_cta_of_sixteen_threads():
+    """shfl.sync names only the CTA's 16 lanes in its member mask."""
+    import numpy as np
+    import ptxgen as pg
+
+    @pg.kernel(grid=(1,), block=(16,))
+    def k(A: pg.Tensor((64,), "float32"), OUT: pg.Tensor((1,), "float32")):
+        pg.thread_id(16)
+        pg.tile.cta.sum(OUT[0:1], A[0:64])
+    assert "shfl.sync.bfly.b32 %f" in k.ptx() and ", 65535;" in k.ptx()
+    import ptxsim
+    a = np.arange(64, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    ptxsim.run(k, [a, out])
+    assert out[0] == a.sum()

@@ -99,18 +99,19 @@ def _lane_stage(E, st, accs, op, use_redux):
         for a in accs:
             E.instr("redux", (op, "s32" if dt.kind == "int" else "u32"), (a, a, Const(-1)))
         return
+    members = -1 if st.T >= 32 else (1 << st.T) - 1     # a CTA of fewer than 32 threads
     for l in st.lanes:
         s = l.tstride
         while s < l.tstride * l.extent:
             for a in accs:
-                E.put(a, BinOp(op, a, _shfl(E, a, s), dt))
+                E.put(a, BinOp(op, a, _shfl(E, a, s, members), dt))
             s *= 2
 
 
-def _shfl(E, a, mask):
+def _shfl(E, a, mask, members):
     """The partner's value of register `a` (32 bits, or 64 as two halves) across lane mask."""
     dt = a.dtype
-    args = (Const(mask), Const(31), Const(-1))
+    args = (Const(mask), Const(31), Const(members))
     if dt.bits == 64:
         lo, hi, plo, phi = (E.tmp(U32) for _ in range(4))
         E.instr("mov", ("b64",), (VecOperand((lo, hi)), a))
