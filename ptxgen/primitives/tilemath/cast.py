@@ -18,11 +18,11 @@ from ...dtypes import dtype
 from ...errors import TraceError
 from ...ir import BinOp, BOOL, Cast, Const, Expr, VecOperand, int_range
 from .compute import Emit, convert, truth
-from .ops import F16, F32, F64, ROUNDINGS
+from .ops import F16, F32, F64, PTX_FLOAT, ROUNDINGS
 
 U32, U16 = dtype("uint32"), dtype("uint16")
 FP8 = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
-_FT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+_FT = PTX_FLOAT
 
 
 def _kind(dt) -> str:

@@ -15,11 +15,11 @@ from ...dtypes import dtype
 from ...ir import (Alloc, BinOp, Buffer, BOOL, Cast, Const, Expr, Instr, Load, Select, Store,
                    VecOperand)
 from ...target.forms import opcode
-from .ops import BF16, F16, F32, F64
+from .ops import BF16, F16, F32, F64, PTX_FLOAT
 
 U32 = dtype("uint32")
 LOG2E = 1.4426950408889634       # rounded to float32 when used (0f3FB8AA3B)
-_FT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+_FT = PTX_FLOAT
 
 
 class Emit:
