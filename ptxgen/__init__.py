@@ -46,7 +46,7 @@ def __getattr__(name):
     if name not in _ON_FIRST_USE:
         raise AttributeError(f"module 'ptxgen' has no attribute '{name}'")
     from .builder.tile import tile
-    from .builder import tcgen05, mma, async_copy, mma_sync  # noqa: F401  (front ends of pg.tile)
+    from .builder import tcgen05, mma, async_copy, mma_sync, tile_math  # noqa: F401  (pg.tile ops)
     from .alloc import Pipeline, Resources, SMEMPool, TMEMPool, resources_of  # (pg.ptx helpers)
     from .builder.ptx import ptx
     from .primitives.copy.ldstmatrix import ldmatrix_layout

@@ -161,6 +161,11 @@ def mem_type(dt: DType) -> str:
     return m
 
 
+def storage_bits(dt: DType) -> int:
+    """Bits an element takes in memory: a bool (a predicate in registers) is one byte."""
+    return 8 if dt.kind == "bool" else dt.bits
+
+
 def uint_of(bits: int) -> DType | None:
     """The unsigned int dtype of `bits` bits (what moves raw bits), None if there is none."""
     name = f"uint{bits}"

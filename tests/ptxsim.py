@@ -6,7 +6,9 @@ type suffix.  Threads of a CTA run one after another up to each barrier.  Suppor
 loads, mov/cvta, integer and float arithmetic (.rn), setp/selp, cvt, bfe/bfi, ld/st of
 global/shared/local memory (scalars and vectors, any cache modifiers), branches, bar.sync
 (named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, mma.sync (ptxsim_mma.py), wgmma
-(ptxsim_wgmma.py), ret; and, in ptxsim_async.py, mbarriers, cp.async, bulk and TMA copies
+(ptxsim_wgmma.py), ret; in ptxsim_math.py 16-bit and packed float arithmetic, fma,
+ex2/lg2/rsqrt/rcp/sqrt, every cvt rounding and saturation (float8 included),
+shfl.sync.bfly, redux.sync; and, in ptxsim_async.py, mbarriers, cp.async, bulk and TMA copies
 (tensor maps from `tensor_map_blob`), multicast and thread-block clusters (the CTAs of a
 cluster run in one schedule: barrier.cluster, mapa, ld/st.shared::cluster).  Anything else
 raises `Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
@@ -21,6 +23,7 @@ from ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  
                         _reg_bits, _signed)
 from ptxsim_async import AsyncOps, cluster_sregs, tensor_map_blob
 from ptxsim_mma import MmaOps
+from ptxsim_math import MathOps
 
 
 class Memory:
@@ -118,7 +121,7 @@ class Kernel:
         return guard, op, ops
 
 
-class Sim(AluOps, MmaOps, AsyncOps):
+class Sim(MathOps, AluOps, MmaOps, AsyncOps):
     def __init__(self, ptx: str, mem: Memory | None = None, stop_at=()):
         self.k = Kernel(ptx)
         self.mem = mem or Memory()
@@ -257,11 +260,12 @@ class Sim(AluOps, MmaOps, AsyncOps):
                         for t in lanes:
                             t["wait"] = None
                         released = True
-                elif kind == "coll":
+                elif kind == "coll":   # shfl/redux: the live lanes; ldmatrix/mma: all 32
                     lanes = [t for t in live if t["lin"] // 32 == ident]
-                    if len(lanes) == 32 and all(t["wait"] == key for t in lanes):
-                        run = self._mma if self.k.instrs[count][1].startswith("mma") \
-                            else self._matrix
+                    op = self.k.instrs[count][1]
+                    whole = len(lanes) == 32 or op.startswith(("shfl", "redux"))
+                    if whole and all(t["wait"] == key for t in lanes):
+                        run = self._mma if op.startswith("mma") else self._collective
                         run(sorted(lanes, key=lambda t: t["lin"]), ctx, count)
                         for t in lanes:
                             t["wait"] = None
@@ -379,7 +383,7 @@ class Sim(AluOps, MmaOps, AsyncOps):
                 if th["wait"] is not None:
                     return
                 continue
-            if base in ("ldmatrix", "stmatrix", "mma"):   # warp collective: wait for 32 lanes
+            if base in ("ldmatrix", "stmatrix", "mma", "shfl", "redux"):   # warp collectives: 32 lanes
                 th["wait"] = ("coll", th["lin"] // 32, th["pc"] - 1)
                 return
             if op.startswith("wgmma.mma_async"):    # warpgroup collective (ptxsim_wgmma)
@@ -394,6 +398,8 @@ class Sim(AluOps, MmaOps, AsyncOps):
         of matrix i; lane l's register i holds row l//4, columns 2*(l%4) and 2*(l%4)+1 of
         matrix i (of its transpose with .trans), low half first."""
         guard, op, ops = self.k.instrs[pc]
+        if len(lanes) != 32:
+            raise Trap(f"{op}: needs the 32 lanes of a warp, {len(lanes)} are running")
         parts = op.split(".")
         n = int(next(p for p in parts if p in ("x1", "x2", "x4"))[1:])
         trans = "trans" in parts

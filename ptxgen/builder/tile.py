@@ -133,7 +133,7 @@ def explain(op, *args, scope="cta", arch=None, dispatch=None, **options):
     arch = arch or getattr(stmt.record, "explain_arch", None) or spec.explain_arch
     call = make_call(stmt, parse_target(arch), facts_analyzer(ctx),
                      ctx.func.block, where=f"{user_src()}: ", gate=False)
-    return evaluate(op, call, dispatch)
+    return evaluate(stmt.op, call, dispatch)   # the op it recorded (max with axis=: reduce_max)
 
 
 class Tile:

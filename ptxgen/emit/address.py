@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 from operator import itemgetter
 
+from ..dtypes import storage_bits
 from ..errors import PtxgenError
-from ..ir import BOOL, INT32, INT64, BinOp, BufferPtr, Const, Expr, Var, expr_key
+from ..ir import INT32, INT64, BinOp, BufferPtr, Const, Expr, Var, expr_key
 from ..layout import row_major_strides
 from ..analysis.simplify import Affine
 from ..target.forms import form
@@ -117,7 +118,7 @@ class AddressEmitter:
         """(element bytes, strides) of a buffer, once: row-major strides innermost last, in
         bytes, or in elements (an Expr) past a symbolic extent; None for a layout."""
         dt = buf.dtype
-        bits = 8 if dt == BOOL else dt.bits   # a predicate slot: one byte
+        bits = storage_bits(dt)
         if bits < 8:
             raise PtxgenError(f"{dt} elements are not byte addressable; view "
                               f"'{buf.name}' as uint8 to move packed pairs")

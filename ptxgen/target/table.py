@@ -105,6 +105,20 @@ GATES = [
     _g("reqnctapercluster", 90, (7, 8), feature="thread block clusters (.reqnctapercluster)"),
     _g("sreg.cluster", 90, (7, 8), feature="cluster special registers (%cluster_ctarank, "
                                            "%clusterid)"),
+    # tile math (measured with ptxas 13.0 through nvJitLink; PTX 8.1 brings .satfinite for
+    # 16-bit floats, and e4m3/e5m2 conversions to sm_89 (sm_90 had them from 7.8)
+    *[_g(f"{op}.rn.{t}", 90, (7, 8)) for op in ("add", "sub", "mul") for t in ("bf16", "bf16x2")],
+    _g("fma.rn.bf16", 80, (7, 0)), _g("fma.rn.bf16x2", 80, (7, 0)),
+    *[_g(f"{op}.{t}", 80, (7, 0)) for op in ("min", "max")
+      for t in ("f16", "f16x2", "bf16", "bf16x2")],
+    _g("ex2.approx.f16", 75, (7, 0)), _g("ex2.approx.f16x2", 75, (7, 0)),
+    _g("ex2.approx.ftz.bf16", 90, (7, 8)), _g("ex2.approx.ftz.bf16x2", 90, (7, 8)),
+    _g("cvt.rn.f16x2.f32", 80, (7, 0)), _g("cvt.rn.bf16x2.f32", 80, (7, 0)),
+    *[_g(f"cvt.{r}.bf16.f32", 80, (7, 0)) for r in ("rz", "rm", "rp")],
+    *[_g(f"cvt.{r}.satfinite", 80, (8, 1)) for r in ("rn", "rz", "rm", "rp")],
+    *[_g(f"cvt.rn.satfinite.{t}x2", 89, (8, 1)) for t in ("e4m3", "e5m2")],
+    *[_g(f"cvt.rn.f16x2.{t}x2", 89, (8, 1)) for t in ("e4m3", "e5m2")],
+    _g("redux.sync", 80, (7, 0)),
 ]
 _GATE_BY_PREFIX = {g.prefix: g for g in GATES}
 

@@ -1,0 +1,195 @@
+"""cast: every pair of ptxgen's element dtypes (but 4-bit floats), with PTX's roundings and
+saturation, each conversion rounding exactly once.
+
+A pair PTX converts directly is one `cvt`.  Others go through float32: widening into it is
+exact (16-bit and 8-bit floats, integers of up to 16 bits); where the source has more
+precision than float32 (32/64-bit integers, float64) and the destination is narrower than
+float32, the float32 step rounds to *odd* (round toward zero, then set the last bit when
+inexact), which makes the second rounding to nearest exact (float32 keeps more than p + 2
+bits of every narrower p); directed roundings compose with themselves.  Semantics:
+float -> int rounds toward zero by default and saturates (NaN -> 0), as PTX's cvt does;
+int -> int wraps unless saturate=True; float narrowing rounds to nearest even unless
+rounding= says otherwise and overflows to inf unless saturate=True (.satfinite); float8
+conversions are round-to-nearest and always saturate (the only forms PTX has).
+"""
+from __future__ import annotations
+
+from ...dtypes import dtype
+from ...errors import TraceError
+from ...ir import BinOp, BOOL, Cast, Const, Expr, VecOperand, int_range
+from .compute import Emit, convert, truth
+from .ops import F16, F32, F64, PTX_FLOAT, ROUNDINGS
+
+U32, U16 = dtype("uint32"), dtype("uint16")
+FP8 = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+_FT = PTX_FLOAT
+
+
+def _kind(dt) -> str:
+    if dt is BOOL:
+        return "bool"
+    if dt.is_int:
+        return "int"
+    if dt.name in FP8:
+        return "fp8"
+    if dt.name in _FT:
+        return "float"
+    return "other"
+
+
+def _ityp(dt) -> str:
+    """PTX integer type of a register holding dt (sub-32-bit ints live extended in 32 bits)."""
+    return ("s" if dt.kind == "int" else "u") + ("64" if dt.bits == 64 else "32")
+
+
+def check_cast(src, dst, rounding, saturate, scope) -> None:
+    """TraceError (naming the fix) for a conversion or modifier PTX does not have."""
+    s, d = _kind(src), _kind(dst)
+    for dt, k in ((src, s), (dst, d)):
+        if k == "other":
+            raise TraceError(f"cast: {dt} elements are not supported (4-bit floats are not "
+                             f"addressable one by one); view the storage as uint8")
+    if rounding is not None and rounding not in ROUNDINGS:
+        raise TraceError(f"cast rounding={rounding!r}: PTX rounds with one of "
+                         f"{', '.join(ROUNDINGS)} (nearest even, toward zero, down, up)")
+    pair = f"{src} -> {dst}"
+    exact = (src is dst or s == "bool" or d == "bool" or (s == "int" and d == "int")
+             or s == "fp8" and d == "float"
+             or (s == "float" and d == "float" and _widens(src, dst)))
+    if rounding is not None and exact:
+        raise TraceError(f"cast {pair} is exact; it takes no rounding mode (drop "
+                         f"rounding={rounding!r})")
+    if d == "fp8":
+        if rounding not in (None, "rn"):
+            raise TraceError(f"cast {pair}: PTX converts to {dst} with round-to-nearest-even "
+                             f"only (cvt.rn.satfinite.{FP8[dst.name]}x2.f32); drop "
+                             f"rounding={rounding!r}")
+        if saturate is False:
+            raise TraceError(f"cast {pair}: PTX's float8 conversions always saturate to the "
+                             f"largest finite value (.satfinite); drop saturate=False")
+    if s in ("float", "fp8") and d == "int" and saturate is False:
+        raise TraceError(f"cast {pair}: PTX's float-to-integer conversions always saturate "
+                         f"(NaN gives 0); drop saturate=False")
+    if saturate:
+        if d == "float" and dst is F32 or d == "float" and dst is F64:
+            raise TraceError(f"cast {pair} with saturate=True: PTX has no saturating conversion "
+                             f"to {dst}; clamp with pg.tile.{scope}.min/max first")
+        if d == "float" and exact:
+            raise TraceError(f"cast {pair} is exact; saturate does not apply (drop "
+                             f"saturate=True)")
+        if s == "bool" or d == "bool":
+            raise TraceError(f"cast {pair}: saturate does not apply to bool")
+
+
+def _widens(src, dst) -> bool:
+    return src.bits < dst.bits or src is dst
+
+
+# ---- emission ---------------------------------------------------------------------------------
+def cast_value(E: Emit, x: Expr, src, dst, rounding=None, saturate=None) -> Expr:
+    """x (of dtype src) converted to dst."""
+    s, d = _kind(src), _kind(dst)
+    if src is dst:
+        return x
+    if s == "fp8":
+        x, src, s = _fp8_to_f16(E, x, src), F16, "float"
+        if dst is F16:
+            return x
+    if d == "bool":
+        return truth(E, x)
+    if s == "bool":
+        if d == "fp8":
+            return _to_fp8(E, Cast(x, F32), dst)
+        return Cast(x, dst)
+    if s == "int" and d == "int":
+        return _int_to_int(x, src, dst, saturate)
+    if s == "float" and d == "int":
+        return _float_to_int(E, x, src, dst, rounding or "rz")
+    rnd = rounding or "rn"
+    if d == "fp8":
+        return _to_fp8(E, _to_f32(E, x, src, "rn", odd=True), dst)
+    if s == "float" and _widens(src, dst):
+        return convert(x, dst)
+    # narrowing float -> float, or int -> float
+    direct = _direct_form(src, dst, saturate)
+    if direct:
+        return E.op("convert", (_FT[dst.name], _src_type(src), rnd, bool(saturate)), dst, x)
+    f = _to_f32(E, x, src, rnd, odd=(rnd == "rn"))
+    if dst is F32:
+        return f
+    return E.op("convert", (_FT[dst.name], "f32", rnd, bool(saturate)), dst, f)
+
+
+def _src_type(dt) -> str:
+    return _FT[dt.name] if dt.is_float else _ityp(dt)
+
+
+def _direct_form(src, dst, saturate) -> bool:
+    """PTX converts src to dst in one cvt (rounding applies; .satfinite only from f32)."""
+    if dst is F32 or dst is F64:
+        return True                      # every int and float64 -> f32/f64 exists
+    if saturate:
+        return src is F32
+    if dst is F16:
+        return src.is_int or src is F64 or src is F32
+    return src is F32                    # bfloat16: from float32 only before sm_90
+
+
+def _to_f32(E: Emit, x, src, rnd, odd=False) -> Expr:
+    """x as float32: exact for narrow sources; else rounded `rnd`, or to odd when `odd`."""
+    if src is F32:
+        return x
+    if src.is_float and src.bits < 32 or src.is_int and src.bits <= 16:
+        return Cast(x, F32) if src.is_float else E.op("convert", ("f32", _ityp(src), "rn"), F32, x)
+    st = _src_type(src)
+    if not odd:
+        return E.op("convert", ("f32", st, rnd), F32, x)
+    r = E.op("convert", ("f32", st, "rz"), F32, x)
+    back = E.op("convert", (st, "f32", "" if src.is_float else "rzi"), src, r)   # exact
+    bits = E.op("mov", ("b32",), U32, r)
+    sticky = E.reg(Cast(BinOp("ne", back, x, BOOL), U32), U32)
+    odd_bits = E.reg(BinOp("or", bits, sticky, U32), U32)
+    return E.op("mov", ("b32",), F32, odd_bits)
+
+
+def _int_to_int(x, src, dst, saturate) -> Expr:
+    if saturate:
+        (slo, shi), (dlo, dhi) = int_range(src), int_range(dst)
+        if dlo > slo:
+            x = BinOp("max", x, Const(dlo, src), src)
+        if dhi < shi:
+            x = BinOp("min", x, Const(dhi, src), src)
+    return Cast(x, dst)
+
+
+def _float_to_int(E: Emit, x, src, dst, rnd) -> Expr:
+    """cvt.r*i into the 32/64-bit type (it saturates), then the narrow range clamped."""
+    if src is not F32 and src is not F64:
+        x, src = Cast(x, F32), F32
+    wide = dtype(("int" if dst.kind == "int" else "uint") + ("64" if dst.bits == 64 else "32"))
+    r = E.op("convert", (_ityp(wide), _FT[src.name], rnd + "i"), wide, x)
+    if dst.bits >= 32:
+        return r
+    lo, hi = int_range(dst)
+    if dst.kind == "int":
+        r = BinOp("min", BinOp("max", r, Const(lo, wide), wide), Const(hi, wide), wide)
+    else:
+        r = BinOp("min", r, Const(hi, wide), wide)
+    return Cast(r, dst)
+
+
+def _fp8_to_f16(E: Emit, x, src) -> Expr:
+    """cvt.rn.f16x2.e4m3x2 on the byte in a b16 register; the low half is the value."""
+    h = E.op("convert", ("u16", "u32"), F16, x)
+    both = E.op("convert", ("f16x2", FP8[src.name] + "x2", "rn"), U32, h)
+    lo, hi = E.tmp(F16), E.tmp(F16)
+    E.instr("mov", ("b32",), (VecOperand((lo, hi)), both))
+    return lo
+
+
+def _to_fp8(E: Emit, f, dst) -> Expr:
+    """cvt.rn.satfinite.e4m3x2.f32 with 0.0 as the upper value; the low byte is the value."""
+    h = E.op("convert", (FP8[dst.name] + "x2", "f32", "rn", True), F16, Const(0.0, F32), f)
+    return E.op("convert", ("u32", "u16"), dst, h)
+
+

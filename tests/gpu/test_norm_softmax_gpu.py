@@ -1,0 +1,84 @@
+"""examples/rmsnorm.py and examples/softmax.py on torch tensors: against float64 numpy
+within the stated bounds and against torch's own kernels within one ulp of the dtype
+(both round float32 arithmetic once), on ragged N, M = 1 and one-element rows."""
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+RMS_SHAPES = [(64, 8192), (1, 1000), (7, 1001), (3, 4096), (2, 24), (1, 1), (5, 12345),
+              (33, 2048)]
+SM_SHAPES = [(16, 8192), (1, 1000), (5, 1001), (3, 50000), (2, 40001), (4, 24), (1, 1),
+             (2, 65536), (9, 32000)]
+
+
+def _ulps(a, b):
+    import torch
+    fi = torch.finfo(a.dtype)
+    x, y = a.double(), b.double()
+    unit = torch.exp2(torch.floor(torch.log2(y.abs().clamp(min=fi.tiny)))) * fi.eps
+    return ((x - y).abs() / unit).max().item()
+
+
+@pytest.mark.parametrize("m,n", RMS_SHAPES)
+def test_rmsnorm(m, n):
+    import torch
+    import rmsnorm as RMS
+    torch.manual_seed(n)
+    x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    w = (torch.rand(n, device="cuda") + 0.5).to(torch.bfloat16)
+    y = RMS.rmsnorm(x, w, 1e-6)
+    want = RMS.reference(x.view(torch.uint16).cpu().numpy(), w.view(torch.uint16).cpu().numpy(),
+                         1e-6)
+    assert RMS.bf16_ulps(y.view(torch.uint16).cpu().numpy(), want).max() <= 1.0
+    ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+           * w.float()).to(torch.bfloat16)
+    assert _ulps(y, ref) <= 1.0
+
+
+@pytest.mark.parametrize("per_thread", [8, 32])
+def test_rmsnorm_knobs(per_thread):
+    import torch
+    import rmsnorm as RMS
+    x = torch.randn(8, 8192, device="cuda").to(torch.bfloat16)
+    w = torch.ones(8192, device="cuda", dtype=torch.bfloat16)
+    for early in (True, False):
+        y = RMS.rmsnorm(x, w, 1e-5, per_thread=per_thread, early_weight=early)
+        ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5)
+               ).to(torch.bfloat16)
+        assert _ulps(y, ref) <= 1.0
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("m,n", SM_SHAPES)
+def test_softmax(m, n, dt):
+    import torch
+    import softmax as SM
+    torch.manual_seed(m * n)
+    x = (torch.randn(m, n, device="cuda") * 3).to(getattr(torch, dt))
+    y = SM.softmax(x)
+    v = x.double().cpu().numpy()
+    got = y.view(torch.uint16).cpu().numpy() if dt == "bfloat16" else y.cpu().numpy()
+    assert (SM.ulps(got, SM.reference(v), dt) / SM.bound(v, dt)).max() <= 1.0
+    ref = torch.softmax(x.float(), dim=-1).to(x.dtype)
+    assert _ulps(y, ref) <= (1.0 if dt != "float32" else float(SM.bound(v, dt).max()) + 2)
+
+
+def test_softmax_3d_and_out():
+    import torch
+    import softmax as SM
+    x = torch.randn(2, 3, 1000, device="cuda", dtype=torch.float16)
+    out = torch.empty_like(x)
+    y = SM.softmax(x, out=out)
+    assert y.data_ptr() == out.data_ptr()
+    assert _ulps(y, torch.softmax(x.float(), -1).half()) <= 1.0
+
+
+def test_examples_run_all():
+    """examples/run_all.py's checks of both examples pass."""
+    import rmsnorm as RMS
+    import softmax as SM
+    from _xp import xp
+    rng = np.random.default_rng(3)
+    for label, got, want in RMS.check(xp, rng) + SM.check(xp, rng):
+        assert bool(np.asarray(got).all()), label

@@ -1,0 +1,57 @@
+"""examples/rmsnorm.py and examples/softmax.py in the PTX simulator: ragged rows, M = 1,
+one-element rows, the register-resident and the online (chunked) softmax, against float64
+numpy within the examples' stated bounds."""
+import numpy as np
+import pytest
+
+import ptxsim
+import rmsnorm as RMS
+import softmax as SM
+
+
+def _run(k, arrays, scalars, m):
+    ptxsim.run(k, arrays, scalars=list(scalars) + [m], grid=(m,))
+
+
+@pytest.mark.parametrize("m,n", [(2, 1000), (1, 1001), (3, 24), (1, 1), (1, 2048)])
+def test_rmsnorm(m, n):
+    rng = np.random.default_rng(n)
+    x = RMS.bf16_bits(rng.standard_normal((m, n)))
+    w = RMS.bf16_bits(rng.uniform(0.5, 1.5, n))
+    y = np.full((m, n), 0xFFFF, np.uint16)
+    _run(RMS.make(n), [x, w, y], [1e-6], m)
+    assert RMS.bf16_ulps(y, RMS.reference(x, w, 1e-6)).max() <= 1.0
+
+
+def test_rmsnorm_knobs():
+    rng = np.random.default_rng(5)
+    x = RMS.bf16_bits(rng.standard_normal((1, 512)))
+    w = RMS.bf16_bits(rng.uniform(0.5, 1.5, 512))
+    for k in (RMS.make(512, per_thread=8), RMS.make(512, early_weight=False)):
+        y = np.full((1, 512), 0xFFFF, np.uint16)
+        _run(k, [x, w, y], [1e-5], 1)
+        assert RMS.bf16_ulps(y, RMS.reference(x, w, 1e-5)).max() <= 1.0
+
+
+CASES = [(2, 1000, "bfloat16", None), (1, 1001, "float16", None), (2, 24, "float32", None),
+         (1, 1, "float32", None), (1, 2048, "float32", None),
+         (2, 1000, "float32", (4, 32, 8)), (1, 1003, "bfloat16", (1, 32, 8)),
+         (1, 2056, "float16", (8, 64, 16))]
+
+
+@pytest.mark.parametrize("m,n,dt,online", CASES)
+def test_softmax(m, n, dt, online):
+    rng = np.random.default_rng(n)
+    x = SM.to_dtype((rng.standard_normal((m, n)) * 3).astype(np.float32), dt)
+    y = np.full((m, n), 0x7F, SM._NP[dt])
+    k = SM.make(n, dt) if online is None else SM._online(n, dt, *online)
+    _run(k, [x, y], [], m)
+    v = SM.values(x, dt).astype(np.float64)
+    assert (SM.ulps(y, SM.reference(v), dt) / SM.bound(v, dt)).max() <= 1.0
+
+
+def test_examples_assemble():
+    for k in RMS.KERNELS + SM.KERNELS:
+        for arch in ("sm_80", "sm_90a", "sm_100a"):
+            r = k.compile(arch)
+            assert r.spill_bytes == 0, (k.name, arch)
