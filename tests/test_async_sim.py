@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import async_cases as ac
+import ptxgen as pg
+from ptxgen.layout import S, ComposeLayout, Swizzle, TileLayout
 from _asm import assemble
 
 RNG = np.random.default_rng(15)
@@ -39,9 +41,22 @@ def test_tma_load_elected_by_a_scope(scope):
     ac.run_sim(ac.tma_load_case(RNG, "float16", (40, 96), (16, 64), "128B", (30, 40), scope))
 
 
-def test_tma_load_narrower_than_the_swizzle_span():
-    """A 64-byte box row under the 128B swizzle: the pattern acts on the address bits."""
-    ac.run_sim(ac.tma_load_case(RNG, "float16", (40, 96), (16, 32), "128B", (5, 72)))
+def test_tma_load_narrower_than_the_swizzle_span_is_refused():
+    """A 64-byte box row under the 128B swizzle made the H200 write past the tile (an
+    illegal memory access): the tma variant declines it and names the fix."""
+    seen = {}
+
+    def k(A: pg.Tensor((40, 96), "float16")):
+        pool = pg.SMEMPool()
+        t = pool.alloc((16, 32), "float16", align=1024,
+                       layout=ComposeLayout(Swizzle.mma("128B", 16), TileLayout(S[(16, 32)])))
+        bar = pool.alloc_mbarrier(1)
+        pool.commit()
+        seen["t"] = pg.tile.explain("copy_async", t, A[0:16, 0:32], mbar=bar[0], scope="thread")
+    pg.kernel(k, grid=(1,), block=(32,))
+    reason = {r.name: r.reason for r in seen["t"]}["tma"]
+    assert "narrower than the 128B swizzle span (128 B): a swizzled TMA box row is the whole " \
+           "span" in reason and "lay the tile out with the 64B swizzle" in reason
 
 
 STORES = [

@@ -77,13 +77,6 @@ def test_tma_load_elected_by_a_scope(scope):
             ["float16"] * 2)
 
 
-def test_tma_load_narrower_than_the_swizzle_span():
-    """A 64-byte box row under the 128B swizzle: ptxgen models TMA's swizzle as acting on the
-    shared address bits of the dense box; this test is the hardware's word on it."""
-    need(90)
-    run_gpu(ac.tma_load_case(RNG, "float16", (40, 96), (16, 32), "128B", (5, 72)),
-            ["float16"] * 2)
-
 
 @pytest.mark.parametrize("case", STORES, ids=lambda c: f"{c[0]}-{c[3]}-{c[5] or 'store'}-{c[6]}")
 def test_tma_store_and_reduce_add(case):

@@ -231,6 +231,12 @@ def plan_tensor_map(g: BufferRegion, s: BufferRegion) -> tuple:
         return None, (f"the box's inner extent is {inner} B, wider than the {mode} swizzle span "
                       f"({span} B): copy {span // eb}-element columns (one copy_async per "
                       f"[..., k:k+{span // eb}] slice) or use a wider swizzle")
+    if span and inner < span:   # measured on the H200: an illegal memory access
+        narrower = next((m for m, b in MODE_BYTES.items() if b == inner), None)
+        return None, (f"the box's inner extent is {inner} B, narrower than the {mode} swizzle "
+                      f"span ({span} B): a swizzled TMA box row is the whole span (the H200 "
+                      f"writes past the tile otherwise); make the box {span // eb} elements wide"
+                      + (f" or lay the tile out with the {narrower} swizzle" if narrower else ""))
     why = _check_dense(g, s, order, box)
     if why:
         return None, why
