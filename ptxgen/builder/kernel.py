@@ -105,7 +105,7 @@ class Kernel:
         # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
         # the body then may not fix gridDim with cta_id(n)
         self._grid_fn = grid if callable(grid) else None
-        grid, block, dynamic_smem_bytes = (_ints(x) for x in (grid, block, dynamic_smem_bytes))
+        grid, block, dynamic_smem_bytes = _ints(grid), _ints(block), _ints(dynamic_smem_bytes)
         self.ir = self._trace(None if self._grid_fn else grid, block, dynamic_smem_bytes)
 
     # ---- tracing --------------------------------------------------------------------
@@ -355,8 +355,8 @@ def _ints(x):
     else unchanged, for the tracer to judge."""
     try:
         if isinstance(x, (tuple, list)):
-            return tuple(operator.index(v) for v in x)
-        return x if x is None or callable(x) else operator.index(x)
+            return tuple([operator.index(v) for v in x])
+        return x if x is None or x.__class__ is int or callable(x) else operator.index(x)
     except TypeError:
         return x
 
