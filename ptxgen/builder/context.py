@@ -12,8 +12,8 @@ import threading
 from sys import _getframe
 
 from ..errors import TraceError
-from ..ir import (BinOp, BufferPtr, Cast, Const, Load, Not, PrimFunc, Select, SpecialReg, Stmt,
-                  Var)
+from ..ir import (Alloc, BinOp, BufferPtr, Cast, Const, DeclBuffer, Let, Load, Not, PrimFunc,
+                  Select, SpecialReg, Stmt, Var)
 
 # Frames carry the path the module was imported by (maybe with "..", e.g. from a sys.path
 # entry like "benchmarks/.."); match that spelling as well as the normalized one.
@@ -94,7 +94,9 @@ class TraceContext:
     def __init__(self, func: PrimFunc):
         self.func = func
         self.bodies = [func.body]
-        self.dead_loop_vars: dict[int, str] = {}     # loop var uid -> its loop's site, once closed
+        # uid of a Var or Buffer whose body has closed -> where: a loop var's loop site (str),
+        # else (the body's kind, its site, "bound"/"allocated"/"declared") for what a body bound
+        self.dead_loop_vars: dict = {}
         self.arena = None
         self.block_set: dict[int, str] = {}    # dim index -> where it was set
         self.grid_set: dict[int, str] = {}
@@ -127,11 +129,32 @@ class TraceContext:
         return f"{name}_{n}" if n else name
 
     def check_live(self, *exprs):
-        """Reject a loop variable used after its loop, at the user's line."""
+        """Reject a value used after the body that bound it, at the user's line."""
         dead = self.dead_loop_vars
-        if dead:   # empty until a loop has ended: nothing can be dead before
+        if dead:   # empty until a body has ended: nothing can be dead before
             for e in exprs:
                 check_live_expr(e, dead)
+
+    def close_body(self, body: list, kind: str, src: str):
+        """A body has ended: what it bound (lets, allocations, views) is dead from here on.
+        Its registers were written only by the threads that ran it (or by none, for a loop
+        that ran no iteration), so a later use would read garbage; nested bodies marked
+        theirs when they closed, so the top level of `body` is all there is to scan."""
+        dead = self.dead_loop_vars
+        for s in body:
+            t = type(s)
+            if t is Let:
+                dead[s.var.uid] = (kind, src, "bound")
+            elif t is Alloc:
+                dead[s.buffer.uid] = (kind, src, "allocated")
+            elif t is DeclBuffer:
+                dead[s.buffer.uid] = (kind, src, "declared")
+
+    def check_buffer(self, b):
+        """Reject a buffer used after the body that allocated or declared it."""
+        dead = self.dead_loop_vars
+        if dead and b.uid in dead:
+            raise _dead_use(b, dead)
 
 
 def check_live_expr(e, dead: dict):
@@ -156,10 +179,13 @@ def check_live_expr(e, dead: dict):
             raise _dead_use(e, dead)
     elif t is Const or t is SpecialReg:
         return
-    elif t is Load or t is BufferPtr and e.indices is not None:
-        for i in e.indices:
-            if type(i) is not Var or i.uid in dead:
-                check_live_expr(i, dead)
+    elif t is Load or t is BufferPtr:
+        if e.buffer.uid in dead:
+            raise _dead_use(e.buffer, dead)
+        if e.indices is not None:
+            for i in e.indices:
+                if type(i) is not Var or i.uid in dead:
+                    check_live_expr(i, dead)
     elif t is Cast or t is Not:
         check_live_expr(e.a, dead)
     elif t is Select:
@@ -168,9 +194,25 @@ def check_live_expr(e, dead: dict):
         check_live_expr(e.f, dead)
 
 
-def _dead_use(v: Var, dead: dict) -> TraceError:
-    return fail(f"loop variable '{v.name}' is used after its loop ended "
-                f"(the loop is at {dead[v.uid]}); bind the value inside the loop")
+_BODY_EFFECT = {"pg.if_": "threads that skipped the body never wrote it",
+                "pg.else_": "threads that skipped the body never wrote it",
+                "pg.while_": "it is unset when the loop runs no iteration",
+                "pg.serial": "it is unset when the loop runs no iteration",
+                "pg.unroll": "each iteration binds its own"}
+
+
+def _dead_use(v, dead: dict) -> TraceError:
+    where = dead[v.uid]
+    if type(where) is str:
+        return fail(f"loop variable '{v.name}' is used after its loop ended "
+                    f"(the loop is at {where}); bind the value inside the loop")
+    kind, src, how = where
+    if how == "bound":
+        what, fix = f"'{v.name}'", f"bind it before the {kind} (pg.local_scalar, assigned inside)"
+    else:
+        what, fix = f"buffer '{v.name}'", f"{how[:-1]} it before the {kind}"
+    return fail(f"{what} was {how} inside the {kind} body at {src} and is used after that body "
+                f"ended ({_BODY_EFFECT[kind]}); {fix} or use it only inside the body")
 
 
 class _Local(threading.local):

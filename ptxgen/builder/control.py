@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from ..dtypes import dtype as _dtype
 from ..ir import (_INT32_VALUES, BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
                   Var, While, as_expr)
+from ..errors import TraceError
 from .context import (_local, check_live_expr, current, fail,
                       outside_kernel, user_site)
 
@@ -37,18 +38,52 @@ def _set_extent(which: str, dim: str, n: int, at):
         raise fail(f"{which}Dim.{dim} was declared as {cur[k]} at {seen[k]}; now {n}")
     cur[k] = n
     seen[k] = at.src
-    if which == "block" and cur[0] * cur[1] * cur[2] > 1024:
-        raise fail(f"a CTA holds at most 1024 threads; blockDim {tuple(cur)} has "
-                   f"{cur[0] * cur[1] * cur[2]} (ptxas would accept it and the launch would fail)")
-    if which == "block" and cur[2] > 64:
-        raise fail(f"blockDim.z is at most 64, got {cur[2]}")
-    if which == "grid" and k > 0 and n > 65535:
-        raise fail(f"gridDim.{dim} is at most 65535, got {n}")
+    why = geometry_error(which, cur)
+    if why:
+        raise fail(why)
     if which == "block":
         f.block = tuple(cur)
     else:
         f.grid = tuple(cur)
     return ctx
+
+
+_LIMITS = {"block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535)}
+
+
+def geometry_error(which: str, dims) -> str:
+    """Why `dims` (x, y, z) is not a launchable blockDim/gridDim, or "".  ptxas accepts any
+    .maxntid, so without this a bad launch fails only when it is made."""
+    for k, n in enumerate(dims):
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            return f"{which}Dim.{'xyz'[k]} must be a positive int, got {n!r}"
+    if which == "block" and dims[0] * dims[1] * dims[2] > 1024:
+        return (f"a CTA holds at most 1024 threads; blockDim {tuple(dims)} has "
+                f"{dims[0] * dims[1] * dims[2]} (ptxas would accept it and the launch would fail)")
+    for k, (n, top) in enumerate(zip(dims, _LIMITS[which])):
+        if n > top:
+            fix = ("give the threads to x and y" if which == "block" else
+                   "give the large extent to x (up to 2**31 - 1)" if k else
+                   "loop over the rest in each CTA")
+            return f"{which}Dim.{'xyz'[k]} is at most {top}, got {n}; {fix}"
+    return ""
+
+
+def _launch_dims(which: str, dims, where: str) -> tuple:
+    """(x, y, z) of a decorator or pg.launch grid/block (an int or a sequence of 1-3), checked
+    (every trace runs it, so the usual case is tested in line)."""
+    t = dims if type(dims) is tuple else tuple(dims) if isinstance(dims, list) else (dims,)
+    n = len(t)
+    if n != 3:
+        if not 1 <= n <= 3:
+            raise TraceError(f"{where}: {which} must have 1 to 3 dimensions, got {dims!r}")
+        t = (t + (1, 1))[:3]
+    x, y, z = t
+    top = _LIMITS[which]
+    if type(x) is int and type(y) is int and type(z) is int and 0 < x <= top[0] and \
+            0 < y <= top[1] and 0 < z <= top[2] and (which == "grid" or x * y * z <= 1024):
+        return t
+    raise TraceError(f"{where}: {geometry_error(which, t)}")
 
 
 def thread_id(n: int, dim: str = "x") -> Var:
@@ -111,10 +146,10 @@ def launch(grid=None, block=None, dynamic_smem_bytes=None):
     f = ctx.func
     src = user_site().src
     if grid is not None:
-        f.grid = (tuple(grid) + (1, 1, 1))[:3]
+        f.grid = _launch_dims("grid", grid, src)
         ctx.grid_set = dict.fromkeys(range(3), src)
     if block is not None:
-        f.block = (tuple(block) + (1, 1, 1))[:3]
+        f.block = _launch_dims("block", block, src)
         ctx.block_set = dict.fromkeys(range(3), src)
     if dynamic_smem_bytes is not None:
         f.dynamic_smem_reserve = int(dynamic_smem_bytes)
@@ -195,6 +230,8 @@ def _loop(kind, args):
         yield var
     finally:
         bodies.pop()
+        if body:
+            ctx.close_body(body, "pg." + kind, src)
         dead[var.uid] = src
         ctx.append(For(var, lo, hi, step, kind, body, src=src))
 
@@ -232,6 +269,7 @@ def if_(cond):
     finally:
         ctx.active_mask.pop()
         ctx.bodies.pop()
+        ctx.close_body(body, "pg.if_", src)
         stmt = If(c, body, None, src=src)
         ctx.append(stmt)
         ctx.last_closed_if = stmt
@@ -246,11 +284,13 @@ def else_():
     body: list = []
     ctx.bodies.append(body)
     ctx.active_mask.append(Not(stmt.cond))
+    src = user_site().src
     try:
         yield
     finally:
         ctx.active_mask.pop()
         ctx.bodies.pop()
+        ctx.close_body(body, "pg.else_", src)
         stmt.else_ = body
         ctx.last_closed_if = None
 
@@ -266,6 +306,7 @@ def while_(cond):
         yield
     finally:
         ctx.bodies.pop()
+        ctx.close_body(body, "pg.while_", src)
         ctx.append(While(c, body, src=src))
 
 

@@ -11,6 +11,7 @@ from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var, cast, const
 from . import context
+from .control import _launch_dims
 from .tensor import Tensor, TensorHandle, make_buffer
 
 
@@ -96,11 +97,11 @@ class Kernel:
     def _trace(self, grid, block, dyn) -> PrimFunc:
         fn = self.fn
         func = PrimFunc(self.name, [], [])
+        src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
         if grid is not None:
-            func.grid = (tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)) + (1, 1)
-            func.grid = func.grid[:3]
+            func.grid = _launch_dims("grid", grid, src)
         if block is not None:
-            func.block = ((tuple(block) if isinstance(block, (tuple, list)) else (block,)) + (1, 1))[:3]
+            func.block = _launch_dims("block", block, src)
         if dyn is not None:
             func.dynamic_smem_reserve = int(dyn)
         ctx = context.TraceContext(func)
@@ -110,7 +111,6 @@ class Kernel:
             ctx.block_set = dict.fromkeys(range(3), "the @pg.kernel decorator")
         args = []
         symbols: dict[int, Var] = {}
-        src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
         context.push(ctx)      # once, for the parameters' buffers and the body
         try:
             for pname, ann in _annotated_params(fn):

@@ -70,12 +70,24 @@ def operand(o):
     return as_expr(o)
 
 
+def _operand_exprs(ops):
+    """The expressions inside instruction operands (memory operands and vectors included)."""
+    for o in ops:
+        if isinstance(o, Mem):
+            yield o.ptr
+        elif isinstance(o, VecOperand):
+            yield from _operand_exprs(o.items)
+        elif not isinstance(o, str):
+            yield o
+
+
 def emit_instr(opcode: str, operands, *, guard=None, gate=None):
     ctx = current()
     if not isinstance(opcode, str) or not _OPCODE.fullmatch(opcode):
         raise fail(f"{opcode!r} is not a PTX opcode (letters, digits, '_', '.' and '::' only)")
     ops = tuple(operand(o) for o in operands)
-    ctx.check_live(*[o for o in ops if not isinstance(o, (str, Mem, VecOperand))])
+    if ctx.dead_loop_vars:
+        ctx.check_live(*_operand_exprs(ops))
     g = as_expr(guard) if guard is not None else None
     return ctx.append(Instr(opcode, ops, attrs={"gate": gate} if gate else None, guard=g))
 

@@ -129,6 +129,7 @@ class TensorHandle:
 
     @property
     def data(self) -> BufferPtr:
+        _live(self.buffer)
         return BufferPtr(self.buffer, None)
 
     def __repr__(self):
@@ -148,7 +149,9 @@ class TensorHandle:
         ctx = _local.ctx
         if ctx is None:
             raise outside_kernel()
-        dead = ctx.dead_loop_vars      # empty until a loop ends: then the check has work
+        dead = ctx.dead_loop_vars      # empty until a body ends: then the check has work
+        if dead and b.uid in dead:
+            ctx.check_buffer(b)
         out = []
         has_slice = False
         for k, ext in zip(key, shape):
@@ -208,6 +211,7 @@ class TensorHandle:
 
     def region(self):
         """The whole tensor as a region."""
+        _live(self.buffer)
         return BufferRegion(self.buffer, tuple((0, e) for e in self.shape))
 
     def ptr_to(self, indices):
@@ -260,6 +264,7 @@ class TensorHandle:
     # ---- views (metadata only) --------------------------------------------------------
     def view(self, *shape, layout=None, dtype=None):
         b = self.buffer
+        _live(b)
         dt = _dtype(dtype) if dtype is not None else b.dtype
         n_new = math.prod(shape)
         n_old = b.numel()
@@ -279,6 +284,7 @@ class TensorHandle:
 
     def permute(self, *dims):
         b = self.buffer
+        _live(b)
         if sorted(dims) != list(range(b.ndim)):
             raise fail(f"permute of '{b.name}' needs a permutation of 0..{b.ndim - 1}, got {dims}")
         if not all(isinstance(s, int) for s in b.shape):
@@ -301,6 +307,7 @@ class TensorHandle:
     def local(self, *shape, layout=None):
         """This thread's registers of a thread-axis local layout (physical order)."""
         b = self.buffer
+        _live(b)
         if b.scope != "local":
             raise fail(f"local() is for local buffers; '{b.name}' is {b.scope}")
         span = b.layout.span("m") if b.layout is not None else b.numel()
@@ -314,6 +321,14 @@ class TensorHandle:
                          "local", layout=layout, elem_offset=b.elem_offset, align=b.align,
                          data=b.storage_ptr())
         return _declare(ctx, nb, at)
+
+
+def _live(b: Buffer):
+    """Reject a handle whose buffer was allocated in a body that has ended (outside a trace
+    the metadata is still readable)."""
+    ctx = _local.ctx
+    if ctx is not None and ctx.dead_loop_vars:
+        ctx.check_buffer(b)
 
 
 def _last_dim_contiguous(b):
@@ -354,8 +369,11 @@ def store(buf: Buffer, idx: tuple, value, at: Site | None = None):
                        f"pg.cast(value, '{dt}')")
         raise fail(f"storing a {v.dtype} value into {dt} buffer '{buf.name}'; use "
                    f"pg.cast(value, '{dt}')")
-    if ctx.dead_loop_vars:
-        check_live_expr(v, ctx.dead_loop_vars)
+    dead = ctx.dead_loop_vars
+    if dead:
+        if buf.uid in dead:
+            ctx.check_buffer(buf)
+        check_live_expr(v, dead)
     ctx.append(Store(buf, idx, v, src=(at or user_site()).src))
 
 

@@ -62,6 +62,7 @@ def copy(scope: str, dst, src, dispatch=None, **options):
     _validate_copy(d, s)
     if ctx.dead_loop_vars:     # else nothing can be dead (check_live would do nothing)
         for r in (d, s):
+            ctx.check_buffer(r.buffer)
             ctx.check_live(*[x for x, _ in r.region if not isinstance(x, int)])
     opts = dict(options)
     if dispatch is not None:
