@@ -68,6 +68,10 @@ def copy(scope: str, dst, src, dispatch=None, **options):
     if dispatch is not None:
         opts["dispatch"] = dispatch
     opts["_all_active"] = _active_check(ctx, scope)
+    if ctx.block_set and scope in ("warp", "warpgroup"):   # the build checks the final block
+        from ..primitives.scope import make_scope
+
+        make_scope(scope, ctx.func.block)       # raises for a partial warp or warpgroup
     ctx.block_used = True          # scopes are cut from the traced block
     ctx.append(TileCall("copy", (d, s), scope, opts))
 
