@@ -102,14 +102,44 @@ def _rarith(op):
     return method
 
 
+def _arith_div(op):
+    """Expr.__floordiv__ / __mod__: _arith's method, refusing a constant zero divisor."""
+    def method(self, o):
+        dt = self.dtype
+        if type(o) is int:
+            if dt is INT32 and o in _INT32_VALUES:
+                if not o:
+                    raise TraceError(const_hazard(op, self, Const(0, INT32)))
+                return BinOp(op, self, Const(o, INT32), INT32)
+        elif isinstance(o, Expr) and o.dtype is dt and dt.is_int:
+            if type(o) is Const and not o.value:
+                raise TraceError(const_hazard(op, self, o))
+            return BinOp(op, self, o, dt)
+        return binop(op, self, o)
+    return method
+
+
+def _rarith_div(op):
+    """Expr.__rfloordiv__ / __rmod__: `8 // x`, refusing x a constant zero."""
+    def method(self, o):
+        if type(self) is Const and not self.value and self.dtype.is_int:
+            raise TraceError(const_hazard(op, as_expr(o, self.dtype), self))
+        if type(o) is int and self.dtype is INT32 and o in _INT32_VALUES:
+            return BinOp(op, Const(o, INT32), self, INT32)
+        return binop(op, o, self)
+    return method
+
+
 for _op, _name in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("floordiv", "floordiv"),
                    ("floormod", "mod"), ("and", "and"), ("or", "or"), ("xor", "xor")):
-    for _make, _fmt in ((_arith, "__%s__"), (_rarith, "__r%s__")):
+    _div = _op in ("floordiv", "floormod")
+    for _make, _fmt in (((_arith_div if _div else _arith), "__%s__"),
+                        ((_rarith_div if _div else _rarith), "__r%s__")):
         _m = _make(_op)
         _m.__name__ = _fmt % _name
         _m.__qualname__ = "Expr." + _m.__name__
         setattr(Expr, _m.__name__, _m)
-del _op, _name, _make, _fmt, _m
+del _op, _name, _make, _fmt, _m, _div
 
 
 class Const(Expr):
@@ -347,14 +377,22 @@ def binop(op: str, a, b) -> Expr:
         if dt.is_int:
             if type(b) is int:
                 if dt is INT32 and b in _INT32_VALUES:
+                    if not b and op in _DIV_OPS:
+                        raise TraceError(const_hazard(op, a, Const(0, INT32)))
                     return BinOp(op, a, Const(b, INT32), INT32)
             elif isinstance(b, Expr) and b.dtype is dt:
+                if type(b) is Const and op in _DIV_OPS and not b.value:
+                    raise TraceError(const_hazard(op, a, b))
                 return BinOp(op, a, b, dt)
     if not isinstance(a, Expr):
         b = as_expr(b)
         a = as_expr(a, b.dtype)
     else:
         b = as_expr(b, a.dtype)
+    if type(b) is Const and op in _HAZARD_OPS and a.dtype.is_int:
+        why = const_hazard(op, a, b)
+        if why:
+            raise TraceError(why)
     if op in ("shl", "shr") and a.dtype.is_int and b.dtype.is_int and b.dtype != a.dtype:
         b = Cast(b, a.dtype) if not isinstance(b, Const) else const(b.value, a.dtype)
     if a.dtype != b.dtype:
@@ -380,6 +418,28 @@ def binop(op: str, a, b) -> Expr:
 
 _FAST_INT = frozenset(("add", "sub", "mul", "floordiv", "floormod", "and", "or", "xor", "min",
                        "max"))
+_DIV_OPS = frozenset(("floordiv", "floormod"))
+_HAZARD_OPS = frozenset(("floordiv", "floormod", "shl", "shr"))
+
+
+def const_hazard(op: str, a, b) -> str:
+    """Why the integer `a <op> b` with a constant `b` has no defined value, or "": division
+    or modulo by zero, a shift count outside 0..bits-1 (PTX clamps it, C leaves it undefined,
+    and the simplifier cannot fold it).  Shared by the builder and the simplifier, which sees
+    the constants that unrolling and folding make."""
+    v = b.value
+    if op in _DIV_OPS:
+        if v:
+            return ""
+        sym = "//" if op == "floordiv" else "%"
+        return (f"integer {'division' if op == 'floordiv' else 'modulo'} by zero in "
+                f"{format_expr(a, 6)} {sym} 0; the divisor must be nonzero (guard it or pick "
+                f"another constant)")
+    bits = a.dtype.bits
+    if 0 <= v < bits:
+        return ""
+    return (f"shift count {v} in {format_expr(a, 4)} {'<<' if op == 'shl' else '>>'} {v} is "
+            f"outside 0..{bits - 1} for {a.dtype}; {'multiply or divide' if v < 0 else 'widen the type (pg.cast) or shift less'} instead")
 
 
 def cast(x, dt) -> Expr:

@@ -8,7 +8,7 @@ read memory or mutable registers are never cached.
 from __future__ import annotations
 
 from ..dtypes import DType
-from ..errors import PtxgenError
+from ..errors import PtxgenError, TraceError
 from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, SpecialReg, Var,
                   expr_key, format_expr)
 from .convert import ConvertEmitter
@@ -318,7 +318,12 @@ class ValueEmitter(ConvertEmitter):
         return self._narrow(r, dt)
 
     def _floor_divmod(self, op, e, a, b, ty, cls):
-        nonneg = _nonneg(self.an.bounds(e.a)) and _nonneg(self.an.bounds(e.b))
+        bb = self.an.bounds(e.b)
+        if bb[0] == bb[1] == 0:   # a value the facts pin to 0 (a let of 0): as x // 0
+            raise TraceError(f"integer {'division' if op == 'floordiv' else 'modulo'} by zero "
+                             f"in {format_expr(e)}: {format_expr(e.b)} is always 0 here; the "
+                             f"divisor must be nonzero")
+        nonneg = _nonneg(self.an.bounds(e.a)) and _nonneg(bb)
         r = self.new_reg(cls)
         if nonneg or ty[0] == "u":
             self.emit(form("binary", "div" if op == "floordiv" else "rem", ty).format(d=r, a=a, b=b))

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import operator
 
-from ..ir import (Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr, Let, Load,
-                  Mem, Not, Select, SpecialReg, Store, TileCall, Var, VecOperand, While)
+from ..ir import (_HAZARD_OPS, Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If,
+                  Instr, Let, Load, Mem, Not, Select, SpecialReg, Store, TileCall, Var,
+                  VecOperand, While, const_hazard)
 
 _FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
          "floordiv": operator.floordiv, "floormod": operator.mod, "shl": operator.lshift,
@@ -36,7 +37,9 @@ def subst(e, m: dict):
             return e
         if type(na) is Const and type(nb) is Const and e.dtype.is_int and na.dtype.is_int:
             fold = _FOLD.get(e.op)
-            if fold is not None and not (nb.value == 0 and e.op in ("floordiv", "floormod")):
+            # no fold without a defined value (x // 0, x << -1): the simplifier reports it at
+            # the statement
+            if fold is not None and not (e.op in _HAZARD_OPS and const_hazard(e.op, na, nb)):
                 return Const(fold(na.value, nb.value), e.dtype)
         return BinOp(e.op, na, nb, e.dtype)
     if t is Load:
