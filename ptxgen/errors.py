@@ -11,6 +11,10 @@ class TraceError(PtxgenError):
     """Misuse of the builder, reported at the user's file and line."""
 
 
+class TraceAttributeError(TraceError, AttributeError):
+    """An unknown name under pg.tile / pg.ptx: a TraceError that hasattr() reads as missing."""
+
+
 class LayoutError(PtxgenError):
     """An invalid layout, region or view."""
 

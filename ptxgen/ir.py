@@ -75,6 +75,34 @@ class Expr:
         raise TraceError("a traced expression cannot be used as a Python int; use pg.serial/"
                          "pg.unroll for loops and constant extents for shapes")
 
+    def __float__(self):
+        raise TraceError("a traced expression has no Python float value (it is computed on the "
+                         "GPU); use pg.cast(x, 'float32') to convert it in the kernel")
+
+    def __round__(self, ndigits=None):
+        raise TraceError("round() needs a Python number; a traced expression is computed on the "
+                         "GPU: use pg.cast(x, 'int32') (truncates) in the kernel")
+
+    __trunc__ = __floor__ = __ceil__ = __round__
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        raise TraceError("abs() of a traced expression: write pg.max(x, -x)")
+
+    def __pow__(self, o):
+        raise TraceError("** of a traced expression: write the product (x * x) or shift "
+                         "integers (1 << k)")
+
+    __rpow__ = __pow__
+
+    def __divmod__(self, o):
+        return binop("floordiv", self, o), binop("floormod", self, o)
+
+    def __rdivmod__(self, o):
+        return binop("floordiv", o, self), binop("floormod", o, self)
+
     def __str__(self):
         return format_expr(self)
 
@@ -334,7 +362,16 @@ def const(v, dt=None) -> Const:
             raise TraceError(f"literal {v} does not fit {dt}")
     if dt.is_float:
         v = float(v)
+        top = _FLOAT_INF.get(dt.name)
+        if top is not None and abs(v) >= top and math.isfinite(v):
+            raise TraceError(f"literal {v!r} overflows {dt} (it rounds to infinity); write "
+                             f"float('inf') for infinity")
     return Const(v, dt)
+
+
+# per float type, the smallest magnitude that rounds to infinity (largest finite + half an ulp)
+_FLOAT_INF = {"float32": 3.4028235677973366e38, "float16": 65520.0,
+              "bfloat16": 3.39617752923046e38}
 
 
 def int_range(dt: DType) -> tuple[int, int]:
@@ -445,7 +482,12 @@ def const_hazard(op: str, a, b) -> str:
 def cast(x, dt) -> Expr:
     dt = dtype(dt)
     x = as_expr(x, dt)
-    return x if x.dtype == dt else Cast(x, dt)
+    if x.dtype == dt:
+        return x
+    if x.dtype.lanes != 1 or dt.lanes != 1:
+        raise TraceError(f"pg.cast of {x.dtype} to {dt}: vector values can only be loaded and "
+                         f"stored; cast each element (a local buffer of {x.dtype.scalar})")
+    return Cast(x, dt)
 
 
 def select(c, t, f) -> Expr:
@@ -553,6 +595,17 @@ class BufferRegion:
     def dtype(self):
         return self.buffer.dtype
 
+    def __getitem__(self, key, value=None):
+        raise TraceError(f"{self} is a region (an operand of tile primitives), not a tensor; "
+                         f"index the tensor '{self.buffer.name}' itself, or take the sub-region "
+                         f"from it")
+
+    __setitem__ = __getitem__
+
+    def __iter__(self):
+        raise TraceError(f"{self} is a region and cannot be iterated in Python; loop with "
+                         f"pg.serial/pg.unroll over indices of '{self.buffer.name}'")
+
     def __str__(self):
         parts = []
         for s, e in self.region:
@@ -560,6 +613,25 @@ class BufferRegion:
             end = s + e if isinstance(s, int) else f"{s_txt}+{e}"
             parts.append(f"{s_txt}:{end}")
         return f"{self.buffer.name}[{', '.join(parts)}]"
+
+
+def not_a_value(cls, what):
+    """Give `cls` (tensors, regions) arithmetic and comparison operators that raise a
+    TraceError saying what it is (`what(obj)`) instead of Python's TypeError."""
+    def refuse(self, *a):
+        raise TraceError(f"{what(self)}, not a value: index it (A[i, j]) to compute with an "
+                         f"element, or use pg.tile.<scope>.<op> on regions")
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift",
+                 "and", "or", "xor", "matmul"):
+        setattr(cls, f"__{name}__", refuse)
+        setattr(cls, f"__r{name}__", refuse)
+    for name in ("neg", "pos", "abs", "invert", "lt", "le", "gt", "ge", "float", "int", "index",
+                 "round"):
+        setattr(cls, f"__{name}__", refuse)
+    return cls
+
+
+not_a_value(BufferRegion, lambda r: f"{r} is a region (an operand of tile primitives)")
 
 
 # ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import linecache
 import os
 import re
+import sysconfig
 import threading
 from sys import _getframe
 
@@ -23,8 +24,21 @@ _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
 
 
-_IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen (or contextlib)
+_STDLIB = tuple({os.path.normpath(sysconfig.get_paths()[k]) + os.sep
+                 for k in ("stdlib", "platstdlib")})
+_IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen or the standard library
 _SITES: dict = {}       # (co_filename, line) -> Site
+
+
+def is_library(filename: str) -> bool:
+    """A frame of ptxgen or of the standard library (contextlib's `with` machinery,
+    functools, ...), never the user's line; installed packages (site-packages) may be."""
+    pkg = _IS_PKG.get(filename)
+    if pkg is None:
+        pkg = filename.startswith(_PKG_DIRS) or filename.startswith(_STDLIB) and \
+            "-packages" + os.sep not in filename
+        _IS_PKG[filename] = pkg
+    return pkg
 
 
 class Site:
@@ -60,7 +74,7 @@ def user_site(depth: int = 2) -> Site:
             return site
         pkg = _IS_PKG.get(fn)
         if pkg is None:
-            pkg = _IS_PKG[fn] = fn.startswith(_PKG_DIRS) or fn.endswith("contextlib.py")
+            pkg = is_library(fn)
         if not pkg:
             site = _SITES[key] = Site(fn, f.f_lineno)
             return site

@@ -152,7 +152,11 @@ def launch(grid=None, block=None, dynamic_smem_bytes=None):
         f.block = _launch_dims("block", block, src)
         ctx.block_set = dict.fromkeys(range(3), src)
     if dynamic_smem_bytes is not None:
-        f.dynamic_smem_reserve = int(dynamic_smem_bytes)
+        if isinstance(dynamic_smem_bytes, bool) or not isinstance(dynamic_smem_bytes, int) \
+                or dynamic_smem_bytes < 0:
+            raise TraceError(f"{src}: dynamic_smem_bytes must be a non-negative int, got "
+                             f"{dynamic_smem_bytes!r}")
+        f.dynamic_smem_reserve = dynamic_smem_bytes
 
 
 def let(value, dtype=None) -> Var:
@@ -329,6 +333,8 @@ def named_barrier(barrier_id, nthreads: int):
     if isinstance(barrier_id, int) and not 0 <= barrier_id < 16:
         raise fail(f"barrier ids are 0..15, got {barrier_id}")
     bid = barrier_id if isinstance(barrier_id, int) else as_expr(barrier_id)
+    if not isinstance(bid, int) and not bid.dtype.is_int:
+        raise fail(f"barrier ids are integers 0..15, got {bid.dtype}")
     current().append(Barrier("cta", bid, nthreads))
 
 

@@ -28,11 +28,57 @@ def _locate(e: PtxgenError):
     tb = e.__traceback__
     while tb is not None:
         fname = tb.tb_frame.f_code.co_filename
-        if not fname.startswith(context._PKG_DIRS):
+        if not context.is_library(fname):
             where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
         tb = tb.tb_next
     if where:
         e.args = (f"{where}: {msg}",) + tuple(e.args[1:])
+
+
+_SIGNATURE = re.compile(r"^([\w.<>]+)\(\) (got an unexpected keyword argument|takes|missing|"
+                        r"got multiple values|got some positional-only)")
+
+
+def _signature_error(e: TypeError):
+    """A TraceError at the user's line for a TypeError that Python raised while binding the
+    arguments of a ptxgen function (`pg.alloc_shared(..., elem_offset=2)`), else None.  The
+    call failed before the function ran, so no ptxgen frame is on the traceback."""
+    m = _SIGNATURE.match(str(e))
+    if m is None:
+        return None
+    where = None
+    tb = e.__traceback__
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if fname.startswith(context._PKG_DIRS):
+            where = None          # raised inside ptxgen: not a call made by the user
+        elif not context.is_library(fname):
+            where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    if where is None or m.group(1) not in _pg_names():
+        return None
+    return TraceError(f"{where}: {e}")
+
+
+def _pg_names() -> set:
+    """Qualified names of the functions and methods ptxgen's loaded modules define (an error
+    path: gathered afresh, as modules load on first use)."""
+    import sys
+
+    out = set()
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.split(".")[0] != "ptxgen" or mod is None:
+            continue
+        for v in list(vars(mod).values()):
+            if getattr(v, "__module__", None) != mod_name:
+                continue
+            if isinstance(v, type):
+                out.update(getattr(m, "__qualname__", "") for m in vars(v).values()
+                           if callable(m))
+                out.add(v.__qualname__)
+            elif callable(v):
+                out.add(getattr(v, "__qualname__", ""))
+    return out
 
 
 class ScalarType:
@@ -52,7 +98,7 @@ class ScalarType:
         return self.ptxgen_dtype
 
 
-def _param_from_annotation(name, ann, fn):
+def _param_from_annotation(name, ann, fn, src):
     if isinstance(ann, str):
         ns = dict(fn.__globals__)
         for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
@@ -63,7 +109,8 @@ def _param_from_annotation(name, ann, fn):
         try:
             ann = eval(ann, ns)   # `from __future__ import annotations`
         except Exception as e:
-            raise TraceError(f"{fn.__name__}: cannot evaluate the annotation of '{name}': {e}") from None
+            raise TraceError(f"{src}: cannot evaluate the annotation of '{name}' of "
+                             f"{fn.__name__}: {e}") from None
     return ann
 
 
@@ -83,6 +130,9 @@ class Kernel:
     """A traced kernel: .ir, .ptx(arch), .compile(arch), and a launch by calling it."""
 
     def __init__(self, fn, grid=None, block=None, name=None, dynamic_smem_bytes=None):
+        if not callable(fn) or not hasattr(fn, "__code__") and not hasattr(fn, "__wrapped__"):
+            raise TraceError(f"{context.user_src()}: @pg.kernel decorates a Python function, "
+                             f"got {fn!r}")
         self.fn = fn
         self.name = name or fn.__name__
         self._ptx_cache: dict = {}
@@ -103,7 +153,10 @@ class Kernel:
         if block is not None:
             func.block = _launch_dims("block", block, src)
         if dyn is not None:
-            func.dynamic_smem_reserve = int(dyn)
+            if isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 0:
+                raise TraceError(f"{src}: dynamic_smem_bytes must be a non-negative int, got "
+                                 f"{dyn!r}")
+            func.dynamic_smem_reserve = dyn
         ctx = context.TraceContext(func)
         if grid is not None:
             ctx.grid_set = dict.fromkeys(range(3), "the @pg.kernel decorator")
@@ -115,7 +168,7 @@ class Kernel:
         try:
             for pname, ann in _annotated_params(fn):
                 if isinstance(ann, str):
-                    ann = _param_from_annotation(pname, ann, fn)
+                    ann = _param_from_annotation(pname, ann, fn, src)
                 if isinstance(ann, Tensor):
                     for s in ann.shape:
                         if isinstance(s, Var):
@@ -144,6 +197,11 @@ class Kernel:
             except PtxgenError as e:
                 _locate(e)
                 raise
+            except TypeError as e:   # a pg call with wrong arguments: Python's own message
+                err = _signature_error(e)
+                if err is None:
+                    raise
+                raise err from None
         finally:
             context.pop()
         self._ctx_resources = ctx.resources

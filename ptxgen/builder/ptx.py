@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from ..ir import BufferPtr, Const, Instr, Load, Mem, VecOperand, as_expr
-from .context import current, fail
+from ..errors import TraceAttributeError
+from .context import current, fail, user_src
 from .tensor import LocalScalar, TensorHandle
 
 _OPCODE = re.compile(r"[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*")
@@ -103,9 +104,9 @@ class _Namespace:
         h = self._helpers.get(name)
         if h is not None:
             return h
-        raise AttributeError(f"pg.ptx{'.' + self._path if self._path else ''} has no helper "
-                             f"'{name}'; use pg.ptx['{self._path + '.' if self._path else ''}{name}...'] "
-                             f"for raw PTX")
+        raise TraceAttributeError(
+            f"{user_src()}: pg.ptx{'.' + self._path if self._path else ''} has no helper "
+            f"'{name}'; use pg.ptx['{self._path + '.' if self._path else ''}{name}...'] for raw PTX")
 
 
 class PtxNamespace(_Namespace):

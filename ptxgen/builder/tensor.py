@@ -6,6 +6,7 @@ statements; every view (view/permute/local/decl_buffer) is metadata only.
 from __future__ import annotations
 
 import math
+import re
 
 from ..dtypes import DType, dtype as _dtype
 from ..target import cache_modifiers
@@ -13,11 +14,12 @@ from ..errors import PtxgenError
 from ..layout import S, TileLayout
 from ..analysis.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
-                  Store, Var, as_expr)
+                  Store, Var, as_expr, not_a_value)
 from .context import (Site, _local, assigned_name, check_live_expr,
                       current, fail, outside_kernel, user_site)
 
 _ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
+_LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")
 
 
 class Tensor:
@@ -25,20 +27,30 @@ class Tensor:
 
     def __init__(self, shape, dtype, layout=None, elem_offset=0, byte_offset=None, align=16,
                  scope="global"):
-        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        self.dtype = _dtype(dtype)
-        self.layout = layout
-        self.elem_offset = elem_offset
-        self.byte_offset = byte_offset
-        self.align = align
-        self.scope = scope
-        _check_align(align)
-        if scope != "global":
-            raise PtxgenError(f"tensor parameters live in global memory; got scope={scope!r}")
-        for s in self.shape:
-            if not (isinstance(s, int) and s > 0) and not isinstance(s, Var):
-                raise PtxgenError(f"tensor shape entries must be positive ints or pg.var(...) "
-                                  f"symbols, got {s!r}")
+        try:   # made in an annotation, outside any trace: errors say the line themselves
+            self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+            self.dtype = _dtype(dtype)
+            self.layout = layout
+            self.elem_offset = elem_offset
+            self.byte_offset = byte_offset
+            self.align = align
+            self.scope = scope
+            _check_align(align)
+            if self.dtype.name == "bool":
+                raise PtxgenError("bool tensors are not supported in memory (a predicate has no "
+                                  "byte layout); use uint8 holding 0 or 1")
+            if scope != "global":
+                raise PtxgenError(f"tensor parameters live in global memory; got scope={scope!r}")
+            for s in self.shape:
+                if isinstance(s, bool) or not (isinstance(s, int) and s > 0) and \
+                        not isinstance(s, Var):
+                    raise PtxgenError(f"tensor shape entries must be positive ints or "
+                                      f"pg.var(...) symbols, got {s!r}")
+        except PtxgenError as e:
+            msg = str(e.args[0]) if e.args else ""
+            if _LOCATED.match(msg):
+                raise
+            raise type(e)(f"{user_site().src}: {msg}") from None
 
     def __repr__(self):
         return f"pg.Tensor({self.shape}, {self.dtype})"
@@ -134,6 +146,14 @@ class TensorHandle:
 
     def __repr__(self):
         return f"<tensor {self.buffer.name} {self.shape} {self.dtype} {self.scope}>"
+
+    def __iter__(self):
+        raise fail(f"tensor '{self.buffer.name}' cannot be iterated in Python; loop with "
+                   f"pg.serial/pg.unroll and index it")
+
+    def __len__(self):
+        raise fail(f"len() of tensor '{self.buffer.name}': use its shape "
+                   f"({self.buffer.name}.shape[0])")
 
     # ---- indexing -------------------------------------------------------------------
     def _indices(self, key, allow_slices=True):
@@ -321,6 +341,9 @@ class TensorHandle:
                          "local", layout=layout, elem_offset=b.elem_offset, align=b.align,
                          data=b.storage_ptr())
         return _declare(ctx, nb, at)
+
+
+not_a_value(TensorHandle, lambda t: f"'{t.buffer.name}' is a tensor")
 
 
 def _live(b: Buffer):

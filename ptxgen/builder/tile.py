@@ -7,7 +7,9 @@ as an ir.TileCall; the variant is chosen when the kernel is emitted for a target
 from __future__ import annotations
 
 import math
+from functools import partial
 
+from ..errors import TraceAttributeError
 from ..ir import BufferRegion, TileCall
 from ..analysis.simplify import Analyzer
 from .context import current, fail, user_src
@@ -89,8 +91,12 @@ class _Scope:
 
         fn = tile_ops.get(op)
         if fn is None:
-            raise AttributeError(f"pg.tile.{self.name} has no primitive {op!r}")
-        return lambda *a, **k: fn(self.name, *a, **k)
+            if op.startswith("__"):
+                raise AttributeError(op)
+            raise TraceAttributeError(f"{user_src()}: pg.tile.{self.name} has no primitive "
+                                      f"{op!r}; the primitives are copy, "
+                                      f"{', '.join(sorted(tile_ops._OPS))}")
+        return partial(fn, self.name)   # C-level: a wrong argument fails at the user's line
 
 
 def facts_analyzer(ctx) -> Analyzer:
@@ -138,6 +144,12 @@ class Tile:
     warpgroup = _Scope("warpgroup")
     cta = _Scope("cta")
     explain = staticmethod(explain)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise TraceAttributeError(f"{user_src()}: pg.tile has no scope {name!r}; the scopes are "
+                                  f"{', '.join(_SCOPES)}")
 
 
 tile = Tile()

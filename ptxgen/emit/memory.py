@@ -225,6 +225,8 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         reg, off = self._address(base, space, aff)
         addr = reg + "+" + str(off) if off else reg
         if lanes == 1:
+            if dt is BOOL:
+                raise PtxgenError("bool buffers are not supported in memory; use uint8")
             mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
             self.lines.append("    " + form("st", space, mt).format(a=addr, v=v))
             return
