@@ -119,6 +119,7 @@ class TraceContext:
         self.pools: list = []
         self.finalizers: list = []             # callables run when tracing ends
         self.active_mask: list = []            # conditions of enclosing if_ blocks
+        self.while_conds: list = []            # conditions of enclosing while_ loops
         self.resources: dict = {}
         self.block_used = False                # warp/warpgroup ids or cta tiles depend on it
         # in trace order: ("let", var, value, bounds) and

@@ -2,11 +2,12 @@
 "Kernels" and "Control flow and values")."""
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 from ..dtypes import dtype as _dtype
 from ..ir import (_INT32_VALUES, BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
-                  Var, While, as_expr)
+                  Var, While, as_expr, format_expr)
 from ..errors import TraceError
 from .context import (_local, check_live_expr, current, fail,
                       outside_kernel, user_site)
@@ -306,22 +307,54 @@ def while_(cond):
     src = user_site().src
     body: list = []
     ctx.bodies.append(body)
+    ctx.while_conds.append(c)
     try:
         yield
     finally:
+        ctx.while_conds.pop()
         ctx.bodies.pop()
         ctx.close_body(body, "pg.while_", src)
         ctx.append(While(c, body, src=src))
 
 
+def _converged(ctx, what: str, group: str, at):
+    """A barrier must be reached by every thread it waits for: reject one under an enclosing
+    if_/else_/while_ condition that provably differs within its group of threads (checked when
+    the trace ends, against the final block; conditions on memory or runtime values pass)."""
+    conds = ctx.active_mask + ctx.while_conds
+    if not conds:
+        return
+    conds = list(conds)
+
+    def check():
+        from ..analysis.uniform import divergence
+
+        n = math.prod(ctx.func.block) if group == "CTA" else 32
+        for c in conds:
+            why = divergence(ctx, c, n)
+            if why:
+                raise TraceError(
+                    f"{at.src}: {what} is under the condition `{format_expr(c)}`, which differs "
+                    f"between threads of one {group} ({why}): the threads that skip it never "
+                    f"arrive, so the barrier hangs or releases early; move the barrier out of "
+                    f"the branch or make the condition uniform across each {group}")
+    ctx.finalizers.append(check)
+
+
 def cta_sync():
     """bar.sync 0: every thread of the CTA waits; shared-memory writes become visible."""
-    current().append(Barrier("cta"))
+    ctx = current()
+    if ctx.active_mask or ctx.while_conds:
+        _converged(ctx, "pg.cta_sync()", "CTA", user_site())
+    ctx.append(Barrier("cta"))
 
 
 def warp_sync():
     """bar.warp.sync: the lanes of this warp wait for each other (shared writes visible)."""
-    current().append(Barrier("warp"))
+    ctx = current()
+    if ctx.active_mask or ctx.while_conds:
+        _converged(ctx, "pg.warp_sync()", "warp", user_site())
+    ctx.append(Barrier("warp"))
 
 
 def named_barrier(barrier_id, nthreads: int):
@@ -335,7 +368,10 @@ def named_barrier(barrier_id, nthreads: int):
     bid = barrier_id if isinstance(barrier_id, int) else as_expr(barrier_id)
     if not isinstance(bid, int) and not bid.dtype.is_int:
         raise fail(f"barrier ids are integers 0..15, got {bid.dtype}")
-    current().append(Barrier("cta", bid, nthreads))
+    ctx = current()
+    if ctx.active_mask or ctx.while_conds:   # whole warps arrive (warp-specialized branches)
+        _converged(ctx, f"pg.named_barrier({barrier_id}, {nthreads})", "warp", user_site())
+    ctx.append(Barrier("cta", bid, nthreads))
 
 
 def var(name: str, dtype="int32") -> Var:
