@@ -120,6 +120,7 @@ class TraceContext:
         self.finalizers: list = []             # callables run when tracing ends
         self.active_mask: list = []            # conditions of enclosing if_ blocks
         self.while_conds: list = []            # conditions of enclosing while_ loops
+        self.nc_loads: dict = {}               # root uid -> (root, site) of .nc loads
         self.resources: dict = {}
         self.block_used = False                # warp/warpgroup ids or cta tiles depend on it
         # in trace order: ("let", var, value, bounds) and

@@ -14,7 +14,7 @@ import re
 from ..ir import BufferPtr, Const, Instr, Load, Mem, VecOperand, as_expr
 from ..errors import TraceAttributeError
 from .context import current, fail, user_src
-from .tensor import LocalScalar, TensorHandle
+from .tensor import LocalScalar, TensorHandle, note_nc_load
 
 _OPCODE = re.compile(r"[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*")
 
@@ -90,6 +90,10 @@ def emit_instr(opcode: str, operands, *, guard=None, gate=None):
     if ctx.dead_loop_vars:
         ctx.check_live(*_operand_exprs(ops))
     g = as_expr(guard) if guard is not None else None
+    if opcode.startswith("ld.global.nc"):    # the read-only path, spelled out
+        for o in ops:
+            if isinstance(o, Mem) and isinstance(o.ptr, BufferPtr):
+                note_nc_load(ctx, o.ptr.buffer, user_src())
     return ctx.append(Instr(opcode, ops, attrs={"gate": gate} if gate else None, guard=g))
 
 

@@ -10,11 +10,11 @@ import re
 
 from ..dtypes import DType, dtype as _dtype
 from ..target import cache_modifiers
-from ..errors import PtxgenError
+from ..errors import PtxgenError, TraceError
 from ..layout import S, TileLayout
 from ..analysis.simplify import Analyzer
-from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
-                  Store, Var, as_expr, not_a_value)
+from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, For, If, Instr,
+                  Load, Mem, SCOPES, Store, TileCall, Var, While, as_expr, not_a_value)
 from .context import (Site, _local, assigned_name, check_live_expr,
                       current, fail, outside_kernel, user_site)
 
@@ -260,8 +260,11 @@ class TensorHandle:
         """A vector load; `cache_hint` ("nc", "L1::no_allocate", "L2::256B", or a list)
         selects cache modifiers of a global load."""
         vdt = _dtype(dtype)
-        return Load(self.buffer, self._vec_check(indices, vdt), vdt,
-                    "" if cache_hint is None else self._cache("load", cache_hint))
+        idx = self._vec_check(indices, vdt)
+        cache = "" if cache_hint is None else self._cache("load", cache_hint)
+        if cache.startswith(".nc"):
+            note_nc_load(_local.ctx, self.buffer, user_site().src)
+        return Load(self.buffer, idx, vdt, cache)
 
     def vstore(self, indices, value, cache_hint=None):
         """A vector store; `cache_hint` ("cs", "L1::no_allocate", ...) for global stores."""
@@ -344,6 +347,50 @@ class TensorHandle:
 
 
 not_a_value(TensorHandle, lambda t: f"'{t.buffer.name}' is a tensor")
+
+
+def note_nc_load(ctx, buf: Buffer, src: str):
+    """Record a read-only-path (.nc) load of `buf`; when the trace ends, a write to the same
+    storage anywhere in the kernel is an error (ld.global.nc may serve stale data)."""
+    if not ctx.nc_loads:
+        ctx.finalizers.append(lambda: _check_nc(ctx))
+    ctx.nc_loads.setdefault(buf.root.uid, (buf.root, src))
+
+
+_WRITES = ("st.", "red.", "atom.", "cp.", "multimem.")
+
+
+def _check_nc(ctx):
+    nc = ctx.nc_loads
+    stack = [ctx.func.body]
+    while stack:
+        for s in stack.pop():
+            t = type(s)
+            wrote = None
+            if t is Store:
+                wrote = s.buffer
+            elif t is TileCall:     # dst first
+                if s.args and isinstance(s.args[0], BufferRegion):
+                    wrote = s.args[0].buffer
+            elif t is Instr:
+                if s.opcode.startswith(_WRITES):
+                    for o in s.operands:
+                        if isinstance(o, Mem):
+                            wrote = o.ptr.buffer if isinstance(o.ptr, BufferPtr) else None
+                            break
+            elif t is For or t is While:
+                stack.append(s.body)
+            elif t is If:
+                stack.append(s.then)
+                if s.else_:
+                    stack.append(s.else_)
+            if wrote is not None and wrote.root.uid in nc:
+                root, src = nc[wrote.root.uid]
+                raise TraceError(
+                    f"{src}: '{root.name}' is loaded through the read-only data path "
+                    f"(cache_hint 'nc', ld.global.nc) but this kernel also writes it (at "
+                    f"{s.src}); that cache is not coherent with the kernel's own writes and may "
+                    f"return stale data: drop the 'nc' hint or write another buffer")
 
 
 def _live(b: Buffer):

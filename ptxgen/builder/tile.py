@@ -13,7 +13,7 @@ from ..errors import TraceAttributeError
 from ..ir import BufferRegion, TileCall
 from ..analysis.simplify import Analyzer
 from .context import current, fail, user_src
-from .tensor import TensorHandle
+from .tensor import TensorHandle, note_nc_load
 
 _SCOPES = ("thread", "warp", "warpgroup", "cta")
 
@@ -69,6 +69,10 @@ def copy(scope: str, dst, src, dispatch=None, **options):
     opts = dict(options)
     if dispatch is not None:
         opts["dispatch"] = dispatch
+    hint = opts.get("cache_hint")
+    if hint and s.buffer.root.scope == "global" and \
+            "nc" in ([hint] if isinstance(hint, str) else list(hint)):   # else the hint fails
+        note_nc_load(ctx, s.buffer, user_src())
     opts["_all_active"] = _active_check(ctx, scope)
     if ctx.block_set and scope in ("warp", "warpgroup"):   # the build checks the final block
         from ..primitives.scope import make_scope
