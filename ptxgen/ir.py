@@ -104,7 +104,12 @@ class Expr:
         return binop("floordiv", o, self), binop("floormod", o, self)
 
     def __str__(self):
-        return format_expr(self)
+        try:
+            return format_expr(self)
+        except RecursionError:   # a very deep expression (ptxgen/deep.py)
+            from .deep import run_deep
+
+            return run_deep(format_expr, self)
 
 
 def _arith(op):
@@ -362,8 +367,9 @@ def const(v, dt=None) -> Const:
             raise TraceError(f"literal {v} does not fit {dt}")
     if dt.is_float:
         v = float(v)
-        top = _FLOAT_INF.get(dt.name)
-        if top is not None and abs(v) >= top and math.isfinite(v):
+        # (65504 is below every float type's overflow: one compare for most literals)
+        if not -65504.0 <= v <= 65504.0 and abs(v) >= _FLOAT_INF.get(dt.name, math.inf) and \
+                math.isfinite(v):
             raise TraceError(f"literal {v!r} overflows {dt} (it rounds to infinity); write "
                              f"float('inf') for infinity")
     return Const(v, dt)
@@ -426,10 +432,9 @@ def binop(op: str, a, b) -> Expr:
         a = as_expr(a, b.dtype)
     else:
         b = as_expr(b, a.dtype)
-    if type(b) is Const and op in _HAZARD_OPS and a.dtype.is_int:
-        why = const_hazard(op, a, b)
-        if why:
-            raise TraceError(why)
+    if op in _HAZARD_OPS and type(b) is Const and a.dtype.is_int and \
+            (not b.value if op in _DIV_OPS else not 0 <= b.value < a.dtype.bits):
+        raise TraceError(const_hazard(op, a, b))
     if op in ("shl", "shr") and a.dtype.is_int and b.dtype.is_int and b.dtype != a.dtype:
         b = Cast(b, a.dtype) if not isinstance(b, Const) else const(b.value, a.dtype)
     if a.dtype != b.dtype:
@@ -761,7 +766,12 @@ class PrimFunc:
     attrs: dict = field(default_factory=dict)
 
     def __str__(self):
-        return print_func(self)
+        try:
+            return print_func(self)
+        except RecursionError:   # deep expressions or bodies (ptxgen/deep.py)
+            from .deep import run_deep
+
+            return run_deep(print_func, self)
 
 
 def walk(body, fn):

@@ -121,6 +121,7 @@ class TraceContext:
         self.active_mask: list = []            # conditions of enclosing if_ blocks
         self.while_conds: list = []            # conditions of enclosing while_ loops
         self.nc_loads: dict = {}               # root uid -> (root, site) of .nc loads
+        self.vec_checked = None                # (len(dead), ids): raw vector items checked
         self.resources: dict = {}
         self.block_used = False                # warp/warpgroup ids or cta tiles depend on it
         # in trace order: ("let", var, value, bounds) and

@@ -39,9 +39,9 @@ def _set_extent(which: str, dim: str, n: int, at):
         raise fail(f"{which}Dim.{dim} was declared as {cur[k]} at {seen[k]}; now {n}")
     cur[k] = n
     seen[k] = at.src
-    why = geometry_error(which, cur)
-    if why:
-        raise fail(why)
+    if (cur[0] * cur[1] * cur[2] > 1024 or cur[2] > 64) if which == "block" else \
+            n > _LIMITS["grid"][k]:
+        raise fail(geometry_error(which, cur))
     if which == "block":
         f.block = tuple(cur)
     else:
@@ -71,20 +71,23 @@ def geometry_error(which: str, dims) -> str:
 
 
 def _launch_dims(which: str, dims, where: str) -> tuple:
-    """(x, y, z) of a decorator or pg.launch grid/block (an int or a sequence of 1-3), checked
-    (every trace runs it, so the usual case is tested in line)."""
+    """(x, y, z) of a decorator or pg.launch grid/block (an int or a sequence of 1-3), checked."""
     t = dims if type(dims) is tuple else tuple(dims) if isinstance(dims, list) else (dims,)
     n = len(t)
     if n != 3:
         if not 1 <= n <= 3:
             raise TraceError(f"{where}: {which} must have 1 to 3 dimensions, got {dims!r}")
         t = (t + (1, 1))[:3]
-    x, y, z = t
-    top = _LIMITS[which]
-    if type(x) is int and type(y) is int and type(z) is int and 0 < x <= top[0] and \
-            0 < y <= top[1] and 0 < z <= top[2] and (which == "grid" or x * y * z <= 1024):
-        return t
-    raise TraceError(f"{where}: {geometry_error(which, t)}")
+    why = geometry_error(which, t)
+    if why:
+        raise TraceError(f"{where}: {why}")
+    if type(dims) is tuple:    # what the decorator is usually given: validated once
+        (GOOD_BLOCKS if which == "block" else GOOD_GRIDS)[dims] = t
+    return t
+
+
+GOOD_BLOCKS: dict = {}     # decorator block/grid tuples already checked -> their (x, y, z)
+GOOD_GRIDS: dict = {}
 
 
 def thread_id(n: int, dim: str = "x") -> Var:

@@ -7,11 +7,12 @@ import re
 from _thread import RLock
 from types import FunctionType
 
+from ..deep import run_deep, too_deep
 from ..dtypes import dtype as _dtype
 from ..errors import PtxgenError, TraceError
 from ..ir import Param, PrimFunc, Var, cast, const
 from . import context
-from .control import _launch_dims
+from .control import GOOD_BLOCKS, GOOD_GRIDS, _launch_dims
 from .tensor import Tensor, TensorHandle, make_buffer
 
 
@@ -33,6 +34,21 @@ def _locate(e: PtxgenError):
         tb = tb.tb_next
     if where:
         e.args = (f"{where}: {msg}",) + tuple(e.args[1:])
+
+
+def _deep(fn, args, what):
+    """fn(*args) again under run_deep (see ptxgen/deep.py); a RecursionError even there is a
+    located error (the emitter notes the statement it was in; else the innermost user frame)."""
+    try:
+        return run_deep(fn, *args)
+    except RecursionError as e:
+        where = getattr(e, "ptxgen_src", None)
+        tb = e.__traceback__
+        while where is None and tb is not None:
+            if not context.is_library(tb.tb_frame.f_code.co_filename):
+                where = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+            tb = tb.tb_next
+        raise too_deep(where or "", what) from None
 
 
 _SIGNATURE = re.compile(r"^([\w.<>]+)\(\) (got an unexpected keyword argument|takes|missing|"
@@ -141,17 +157,23 @@ class Kernel:
         # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
         # the body then may not fix gridDim with cta_id(n)
         self._grid_fn = grid if callable(grid) else None
-        self.ir = self._trace(None if self._grid_fn else grid, block, dynamic_smem_bytes)
+        args = (None if self._grid_fn else grid, block, dynamic_smem_bytes)
+        try:
+            self.ir = self._trace(*args)
+        except RecursionError:   # a deep program: trace it again where recursion has room
+            self.ir = _deep(self._trace, args, "the kernel")
 
     # ---- tracing --------------------------------------------------------------------
     def _trace(self, grid, block, dyn) -> PrimFunc:
         fn = self.fn
         func = PrimFunc(self.name, [], [])
         src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
-        if grid is not None:
-            func.grid = _launch_dims("grid", grid, src)
+        if grid is not None:   # a tuple checked before needs no call
+            func.grid = type(grid) is tuple and GOOD_GRIDS.get(grid) or \
+                _launch_dims("grid", grid, src)
         if block is not None:
-            func.block = _launch_dims("block", block, src)
+            func.block = type(block) is tuple and GOOD_BLOCKS.get(block) or \
+                _launch_dims("block", block, src)
         if dyn is not None:
             if isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 0:
                 raise TraceError(f"{src}: dynamic_smem_bytes must be a non-negative int, got "
@@ -243,7 +265,10 @@ class Kernel:
             with self._lock:
                 b = self._ptx_cache.get(key)
                 if b is None:
-                    b = self._build(arch)
+                    try:
+                        b = self._build(arch)
+                    except RecursionError:
+                        b = _deep(self._build, (arch,), "the kernel")
                     self._ptx_cache[key] = b
         return b
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from ..ir import BufferPtr, Const, Instr, Load, Mem, VecOperand, as_expr
+from ..ir import BufferPtr, Const, Instr, Load, Mem, Var, VecOperand, as_expr
 from ..errors import TraceAttributeError
-from .context import current, fail, user_src
+from .context import check_live_expr, current, fail, user_src
 from .tensor import LocalScalar, TensorHandle, note_nc_load
 
 _OPCODE = re.compile(r"[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*")
@@ -71,15 +71,34 @@ def operand(o):
     return as_expr(o)
 
 
-def _operand_exprs(ops):
-    """The expressions inside instruction operands (memory operands and vectors included)."""
+def _check_operands(ops, ctx, dead: dict):
+    """Reject an operand (memory operands and vectors included) that uses a value or buffer
+    of a body that has ended.  Leaf operands are tested in line, and a vector whose items
+    were checked against this `dead` already is skipped (one register list is often passed
+    to many instructions: `pg.ptx[wgmma](regs, ...)`)."""
     for o in ops:
-        if isinstance(o, Mem):
-            yield o.ptr
-        elif isinstance(o, VecOperand):
-            yield from _operand_exprs(o.items)
-        elif not isinstance(o, str):
-            yield o
+        t = type(o)
+        if t is Load or t is BufferPtr:     # register elements (acc[j]), addresses
+            if o.buffer.uid in dead:
+                check_live_expr(o, dead)
+            for i in o.indices or ():
+                if type(i) is not Const:
+                    check_live_expr(i, dead)
+        elif t is Mem:
+            _check_operands((o.ptr,), ctx, dead)
+        elif t is VecOperand:
+            memo = ctx.vec_checked
+            if memo is None or memo[0] != len(dead):   # new dead entries: check again
+                memo = ctx.vec_checked = (len(dead), set())
+            key = tuple(map(id, o.items))   # the items live in the IR: their ids are stable
+            if key not in memo[1]:
+                _check_operands(o.items, ctx, dead)
+                memo[1].add(key)
+        elif t is Var:
+            if o.uid in dead:
+                check_live_expr(o, dead)
+        elif t is not Const and t is not str:
+            check_live_expr(o, dead)
 
 
 def emit_instr(opcode: str, operands, *, guard=None, gate=None):
@@ -87,9 +106,10 @@ def emit_instr(opcode: str, operands, *, guard=None, gate=None):
     if not isinstance(opcode, str) or not _OPCODE.fullmatch(opcode):
         raise fail(f"{opcode!r} is not a PTX opcode (letters, digits, '_', '.' and '::' only)")
     ops = tuple(operand(o) for o in operands)
-    if ctx.dead_loop_vars:
-        ctx.check_live(*_operand_exprs(ops))
     g = as_expr(guard) if guard is not None else None
+    dead = ctx.dead_loop_vars
+    if dead:
+        _check_operands(ops if g is None else ops + (g,), ctx, dead)
     if opcode.startswith("ld.global.nc"):    # the read-only path, spelled out
         for o in ops:
             if isinstance(o, Mem) and isinstance(o.ptr, BufferPtr):

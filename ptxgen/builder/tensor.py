@@ -141,8 +141,11 @@ class TensorHandle:
 
     @property
     def data(self) -> BufferPtr:
-        _live(self.buffer)
-        return BufferPtr(self.buffer, None)
+        b = self.buffer
+        ctx = _local.ctx
+        if ctx is not None and ctx.dead_loop_vars and b.uid in ctx.dead_loop_vars:
+            ctx.check_buffer(b)    # raises: allocated in a body that has ended
+        return BufferPtr(b, None)
 
     def __repr__(self):
         return f"<tensor {self.buffer.name} {self.shape} {self.dtype} {self.scope}>"
@@ -231,7 +234,9 @@ class TensorHandle:
 
     def region(self):
         """The whole tensor as a region."""
-        _live(self.buffer)
+        ctx = _local.ctx
+        if ctx is not None and ctx.dead_loop_vars and self.buffer.uid in ctx.dead_loop_vars:
+            ctx.check_buffer(self.buffer)
         return BufferRegion(self.buffer, tuple((0, e) for e in self.shape))
 
     def ptr_to(self, indices):
@@ -397,7 +402,7 @@ def _live(b: Buffer):
     """Reject a handle whose buffer was allocated in a body that has ended (outside a trace
     the metadata is still readable)."""
     ctx = _local.ctx
-    if ctx is not None and ctx.dead_loop_vars:
+    if ctx is not None and ctx.dead_loop_vars and b.uid in ctx.dead_loop_vars:
         ctx.check_buffer(b)
 
 

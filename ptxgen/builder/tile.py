@@ -74,10 +74,12 @@ def copy(scope: str, dst, src, dispatch=None, **options):
             "nc" in ([hint] if isinstance(hint, str) else list(hint)):   # else the hint fails
         note_nc_load(ctx, s.buffer, user_src())
     opts["_all_active"] = _active_check(ctx, scope)
-    if ctx.block_set and scope in ("warp", "warpgroup"):   # the build checks the final block
-        from ..primitives.scope import make_scope
+    if ctx.block_set and (scope == "warp" or scope == "warpgroup"):   # (the build checks the
+        bx, by, bz = ctx.func.block                                     # final block again)
+        if bx * by * bz % 32 if scope == "warp" else bx % 128 or by * bz != 1:
+            from ..primitives.scope import make_scope
 
-        make_scope(scope, ctx.func.block)       # raises for a partial warp or warpgroup
+            make_scope(scope, ctx.func.block)       # raises: a partial warp or warpgroup
     ctx.block_used = True          # scopes are cut from the traced block
     ctx.append(TileCall("copy", (d, s), scope, opts))
 

@@ -90,6 +90,10 @@ class Codegen(ValueEmitter, MemoryEmitter):
                     e.args = (f"{s.src}: {e.args[0]}",) + e.args[1:]
                     e.located = True
                 raise
+            except RecursionError as e:   # the innermost statement names it (ptxgen/deep.py)
+                if s.src and not hasattr(e, "ptxgen_src"):
+                    e.ptxgen_src = s.src
+                raise
         if marks[-1][1] != outer:   # what the enclosing statement emits next is its own
             marks.append((len(lines), outer))
 

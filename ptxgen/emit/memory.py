@@ -225,9 +225,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         reg, off = self._address(base, space, aff)
         addr = reg + "+" + str(off) if off else reg
         if lanes == 1:
-            if dt is BOOL:
-                raise PtxgenError("bool buffers are not supported in memory; use uint8")
-            mt = _MEM_TYPE.get(dt) or _MEM_TYPE.setdefault(dt, mem_type(dt))
+            mt = _MEM_TYPE.get(dt) or _store_type(dt)
             self.lines.append("    " + form("st", space, mt).format(a=addr, v=v))
             return
         if nbits == 256:
@@ -311,6 +309,14 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
                 bfe = "s32" if dt.kind == "int" else "u32"
                 for k, p in enumerate(part):
                     self.emit(form("ternary", "bfe", bfe).format(d=p, a=r, b=8 * k, c=8))
+
+
+def _store_type(dt):
+    """The st type of dt, cached in _MEM_TYPE; a predicate has no memory form (the load path
+    refuses bool before it asks)."""
+    if dt is BOOL:
+        raise PtxgenError("bool buffers are not supported in memory; use uint8")
+    return _MEM_TYPE.setdefault(dt, mem_type(dt))
 
 
 class _VecRegs(str):
