@@ -108,20 +108,25 @@ class AddressEmitter:
                               f"'{buf.name}' as uint8 to move packed pairs")
         nb = bits // 8
         strides = None
+        shape = buf.shape
+        # the extents for the in-line bounds test of loads and stores: a symbolic one is not
+        # comparable (None), which sends the access to the general test
+        exts = shape if type(shape[0]) is int else None
         if buf.layout is None:
-            shape = buf.shape
             strides, stride = [], 1
             for ext in reversed(shape[1:]):   # the outermost extent scales no index
                 strides.append(stride * nb if type(stride) is int else stride)
                 if isinstance(stride, int) and isinstance(ext, int):
                     stride *= ext
                 else:
+                    exts = None
                     st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
                     e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
                     stride = BinOp("mul", e, st, st.dtype)
             if shape:
                 strides.append(stride * nb if type(stride) is int else stride)
             strides.reverse()
+        self._exts[buf.uid] = exts
         plan = self._plans[buf.uid] = (nb, strides)
         return plan
 

@@ -36,6 +36,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.names: set = set()
         self.decls: list[str] = []
         self.module_decls: list[str] = []
+        self.lets: dict = {}            # var uid -> its Let (exact index ranges read values)
+        self.ctl: list = []             # enclosing ("if", If, taken) / ("while", While) / ("for", For)
         self._init_values()
         self._init_memory()
 
@@ -123,6 +125,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             v = r
         self._impure = False
         self.var_reg[var.uid] = v
+        self.lets[var.uid] = s
         if aff is None:
             an.bind_let(var, value, s.bounds)
         else:
@@ -158,15 +161,19 @@ class Codegen(ValueEmitter, MemoryEmitter):
         p = self.val(cond)
         l_else, l_end = self.label("else"), self.label("endif")
         self.emit(form("bra", True).format(p=p, l=l_else if s.else_ else l_end))
+        ctl = self.ctl
+        ctl.append(("if", s, True))
         self.push_scope()
         self.body(s.then)
         self.pop_scope()
         if s.else_:
+            ctl[-1] = ("if", s, False)
             self.emit(form("jump").format(l=l_end))
             self.place(l_else)
             self.push_scope()
             self.body(s.else_)
             self.pop_scope()
+        ctl.pop()
         self.place(l_end)
 
     def s_While(self, s: While):
@@ -180,7 +187,9 @@ class Codegen(ValueEmitter, MemoryEmitter):
         if not isinstance(cond, Const):
             p = self.val(cond)
             self.emit(form("bra", True).format(p=p, l=end))
+        self.ctl.append(("while", s))
         self.body(s.body)
+        self.ctl.pop()
         self.pop_scope()
         self.emit(form("jump").format(l=top))
         self.place(end)
@@ -243,7 +252,10 @@ class Codegen(ValueEmitter, MemoryEmitter):
         # (start is an affine form where start_mod is given: bind_range then skips it)
         an.bind_range(var, lo, hi, s.step if int_step else 1, start, start_mod)
         self._scope_keys.append([])
+        ctl = self.ctl
+        ctl.append(("for", s))
         self.body(s.body)
+        ctl.pop()
         self.pop_scope()
         lines.append("    " + form("binary", "add", ty).format(d=i, a=i, b=step_v))
         if trip is None:
