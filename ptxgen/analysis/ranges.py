@@ -344,9 +344,9 @@ def describe(buf, dim: int, idx, ext, witness, lanes: int = 1) -> str:
     """The error message for a provably out-of-bounds access."""
     value, point = witness
     where = ", ".join(f"{k} = {v}" for k, v in point.items())
-    what = f"{lanes} elements from " if lanes > 1 else ""
+    what = f"{value}..{value + lanes - 1}" if lanes > 1 else f"{value}"
     span = f"0..{ext - 1}" if isinstance(ext, int) else f"0..{format_expr(ext)}-1"
     return (f"index {format_expr(idx)} of '{buf.name}' (dimension {dim}, extent "
             f"{ext if isinstance(ext, int) else format_expr(ext)}) is out of bounds: it reaches "
-            f"{what}{value}{' for ' + where if where else ''}, outside {span}; guard the access "
+            f"{what}{' for ' + where if where else ''}, outside {span}; guard the access "
             f"(pg.if_) or fix the index")

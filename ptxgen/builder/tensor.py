@@ -12,6 +12,7 @@ from ..dtypes import DType, dtype as _dtype
 from ..target import cache_modifiers
 from ..errors import PtxgenError, TraceError
 from ..layout import S, TileLayout
+from ..analysis.offsets import min_offset
 from ..analysis.simplify import Analyzer
 from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, For, If, Instr,
                   Load, Mem, SCOPES, Store, TileCall, Var, While, as_expr, not_a_value)
@@ -107,7 +108,25 @@ def make_buffer(name, shape, dt, scope, layout=None, elem_offset=0, byte_offset=
         layout = _check_layout(layout, shape, name)
     if byte_offset is not None:
         elem_offset = _resolve_offset(dt, elem_offset, byte_offset, name)
+    if data is None and (layout is not None or type(elem_offset) is int and elem_offset < 0):
+        _check_start(name, layout, elem_offset)
     return Buffer(name, shape, dt, scope, layout, elem_offset, align, data, param)
+
+
+def _check_start(name, layout, elem_offset):
+    """A buffer that owns its storage (a parameter, an allocation) addresses it from element 0:
+    elem_offset plus the layout's smallest offset must not be negative (an address before
+    the base); views are checked against their storage in decl_buffer."""
+    lo = 0 if layout is None else min_offset(layout)
+    if lo is None or type(elem_offset) is not int:
+        return
+    if elem_offset + lo < 0:
+        what = (f"elem_offset {elem_offset} is" if layout is None or lo == 0 else
+                f"its layout reaches offset {lo}" + (f" (with elem_offset {elem_offset}: "
+                                                     f"{elem_offset + lo})" if elem_offset else ""))
+        raise fail(f"'{name}': {what} before the start of its storage (an address below the "
+                   f"base); make elem_offset at least {-lo}"
+                   + (" or use non-negative strides" if lo < 0 else ""))
 
 
 class TensorHandle:
@@ -539,15 +558,19 @@ def _check_view_bounds(b: Buffer, root: Buffer):
     total = root.nbytes() if root.layout is None else (
         math.ceil(root.layout.cosize() * root.dtype.bits / 8) if root.numel() else None)
     span = b.span_elems()
-    if total is None or span is None:
+    lo = 0 if b.layout is None else min_offset(b.layout)
+    if span is None or lo is None or b.dtype.bits < 8 or not isinstance(b.elem_offset, int):
         return
-    start = byte_offset(b, tuple(0 for _ in b.shape)) if b.layout is None else None
-    if start is None or not isinstance(start, int):
+    base = byte_offset(b, None)           # the data pointer, from the root's start
+    if not isinstance(base, int):
         return
-    end = start + math.ceil(span * b.dtype.bits / 8)
-    if start < 0 or end > total:
+    nb = b.dtype.bits // 8
+    start = base + (b.elem_offset + lo) * nb
+    end = base + (b.elem_offset + span) * nb
+    if start < 0 or total is not None and end > total:
         raise fail(f"view '{b.name}' covers bytes [{start}, {end}) but its storage "
-                   f"'{root.name}' has {total} bytes")
+                   f"'{root.name}' " + (f"starts at byte 0 (an address below the base)"
+                                        if start < 0 else f"has {total} bytes"))
 
 
 # local_scalar lives in its own module; these names stay part of tensor's surface

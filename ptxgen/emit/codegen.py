@@ -100,6 +100,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             marks.append((len(lines), outer))
 
     def s_TileCall(self, s):
+        self.check_regions(s.args)
         stmts, in_regs = lower(lower_tile_call(s, self.target, self.an, self.func))
         self.local_in_regs |= in_regs
         self.push_scope()

@@ -7,7 +7,7 @@ emitted PTX is unchanged.
 from __future__ import annotations
 
 from ..errors import TraceError
-from ..ir import BinOp, Const, Load, Var
+from ..ir import BinOp, BufferRegion, Const, Load, Var
 from ..target.forms import form
 from .names import sanitize
 
@@ -39,6 +39,39 @@ class BoundsChecks:
                 self.static_bounds(buf, indices, lanes)
                 return
 
+    def check_regions(self, args):
+        """The regions of a tile call must lie inside their buffers: a symbolic start the
+        facts do not confirm is decided like an index (the extent as its lanes)."""
+        for r in args:
+            if not isinstance(r, BufferRegion):
+                continue
+            for d, ((start, n), ext) in enumerate(zip(r.region, r.buffer.shape)):
+                if isinstance(start, int):
+                    continue          # checked when the region was taken
+                lo, hi = self.an.bounds(start)
+                if lo is not None and lo >= 0 and (type(ext) is not int or (
+                        hi is not None and hi + n <= ext)):
+                    continue
+                from ..analysis import ranges
+
+                ctx = ranges.Context(self.lets, self.ctl, self.func)
+                w = ranges.out_of_bounds(ctx, start, ext, n)
+                if w is not None and not self._raw_control():
+                    v, point = w
+                    where = ", ".join(f"{k} = {x}" for k, x in point.items())
+                    raise TraceError(
+                        f"region {r} is out of bounds along dimension {d} of "
+                        f"'{r.buffer.name}' (extent {ext}): it covers {v}..{v + n - 1}"
+                        f"{' for ' + where if where else ''}; guard the copy (pg.if_) or fix "
+                        f"the region's start")
+
+    def _raw_control(self) -> bool:
+        if self._escapes is None:   # raw ret/bra/trap: reachability is not the IR's
+            from ..analysis import ranges
+
+            self._escapes = ranges.control_flow_escapes(self.func)
+        return self._escapes
+
     def _tree_bounds(self, e):
         """bounds() of a compound index; `x + c` / `x - c` reuse x's bounds, kept per node
         for the whole build (the copies of an unrolled body share x and differ in c; facts
@@ -64,9 +97,7 @@ class BoundsChecks:
             n = lanes if d == last else 1
             w = ranges.out_of_bounds(ctx, idx, ext, n)
             if w is not None:
-                if self._escapes is None:   # raw ret/bra/trap: reachability is not the IR's
-                    self._escapes = ranges.control_flow_escapes(self.func)
-                if self._escapes:
+                if self._raw_control():
                     return
                 raise TraceError(ranges.describe(buf, d, idx, ext, w, n))
 
