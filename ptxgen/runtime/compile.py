@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 from ..errors import PTXCompileError
@@ -89,10 +90,15 @@ def dump(name: str, suffix: str, data) -> str | None:
     d = os.environ.get("PTXGEN_DUMP_DIR")
     if not d:
         return None
-    os.makedirs(d, exist_ok=True)
     path = os.path.join(d, _safe(name) + suffix)
-    with open(path, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
+    try:
+        os.makedirs(d, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+    except OSError as e:   # a debugging aid: never the reason a compile fails
+        warnings.warn(f"PTXGEN_DUMP_DIR={d}: cannot write {path} ({e.strerror or e}); "
+                      f"the kernel is compiled without the dump", stacklevel=2)
+        return None
     return path
 
 
