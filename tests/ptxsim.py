@@ -19,6 +19,9 @@ from ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  
                         _reg_bits, _signed)
 
 
+_REDZONE = 256     # bytes of no array before each shared/local array
+
+
 class Memory:
     """Byte-addressed spaces: global (named allocations), and per-CTA / per-thread arrays."""
 
@@ -27,8 +30,10 @@ class Memory:
         self.next_base = 0x1000_0000
 
     def alloc_global(self, data: bytes) -> int:
+        """A new allocation, followed by a 64 KiB gap: an access past its end traps instead of
+        landing in the next one."""
         base = self.next_base
-        self.next_base += (len(data) + 0xFFFF) & ~0xFFFF
+        self.next_base += ((len(data) + 0xFFFF) & ~0xFFFF) + 0x10000
         self.global_allocs.append((base, bytearray(data)))
         return base
 
@@ -134,23 +139,28 @@ class Sim(AluOps):
     def _run_cta(self, params, ctaid, grid, block, dyn_smem, max_steps):
         shared = bytearray()
         sym = {}
+        valid = []     # (start, end) of each shared array: red zones between them trap
         for name, align, size in self.k.shared:
-            off = (len(shared) + align - 1) // align * align
+            off = (len(shared) + _REDZONE + align - 1) // align * align
             shared.extend(b"\0" * (off - len(shared) + size))
             sym[name] = ("shared", off)
+            valid.append((off, off + size))
         for align, name in self.k.dyn:
-            off = (len(shared) + int(align) - 1) // int(align) * int(align)
+            off = (len(shared) + _REDZONE + int(align) - 1) // int(align) * int(align)
             shared.extend(b"\0" * (off - len(shared) + dyn_smem))
             sym[name] = ("shared", off)
+            valid.append((off, off + dyn_smem))
         nthreads = block[0] * block[1] * block[2]
         threads = []
         for t in range(nthreads):
             local = bytearray()
             lsym = {}
+            lvalid = []
             for name, align, size in self.k.local:
-                off = (len(local) + align - 1) // align * align
+                off = (len(local) + _REDZONE + align - 1) // align * align
                 local.extend(b"\0" * (off - len(local) + size))
                 lsym[name] = off
+                lvalid.append((off, off + size))
             tid = (t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1]))
             sregs = {"tid.x": tid[0], "tid.y": tid[1], "tid.z": tid[2], "ntid.x": block[0],
                      "ntid.y": block[1], "ntid.z": block[2], "ctaid.x": ctaid[0],
@@ -158,8 +168,8 @@ class Sim(AluOps):
                      "nctaid.y": grid[1], "nctaid.z": grid[2], "laneid": t % 32,
                      "warpid": t // 32}
             threads.append({"pc": 0, "regs": {}, "sregs": sregs, "local": local, "lsym": lsym,
-                            "done": False, "wait": None, "lin": t})
-        ctx = {"params": params, "shared": shared, "sym": sym, "mbar": {}}
+                            "lvalid": lvalid, "done": False, "wait": None, "lin": t})
+        ctx = {"params": params, "shared": shared, "sym": sym, "mbar": {}, "valid": valid}
         while True:
             progressed = False
             for th in threads:
@@ -247,14 +257,15 @@ class Sim(AluOps):
         if space == "global":
             return self.mem._find(addr, n)
         if space == "shared":
-            buf = ctx["shared"]
+            buf, valid = ctx["shared"], ctx["valid"]
         elif space == "local":
-            buf = th["local"]
+            buf, valid = th["local"], th["lvalid"]
         else:
             raise Unsupported(space)
-        if not 0 <= addr <= len(buf) - n:
-            raise Trap(f"{space} access out of bounds at {addr} ({n} bytes)")
-        return buf, addr
+        for lo, hi in valid:   # inside one array: not in a red zone, not across two
+            if lo <= addr and addr + n <= hi:
+                return buf, addr
+        raise Trap(f"{space} access out of bounds at {addr} ({n} bytes)")
 
     # ---- execution -------------------------------------------------------------------------
     def _run_thread(self, th, ctx, max_steps):
@@ -388,7 +399,9 @@ class Sim(AluOps):
         buf = ctx["shared"]
 
         def elem_addr(i, r, c):
-            return rows[i][r] + 2 * c
+            a = rows[i][r] + 2 * c
+            self._mem(lanes[0], ctx, "shared", a, 2)   # traps outside a shared array
+            return a
 
         for l, th in enumerate(lanes):
             regs = [x.strip() for x in reg_tok.strip("{}").split(",")]
