@@ -14,7 +14,8 @@ __version__ = "0.1.0"
 
 from .dtypes import DType, dtype  # noqa: E402
 from .errors import (ArchError, CudaError, DispatchError, LaunchError, LayoutError,  # noqa: E402
-                     PTXCompileError, PtxgenError, ResourceError, TraceError)
+                     PTXCompileError, PtxgenError, ResourceError, TraceAttributeError,
+                     TraceError)
 from .ir import cast, select  # noqa: E402
 from .ir import maximum as max  # noqa: E402,A001
 from .ir import minimum as min  # noqa: E402,A001

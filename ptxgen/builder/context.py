@@ -100,8 +100,11 @@ def loop_var_name(default: str = "i", at: Site | None = None) -> str:
 
 
 def fail(msg: str) -> TraceError:
-    """A TraceError located at the user's line (raise the returned object)."""
-    return TraceError(f"{user_src()}: {msg}")
+    """A TraceError located at the user's line (raise the returned object); while the
+    parameters are made, that is the kernel's first line."""
+    ctx = _local.ctx
+    where = ctx.param_src if ctx is not None and ctx.param_src else user_src()
+    return TraceError(f"{where}: {msg}")
 
 
 class TraceContext:
@@ -122,6 +125,7 @@ class TraceContext:
         self.while_conds: list = []            # conditions of enclosing while_ loops
         self.nc_loads: dict = {}               # root uid -> (root, site) of .nc loads
         self.vec_checked = None                # (len(dead), ids): raw vector items checked
+        self.param_src = None                  # the kernel's first line while params are made
         self.resources: dict = {}
         self.block_used = False                # warp/warpgroup ids or cta tiles depend on it
         # in trace order: ("let", var, value, bounds) and

@@ -187,6 +187,7 @@ class Kernel:
         args = []
         symbols: dict[int, Var] = {}
         context.push(ctx)      # once, for the parameters' buffers and the body
+        ctx.param_src = src    # their errors name the kernel, not a line of its caller
         try:
             for pname, ann in _annotated_params(fn):
                 if isinstance(ann, str):
@@ -212,6 +213,7 @@ class Kernel:
                                      f"pg.Tensor(shape, dtype) or a scalar type such as pg.int32")
             for v in symbols.values():
                 func.params.append(Param(v.name, "symbol", v))
+            ctx.param_src = None
             try:
                 fn(*args)
                 for fin in ctx.finalizers:
