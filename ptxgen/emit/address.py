@@ -126,6 +126,8 @@ class AddressEmitter:
             if shape:
                 strides.append(stride * nb if type(stride) is int else stride)
             strides.reverse()
+        if exts is None:   # a symbolic extent: infinite (only the lower bound 0 is known)
+            exts = tuple([e if type(e) is int else math.inf for e in shape])
         self._exts[buf.uid] = exts
         plan = self._plans[buf.uid] = (nb, strides)
         return plan

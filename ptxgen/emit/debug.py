@@ -6,6 +6,8 @@ emitted PTX is unchanged.
 """
 from __future__ import annotations
 
+import math
+
 from ..errors import TraceError
 from ..ir import BinOp, BufferRegion, Const, Load, Var
 from ..target.forms import form
@@ -17,10 +19,34 @@ class BoundsChecks:
 
     _escapes = None     # raw PTX that leaves the straight path (ret, bra, ...): no proofs
 
-    def check_indices(self, buf, indices, lanes: int = 1):
+    def check_indices(self, buf, indices, lanes: int = 1, aff=None):
         """Indices of an access that the facts do not confirm in bounds are suspects for
-        static_bounds (lanes: the vector's elements, along the last dimension)."""
+        static_bounds (lanes: the vector's elements, along the last dimension).  A 1-D
+        buffer that owns its storage is tested on `aff`, the access's byte offset (its
+        index scaled, already simplified): no walk over the index expression."""
         an, vb = self.an, self.an._bounds
+        if aff is not None and len(indices) == 1 and buf.data is None and \
+                buf.layout is None and type(buf.elem_offset) is int:
+            ext = self._exts[buf.uid][0]
+            top = ext is not math.inf       # a symbolic extent: only the lower bound counts
+            try:
+                lo = hi = aff.const
+                for atom, c in aff.terms.values():
+                    r = vb[atom.uid] if type(atom) is Var else an.bounds(atom)
+                    if c > 0:
+                        lo += c * r[0]
+                        if top:
+                            hi += c * r[1]
+                    else:
+                        lo += c * r[1]
+                        if top:
+                            hi += c * r[0]
+                nb = buf.dtype.bits // 8
+                eo = buf.elem_offset * nb
+                if lo >= eo and (not top or hi + (lanes - 1) * nb < eo + ext * nb):
+                    return
+            except (TypeError, KeyError, AttributeError):
+                pass
         last = len(indices) - 1
         for d, (idx, ext) in enumerate(zip(indices, buf.shape)):
             t = type(idx)

@@ -165,19 +165,25 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if e.cache:
             self.need_opcode("ld.global" + e.cache)
         aff = self.offset_affine(buf, indices)
-        # in bounds by the facts, or checked exactly (check_indices); variable indices are
+        # in bounds by the facts, or checked exactly (check_indices): variable indices are
         # tested in line (an unknown bound, None, or a symbolic extent fails its compare with
         # a TypeError; an index that is not a variable has no uid)
         try:
-            vb, exts = self.an._bounds, self._exts[buf.uid]
-            for k, idx in enumerate(indices):
-                b = vb[idx.uid]
-                if b[0] < 0 or b[1] >= exts[k]:
+            vb = self.an._bounds
+            if len(indices) == 1:
+                b = vb[indices[0].uid]
+                if b[0] < 0 or b[1] + lanes > self._exts[buf.uid][0]:
                     raise KeyError
-            if lanes > 1 and b[1] + lanes > exts[k]:
-                raise KeyError
+            else:
+                exts = self._exts[buf.uid]
+                for k, idx in enumerate(indices):
+                    b = vb[idx.uid]
+                    if b[0] < 0 or b[1] >= exts[k]:
+                        raise KeyError
+                if lanes > 1 and b[1] + lanes > exts[k]:
+                    raise KeyError
         except (TypeError, KeyError, AttributeError):
-            self.check_indices(buf, indices, lanes)
+            self.check_indices(buf, indices, lanes, aff)
         dt = buf.dtype
         if lanes > 1:
             nbits = e.dtype.bits * lanes
@@ -232,19 +238,25 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if self.debug_bounds:
             self.bounds_check(buf, indices)
         aff = self.offset_affine(buf, indices)
-        # in bounds by the facts, or checked exactly (check_indices); variable indices are
+        # in bounds by the facts, or checked exactly (check_indices): variable indices are
         # tested in line (an unknown bound, None, or a symbolic extent fails its compare with
         # a TypeError; an index that is not a variable has no uid)
         try:
-            vb, exts = self.an._bounds, self._exts[buf.uid]
-            for k, idx in enumerate(indices):
-                b = vb[idx.uid]
-                if b[0] < 0 or b[1] >= exts[k]:
+            vb = self.an._bounds
+            if len(indices) == 1:
+                b = vb[indices[0].uid]
+                if b[0] < 0 or b[1] + lanes > self._exts[buf.uid][0]:
                     raise KeyError
-            if lanes > 1 and b[1] + lanes > exts[k]:
-                raise KeyError
+            else:
+                exts = self._exts[buf.uid]
+                for k, idx in enumerate(indices):
+                    b = vb[idx.uid]
+                    if b[0] < 0 or b[1] >= exts[k]:
+                        raise KeyError
+                if lanes > 1 and b[1] + lanes > exts[k]:
+                    raise KeyError
         except (TypeError, KeyError, AttributeError):
-            self.check_indices(buf, indices, lanes)
+            self.check_indices(buf, indices, lanes, aff)
         dt = buf.dtype
         if lanes > 1:
             nbits = value.dtype.bits * lanes
