@@ -116,3 +116,18 @@ def test_annotation_errors_name_their_line():
           "'no_such_name' is not defined", pg.TraceError)
     with pytest.raises(pg.TraceError, match=r"@pg.kernel decorates a Python function, got 5"):
         pg.kernel(grid=(1,), block=(32,))(5)
+
+
+def test_an_error_inside_a_branch_is_located_once():
+    def k(A: pg.Tensor((32, 32), "float32")):
+        tx = pg.thread_id(32)
+        with pg.if_(tx < 3):
+            for i in pg.serial(2):
+                pg.tile.cta.copy(A[0:1, 0:32], A[1:2, 0:32])   # at: copy
+
+    from _reliability import at
+
+    with pytest.raises(pg.DispatchError) as ei:
+        kernel(k).ptx("sm_90a")
+    assert str(ei.value).startswith(f"{at('copy')}: no copy variant accepts "
+                                    f"pg.tile.cta.copy(A[0:1, 0:32], A[1:2, 0:32])")

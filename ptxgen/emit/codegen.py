@@ -6,6 +6,7 @@ reports.  Every IR statement is preceded by a `// <statement>` comment.
 """
 from __future__ import annotations
 
+import re
 
 from .. import __version__ as _version
 from ..errors import PtxgenError
@@ -20,6 +21,9 @@ from .memory import MemoryEmitter
 from ..target import Target, check_opcode
 from .regs import _PREFIX, reg_class
 from .values import ValueEmitter
+
+_LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")   # "file.py:12: ..."
+
 
 class Codegen(ValueEmitter, MemoryEmitter):
     def __init__(self, func, target: Target, debug_bounds: bool = False):
@@ -86,11 +90,12 @@ class Codegen(ValueEmitter, MemoryEmitter):
                 lines.append("    // " + (text if text.isprintable() else one_line(text)))
             try:
                 handler(self, s)
-            except PtxgenError as e:   # locate the error at the user's line, once
+            except PtxgenError as e:   # locate the error at the user's line, once (the
+                # innermost statement's; a message that names its line already keeps it)
                 if s.src and not getattr(e, "located", False) and \
-                        not str(e.args[0] if e.args else "").startswith(s.src):
+                        not _LOCATED.match(str(e.args[0] if e.args else "")):
                     e.args = (f"{s.src}: {e.args[0]}",) + e.args[1:]
-                    e.located = True
+                e.located = True
                 raise
             except RecursionError as e:   # the innermost statement names it (ptxgen/deep.py)
                 if s.src and not hasattr(e, "ptxgen_src"):
