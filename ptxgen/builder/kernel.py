@@ -168,12 +168,15 @@ class Kernel:
         fn = self.fn
         func = PrimFunc(self.name, [], [])
         src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
-        if grid is not None:   # a tuple checked before needs no call
-            func.grid = type(grid) is tuple and GOOD_GRIDS.get(grid) or \
-                _launch_dims("grid", grid, src)
+        try:   # a tuple checked before needs no call (an unhashable one: checked below)
+            g = GOOD_GRIDS.get(grid) if type(grid) is tuple else None
+            b = GOOD_BLOCKS.get(block) if type(block) is tuple else None
+        except TypeError:
+            g = b = None
+        if grid is not None:
+            func.grid = g or _launch_dims("grid", grid, src)
         if block is not None:
-            func.block = type(block) is tuple and GOOD_BLOCKS.get(block) or \
-                _launch_dims("block", block, src)
+            func.block = b or _launch_dims("block", block, src)
         if dyn is not None:
             if isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 0:
                 raise TraceError(f"{src}: dynamic_smem_bytes must be a non-negative int, got "

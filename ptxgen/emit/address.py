@@ -109,9 +109,8 @@ class AddressEmitter:
         nb = bits // 8
         strides = None
         shape = buf.shape
-        # the extents for the in-line bounds test of loads and stores: a symbolic one is not
-        # comparable (None), which sends the access to the general test
-        exts = shape if type(shape[0]) is int else None
+        # the extents for the in-line bounds test of loads and stores
+        exts = shape if shape and type(shape[0]) is int else None
         if buf.layout is None:
             strides, stride = [], 1
             for ext in reversed(shape[1:]):   # the outermost extent scales no index

@@ -165,9 +165,9 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if e.cache:
             self.need_opcode("ld.global" + e.cache)
         aff = self.offset_affine(buf, indices)
-        # in bounds by the facts, or checked exactly (check_indices): variable indices are
-        # tested in line (an unknown bound, None, or a symbolic extent fails its compare with
-        # a TypeError; an index that is not a variable has no uid)
+        # in bounds by the facts, or checked (check_indices, exact when it must be): variable
+        # indices are tested in line (an unknown bound, None, fails its compare with a
+        # TypeError; an index that is not a variable has no uid; a symbolic extent is inf)
         try:
             vb = self.an._bounds
             if len(indices) == 1:
@@ -238,9 +238,9 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if self.debug_bounds:
             self.bounds_check(buf, indices)
         aff = self.offset_affine(buf, indices)
-        # in bounds by the facts, or checked exactly (check_indices): variable indices are
-        # tested in line (an unknown bound, None, or a symbolic extent fails its compare with
-        # a TypeError; an index that is not a variable has no uid)
+        # in bounds by the facts, or checked (check_indices, exact when it must be): variable
+        # indices are tested in line (an unknown bound, None, fails its compare with a
+        # TypeError; an index that is not a variable has no uid; a symbolic extent is inf)
         try:
             vb = self.an._bounds
             if len(indices) == 1:
