@@ -14,7 +14,8 @@ from .version import __version__  # noqa: E402,F401
 
 from .dtypes import DType, dtype  # noqa: E402
 from .errors import (ArchError, CudaError, DispatchError, LaunchError, LayoutError,  # noqa: E402
-                     PTXCompileError, PtxgenError, ResourceError, TraceError)
+                     PTXCompileError, PtxgenError, ResourceError, TraceAttributeError,
+                     TraceError)
 from . import printer as _printer  # noqa: E402,F401  (gives the IR nodes their text)
 from .ir import cast, select  # noqa: E402
 from .ir import maximum as max  # noqa: E402,A001

@@ -2,6 +2,10 @@
 message that says what is wrong, where, and (when known) the fix."""
 from __future__ import annotations
 
+import re
+
+_LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")   # "file.py:12: ..." (a located message)
+
 
 class PtxgenError(Exception):
     """Base class: a mistake in the kernel, caught by ptxgen before ptxas or the GPU."""
@@ -9,6 +13,10 @@ class PtxgenError(Exception):
 
 class TraceError(PtxgenError):
     """Misuse of the builder, reported at the user's file and line."""
+
+
+class TraceAttributeError(TraceError, AttributeError):
+    """An unknown name under pg.tile / pg.ptx: a TraceError that hasattr() reads as missing."""
 
 
 class LayoutError(PtxgenError):
@@ -43,7 +51,9 @@ def located_at(e: PtxgenError, src: str) -> PtxgenError:
     """`e`, its message prefixed once with the statement's `file:line` (build-time errors:
     the tile-lowering pass and the emitter locate what a statement raised this way)."""
     msg = str(e.args[0]) if e.args else ""
-    if src and not getattr(e, "located", False) and not msg.startswith(src):
-        e.args = (f"{src}: {msg}",) + tuple(e.args[1:])
+    if src and not getattr(e, "located", False):
+        # the innermost statement's line; a message that names its line already keeps it
+        if not _LOCATED.match(msg):
+            e.args = (f"{src}: {msg}",) + tuple(e.args[1:])
         e.located = True
     return e

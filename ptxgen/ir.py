@@ -84,8 +84,41 @@ class Expr:
         raise TraceError("a traced expression cannot be used as a Python int; use pg.serial/"
                          "pg.unroll for loops and constant extents for shapes")
 
+    def __float__(self):
+        raise TraceError("a traced expression has no Python float value (it is computed on the "
+                         "GPU); use pg.cast(x, 'float32') to convert it in the kernel")
+
+    def __round__(self, ndigits=None):
+        raise TraceError("round() needs a Python number; a traced expression is computed on the "
+                         "GPU: use pg.cast(x, 'int32') (truncates) in the kernel")
+
+    __trunc__ = __floor__ = __ceil__ = __round__
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        raise TraceError("abs() of a traced expression: write pg.max(x, -x)")
+
+    def __pow__(self, o):
+        raise TraceError("** of a traced expression: write the product (x * x) or shift "
+                         "integers (1 << k)")
+
+    __rpow__ = __pow__
+
+    def __divmod__(self, o):
+        return binop("floordiv", self, o), binop("floormod", self, o)
+
+    def __rdivmod__(self, o):
+        return binop("floordiv", o, self), binop("floormod", o, self)
+
     def __str__(self):
-        return TEXT.expr(self)
+        try:
+            return TEXT.expr(self)
+        except RecursionError:   # a very deep expression (ptxgen/deep.py)
+            from .deep import run_deep
+
+            return run_deep(TEXT.expr, self)
 
 
 def _arith(op):
@@ -111,14 +144,44 @@ def _rarith(op):
     return method
 
 
+def _arith_div(op):
+    """Expr.__floordiv__ / __mod__: _arith's method, refusing a constant zero divisor."""
+    def method(self, o):
+        dt = self.dtype
+        if type(o) is int:
+            if dt is INT32 and o in _INT32_VALUES:
+                if not o:
+                    raise TraceError(const_hazard(op, self, Const(0, INT32)))
+                return BinOp(op, self, Const(o, INT32), INT32)
+        elif isinstance(o, Expr) and o.dtype is dt and dt.is_int:
+            if type(o) is Const and not o.value:
+                raise TraceError(const_hazard(op, self, o))
+            return BinOp(op, self, o, dt)
+        return binop(op, self, o)
+    return method
+
+
+def _rarith_div(op):
+    """Expr.__rfloordiv__ / __rmod__: `8 // x`, refusing x a constant zero."""
+    def method(self, o):
+        if type(self) is Const and not self.value and self.dtype.is_int:
+            raise TraceError(const_hazard(op, as_expr(o, self.dtype), self))
+        if type(o) is int and self.dtype is INT32 and o in _INT32_VALUES:
+            return BinOp(op, Const(o, INT32), self, INT32)
+        return binop(op, o, self)
+    return method
+
+
 for _op, _name in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("floordiv", "floordiv"),
                    ("floormod", "mod"), ("and", "and"), ("or", "or"), ("xor", "xor")):
-    for _make, _fmt in ((_arith, "__%s__"), (_rarith, "__r%s__")):
+    _div = _op in ("floordiv", "floormod")
+    for _make, _fmt in (((_arith_div if _div else _arith), "__%s__"),
+                        ((_rarith_div if _div else _rarith), "__r%s__")):
         _m = _make(_op)
         _m.__name__ = _fmt % _name
         _m.__qualname__ = "Expr." + _m.__name__
         setattr(Expr, _m.__name__, _m)
-del _op, _name, _make, _fmt, _m
+del _op, _name, _make, _fmt, _m, _div
 
 
 class Const(Expr):
@@ -318,7 +381,17 @@ def const(v, dt=None) -> Const:
             raise TraceError(f"literal {v} does not fit {dt}")
     if dt.is_float:
         v = float(v)
+        # (65504 is below every float type's overflow: one compare for most literals)
+        if not -65504.0 <= v <= 65504.0 and abs(v) >= _FLOAT_INF.get(dt.name, math.inf) and \
+                math.isfinite(v):
+            raise TraceError(f"literal {v!r} overflows {dt} (it rounds to infinity); write "
+                             f"float('inf') for infinity")
     return Const(v, dt)
+
+
+# per float type, the smallest magnitude that rounds to infinity (largest finite + half an ulp)
+_FLOAT_INF = {"float32": 3.4028235677973366e38, "float16": 65520.0,
+              "bfloat16": 3.39617752923046e38}
 
 
 def int_range(dt: DType) -> tuple[int, int]:
@@ -361,14 +434,21 @@ def binop(op: str, a, b) -> Expr:
         if dt.is_int:
             if type(b) is int:
                 if dt is INT32 and b in _INT32_VALUES:
+                    if not b and op in _DIV_OPS:
+                        raise TraceError(const_hazard(op, a, Const(0, INT32)))
                     return BinOp(op, a, Const(b, INT32), INT32)
             elif isinstance(b, Expr) and b.dtype is dt:
+                if type(b) is Const and op in _DIV_OPS and not b.value:
+                    raise TraceError(const_hazard(op, a, b))
                 return BinOp(op, a, b, dt)
     if not isinstance(a, Expr):
         b = as_expr(b)
         a = as_expr(a, b.dtype)
     else:
         b = as_expr(b, a.dtype)
+    if op in _HAZARD_OPS and type(b) is Const and a.dtype.is_int and \
+            (not b.value if op in _DIV_OPS else not 0 <= b.value < a.dtype.bits):
+        raise TraceError(const_hazard(op, a, b))
     if op in ("shl", "shr") and a.dtype.is_int and b.dtype.is_int and b.dtype != a.dtype:
         b = Cast(b, a.dtype) if not isinstance(b, Const) else const(b.value, a.dtype)
     if a.dtype != b.dtype:
@@ -394,12 +474,39 @@ def binop(op: str, a, b) -> Expr:
 
 _FAST_INT = frozenset(("add", "sub", "mul", "floordiv", "floormod", "and", "or", "xor", "min",
                        "max"))
+_DIV_OPS = frozenset(("floordiv", "floormod"))
+_HAZARD_OPS = frozenset(("floordiv", "floormod", "shl", "shr"))
+
+
+def const_hazard(op: str, a, b) -> str:
+    """Why the integer `a <op> b` with a constant `b` has no defined value, or "": division
+    or modulo by zero, a shift count outside 0..bits-1 (PTX clamps it, C leaves it undefined,
+    and the simplifier cannot fold it).  Shared by the builder and the simplifier, which sees
+    the constants that unrolling and folding make."""
+    v = b.value
+    if op in _DIV_OPS:
+        if v:
+            return ""
+        sym = "//" if op == "floordiv" else "%"
+        return (f"integer {'division' if op == 'floordiv' else 'modulo'} by zero in "
+                f"{format_expr(a, 6)} {sym} 0; the divisor must be nonzero (guard it or pick "
+                f"another constant)")
+    bits = a.dtype.bits
+    if 0 <= v < bits:
+        return ""
+    return (f"shift count {v} in {format_expr(a, 4)} {'<<' if op == 'shl' else '>>'} {v} is "
+            f"outside 0..{bits - 1} for {a.dtype}; {'multiply or divide' if v < 0 else 'widen the type (pg.cast) or shift less'} instead")
 
 
 def cast(x, dt) -> Expr:
     dt = dtype(dt)
     x = as_expr(x, dt)
-    return x if x.dtype == dt else Cast(x, dt)
+    if x.dtype == dt:
+        return x
+    if x.dtype.lanes != 1 or dt.lanes != 1:
+        raise TraceError(f"pg.cast of {x.dtype} to {dt}: vector values can only be loaded and "
+                         f"stored; cast each element (a local buffer of {x.dtype.scalar})")
+    return Cast(x, dt)
 
 
 def select(c, t, f) -> Expr:
@@ -509,6 +616,17 @@ class BufferRegion:
     def dtype(self):
         return self.buffer.dtype
 
+    def __getitem__(self, key, value=None):
+        raise TraceError(f"{self} is a region (an operand of tile primitives), not a tensor; "
+                         f"index the tensor '{self.buffer.name}' itself, or take the sub-region "
+                         f"from it")
+
+    __setitem__ = __getitem__
+
+    def __iter__(self):
+        raise TraceError(f"{self} is a region and cannot be iterated in Python; loop with "
+                         f"pg.serial/pg.unroll over indices of '{self.buffer.name}'")
+
     def __str__(self):
         parts = []
         for s, e in self.region:
@@ -516,6 +634,25 @@ class BufferRegion:
             end = s + e if isinstance(s, int) else f"{s_txt}+{e}"
             parts.append(f"{s_txt}:{end}")
         return f"{self.buffer.name}[{', '.join(parts)}]"
+
+
+def not_a_value(cls, what):
+    """Give `cls` (tensors, regions) arithmetic and comparison operators that raise a
+    TraceError saying what it is (`what(obj)`) instead of Python's TypeError."""
+    def refuse(self, *a):
+        raise TraceError(f"{what(self)}, not a value: index it (A[i, j]) to compute with an "
+                         f"element, or use pg.tile.<scope>.<op> on regions")
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift",
+                 "and", "or", "xor", "matmul"):
+        setattr(cls, f"__{name}__", refuse)
+        setattr(cls, f"__r{name}__", refuse)
+    for name in ("neg", "pos", "abs", "invert", "lt", "le", "gt", "ge", "float", "int", "index",
+                 "round"):
+        setattr(cls, f"__{name}__", refuse)
+    return cls
+
+
+not_a_value(BufferRegion, lambda r: f"{r} is a region (an operand of tile primitives)")
 
 
 # ----------------------------------------------------------------------------------
@@ -659,7 +796,12 @@ class PrimFunc:
     register_buffers: frozenset = frozenset()   # local buffers kept in registers (passes)
 
     def __str__(self):
-        return TEXT.func(self)
+        try:
+            return TEXT.func(self)
+        except RecursionError:   # deep expressions or bodies (ptxgen/deep.py)
+            from .deep import run_deep
+
+            return run_deep(TEXT.func, self)
 
 
 def walk(body, fn):

@@ -26,6 +26,9 @@ from ptxsim_mma import MmaOps
 from ptxsim_math import MathOps
 
 
+_REDZONE = 256     # bytes of no array before each shared/local array
+
+
 class Memory:
     """Byte-addressed spaces: global (named allocations), and per-CTA / per-thread arrays."""
 
@@ -34,8 +37,10 @@ class Memory:
         self.next_base = 0x1000_0000
 
     def alloc_global(self, data: bytes) -> int:
+        """A new allocation, followed by a 64 KiB gap: an access past its end traps instead of
+        landing in the next one."""
         base = self.next_base
-        self.next_base += (len(data) + 0xFFFF) & ~0xFFFF
+        self.next_base += ((len(data) + 0xFFFF) & ~0xFFFF) + 0x10000
         self.global_allocs.append((base, bytearray(data)))
         return base
 
@@ -177,23 +182,28 @@ class Sim(MathOps, AluOps, MmaOps, AsyncOps):
     def _make_cta(self, params, ctaid, grid, block, dyn_smem, rank, cl, clid, ncl):
         shared = bytearray()
         sym = {}
+        valid = []     # (start, end) of each shared array: red zones between them trap
         for name, align, size in self.k.shared:
-            off = (len(shared) + align - 1) // align * align
+            off = (len(shared) + _REDZONE + align - 1) // align * align
             shared.extend(b"\0" * (off - len(shared) + size))
             sym[name] = ("shared", off)
+            valid.append((off, off + size))
         for align, name in self.k.dyn:
-            off = (len(shared) + int(align) - 1) // int(align) * int(align)
+            off = (len(shared) + _REDZONE + int(align) - 1) // int(align) * int(align)
             shared.extend(b"\0" * (off - len(shared) + dyn_smem))
             sym[name] = ("shared", off)
+            valid.append((off, off + dyn_smem))
         nthreads = block[0] * block[1] * block[2]
         threads = []
         for t in range(nthreads):
             local = bytearray()
             lsym = {}
+            lvalid = []
             for name, align, size in self.k.local:
-                off = (len(local) + align - 1) // align * align
+                off = (len(local) + _REDZONE + align - 1) // align * align
                 local.extend(b"\0" * (off - len(local) + size))
                 lsym[name] = off
+                lvalid.append((off, off + size))
             tid = (t % block[0], (t // block[0]) % block[1], t // (block[0] * block[1]))
             sregs = {"tid.x": tid[0], "tid.y": tid[1], "tid.z": tid[2], "ntid.x": block[0],
                      "ntid.y": block[1], "ntid.z": block[2], "ctaid.x": ctaid[0],
@@ -201,9 +211,9 @@ class Sim(MathOps, AluOps, MmaOps, AsyncOps):
                      "nctaid.y": grid[1], "nctaid.z": grid[2], "laneid": t % 32,
                      "warpid": t // 32, **cluster_sregs(rank, ctaid, cl, clid, ncl)}
             threads.append({"pc": 0, "regs": {}, "sregs": sregs, "local": local, "lsym": lsym,
-                            "done": False, "wait": None, "lin": t, "async": {},
+                            "lvalid": lvalid, "done": False, "wait": None, "lin": t, "async": {},
                             "cl_arrived": 0})
-        ctx = {"params": params, "shared": shared, "sym": sym, "mbar": {}}
+        ctx = {"params": params, "shared": shared, "sym": sym, "mbar": {}, "valid": valid}
         for th in threads:
             th["ctx"] = ctx
         return ctx, threads
@@ -326,14 +336,15 @@ class Sim(MathOps, AluOps, MmaOps, AsyncOps):
         if space == "shared::cluster":
             return self._cluster_shared(th, ctx, addr, n)[:2]
         if space == "shared":
-            buf = ctx["shared"]
+            buf, valid = ctx["shared"], ctx["valid"]
         elif space == "local":
-            buf = th["local"]
+            buf, valid = th["local"], th["lvalid"]
         else:
             raise Unsupported(space)
-        if not 0 <= addr <= len(buf) - n:
-            raise Trap(f"{space} access out of bounds at {addr} ({n} bytes)")
-        return buf, addr
+        for lo, hi in valid:   # inside one array: not in a red zone, not across two
+            if lo <= addr and addr + n <= hi:
+                return buf, addr
+        raise Trap(f"{space} access out of bounds at {addr} ({n} bytes)")
 
     # ---- execution -------------------------------------------------------------------------
     def _run_thread(self, th, ctx, max_steps):
@@ -409,7 +420,9 @@ class Sim(MathOps, AluOps, MmaOps, AsyncOps):
         buf = ctx["shared"]
 
         def elem_addr(i, r, c):
-            return rows[i][r] + 2 * c
+            a = rows[i][r] + 2 * c
+            self._mem(lanes[0], ctx, "shared", a, 2)   # traps outside a shared array
+            return a
 
         for l, th in enumerate(lanes):
             regs = [x.strip() for x in reg_tok.strip("{}").split(",")]

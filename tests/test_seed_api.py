@@ -180,7 +180,8 @@ def test_strides_on_declarations():
     def k(A: pg.Tensor((4, 8), "float32", strides=(16, 1)), B: pg.Tensor((4, 8), "float32")):
         i = pg.thread_id(32)
         sm = pg.alloc_buffer((4, 8), "float32", scope="shared", strides=(1, 4))
-        v = pg.decl_buffer((2, 8), "float32", data=sm.data, elem_offset=8, strides=(1, 4))
+        # sm's columns 2..7 (a (2, 8) view at elem_offset 8 would reach element 37 of 32)
+        v = pg.decl_buffer((4, 6), "float32", data=sm.data, elem_offset=8, strides=(1, 4))
         seen.update(A=A.strides, B=B.strides, sm=sm.strides, v=v.strides,
                     eo=v.elem_offset, bo=v.byte_offset, h=pg.decl_buffer(
                         (4, 4), "float16", data=sm.data, byte_offset=6).elem_offset)

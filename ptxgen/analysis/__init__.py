@@ -1,3 +1,3 @@
 """Analyses over the IR: the simplifier (affine forms), facts (bounds, divisibility),
-warp/CTA uniformity and byte offsets.  Read-only over ir; used by primitives, passes,
-emit and the builder alike."""
+warp/CTA uniformity, byte offsets and exact index ranges (ranges.py: is an access provably
+out of bounds?).  Read-only over ir; used by primitives, passes, emit and the builder alike."""

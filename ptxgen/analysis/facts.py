@@ -77,10 +77,10 @@ class FactsMixin:
             ps = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
             return (min(ps), max(ps))
         if op in ("floordiv", "shr") and isinstance(e.b, Const):
-            c = e.b.value if op == "floordiv" else 1 << e.b.value
+            c = e.b.value if op == "floordiv" else 1 << e.b.value if e.b.value >= 0 else 0
             if c > 0:
                 return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
-        if op == "shl" and isinstance(e.b, Const):
+        if op == "shl" and isinstance(e.b, Const) and e.b.value >= 0:
             c = 1 << e.b.value
             return (None if a[0] is None else a[0] * c, None if a[1] is None else a[1] * c)
         if op == "floormod" and isinstance(e.b, Const) and e.b.value > 0:
@@ -123,11 +123,12 @@ class FactsMixin:
                 m2, r2 = self.modset(e.b)
                 g = math.gcd(math.gcd(m1 * m2, m1 * r2), m2 * r1)
                 return (g, (r1 * r2) % g) if g else (0, r1 * r2)
-            if op == "shl" and isinstance(e.b, Const):
+            if op == "shl" and isinstance(e.b, Const) and e.b.value >= 0:
                 m, r = self.modset(e.a)
                 c = 1 << e.b.value
                 return (m * c, r * c)
-            if op in ("floordiv", "shr") and isinstance(e.b, Const):
+            if op in ("floordiv", "shr") and isinstance(e.b, Const) and \
+                    (e.b.value != 0 if op == "floordiv" else e.b.value >= 0):
                 c = e.b.value if op == "floordiv" else 1 << e.b.value
                 m, r = self.modset(e.a)
                 if m == 0:

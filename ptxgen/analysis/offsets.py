@@ -35,3 +35,35 @@ def byte_offset(buf, indices):
                           f"uint8 to move packed pairs")
     scaled = m * (bits // 8) if not isinstance(m, int) else m * (bits // 8)
     return scaled if isinstance(base, int) and base == 0 else scaled + base
+
+
+_MIN_OFFSET: dict = {}   # id(layout) -> (layout, its min_offset): layouts are immutable
+
+
+def min_offset(layout) -> int | None:
+    """The smallest "m" offset a layout takes over its domain (its constant offset plus every
+    negative stride at its far end); None when a stride is not a constant.  A swizzle only
+    permutes within aligned blocks, so a composed layout's is its inner layout's.  Cached per
+    layout object (a module-level layout serves every trace)."""
+    hit = _MIN_OFFSET.get(id(layout))
+    if hit is not None and hit[0] is layout:
+        return hit[1]
+    lo = _min_offset(layout)
+    if len(_MIN_OFFSET) > 4096:
+        _MIN_OFFSET.clear()
+    _MIN_OFFSET[id(layout)] = (layout, lo)
+    return lo
+
+
+def _min_offset(layout):
+    inner = getattr(layout, "layout", layout)
+    if not hasattr(inner, "leaves"):
+        return None
+    lo = inner.offset.get("m", 0)
+    for ext, strides in inner.leaves():
+        k = strides.get("m", 0)
+        if not isinstance(k, int):
+            return None
+        if k < 0:
+            lo += (ext - 1) * k
+    return lo if isinstance(lo, int) else None

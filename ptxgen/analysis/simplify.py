@@ -17,8 +17,9 @@ import math
 from dataclasses import dataclass
 
 from .facts import FactsMixin, _fold, _nonneg, _trailing_zeros
-from ..ir import (BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg, Var,
-                  BufferPtr, expr_key, int_range)
+from ..errors import TraceError
+from ..ir import (_HAZARD_OPS, BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg, Var,
+                  BufferPtr, const_hazard, expr_key, int_range)
 
 
 _AFFINE_OPS = frozenset(("add", "sub", "mul", "shl"))   # integer ops that stay affine
@@ -317,6 +318,8 @@ class Analyzer(FactsMixin):
             elif type(b) is Const:
                 c = b.value
                 if op == "shl":
+                    if not 0 <= c < e.dtype.bits:
+                        raise TraceError(const_hazard(op, e.a, b))
                     return self.affine(e.a).scale(1 << c)
                 if c > 0:   # stay in affine form: no re-parsing
                     if op == "floordiv" or op == "floormod":
@@ -370,6 +373,10 @@ class Analyzer(FactsMixin):
             a, b = self.simplify(e.a), self.simplify(e.b)
             return BinOp("mul", a, b, dt)
         b = self.simplify(e.b)
+        if type(b) is Const and op in _HAZARD_OPS:   # unrolling and folding make constants
+            why = const_hazard(op, e.a, b)
+            if why:
+                raise TraceError(why)
         if op == "shr" and isinstance(b, Const):
             return self._divmod("floordiv", e.a, 1 << b.value, dt)
         if op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:

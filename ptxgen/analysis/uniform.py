@@ -165,3 +165,38 @@ def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[boo
         return False, (f"the branch condition differs between threads {g * n}..{g * n + n - 1} "
                        f"of one group")
     return True, ""
+
+
+def divergence(ctx, cond, n: int) -> str:
+    """How `cond` provably differs within a group of n consecutive threads ("" when it is
+    uniform, or when that cannot be decided: it reads memory or runtime values).  A barrier
+    under such a condition is reached by only part of the group."""
+    global np
+    binds = {f[1].uid: f for f in ctx.facts}
+    if _classify(binds, cond, {}) != "thread":
+        return ""
+    if np is None:
+        import numpy as np
+    bx, by, bz = (tuple(ctx.func.block) + (1, 1, 1))[:3]
+    total = bx * by * bz
+    lin = np.arange(total, dtype=np.int64)
+    env = {"tid.x": lin % bx, "tid.y": (lin // bx) % by, "tid.z": lin // (bx * by),
+           "laneid": lin % 32}
+    try:
+        v = np.broadcast_to(np.asarray(_eval(binds, cond, env)), (total,)).astype(bool)
+    except KeyError:
+        return ""
+    for start in range(0, total, n):
+        g = v[start:start + n]
+        other = np.nonzero(g != g[0])[0]
+        if len(other):
+            t = start + int(other[0])
+            return (f"it is {bool(g[0])} for thread {start} and {bool(v[t])} for thread {t}"
+                    f"{_tid_of(t, bx, by)}")
+    return ""
+
+
+def _tid_of(t: int, bx: int, by: int) -> str:
+    if bx * by == 1 or by == 1 and t < bx:
+        return ""
+    return f" (tid {t % bx}, {(t // bx) % by}, {t // (bx * by)})"

@@ -8,12 +8,13 @@ from __future__ import annotations
 import linecache
 import os
 import re
+import sysconfig
 import threading
 from sys import _getframe
 
 from ..errors import TraceError
-from ..ir import (BinOp, BufferPtr, Cast, Const, Load, Not, PrimFunc, Select, SpecialReg, Stmt,
-                  Var)
+from ..ir import (Alloc, BinOp, BufferPtr, Cast, Const, DeclBuffer, Let, Load, Not, PrimFunc,
+                  Select, SpecialReg, Stmt, Var)
 
 # Frames carry the path the module was imported by (maybe with "..", e.g. from a sys.path
 # entry like "benchmarks/.."); match that spelling as well as the normalized one.
@@ -23,8 +24,21 @@ _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
 
 
-_IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen (or contextlib)
+_STDLIB = tuple({os.path.normpath(sysconfig.get_paths()[k]) + os.sep
+                 for k in ("stdlib", "platstdlib")})
+_IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen or the standard library
 _SITES: dict = {}       # (co_filename, line) -> Site
+
+
+def is_library(filename: str) -> bool:
+    """A frame of ptxgen or of the standard library (contextlib's `with` machinery,
+    functools, ...), never the user's line; installed packages (site-packages) may be."""
+    pkg = _IS_PKG.get(filename)
+    if pkg is None:
+        pkg = filename.startswith(_PKG_DIRS) or filename.startswith(_STDLIB) and \
+            "-packages" + os.sep not in filename
+        _IS_PKG[filename] = pkg
+    return pkg
 
 
 class Site:
@@ -60,7 +74,7 @@ def user_site(depth: int = 2) -> Site:
             return site
         pkg = _IS_PKG.get(fn)
         if pkg is None:
-            pkg = _IS_PKG[fn] = fn.startswith(_PKG_DIRS) or fn.endswith("contextlib.py")
+            pkg = is_library(fn)
         if not pkg:
             site = _SITES[key] = Site(fn, f.f_lineno)
             return site
@@ -86,15 +100,20 @@ def loop_var_name(default: str = "i", at: Site | None = None) -> str:
 
 
 def fail(msg: str) -> TraceError:
-    """A TraceError located at the user's line (raise the returned object)."""
-    return TraceError(f"{user_src()}: {msg}")
+    """A TraceError located at the user's line (raise the returned object); while the
+    parameters are made, that is the kernel's first line."""
+    ctx = _local.ctx
+    where = ctx.param_src if ctx is not None and ctx.param_src else user_src()
+    return TraceError(f"{where}: {msg}")
 
 
 class TraceContext:
     def __init__(self, func: PrimFunc):
         self.func = func
         self.bodies = [func.body]
-        self.dead_loop_vars: dict[int, str] = {}     # loop var uid -> its loop's site, once closed
+        # uid of a Var or Buffer whose body has closed -> where: a loop var's loop site (str),
+        # else (the body's kind, its site, "bound"/"allocated"/"declared") for what a body bound
+        self.dead_loop_vars: dict = {}
         self.arena = None
         self.block_set: dict[int, str] = {}    # dim index -> where it was set
         self.grid_set: dict[int, str] = {}
@@ -103,6 +122,10 @@ class TraceContext:
         self.pools: list = []
         self.finalizers: list = []             # callables run when tracing ends
         self.active_mask: list = []            # conditions of enclosing if_ blocks
+        self.while_conds: list = []            # conditions of enclosing while_ loops
+        self.nc_loads: dict = {}               # root uid -> (root, site) of .nc loads
+        self.vec_checked = None                # (len(dead), ids): raw vector items checked
+        self.param_src = None                  # the kernel's first line while params are made
         self.resources: dict = {}
         self.block_used = False                # warp/warpgroup ids or cta tiles depend on it
         # in trace order: ("let", var, value, bounds) and
@@ -127,11 +150,32 @@ class TraceContext:
         return f"{name}_{n}" if n else name
 
     def check_live(self, *exprs):
-        """Reject a loop variable used after its loop, at the user's line."""
+        """Reject a value used after the body that bound it, at the user's line."""
         dead = self.dead_loop_vars
-        if dead:   # empty until a loop has ended: nothing can be dead before
+        if dead:   # empty until a body has ended: nothing can be dead before
             for e in exprs:
                 check_live_expr(e, dead)
+
+    def close_body(self, body: list, kind: str, src: str):
+        """A body has ended: what it bound (lets, allocations, views) is dead from here on.
+        Its registers were written only by the threads that ran it (or by none, for a loop
+        that ran no iteration), so a later use would read garbage; nested bodies marked
+        theirs when they closed, so the top level of `body` is all there is to scan."""
+        dead = self.dead_loop_vars
+        for s in body:
+            t = type(s)
+            if t is Let:
+                dead[s.var.uid] = (kind, src, "bound")
+            elif t is Alloc:
+                dead[s.buffer.uid] = (kind, src, "allocated")
+            elif t is DeclBuffer:
+                dead[s.buffer.uid] = (kind, src, "declared")
+
+    def check_buffer(self, b):
+        """Reject a buffer used after the body that allocated or declared it."""
+        dead = self.dead_loop_vars
+        if dead and b.uid in dead:
+            raise _dead_use(b, dead)
 
 
 def check_live_expr(e, dead: dict):
@@ -156,10 +200,13 @@ def check_live_expr(e, dead: dict):
             raise _dead_use(e, dead)
     elif t is Const or t is SpecialReg:
         return
-    elif t is Load or t is BufferPtr and e.indices is not None:
-        for i in e.indices:
-            if type(i) is not Var or i.uid in dead:
-                check_live_expr(i, dead)
+    elif t is Load or t is BufferPtr:
+        if e.buffer.uid in dead:
+            raise _dead_use(e.buffer, dead)
+        if e.indices is not None:
+            for i in e.indices:
+                if type(i) is not Var or i.uid in dead:
+                    check_live_expr(i, dead)
     elif t is Cast or t is Not:
         check_live_expr(e.a, dead)
     elif t is Select:
@@ -168,9 +215,25 @@ def check_live_expr(e, dead: dict):
         check_live_expr(e.f, dead)
 
 
-def _dead_use(v: Var, dead: dict) -> TraceError:
-    return fail(f"loop variable '{v.name}' is used after its loop ended "
-                f"(the loop is at {dead[v.uid]}); bind the value inside the loop")
+_BODY_EFFECT = {"pg.if_": "threads that skipped the body never wrote it",
+                "pg.else_": "threads that skipped the body never wrote it",
+                "pg.while_": "it is unset when the loop runs no iteration",
+                "pg.serial": "it is unset when the loop runs no iteration",
+                "pg.unroll": "each iteration binds its own"}
+
+
+def _dead_use(v, dead: dict) -> TraceError:
+    where = dead[v.uid]
+    if type(where) is str:
+        return fail(f"loop variable '{v.name}' is used after its loop ended "
+                    f"(the loop is at {where}); bind the value inside the loop")
+    kind, src, how = where
+    if how == "bound":
+        what, fix = f"'{v.name}'", f"bind it before the {kind} (pg.local_scalar, assigned inside)"
+    else:
+        what, fix = f"buffer '{v.name}'", f"{how[:-1]} it before the {kind}"
+    return fail(f"{what} was {how} inside the {kind} body at {src} and is used after that body "
+                f"ended ({_BODY_EFFECT[kind]}); {fix} or use it only inside the body")
 
 
 class _Local(threading.local):

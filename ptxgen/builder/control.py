@@ -2,11 +2,13 @@
 "Kernels" and "Control flow and values")."""
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 from ..dtypes import dtype as _dtype
 from ..ir import (_INT32_VALUES, BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
-                  Var, While, as_expr)
+                  Var, While, as_expr, format_expr)
+from ..errors import TraceError
 from .context import (_local, check_live_expr, current, fail,
                       outside_kernel, user_site)
 
@@ -37,18 +39,55 @@ def _set_extent(which: str, dim: str, n: int, at):
         raise fail(f"{which}Dim.{dim} was declared as {cur[k]} at {seen[k]}; now {n}")
     cur[k] = n
     seen[k] = at.src
-    if which == "block" and cur[0] * cur[1] * cur[2] > 1024:
-        raise fail(f"a CTA holds at most 1024 threads; blockDim {tuple(cur)} has "
-                   f"{cur[0] * cur[1] * cur[2]} (ptxas would accept it and the launch would fail)")
-    if which == "block" and cur[2] > 64:
-        raise fail(f"blockDim.z is at most 64, got {cur[2]}")
-    if which == "grid" and k > 0 and n > 65535:
-        raise fail(f"gridDim.{dim} is at most 65535, got {n}")
+    if (cur[0] * cur[1] * cur[2] > 1024 or cur[2] > 64) if which == "block" else \
+            n > _LIMITS["grid"][k]:
+        raise fail(geometry_error(which, cur))
     if which == "block":
         f.block = tuple(cur)
     else:
         f.grid = tuple(cur)
     return ctx
+
+
+_LIMITS = {"block": (1024, 1024, 64), "grid": (2**31 - 1, 65535, 65535)}
+
+
+def geometry_error(which: str, dims) -> str:
+    """Why `dims` (x, y, z) is not a launchable blockDim/gridDim, or "".  ptxas accepts any
+    .maxntid, so without this a bad launch fails only when it is made."""
+    for k, n in enumerate(dims):
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            return f"{which}Dim.{'xyz'[k]} must be a positive int, got {n!r}"
+    if which == "block" and dims[0] * dims[1] * dims[2] > 1024:
+        return (f"a CTA holds at most 1024 threads; blockDim {tuple(dims)} has "
+                f"{dims[0] * dims[1] * dims[2]} (ptxas would accept it and the launch would fail)")
+    for k, (n, top) in enumerate(zip(dims, _LIMITS[which])):
+        if n > top:
+            fix = ("give the threads to x and y" if which == "block" else
+                   "give the large extent to x (up to 2**31 - 1)" if k else
+                   "loop over the rest in each CTA")
+            return f"{which}Dim.{'xyz'[k]} is at most {top}, got {n}; {fix}"
+    return ""
+
+
+def _launch_dims(which: str, dims, where: str) -> tuple:
+    """(x, y, z) of a decorator or pg.launch grid/block (an int or a sequence of 1-3), checked."""
+    t = dims if type(dims) is tuple else tuple(dims) if isinstance(dims, list) else (dims,)
+    n = len(t)
+    if n != 3:
+        if not 1 <= n <= 3:
+            raise TraceError(f"{where}: {which} must have 1 to 3 dimensions, got {dims!r}")
+        t = (t + (1, 1))[:3]
+    why = geometry_error(which, t)
+    if why:
+        raise TraceError(f"{where}: {why}")
+    if type(dims) is tuple:    # what the decorator is usually given: validated once
+        (GOOD_BLOCKS if which == "block" else GOOD_GRIDS)[dims] = t
+    return t
+
+
+GOOD_BLOCKS: dict = {}     # decorator block/grid tuples already checked -> their (x, y, z)
+GOOD_GRIDS: dict = {}
 
 
 def thread_id(n: int, dim: str = "x") -> Var:
@@ -111,13 +150,17 @@ def launch(grid=None, block=None, dynamic_smem_bytes=None):
     f = ctx.func
     src = user_site().src
     if grid is not None:
-        f.grid = (tuple(grid) + (1, 1, 1))[:3]
+        f.grid = _launch_dims("grid", grid, src)
         ctx.grid_set = dict.fromkeys(range(3), src)
     if block is not None:
-        f.block = (tuple(block) + (1, 1, 1))[:3]
+        f.block = _launch_dims("block", block, src)
         ctx.block_set = dict.fromkeys(range(3), src)
     if dynamic_smem_bytes is not None:
-        f.dynamic_smem_reserve = int(dynamic_smem_bytes)
+        if isinstance(dynamic_smem_bytes, bool) or not isinstance(dynamic_smem_bytes, int) \
+                or dynamic_smem_bytes < 0:
+            raise TraceError(f"{src}: dynamic_smem_bytes must be a non-negative int, got "
+                             f"{dynamic_smem_bytes!r}")
+        f.dynamic_smem_reserve = dynamic_smem_bytes
 
 
 def let(value, dtype=None) -> Var:
@@ -195,6 +238,8 @@ def _loop(kind, args):
         yield var
     finally:
         bodies.pop()
+        if body:
+            ctx.close_body(body, "pg." + kind, src)
         dead[var.uid] = src
         ctx.append(For(var, lo, hi, step, kind, body, src=src))
 
@@ -232,6 +277,7 @@ def if_(cond):
     finally:
         ctx.active_mask.pop()
         ctx.bodies.pop()
+        ctx.close_body(body, "pg.if_", src)
         stmt = If(c, body, None, src=src)
         ctx.append(stmt)
         ctx.last_closed_if = stmt
@@ -246,11 +292,13 @@ def else_():
     body: list = []
     ctx.bodies.append(body)
     ctx.active_mask.append(Not(stmt.cond))
+    src = user_site().src
     try:
         yield
     finally:
         ctx.active_mask.pop()
         ctx.bodies.pop()
+        ctx.close_body(body, "pg.else_", src)
         stmt.else_ = body
         ctx.last_closed_if = None
 
@@ -262,21 +310,54 @@ def while_(cond):
     src = user_site().src
     body: list = []
     ctx.bodies.append(body)
+    ctx.while_conds.append(c)
     try:
         yield
     finally:
+        ctx.while_conds.pop()
         ctx.bodies.pop()
+        ctx.close_body(body, "pg.while_", src)
         ctx.append(While(c, body, src=src))
+
+
+def _converged(ctx, what: str, group: str, at):
+    """A barrier must be reached by every thread it waits for: reject one under an enclosing
+    if_/else_/while_ condition that provably differs within its group of threads (checked when
+    the trace ends, against the final block; conditions on memory or runtime values pass)."""
+    conds = ctx.active_mask + ctx.while_conds
+    if not conds:
+        return
+    conds = list(conds)
+
+    def check():
+        from ..analysis.uniform import divergence
+
+        n = math.prod(ctx.func.block) if group == "CTA" else 32
+        for c in conds:
+            why = divergence(ctx, c, n)
+            if why:
+                raise TraceError(
+                    f"{at.src}: {what} is under the condition `{format_expr(c)}`, which differs "
+                    f"between threads of one {group} ({why}): the threads that skip it never "
+                    f"arrive, so the barrier hangs or releases early; move the barrier out of "
+                    f"the branch or make the condition uniform across each {group}")
+    ctx.finalizers.append(check)
 
 
 def cta_sync():
     """bar.sync 0: every thread of the CTA waits; shared-memory writes become visible."""
-    current().append(Barrier("cta"))
+    ctx = current()
+    if ctx.active_mask or ctx.while_conds:
+        _converged(ctx, "pg.cta_sync()", "CTA", user_site())
+    ctx.append(Barrier("cta"))
 
 
 def warp_sync():
     """bar.warp.sync: the lanes of this warp wait for each other (shared writes visible)."""
-    current().append(Barrier("warp"))
+    ctx = current()
+    if ctx.active_mask or ctx.while_conds:
+        _converged(ctx, "pg.warp_sync()", "warp", user_site())
+    ctx.append(Barrier("warp"))
 
 
 def named_barrier(barrier_id, nthreads: int):
@@ -288,7 +369,12 @@ def named_barrier(barrier_id, nthreads: int):
     if isinstance(barrier_id, int) and not 0 <= barrier_id < 16:
         raise fail(f"barrier ids are 0..15, got {barrier_id}")
     bid = barrier_id if isinstance(barrier_id, int) else as_expr(barrier_id)
-    current().append(Barrier("cta", bid, nthreads))
+    if not isinstance(bid, int) and not bid.dtype.is_int:
+        raise fail(f"barrier ids are integers 0..15, got {bid.dtype}")
+    ctx = current()
+    if ctx.active_mask or ctx.while_conds:   # whole warps arrive (warp-specialized branches)
+        _converged(ctx, f"pg.named_barrier({barrier_id}, {nthreads})", "warp", user_site())
+    ctx.append(Barrier("cta", bid, nthreads))
 
 
 def var(name: str, dtype="int32") -> Var:

@@ -14,6 +14,7 @@ import sys
 from _thread import RLock
 from types import FunctionType
 
+from ..deep import run_deep, too_deep
 from ..dtypes import dtype as _dtype
 from ..emit.codegen import Codegen
 from ..errors import PtxgenError, TraceError
@@ -22,6 +23,7 @@ from ..passes import prepare
 from ..target import parse_target
 from . import context
 from .cluster import check_cluster
+from .control import GOOD_BLOCKS, GOOD_GRIDS, _launch_dims
 from .resources import resources_of
 from .tensor import Tensor, TensorHandle, make_buffer
 
@@ -39,11 +41,72 @@ def _locate(e: PtxgenError):
     tb = e.__traceback__
     while tb is not None:
         fname = tb.tb_frame.f_code.co_filename
-        if not fname.startswith(context._PKG_DIRS):
+        if not context.is_library(fname):
             where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
         tb = tb.tb_next
     if where:
         e.args = (f"{where}: {msg}",) + tuple(e.args[1:])
+
+
+def _deep(fn, args, what):
+    """fn(*args) again under run_deep (see ptxgen/deep.py); a RecursionError even there is a
+    located error (the emitter notes the statement it was in; else the innermost user frame)."""
+    try:
+        return run_deep(fn, *args)
+    except RecursionError as e:
+        where = getattr(e, "ptxgen_src", None)
+        tb = e.__traceback__
+        while where is None and tb is not None:
+            if not context.is_library(tb.tb_frame.f_code.co_filename):
+                where = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+            tb = tb.tb_next
+        raise too_deep(where or "", what) from None
+
+
+_SIGNATURE = re.compile(r"^([\w.<>]+)\(\) (got an unexpected keyword argument|takes|missing|"
+                        r"got multiple values|got some positional-only)")
+
+
+def _signature_error(e: TypeError):
+    """A TraceError at the user's line for a TypeError that Python raised while binding the
+    arguments of a ptxgen function (`pg.alloc_shared(..., elem_offset=2)`), else None.  The
+    call failed before the function ran, so no ptxgen frame is on the traceback."""
+    m = _SIGNATURE.match(str(e))
+    if m is None:
+        return None
+    where = None
+    tb = e.__traceback__
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if fname.startswith(context._PKG_DIRS):
+            where = None          # raised inside ptxgen: not a call made by the user
+        elif not context.is_library(fname):
+            where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    if where is None or m.group(1) not in _pg_names():
+        return None
+    return TraceError(f"{where}: {e}")
+
+
+def _pg_names() -> set:
+    """Qualified names of the functions and methods ptxgen's loaded modules define (an error
+    path: gathered afresh, as modules load on first use)."""
+    import sys
+
+    out = set()
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.split(".")[0] != "ptxgen" or mod is None:
+            continue
+        for v in list(vars(mod).values()):
+            if getattr(v, "__module__", None) != mod_name:
+                continue
+            if isinstance(v, type):
+                out.update(getattr(m, "__qualname__", "") for m in vars(v).values()
+                           if callable(m))
+                out.add(v.__qualname__)
+            elif callable(v):
+                out.add(getattr(v, "__qualname__", ""))
+    return out
 
 
 class ScalarType:
@@ -63,7 +126,7 @@ class ScalarType:
         return self.ptxgen_dtype
 
 
-def _param_from_annotation(name, ann, fn):
+def _param_from_annotation(name, ann, fn, src):
     if isinstance(ann, str):
         ns = dict(fn.__globals__)
         for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
@@ -74,7 +137,8 @@ def _param_from_annotation(name, ann, fn):
         try:
             ann = eval(ann, ns)   # `from __future__ import annotations`
         except Exception as e:
-            raise TraceError(f"{fn.__name__}: cannot evaluate the annotation of '{name}': {e}") from None
+            raise TraceError(f"{src}: cannot evaluate the annotation of '{name}' of "
+                             f"{fn.__name__}: {e}") from None
     return ann
 
 
@@ -95,6 +159,9 @@ class Kernel:
 
     def __init__(self, fn, grid=None, block=None, name=None, dynamic_smem_bytes=None,
                  cluster=None):
+        if not callable(fn) or not hasattr(fn, "__code__") and not hasattr(fn, "__wrapped__"):
+            raise TraceError(f"{context.user_src()}: @pg.kernel decorates a Python function, "
+                             f"got {fn!r}")
         self.fn = fn
         self.cluster = None if cluster is None else check_cluster(cluster)
         self.name = name or fn.__name__
@@ -106,19 +173,34 @@ class Kernel:
         # the body then may not fix gridDim with cta_id(n)
         self._grid_fn = grid if callable(grid) else None
         grid, block, dynamic_smem_bytes = _ints(grid), _ints(block), _ints(dynamic_smem_bytes)
-        self.ir = self._trace(None if self._grid_fn else grid, block, dynamic_smem_bytes)
+        args = (None if self._grid_fn else grid, block, dynamic_smem_bytes)
+        try:
+            self.ir = self._trace(*args)
+        except RecursionError:   # a deep program: trace it again where recursion has room
+            self.ir = _deep(self._trace, args, "the kernel")
 
     # ---- tracing --------------------------------------------------------------------
     def _trace(self, grid, block, dyn) -> PrimFunc:
         fn = self.fn
         func = PrimFunc(self.name, [], [])
+        src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
+        try:   # a tuple checked before needs no call (an unhashable one: checked below);
+            # ints only: (2.0,) and (True,) hash and compare equal to (2,) and (1,)
+            g = GOOD_GRIDS.get(grid) if type(grid) is tuple and \
+                all(type(v) is int for v in grid) else None
+            b = GOOD_BLOCKS.get(block) if type(block) is tuple and \
+                all(type(v) is int for v in block) else None
+        except TypeError:
+            g = b = None
         if grid is not None:
-            func.grid = (tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)) + (1, 1)
-            func.grid = func.grid[:3]
+            func.grid = g or _launch_dims("grid", grid, src)
         if block is not None:
-            func.block = ((tuple(block) if isinstance(block, (tuple, list)) else (block,)) + (1, 1))[:3]
+            func.block = b or _launch_dims("block", block, src)
         if dyn is not None:
-            func.dynamic_smem_reserve = int(dyn)
+            if isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 0:
+                raise TraceError(f"{src}: dynamic_smem_bytes must be a non-negative int, got "
+                                 f"{dyn!r}")
+            func.dynamic_smem_reserve = dyn
         if self.cluster is not None:
             func.attrs["cluster"] = self.cluster
         ctx = context.TraceContext(func)
@@ -128,12 +210,12 @@ class Kernel:
             ctx.block_set = dict.fromkeys(range(3), "the @pg.kernel decorator")
         args = []
         symbols: dict[int, Var] = {}
-        src = f"{fn.__code__.co_filename.rsplit('/', 1)[-1]}:{fn.__code__.co_firstlineno}"
         context.push(ctx)      # once, for the parameters' buffers and the body
+        ctx.param_src = src    # their errors name the kernel, not a line of its caller
         try:
             for pname, ann in _annotated_params(fn):
                 if isinstance(ann, str):
-                    ann = _param_from_annotation(pname, ann, fn)
+                    ann = _param_from_annotation(pname, ann, fn, src)
                 if isinstance(ann, Tensor):
                     for s in ann.shape:
                         if isinstance(s, Var):
@@ -155,6 +237,7 @@ class Kernel:
                                      f"pg.Tensor(shape, dtype) or a scalar type such as pg.int32")
             for v in symbols.values():
                 func.params.append(Param(v.name, "symbol", v))
+            ctx.param_src = None
             try:
                 fn(*args)
                 for fin in ctx.finalizers:
@@ -162,6 +245,11 @@ class Kernel:
             except PtxgenError as e:
                 _locate(e)
                 raise
+            except TypeError as e:   # a pg call with wrong arguments: Python's own message
+                err = _signature_error(e)
+                if err is None:
+                    raise
+                raise err from None
         finally:
             context.pop()
         self._ctx_resources = ctx.resources
@@ -204,7 +292,10 @@ class Kernel:
             with self._lock:
                 b = self._ptx_cache.get(key)
                 if b is None:
-                    b = self._build(arch)
+                    try:
+                        b = self._build(arch)
+                    except RecursionError:
+                        b = _deep(self._build, (arch,), "the kernel")
                     self._ptx_cache[key] = b
         return b
 

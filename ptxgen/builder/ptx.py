@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 
-from ..ir import BufferPtr, Const, Instr, Load, Mem, VecOperand, as_expr
-from .context import current, fail
+from ..ir import BufferPtr, Const, Instr, Load, Mem, Var, VecOperand, as_expr
+from ..errors import TraceAttributeError
+from .context import check_live_expr, current, fail, user_src
 from .resources import resource_error
-from .tensor import LocalScalar, TensorHandle
+from .tensor import LocalScalar, TensorHandle, note_nc_load
 
 _OPCODE = re.compile(r"[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*")
 
@@ -85,6 +86,36 @@ def operand(o):
     return as_expr(o)
 
 
+def _check_operands(ops, ctx, dead: dict):
+    """Reject an operand (memory operands and vectors included) that uses a value or buffer
+    of a body that has ended.  Leaf operands are tested in line, and a vector whose items
+    were checked against this `dead` already is skipped (one register list is often passed
+    to many instructions: `pg.ptx[wgmma](regs, ...)`)."""
+    for o in ops:
+        t = type(o)
+        if t is Load or t is BufferPtr:     # register elements (acc[j]), addresses
+            if o.buffer.uid in dead:
+                check_live_expr(o, dead)
+            for i in o.indices or ():
+                if type(i) is not Const:
+                    check_live_expr(i, dead)
+        elif t is Mem:
+            _check_operands((o.ptr,), ctx, dead)
+        elif t is VecOperand:
+            memo = ctx.vec_checked
+            if memo is None or memo[0] != len(dead):   # new dead entries: check again
+                memo = ctx.vec_checked = (len(dead), set())
+            key = tuple(map(id, o.items))   # the items live in the IR: their ids are stable
+            if key not in memo[1]:
+                _check_operands(o.items, ctx, dead)
+                memo[1].add(key)
+        elif t is Var:
+            if o.uid in dead:
+                check_live_expr(o, dead)
+        elif t is not Const and t is not str:
+            check_live_expr(o, dead)
+
+
 def emit_instr(opcode: str, operands, *, guard=None, gate=None, form=None):
     """Append one instruction.  Library helpers pass the `form` (a macro of
     templates/isa.ptx.j2) their opcode was rendered from; a user's `pg.ptx[...]` has none."""
@@ -92,8 +123,14 @@ def emit_instr(opcode: str, operands, *, guard=None, gate=None, form=None):
     if not isinstance(opcode, str) or not _OPCODE.fullmatch(opcode):
         raise fail(f"{opcode!r} is not a PTX opcode (letters, digits, '_', '.' and '::' only)")
     ops = tuple(operand(o) for o in operands)
-    ctx.check_live(*[o for o in ops if not isinstance(o, (str, Mem, VecOperand))])
     g = as_expr(guard) if guard is not None else None
+    dead = ctx.dead_loop_vars
+    if dead:
+        _check_operands(ops if g is None else ops + (g,), ctx, dead)
+    if opcode.startswith("ld.global.nc"):    # the read-only path, spelled out
+        for o in ops:
+            if isinstance(o, Mem) and isinstance(o.ptr, BufferPtr):
+                note_nc_load(ctx, o.ptr.buffer, user_src())
     return ctx.append(Instr(opcode, ops, form, attrs={"gate": gate} if gate else None, guard=g))
 
 
@@ -108,9 +145,9 @@ class _Namespace:
         h = self._helpers.get(name)
         if h is not None:
             return h
-        raise AttributeError(f"pg.ptx{'.' + self._path if self._path else ''} has no helper "
-                             f"'{name}'; use pg.ptx['{self._path + '.' if self._path else ''}{name}...'] "
-                             f"for raw PTX")
+        raise TraceAttributeError(
+            f"{user_src()}: pg.ptx{'.' + self._path if self._path else ''} has no helper "
+            f"'{name}'; use pg.ptx['{self._path + '.' if self._path else ''}{name}...'] for raw PTX")
 
 
 class PtxNamespace(_Namespace):

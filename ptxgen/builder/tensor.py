@@ -6,21 +6,23 @@ statements; every view (view/permute/local/decl_buffer) is metadata only.
 from __future__ import annotations
 
 import math
+import re
 
-from ..dtypes import DType, dtype as _dtype
+from ..dtypes import DType, dtype as _dtype, storage_bits
 from ..target import cache_modifiers
-from ..errors import PtxgenError
+from ..errors import PtxgenError, TraceError
 from ..layout import S, TileLayout, row_major_strides
-from ..analysis.offsets import byte_offset
+from ..analysis.offsets import byte_offset, min_offset
 from ..analysis.simplify import Analyzer
-from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES,
-                  Store, Var, as_expr)
+from ..ir import (Alloc, Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, For, If, Instr,
+                  Load, Mem, SCOPES, Store, TileCall, Var, While, as_expr, not_a_value)
 from .tensor_meta import TensorMeta, check_one_layout, strided_layout
 from .tmem_view import tmem_address, tmem_layout
 from .context import (Site, _local, assigned_name, check_live_expr,
                       current, fail, outside_kernel, user_site)
 
 _ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
+_LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")
 
 
 class Tensor:
@@ -28,22 +30,29 @@ class Tensor:
 
     def __init__(self, shape, dtype, layout=None, elem_offset=0, byte_offset=None, align=16,
                  scope="global", strides=None):
-        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        self.dtype = _dtype(dtype)
-        check_one_layout(layout, strides, "pg.Tensor")
-        self.layout = layout if strides is None else strided_layout(self.shape, strides,
-                                                                    "pg.Tensor")
-        self.elem_offset = elem_offset
-        self.byte_offset = byte_offset
-        self.align = align
-        self.scope = scope
-        _check_align(align)
-        if scope != "global":
-            raise PtxgenError(f"tensor parameters live in global memory; got scope={scope!r}")
-        for s in self.shape:
-            if not (isinstance(s, int) and s > 0) and not isinstance(s, Var):
-                raise PtxgenError(f"tensor shape entries must be positive ints or pg.var(...) "
-                                  f"symbols, got {s!r}")
+        try:   # made in an annotation, outside any trace: errors say the line themselves
+            self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+            self.dtype = _dtype(dtype)
+            check_one_layout(layout, strides, "pg.Tensor")
+            self.layout = layout if strides is None else strided_layout(self.shape, strides,
+                                                                        "pg.Tensor")
+            self.elem_offset = elem_offset
+            self.byte_offset = byte_offset
+            self.align = align
+            self.scope = scope
+            _check_align(align)
+            if scope != "global":
+                raise PtxgenError(f"tensor parameters live in global memory; got scope={scope!r}")
+            for s in self.shape:
+                if isinstance(s, bool) or not (isinstance(s, int) and s > 0) and \
+                        not isinstance(s, Var):
+                    raise PtxgenError(f"tensor shape entries must be positive ints or "
+                                      f"pg.var(...) symbols, got {s!r}")
+        except PtxgenError as e:
+            msg = str(e.args[0]) if e.args else ""
+            if _LOCATED.match(msg):
+                raise
+            raise type(e)(f"{user_site().src}: {msg}") from None
 
     def __repr__(self):
         return f"pg.Tensor({self.shape}, {self.dtype})"
@@ -100,7 +109,25 @@ def make_buffer(name, shape, dt, scope, layout=None, elem_offset=0, byte_offset=
         layout = _check_layout(layout, shape, name)
     if byte_offset is not None:
         elem_offset = _resolve_offset(dt, elem_offset, byte_offset, name)
+    if data is None and (layout is not None or type(elem_offset) is int and elem_offset < 0):
+        _check_start(name, layout, elem_offset)
     return Buffer(name, shape, dt, scope, layout, elem_offset, align, data, param)
+
+
+def _check_start(name, layout, elem_offset):
+    """A buffer that owns its storage (a parameter, an allocation) addresses it from element 0:
+    elem_offset plus the layout's smallest offset must not be negative (an address before
+    the base); views are checked against their storage in decl_buffer."""
+    lo = 0 if layout is None else min_offset(layout)
+    if lo is None or type(elem_offset) is not int:
+        return
+    if elem_offset + lo < 0:
+        what = (f"elem_offset {elem_offset} is" if layout is None or lo == 0 else
+                f"its layout reaches offset {lo}" + (f" (with elem_offset {elem_offset}: "
+                                                     f"{elem_offset + lo})" if elem_offset else ""))
+        raise fail(f"'{name}': {what} before the start of its storage (an address below the "
+                   f"base); make elem_offset at least {-lo}"
+                   + (" or use non-negative strides" if lo < 0 else ""))
 
 
 class TensorHandle(TensorMeta):
@@ -135,10 +162,22 @@ class TensorHandle(TensorMeta):
 
     @property
     def data(self) -> BufferPtr:
-        return BufferPtr(self.buffer, None)
+        b = self.buffer
+        ctx = _local.ctx
+        if ctx is not None and ctx.dead_loop_vars and b.uid in ctx.dead_loop_vars:
+            ctx.check_buffer(b)    # raises: allocated in a body that has ended
+        return BufferPtr(b, None)
 
     def __repr__(self):
         return f"<tensor {self.buffer.name} {self.shape} {self.dtype} {self.scope}>"
+
+    def __iter__(self):
+        raise fail(f"tensor '{self.buffer.name}' cannot be iterated in Python; loop with "
+                   f"pg.serial/pg.unroll and index it")
+
+    def __len__(self):
+        raise fail(f"len() of tensor '{self.buffer.name}': use its shape "
+                   f"({self.buffer.name}.shape[0])")
 
     # ---- indexing -------------------------------------------------------------------
     def _indices(self, key, allow_slices=True):
@@ -154,7 +193,9 @@ class TensorHandle(TensorMeta):
         ctx = _local.ctx
         if ctx is None:
             raise outside_kernel()
-        dead = ctx.dead_loop_vars      # empty until a loop ends: then the check has work
+        dead = ctx.dead_loop_vars      # empty until a body ends: then the check has work
+        if dead and b.uid in dead:
+            ctx.check_buffer(b)
         out = []
         has_slice = False
         for k, ext in zip(key, shape):
@@ -214,6 +255,9 @@ class TensorHandle(TensorMeta):
 
     def region(self):
         """The whole tensor as a region."""
+        ctx = _local.ctx
+        if ctx is not None and ctx.dead_loop_vars and self.buffer.uid in ctx.dead_loop_vars:
+            ctx.check_buffer(self.buffer)
         return BufferRegion(self.buffer, tuple((0, e) for e in self.shape))
 
     def ptr_to(self, indices):
@@ -242,8 +286,11 @@ class TensorHandle(TensorMeta):
         """A vector load; `cache_hint` ("nc", "L1::no_allocate", "L2::256B", or a list)
         selects cache modifiers of a global load."""
         vdt = _dtype(dtype)
-        return Load(self.buffer, self._vec_check(indices, vdt), vdt,
-                    "" if cache_hint is None else self._cache("load", cache_hint))
+        idx = self._vec_check(indices, vdt)
+        cache = "" if cache_hint is None else self._cache("load", cache_hint)
+        if cache.startswith(".nc"):
+            note_nc_load(_local.ctx, self.buffer, user_site().src)
+        return Load(self.buffer, idx, vdt, cache)
 
     def vstore(self, indices, value, cache_hint=None):
         """A vector store; `cache_hint` ("cs", "L1::no_allocate", ...) for global stores."""
@@ -266,6 +313,7 @@ class TensorHandle(TensorMeta):
     # ---- views (metadata only) --------------------------------------------------------
     def view(self, *shape, layout=None, dtype=None):
         b = self.buffer
+        _live(b)
         dt = _dtype(dtype) if dtype is not None else b.dtype
         n_new = math.prod(shape)
         n_old = b.numel()
@@ -285,6 +333,7 @@ class TensorHandle(TensorMeta):
 
     def permute(self, *dims):
         b = self.buffer
+        _live(b)
         if sorted(dims) != list(range(b.ndim)):
             raise fail(f"permute of '{b.name}' needs a permutation of 0..{b.ndim - 1}, got {dims}")
         if not all(isinstance(s, int) for s in b.shape):
@@ -303,6 +352,7 @@ class TensorHandle(TensorMeta):
     def local(self, *shape, layout=None):
         """This thread's registers of a thread-axis local layout (physical order)."""
         b = self.buffer
+        _live(b)
         if b.scope != "local":
             raise fail(f"local() is for local buffers; '{b.name}' is {b.scope}")
         span = b.layout.span("m") if b.layout is not None else b.numel()
@@ -316,6 +366,61 @@ class TensorHandle(TensorMeta):
                          "local", layout=layout, elem_offset=b.elem_offset, align=b.align,
                          data=b.storage_ptr())
         return _declare(ctx, nb, at)
+
+
+not_a_value(TensorHandle, lambda t: f"'{t.buffer.name}' is a tensor")
+
+
+def note_nc_load(ctx, buf: Buffer, src: str):
+    """Record a read-only-path (.nc) load of `buf`; when the trace ends, a write to the same
+    storage anywhere in the kernel is an error (ld.global.nc may serve stale data)."""
+    if not ctx.nc_loads:
+        ctx.finalizers.append(lambda: _check_nc(ctx))
+    ctx.nc_loads.setdefault(buf.root.uid, (buf.root, src))
+
+
+_WRITES = ("st.", "red.", "atom.", "cp.", "multimem.")
+
+
+def _check_nc(ctx):
+    nc = ctx.nc_loads
+    stack = [ctx.func.body]
+    while stack:
+        for s in stack.pop():
+            t = type(s)
+            wrote = None
+            if t is Store:
+                wrote = s.buffer
+            elif t is TileCall:     # dst first
+                if s.args and isinstance(s.args[0], BufferRegion):
+                    wrote = s.args[0].buffer
+            elif t is Instr:
+                if s.opcode.startswith(_WRITES):
+                    for o in s.operands:
+                        if isinstance(o, Mem):
+                            wrote = o.ptr.buffer if isinstance(o.ptr, BufferPtr) else None
+                            break
+            elif t is For or t is While:
+                stack.append(s.body)
+            elif t is If:
+                stack.append(s.then)
+                if s.else_:
+                    stack.append(s.else_)
+            if wrote is not None and wrote.root.uid in nc:
+                root, src = nc[wrote.root.uid]
+                raise TraceError(
+                    f"{src}: '{root.name}' is loaded through the read-only data path "
+                    f"(cache_hint 'nc', ld.global.nc) but this kernel also writes it (at "
+                    f"{s.src}); that cache is not coherent with the kernel's own writes and may "
+                    f"return stale data: drop the 'nc' hint or write another buffer")
+
+
+def _live(b: Buffer):
+    """Reject a handle whose buffer was allocated in a body that has ended (outside a trace
+    the metadata is still readable)."""
+    ctx = _local.ctx
+    if ctx is not None and ctx.dead_loop_vars and b.uid in ctx.dead_loop_vars:
+        ctx.check_buffer(b)
 
 
 def _last_dim_contiguous(b):
@@ -356,8 +461,11 @@ def store(buf: Buffer, idx: tuple, value, at: Site | None = None):
                        f"pg.cast(value, '{dt}')")
         raise fail(f"storing a {v.dtype} value into {dt} buffer '{buf.name}'; use "
                    f"pg.cast(value, '{dt}')")
-    if ctx.dead_loop_vars:
-        check_live_expr(v, ctx.dead_loop_vars)
+    dead = ctx.dead_loop_vars
+    if dead:
+        if buf.uid in dead:
+            ctx.check_buffer(buf)
+        check_live_expr(v, dead)
     ctx.append(Store(buf, idx, v, src=(at or user_site()).src))
 
 
@@ -458,15 +566,19 @@ def _check_view_bounds(b: Buffer, root: Buffer):
     total = root.nbytes() if root.layout is None else (
         math.ceil(root.layout.cosize() * root.dtype.bits / 8) if root.numel() else None)
     span = b.span_elems()
-    if total is None or span is None:
+    lo = 0 if b.layout is None else min_offset(b.layout)
+    nb = storage_bits(b.dtype) // 8
+    if span is None or lo is None or not nb or not isinstance(b.elem_offset, int):
         return
-    start = byte_offset(b, tuple(0 for _ in b.shape)) if b.layout is None else None
-    if start is None or not isinstance(start, int):
+    base = byte_offset(b, None)           # the data pointer, from the root's start
+    if not isinstance(base, int):
         return
-    end = start + math.ceil(span * b.dtype.bits / 8)
-    if start < 0 or end > total:
+    start = base + (b.elem_offset + lo) * nb
+    end = base + (b.elem_offset + span) * nb
+    if start < 0 or total is not None and end > total:
         raise fail(f"view '{b.name}' covers bytes [{start}, {end}) but its storage "
-                   f"'{root.name}' has {total} bytes")
+                   f"'{root.name}' " + ("starts at byte 0 (an address below the base)"
+                                        if start < 0 else f"has {total} bytes"))
 
 
 # local_scalar lives in its own module; these names stay part of tensor's surface

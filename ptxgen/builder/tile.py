@@ -10,17 +10,18 @@ front end on a scratch body and dispatch's table on its call: nothing is appende
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from ..analysis.simplify import Analyzer
 from ..analysis.uniform import active_run, uniform_within
-from ..errors import PtxgenError
+from ..errors import PtxgenError, TraceAttributeError
 from ..ir import BufferRegion, TileCall
 from ..primitives.copy import validate_copy
 from ..primitives.registry import evaluate, make_call, tile_ops as _declared_ops
 from ..target import parse_target
 from . import tile_ops
 from .context import current, fail, user_src
-from .tensor import TensorHandle
+from .tensor import TensorHandle, note_nc_load
 
 _SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
 
@@ -64,10 +65,22 @@ def record_call(op: str, scope: str, args: tuple, options: dict, record=None,
     if ctx.dead_loop_vars:     # else nothing can be dead (check_live would do nothing)
         for a in args:
             if isinstance(a, BufferRegion):
+                ctx.check_buffer(a.buffer)
                 ctx.check_live(*[x for x, _ in a.region if not isinstance(x, int)])
     opts = dict(options)
     if dispatch is not None:
         opts["dispatch"] = dispatch
+    hint = opts.get("cache_hint")
+    if hint and "nc" in ([hint] if isinstance(hint, str) else list(hint)):
+        for a in args[1:]:         # dst first: the sources read through the read-only path
+            if isinstance(a, BufferRegion) and a.buffer.root.scope == "global":
+                note_nc_load(ctx, a.buffer, user_src())
+    if ctx.block_set and (scope == "warp" or scope == "warpgroup"):   # (the build checks the
+        bx, by, bz = ctx.func.block                                     # final block again)
+        if bx * by * bz % 32 if scope == "warp" else bx % 128 or by * bz != 1:
+            from ..primitives.scope import make_scope
+
+            make_scope(scope, ctx.func.block)       # raises: a partial warp or warpgroup
     ctx.block_used = True          # scopes are cut from the traced block
     stmt = TileCall(op, args, scope, opts, record, active_check(ctx, scope))
     ctx.append(stmt)
@@ -97,8 +110,12 @@ class _Scope:
     def __getattr__(self, op):
         fn = tile_ops.get(op)
         if fn is None:
-            raise AttributeError(f"pg.tile.{self.name} has no primitive {op!r}")
-        return lambda *a, **k: fn(self.name, *a, **k)
+            if op.startswith("__"):
+                raise AttributeError(op)
+            raise TraceAttributeError(f"{user_src()}: pg.tile.{self.name} has no primitive "
+                                      f"{op!r}; the primitives are copy, "
+                                      f"{', '.join(sorted(tile_ops._OPS))}")
+        return partial(fn, self.name)   # C-level: a wrong argument fails at the user's line
 
 
 def facts_analyzer(ctx) -> Analyzer:
@@ -143,6 +160,12 @@ class Tile:
     cta = _Scope("cta")
     cluster = _Scope("cluster")     # copy_async / async_commit / async_wait in a cluster kernel
     explain = staticmethod(explain)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise TraceAttributeError(f"{user_src()}: pg.tile has no scope {name!r}; the scopes are "
+                                  f"{', '.join(_SCOPES)}")
 
 
 tile = Tile()

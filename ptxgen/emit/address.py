@@ -124,9 +124,17 @@ class AddressEmitter:
                               f"'{buf.name}' as uint8 to move packed pairs")
         nb = bits // 8
         strides = None
+        shape = buf.shape
+        # the extents for the in-line bounds test of loads and stores
+        exts = shape if shape and type(shape[0]) is int else None
         if buf.layout is None:
             strides = [s * nb if type(s) is int else s
                        for s in row_major_strides(buf.shape, mul=_stride_mul)]
+            if exts is not None and any(type(e) is not int for e in shape[1:]):
+                exts = None   # a symbolic inner extent
+        if exts is None:   # a symbolic extent: infinite (only the lower bound 0 is known)
+            exts = tuple([e if type(e) is int else math.inf for e in shape])
+        self._exts[buf.uid] = exts
         plan = self._plans[buf.uid] = (nb, strides)
         return plan
 

@@ -6,7 +6,6 @@ reports.  Every IR statement is preceded by a `// <statement>` comment.
 """
 from __future__ import annotations
 
-
 from ..version import __version__ as _version
 from ..errors import PtxgenError, located_at
 from ..ir import (Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
@@ -36,6 +35,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.names: set = set()
         self.decls: list[str] = []
         self.module_decls: list[str] = []
+        self.lets: dict = {}            # var uid -> its Let (exact index ranges read values)
+        self.ctl: list = []             # enclosing ("if", If, taken) / ("while", While) / ("for", For)
         self._init_values()
         self._init_memory()
 
@@ -90,8 +91,13 @@ class Codegen(ValueEmitter, MemoryEmitter):
                 lines.append("    // " + (text if text.isprintable() else one_line(text)))
             try:
                 handler(self, s)
-            except PtxgenError as e:   # locate the error at the user's line, once
+            except PtxgenError as e:   # locate the error at the user's line, once (the
+                # innermost statement's; a message that names its line already keeps it)
                 raise located_at(e, s.src)
+            except RecursionError as e:   # the innermost statement names it (ptxgen/deep.py)
+                if s.src and not hasattr(e, "ptxgen_src"):
+                    e.ptxgen_src = s.src
+                raise
         if marks[-1][1] != outer:   # what the enclosing statement emits next is its own
             marks.append((len(lines), outer))
 
@@ -114,6 +120,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
             v = r
         self._impure = False
         self.var_reg[var.uid] = v
+        self.lets[var.uid] = s
         self.an.bind_let_form(var, aff, value, s.bounds)
 
     def s_Store(self, s: Store):
@@ -146,15 +153,19 @@ class Codegen(ValueEmitter, MemoryEmitter):
         p = self.val(cond)
         l_else, l_end = self.label("else"), self.label("endif")
         self.emit(form("bra", True).format(p=p, l=l_else if s.else_ else l_end))
+        ctl = self.ctl
+        ctl.append(("if", s, True))
         self.push_scope()
         self.body(s.then)
         self.pop_scope()
         if s.else_:
+            ctl[-1] = ("if", s, False)
             self.emit(form("jump").format(l=l_end))
             self.place(l_else)
             self.push_scope()
             self.body(s.else_)
             self.pop_scope()
+        ctl.pop()
         self.place(l_end)
 
     def s_While(self, s: While):
@@ -168,7 +179,9 @@ class Codegen(ValueEmitter, MemoryEmitter):
         if not isinstance(cond, Const):
             p = self.val(cond)
             self.emit(form("bra", True).format(p=p, l=end))
+        self.ctl.append(("while", s))
         self.body(s.body)
+        self.ctl.pop()
         self.pop_scope()
         self.emit(form("jump").format(l=top))
         self.place(end)
@@ -198,7 +211,10 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.var_reg[var.uid] = i
         an.bind_loop(var, lb, s.step)
         self.push_scope()
+        ctl = self.ctl
+        ctl.append(("for", s))
         self.body(s.body)
+        ctl.pop()
         self.pop_scope()
         self.emit(form("binary", "add", ty).format(d=i, a=i, b=step))
         if lb.trip is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..errors import PtxgenError, ResourceError
-from ..ir import BOOL, Const, Load
+from ..ir import BOOL, Const, Load, Var
 from ..printer import format_expr
 from ..target.forms import form
 from .address import _SPACE, AddressEmitter
@@ -36,6 +36,8 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         self._off_cache: dict = {}              # (parent uid, index keys) -> view base
         self._bases: dict = {}                  # view uid -> byte offset of its data pointer
         self._plans: dict = {}                  # buffer uid -> (element bytes, byte strides)
+        self._exts: dict = {}                   # buffer uid -> int extents (see _plan)
+        self._tree_memo: dict = {}              # id(index node) -> (node, bounds)
         self.debug_bounds = getattr(self, "debug_bounds", False)
 
     # ---- storage ----------------------------------------------------------------
@@ -170,6 +172,25 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if e.cache:
             self.need_opcode("ld.global" + e.cache)
         aff = self.offset_affine(buf, indices)
+        # in bounds by the facts, or checked (check_indices, exact when it must be): variable
+        # indices are tested in line (an unknown bound, None, fails its compare with a
+        # TypeError; an index that is not a variable has no uid; a symbolic extent is inf)
+        try:
+            vb = self.an._bounds
+            if len(indices) == 1:
+                b = vb[indices[0].uid]
+                if b[0] < 0 or b[1] + lanes > self._exts[buf.uid][0]:
+                    raise KeyError
+            else:
+                exts = self._exts[buf.uid]
+                for k, idx in enumerate(indices):
+                    b = vb[idx.uid]
+                    if b[0] < 0 or b[1] >= exts[k]:
+                        raise KeyError
+                if lanes > 1 and b[1] + lanes > exts[k]:
+                    raise KeyError
+        except (TypeError, KeyError, AttributeError):
+            self.check_indices(buf, indices, lanes, aff)
         dt = buf.dtype
         if lanes > 1:
             nbits = e.dtype.bits * lanes
@@ -224,6 +245,25 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if self.debug_bounds:
             self.bounds_check(buf, indices)
         aff = self.offset_affine(buf, indices)
+        # in bounds by the facts, or checked (check_indices, exact when it must be): variable
+        # indices are tested in line (an unknown bound, None, fails its compare with a
+        # TypeError; an index that is not a variable has no uid; a symbolic extent is inf)
+        try:
+            vb = self.an._bounds
+            if len(indices) == 1:
+                b = vb[indices[0].uid]
+                if b[0] < 0 or b[1] + lanes > self._exts[buf.uid][0]:
+                    raise KeyError
+            else:
+                exts = self._exts[buf.uid]
+                for k, idx in enumerate(indices):
+                    b = vb[idx.uid]
+                    if b[0] < 0 or b[1] >= exts[k]:
+                        raise KeyError
+                if lanes > 1 and b[1] + lanes > exts[k]:
+                    raise KeyError
+        except (TypeError, KeyError, AttributeError):
+            self.check_indices(buf, indices, lanes, aff)
         dt = buf.dtype
         if lanes > 1:
             nbits = value.dtype.bits * lanes

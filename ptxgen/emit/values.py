@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..dtypes import REG_CLASSES, DType, reg_class
 from ..dtypes import REG_PREFIX as _PREFIX
-from ..errors import PtxgenError
+from ..errors import PtxgenError, TraceError
 from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, SpecialReg, Var,
                   expr_key)
 from ..printer import format_expr
@@ -26,6 +26,31 @@ _INT_REGS: dict = {}   # int dtype -> (PTX type, register class, register prefix
 def _int_regs(dt: DType) -> tuple:
     t = _INT_REGS[dt] = (dt.ptx.arith, dt.ptx.reg, _PREFIX[dt.ptx.reg])
     return t
+
+
+_SAFE_IMM = range(-2**31, 2**31)   # fits every integer type's immediate as it is
+
+
+def wrap_int(v: int, dt: DType) -> int:
+    """v as the integer type dt holds it (two's complement, mod 2^bits): folding constants
+    (3000 multiplications by 3) can leave the type's range, the hardware never does."""
+    bits = dt.bits
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if dt.kind == "int" and v >> (bits - 1) else v
+
+
+def _wrapped(aff):
+    """A copy of an affine form with every coefficient and the constant wrapped to its type
+    (zero terms dropped): two's complement add and multiply are exact mod 2^bits."""
+    from ..analysis.simplify import Affine
+
+    dt = aff.dtype
+    terms = {}
+    for k, (atom, c) in aff.terms.items():
+        c = wrap_int(c, dt)
+        if c:
+            terms[k] = [atom, c]
+    return Affine(dt, terms, wrap_int(aff.const, dt))
 
 
 _CMP_OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
@@ -79,7 +104,10 @@ class ValueEmitter(ConvertEmitter):
                                   f"branch)")
             return r
         if t is Const:
-            return str(e.value) if e.dtype.is_int else self.imm(e)
+            if e.dtype.is_int:
+                v = e.value
+                return str(v) if v in _SAFE_IMM else str(wrap_int(v, e.dtype))
+            return self.imm(e)
         if t is Load:   # reads memory: never reused, so never keyed
             self._impure = True
             return self.load(e)
@@ -118,16 +146,28 @@ class ValueEmitter(ConvertEmitter):
                 if atom.dtype is not dt:   # a widened atom: to_expr casts it
                     return self.val(aff.to_expr())
                 if c > 0:
-                    tk = k if c == 1 else ("mul", k, ("c", c, dn), dn)
+                    if c == 1:
+                        tk = k
+                    elif c in _SAFE_IMM:
+                        tk = ("mul", k, ("c", c, dn), dn)
+                    else:    # folded past the type's range: the value is mod 2^bits
+                        return self.affine_val(_wrapped(aff))
                     nk = tk if nk is None else ("add", nk, tk, dn)
                 else:
-                    tk = k if c == -1 else ("mul", k, ("c", -c, dn), dn)
+                    if c == -1:
+                        tk = k
+                    elif c in _SAFE_IMM:
+                        tk = ("mul", k, ("c", -c, dn), dn)
+                    else:
+                        return self.affine_val(_wrapped(aff))
                     nk = ("sub", ("c", 0, dn) if nk is None else nk, tk, dn)
                 chain.append((atom, c, tk, nk))
         const = aff.const
         if nk is None:
-            return str(const)
+            return str(const) if const in _SAFE_IMM else str(wrap_int(const, dt))
         if const:   # the constant's node (no atom)
+            if const not in _SAFE_IMM:
+                return self.affine_val(_wrapped(aff))
             chain.append((None, const, None,
                           ("add" if const > 0 else "sub", nk, ("c", abs(const), dn), dn)))
         known = self.known
@@ -323,7 +363,12 @@ class ValueEmitter(ConvertEmitter):
         return self._narrow(r, dt)
 
     def _floor_divmod(self, op, e, a, b, ty, cls):
-        nonneg = _nonneg(self.an.bounds(e.a)) and _nonneg(self.an.bounds(e.b))
+        bb = self.an.bounds(e.b)
+        if bb[0] == bb[1] == 0:   # a value the facts pin to 0 (a let of 0): as x // 0
+            raise TraceError(f"integer {'division' if op == 'floordiv' else 'modulo'} by zero "
+                             f"in {format_expr(e)}: {format_expr(e.b)} is always 0 here; the "
+                             f"divisor must be nonzero")
+        nonneg = _nonneg(self.an.bounds(e.a)) and _nonneg(bb)
         r = self.new_reg(cls)
         if nonneg or ty[0] == "u":
             self.emit(form("binary", "div" if op == "floordiv" else "rem", ty).format(d=r, a=a, b=b))

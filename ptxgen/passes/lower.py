@@ -13,13 +13,14 @@ from __future__ import annotations
 import operator
 
 from ..errors import PtxgenError
-from ..ir import (Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr, Let, Load,
-                  Mem, Not, Select, SpecialReg, Store, TileCall, Var, VecOperand, While)
+from ..ir import (_DIV_OPS, Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr,
+                  Let, Load, Mem, Not, Select, SpecialReg, Store, TileCall, Var, VecOperand,
+                  While)
 
 _FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
-         "floordiv": operator.floordiv, "floormod": operator.mod, "shl": operator.lshift,
-         "shr": operator.rshift, "and": operator.and_, "or": operator.or_,
-         "xor": operator.xor, "min": min, "max": max}
+         "floordiv": operator.floordiv, "floormod": operator.mod, "and": operator.and_,
+         "or": operator.or_, "xor": operator.xor, "min": min, "max": max}
+_SHIFTS = {"shl": operator.lshift, "shr": operator.rshift}   # fold for counts in 0..bits-1
 
 
 def subst(e, m: dict):
@@ -37,8 +38,13 @@ def subst(e, m: dict):
             return e
         if type(na) is Const and type(nb) is Const and e.dtype.is_int and na.dtype.is_int:
             fold = _FOLD.get(e.op)
-            if fold is not None and not (nb.value == 0 and e.op in ("floordiv", "floormod")):
-                return Const(fold(na.value, nb.value), e.dtype)
+            # x // c, x % c and shifts fold only with a defined value (not x // 0, x << -1):
+            # the simplifier reports those at the statement
+            if fold is not None:
+                if nb.value or e.op not in _DIV_OPS:
+                    return Const(fold(na.value, nb.value), e.dtype)
+            elif e.op in _SHIFTS and 0 <= nb.value < e.dtype.bits:
+                return Const(_SHIFTS[e.op](na.value, nb.value), e.dtype)
         return BinOp(e.op, na, nb, e.dtype)
     if t is Load:
         idx = _subst_all(e.indices, m)

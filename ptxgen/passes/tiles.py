@@ -10,8 +10,9 @@ through `passes.lower` (unrolled, register buffers decided), so emit/ never sees
 from __future__ import annotations
 
 from ..analysis.simplify import Analyzer
-from ..errors import PtxgenError, located_at
-from ..ir import Const, For, If, Instr, Let, Lowered, PrimFunc, TileCall, Var, While, walk
+from ..errors import PtxgenError, TraceError, located_at
+from ..ir import (BufferRegion, Const, For, If, Instr, Let, Lowered, PrimFunc, TileCall, Var,
+                  While, walk)
 from ..printer import format_stmt
 from .lower import lower
 from .proxy import check_proxy_fences
@@ -26,8 +27,11 @@ class _Pass:
         global _lower_tile
         if _lower_tile is None:
             from ..primitives import lower_tile as _lower_tile
-        self.target, self.block = target, func.block
+        self.target, self.block, self.func = target, func.block, func
         self.an = Analyzer()
+        self.lets: dict = {}           # var uid -> its Let (exact region ranges read values)
+        self.ctl: list = []            # enclosing ("if", If, taken) / ("while", While) / ("for", For)
+        self._escapes = None           # raw PTX that leaves the straight path: no proofs
         self.registers = set(func.register_buffers)
         self.tmaps = {p.var.uid for p in func.params if p.kind == "tmap"}
         self.tmaps_used: set = set()
@@ -54,6 +58,7 @@ class _Pass:
         if t is Let:
             aff, value = an.let_form(s.value)
             an.bind_let_form(s.var, aff, value, s.bounds)
+            self.lets[s.var.uid] = s
             return s
         if t is For:
             lb = an.loop_bounds(s)
@@ -61,7 +66,9 @@ class _Pass:
                 return s if not s.body else For(s.var, s.start, s.stop, s.step, s.kind, [],
                                                 src=s.src)
             an.bind_loop(s.var, lb, s.step)
+            self.ctl.append(("for", s))
             body = self.body(s.body)
+            self.ctl.pop()
             an.unbind(s.var)
             return s if body is s.body else For(s.var, s.start, s.stop, s.step, s.kind, body,
                                                 src=s.src)
@@ -71,19 +78,28 @@ class _Pass:
                 then = self.body(s.then) if cond.value else []
                 other = self.body(s.else_) if not cond.value and s.else_ else None
             else:
+                self.ctl.append(("if", s, True))
                 then = self.body(s.then)
+                self.ctl[-1] = ("if", s, False)
                 other = self.body(s.else_) if s.else_ else s.else_
+                self.ctl.pop()
             if then is s.then and other is s.else_:
                 return s
             return If(s.cond, then, other, src=s.src)
         if t is While:
             cond = an.simplify(s.cond)
-            body = [] if isinstance(cond, Const) and not cond.value else self.body(s.body)
+            if isinstance(cond, Const) and not cond.value:
+                body = []
+            else:
+                self.ctl.append(("while", s))
+                body = self.body(s.body)
+                self.ctl.pop()
             return s if body is s.body else While(s.cond, body, src=s.src)
         return s
 
     def tile(self, s: TileCall) -> Lowered:
         try:
+            self.check_regions(s.args)
             stmts = _lower_tile(s, self.target, self.an, self.block)
         except PtxgenError as e:
             raise located_at(e, s.src) from None
@@ -93,6 +109,39 @@ class _Pass:
         if self.tmaps:
             walk(stmts, self._note_tensor_maps)
         return Lowered(format_stmt(s), stmts, src=s.src)
+
+    def check_regions(self, args):
+        """The regions of a tile call must lie inside their buffers: a symbolic start the
+        facts do not confirm is decided like an index (the extent as its lanes)."""
+        for r in args:
+            if not isinstance(r, BufferRegion):
+                continue
+            for d, ((start, n), ext) in enumerate(zip(r.region, r.buffer.shape)):
+                if isinstance(start, int):
+                    continue          # checked when the region was taken
+                lo, hi = self.an.bounds(start)
+                if lo is not None and lo >= 0 and (type(ext) is not int or (
+                        hi is not None and hi + n <= ext)):
+                    continue
+                from ..analysis import ranges
+
+                ctx = ranges.Context(self.lets, self.ctl, self.func)
+                w = ranges.out_of_bounds(ctx, start, ext, n)
+                if w is not None and not self._raw_control():
+                    v, point = w
+                    where = ", ".join(f"{k} = {x}" for k, x in point.items())
+                    raise TraceError(
+                        f"region {r} is out of bounds along dimension {d} of "
+                        f"'{r.buffer.name}' (extent {ext}): it covers {v}..{v + n - 1}"
+                        f"{' for ' + where if where else ''}; guard the copy (pg.if_) or fix "
+                        f"the region's start")
+
+    def _raw_control(self) -> bool:
+        if self._escapes is None:   # raw ret/bra/trap: reachability is not the IR's
+            from ..analysis import ranges
+
+            self._escapes = ranges.control_flow_escapes(self.func)
+        return self._escapes
 
     def _note_tensor_maps(self, s):
         """Tensor-map parameters an emitted instruction names (the entry binds only those)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import PtxgenError
+from ..errors import PtxgenError, TraceError
 from ..ir import Const, SpecialReg
 
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
@@ -50,10 +50,24 @@ def make_scope(name: str, block, cluster=None) -> ExecScope:
     if name == "thread":
         return ExecScope("thread", 1, Const(0), None)
     if name == "warp":
+        if total % 32:   # warps are cut from the linear thread index: the last one is partial
+            raise TraceError(
+                f"the warp scope needs whole warps, but the block {(bx, by, bz)} has {total} "
+                f"threads: its last warp has {total % 32} lanes, and the work of the missing "
+                f"ones would be skipped; make the block a multiple of 32 threads or use the "
+                f"thread or cta scope")
         return ExecScope("warp", 32, SpecialReg("laneid"), "laneid")
     if name == "warpgroup":
         if by * bz != 1:
-            raise PtxgenError("warpgroup scope needs a 1-D block")
+            raise TraceError(f"the warpgroup scope needs a 1-D block, but the block is "
+                             f"{(bx, by, bz)}; give all threads to x (a multiple of 128) or use "
+                             f"the warp or cta scope")
+        if bx % 128:
+            raise TraceError(
+                f"the warpgroup scope needs whole warpgroups, but the block {(bx, by, bz)} has "
+                f"{bx} threads: its last warpgroup has {bx % 128}, and the work of the missing "
+                f"ones would be skipped; make blockDim.x a multiple of 128 or use the warp or "
+                f"cta scope")
         return ExecScope("warpgroup", 128, SpecialReg("tid.x") % 128, "tid_in_wg")
     if name == "cta":
         if by * bz == 1:

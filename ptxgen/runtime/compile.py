@@ -18,6 +18,7 @@ import re
 import struct
 import sys
 import threading
+import warnings
 from collections import OrderedDict
 from functools import lru_cache
 
@@ -136,10 +137,15 @@ def dump(name: str, suffix: str, data) -> str | None:
     d = os.environ.get("PTXGEN_DUMP_DIR")
     if not d:
         return None
-    os.makedirs(d, exist_ok=True)
     path = os.path.join(d, _safe(name) + suffix)
-    with open(path, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
+    try:
+        os.makedirs(d, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+    except OSError as e:   # a debugging aid: never the reason a compile fails
+        warnings.warn(f"PTXGEN_DUMP_DIR={d}: cannot write {path} ({e.strerror or e}); "
+                      f"the kernel is compiled without the dump", stacklevel=2)
+        return None
     return path
 
 

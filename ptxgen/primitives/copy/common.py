@@ -113,6 +113,8 @@ def refine(sides) -> list[list[Leaf]]:
     for s in sides[1:]:
         if math.prod(l.extent for l in s.leaves) != n:
             raise PtxgenError("internal: sides differ in size")
+    if n == 1:   # one element: one leaf (the cuts below would leave none)
+        return [[Leaf(1, 1, {})] for _ in sides]
     cuts = set()
     for s in sides:
         acc = 1
