@@ -34,8 +34,10 @@ class DType:
     is_float: bool = field(init=False, repr=False)
     scalar: "DType" = field(init=False, repr=False)   # the lane type of a vector
     ptx: PtxTypes = field(init=False, repr=False)
+    storage_bits: int = field(init=False, repr=False)   # in memory: a bool takes one byte
 
     def __post_init__(self):
+        object.__setattr__(self, "storage_bits", 8 if self.kind == "bool" else self.bits)
         object.__setattr__(self, "is_int", self.kind in ("int", "uint"))
         object.__setattr__(self, "is_float", self.kind == "float")
         object.__setattr__(self, "scalar", self if self.lanes == 1
@@ -159,11 +161,6 @@ def mem_type(dt: DType) -> str:
         raise PtxgenError(f"{dt.scalar.name} has no single-element load/store form; move it in "
                           f"a wider container (e.g. a uint8 view of packed pairs)")
     return m
-
-
-def storage_bits(dt: DType) -> int:
-    """Bits an element takes in memory: a bool (a predicate in registers) is one byte."""
-    return 8 if dt.kind == "bool" else dt.bits
 
 
 def uint_of(bits: int) -> DType | None:

@@ -106,7 +106,7 @@ def test_annotation_errors_name_their_line():
     from _reliability import at
 
     assert str(ei.value).startswith(f"{at('ann')}: unknown dtype 'floatt'")
-    # bool tensors are one byte per element on main (dtypes.storage_bits): tile casts take them
+    # bool tensors are one byte per element on main (DType.storage_bits): tile casts take them
     assert pg.Tensor((4,), "bool").dtype.name == "bool"
 
     def k2(A: pg.Tensor((32,), "float32"), n: "no_such_name"):  # at: str

@@ -3,7 +3,6 @@
 Shared by the builder's checks, the primitives' alignment proofs and the emitter."""
 from __future__ import annotations
 
-from ..dtypes import storage_bits
 from ..errors import PtxgenError
 from ..layout import row_major_strides
 
@@ -29,7 +28,7 @@ def byte_offset(buf, indices):
     if indices is None:
         return base
     m = element_offset(buf, indices)
-    bits = storage_bits(buf.dtype)
+    bits = buf.dtype.storage_bits
     if bits < 8:
         raise PtxgenError(f"{buf.dtype} elements are not byte addressable; view '{buf.name}' as "
                           f"uint8 to move packed pairs")

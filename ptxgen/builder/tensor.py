@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..dtypes import DType, dtype as _dtype, storage_bits
+from ..dtypes import DType, dtype as _dtype
 from ..target import cache_modifiers
 from ..errors import PtxgenError, TraceError
 from ..layout import S, TileLayout, row_major_strides
@@ -567,7 +567,7 @@ def _check_view_bounds(b: Buffer, root: Buffer):
         math.ceil(root.layout.cosize() * root.dtype.bits / 8) if root.numel() else None)
     span = b.span_elems()
     lo = 0 if b.layout is None else min_offset(b.layout)
-    nb = storage_bits(b.dtype) // 8
+    nb = b.dtype.storage_bits // 8
     if span is None or lo is None or not nb or not isinstance(b.elem_offset, int):
         return
     base = byte_offset(b, None)           # the data pointer, from the root's start

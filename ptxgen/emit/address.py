@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from operator import itemgetter
 
-from ..dtypes import storage_bits
 from ..errors import PtxgenError
 from ..ir import INT32, INT64, BinOp, BufferPtr, Const, Expr, Var, expr_key
 from ..layout import row_major_strides
@@ -25,6 +24,7 @@ from ..target.forms import form
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "shared.cluster": "shared::cluster"}
+_INT = frozenset((int,))   # set(map(type, xs)) <= _INT: all plain ints, with no Python call
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
 
 
@@ -118,7 +118,7 @@ class AddressEmitter:
         """(element bytes, strides) of a buffer, once: row-major strides innermost last, in
         bytes, or in elements (an Expr) past a symbolic extent; None for a layout."""
         dt = buf.dtype
-        bits = storage_bits(dt)
+        bits = dt.storage_bits
         if bits < 8:
             raise PtxgenError(f"{dt} elements are not byte addressable; view "
                               f"'{buf.name}' as uint8 to move packed pairs")
@@ -130,7 +130,7 @@ class AddressEmitter:
         if buf.layout is None:
             strides = [s * nb if type(s) is int else s
                        for s in row_major_strides(buf.shape, mul=_stride_mul)]
-            if exts is not None and any(type(e) is not int for e in shape[1:]):
+            if exts is not None and not set(map(type, shape[1:])) <= _INT:
                 exts = None   # a symbolic inner extent
         if exts is None:   # a symbolic extent: infinite (only the lower bound 0 is known)
             exts = tuple([e if type(e) is int else math.inf for e in shape])

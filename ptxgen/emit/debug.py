@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-from ..dtypes import storage_bits
 from ..errors import TraceError
 from ..ir import BinOp, Const, Load, Var
 from ..target.forms import form
@@ -42,7 +41,7 @@ class BoundsChecks:
                         lo += c * r[1]
                         if top:
                             hi += c * r[0]
-                nb = storage_bits(buf.dtype) // 8
+                nb = buf.dtype.storage_bits // 8
                 eo = buf.elem_offset * nb
                 if lo >= eo and (not top or hi + (lanes - 1) * nb < eo + ext * nb):
                     return

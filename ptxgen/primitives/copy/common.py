@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ...dtypes import MOVE_CONTAINERS, storage_bits
+from ...dtypes import MOVE_CONTAINERS
 from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
 from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, Instr, Load, Mem, VecOperand)
@@ -216,7 +216,7 @@ def flat_pointer(side: Side, offset):
     eo = buf.elem_offset
     off = offset if is_int(eo) and eo == 0 else offset + eo
     dt = buf.dtype
-    if storage_bits(dt) < 8:
+    if dt.storage_bits < 8:
         per = 8 // dt.bits
         off, dt = off // per, _U8
     flat = Buffer(buf.name, (1 << 40,), dt, buf.scope, None, 0, buf.align, buf.storage_ptr())
