@@ -26,6 +26,9 @@ class _Text:
 
 TEXT = _Text()
 
+# set(map(type, xs)) <= PLAIN_INT: every x is a plain Python int (bool excluded), with no
+# Python-level call (the builder's launch tuples, the emitter's extents)
+PLAIN_INT = frozenset((int,))
 BOOL = dtype("bool")
 HANDLE = dtype("handle")
 

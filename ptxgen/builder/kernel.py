@@ -18,7 +18,7 @@ from ..deep import run_deep, too_deep
 from ..dtypes import dtype as _dtype
 from ..emit.codegen import Codegen
 from ..errors import PtxgenError, TraceError
-from ..ir import Param, PrimFunc, Var, cast, const
+from ..ir import PLAIN_INT, Param, PrimFunc, Var, cast, const
 from ..passes import prepare
 from ..target import parse_target
 from . import context
@@ -187,9 +187,9 @@ class Kernel:
         try:   # a tuple checked before needs no call (an unhashable one: checked below);
             # ints only: (2.0,) and (True,) hash and compare equal to (2,) and (1,)
             g = GOOD_GRIDS.get(grid) if type(grid) is tuple and \
-                set(map(type, grid)) <= _INT else None
+                set(map(type, grid)) <= PLAIN_INT else None
             b = GOOD_BLOCKS.get(block) if type(block) is tuple and \
-                set(map(type, block)) <= _INT else None
+                set(map(type, block)) <= PLAIN_INT else None
         except TypeError:
             g = b = None
         if grid is not None:
@@ -439,9 +439,6 @@ class Kernel:
 
     def __repr__(self):
         return f"<pg.Kernel {self.name}>"
-
-
-_INT = frozenset((int,))   # set(map(type, t)) <= _INT: t holds plain ints (no Python calls)
 
 
 def _ints(x):

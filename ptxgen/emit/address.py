@@ -17,14 +17,13 @@ import math
 from operator import itemgetter
 
 from ..errors import PtxgenError
-from ..ir import INT32, INT64, BinOp, BufferPtr, Const, Expr, Var, expr_key
+from ..ir import INT32, INT64, PLAIN_INT, BinOp, BufferPtr, Const, Expr, Var, expr_key
 from ..layout import row_major_strides
 from ..analysis.simplify import Affine
 from ..target.forms import form
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "shared.cluster": "shared::cluster"}
-_INT = frozenset((int,))   # set(map(type, xs)) <= _INT: all plain ints, with no Python call
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
 
 
@@ -130,7 +129,7 @@ class AddressEmitter:
         if buf.layout is None:
             strides = [s * nb if type(s) is int else s
                        for s in row_major_strides(buf.shape, mul=_stride_mul)]
-            if exts is not None and not set(map(type, shape[1:])) <= _INT:
+            if exts is not None and not set(map(type, shape[1:])) <= PLAIN_INT:
                 exts = None   # a symbolic inner extent
         if exts is None:   # a symbolic extent: infinite (only the lower bound 0 is known)
             exts = tuple([e if type(e) is int else math.inf for e in shape])
