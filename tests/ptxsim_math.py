@@ -51,10 +51,11 @@ def decode(bits, fmt):
 
 
 def to_value(x):
-    """A Python number (or Fraction) as a Fraction, keeping inf/nan as floats."""
+    """A Python number (or Fraction) as a Fraction, keeping inf/nan and float zeros as floats
+    (a Fraction has no -0: round_bits reads the sign of a float -0.0)."""
     if isinstance(x, Fraction):
         return x
-    if isinstance(x, float) and (math.isinf(x) or math.isnan(x)):
+    if isinstance(x, float) and (math.isinf(x) or math.isnan(x) or x == 0):
         return x
     return Fraction(x)
 
@@ -104,6 +105,54 @@ def round_bits(x, fmt, mode="rn", satfinite=False, ftz=False):
     if mq >= 1 << (mb + 1):                              # rounded up to the next binade
         return s | ((e + 1 + bias) << mb)
     return s | mq                                        # subnormal
+
+
+# ---- cvt's NaNs and signed zeros (measured on the H200) -----------------------------------------
+def canonical_nan(fmt):
+    """The canonical NaN of fmt: positive, exponent and mantissa all ones (0x7fff, 0x7fffffff,
+    0x7f for both float8 formats)."""
+    eb, mb, _, _, _ = _params(fmt)
+    return (1 << (eb + mb)) - 1
+
+
+def cvt_nan(bits, sfmt, dfmt):
+    """What a float -> float cvt writes for the NaN `bits` of sfmt, measured on the H200.
+
+    The f64 conversions (cvt.f64.f16/f32, cvt.r*.f32/f16.f64) and the exact bf16 -> f32
+    widening move the NaN as bits: the sign and the mantissa's top bits, shifted to the
+    destination's width, with the quiet bit set (f16 0x7fff -> f64 0x7ffffc0000000000,
+    f64 0x7ff8... -> f16 0x7e00).  Every other one (cvt.f32.f16, cvt.r*[.satfinite].f16/bf16
+    [x2].f32, cvt.rn.f16x2.e4m3x2/e5m2x2, cvt.rn.satfinite.e4m3x2/e5m2x2.f32) writes the
+    destination's canonical NaN, whatever the input NaN.  (The probe's NaNs were positive
+    and quiet: that the sign and the low payload bits move too is the bit-move reading.)
+    """
+    if "f64" not in (sfmt, dfmt) and (sfmt, dfmt) != ("bf16", "f32"):
+        return canonical_nan(dfmt)
+    seb, smb, _, _, _ = _params(sfmt)
+    deb, dmb, _, _, _ = _params(dfmt)
+    m = bits & ((1 << smb) - 1)
+    m = m << (dmb - smb) if dmb >= smb else m >> (smb - dmb)
+    sign = bits >> (seb + smb) & 1
+    return sign << (deb + dmb) | ((1 << deb) - 1) << dmb | m | 1 << (dmb - 1)
+
+
+def cvt_value(bits, fmt):
+    """decode() for the source of a float -> float cvt: -0 as the float -0.0, which
+    round_bits writes with its sign (every float -> float cvt keeps the sign of zero,
+    measured on the H200); arithmetic keeps decode()'s Fractions."""
+    x = decode(bits, fmt)
+    return -0.0 if x == 0 and bits >> (_BITS[fmt] - 1) else x
+
+
+def int_nan(sfmt, ity):
+    """What cvt.r*i.<ity>.<sfmt> writes for a NaN, measured on the H200: 0 from f32 into
+    s32/u32; the bits 1 << (w - 1) (as ity's value: INT_MIN, or 2^(w-1) unsigned) from f32
+    into s64/u64 and from f64 into s32/u32/s64/u64.  (ptxgen converts 16-bit and 8-bit
+    floats through f32 and narrow integers through 32 bits; other widths are unmeasured.)"""
+    w = _WIDTH[ity]
+    if sfmt != "f64" and w <= 32:
+        return 0
+    return -(1 << (w - 1)) if ity[0] == "s" else 1 << (w - 1)
 
 
 def _exp2(x):
@@ -355,11 +404,12 @@ class MathOps:
             return self._cvt_x2(th, ctx, o, dst, src, rnd or "rn", satf)
         v = self._read(th, ctx, o[1])
         if src in floats:
-            x = decode(_mask(v, _WIDTH[src]), src)
+            b = _mask(v, _WIDTH[src])
             if dst in floats:
-                self._write(th, o[0], round_bits(x, dst, rnd or "rn", satf), _WIDTH[dst])
+                self._write(th, o[0], _cvt_float(b, src, dst, rnd or "rn", satf), _WIDTH[dst])
                 return
-            self._write(th, o[0], _float_to_int(x, dst, rnd or "rzi"), _reg_width(o[0], dst))
+            self._write(th, o[0], _float_to_int(decode(b, src), src, dst, rnd or "rzi"),
+                        _reg_width(o[0], dst))
             return
         sbits = _WIDTH[src]
         iv = _signed(v, sbits) if src[0] == "s" else _mask(v, sbits)
@@ -379,10 +429,10 @@ class MathOps:
         if src.endswith("x2"):                 # one packed operand: lanes lo, hi
             v = self._read(th, ctx, o[1])
             w = _BITS[sfmt]
-            xs = [decode(v & ((1 << w) - 1), sfmt), decode((v >> w) & ((1 << w) - 1), sfmt)]
+            bs = [v & ((1 << w) - 1), (v >> w) & ((1 << w) - 1)]
         else:                                  # d = {hi: cvt(a), lo: cvt(b)}
-            xs = [decode(_mask(self._read(th, ctx, t), _BITS[sfmt]), sfmt) for t in (o[2], o[1])]
-        lanes = [round_bits(x, dfmt, rnd, satf) for x in xs]
+            bs = [_mask(self._read(th, ctx, t), _BITS[sfmt]) for t in (o[2], o[1])]
+        lanes = [_cvt_float(b, sfmt, dfmt, rnd, satf) for b in bs]
         w = _BITS[dfmt]
         self._write(th, o[0], lanes[0] | (lanes[1] << w), 2 * w if 2 * w > 16 else 16)
 
@@ -423,13 +473,21 @@ def _reg_width(tok, ty):
     return max(32, _WIDTH[ty])
 
 
-def _float_to_int(x, dst, rnd):
-    """PTX's float -> integer: rounded by rnd, saturated to the range, NaN -> 0."""
+def _cvt_float(bits, sfmt, dfmt, rnd, satf):
+    """One lane of a float -> float cvt: the sign of zero kept, NaN as cvt_nan says."""
+    x = cvt_value(bits, sfmt)
+    if isinstance(x, float) and math.isnan(x):
+        return cvt_nan(bits, sfmt, dfmt)
+    return round_bits(x, dfmt, rnd, satf)
+
+
+def _float_to_int(x, src, dst, rnd):
+    """PTX's float -> integer: rounded by rnd, saturated to the range, NaN as int_nan says."""
     bits = _WIDTH[dst]
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dst[0] == "s" else (0, (1 << bits) - 1)
     if isinstance(x, float):
         if math.isnan(x):
-            return 0
+            return _mask(int_nan(src, dst), 64)
         return _mask(hi if x > 0 else lo, 64)
     fl = x.numerator // x.denominator
     rem = x - fl

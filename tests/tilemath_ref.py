@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ptxsim_math import decode, round_bits
+from ptxsim_math import cvt_nan, cvt_value, decode, int_nan, round_bits
 
 NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
       "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
@@ -200,19 +200,38 @@ def cast(a, src, dst, rounding=None, saturate=None):
     return np.array(out, dtype=NP[dst]).reshape(np.shape(a))
 
 
+def _bits(x):
+    return int(np.asarray(x).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
+                                   8: np.uint64}[np.asarray(x).dtype.itemsize]))
+
+
 def _value(x, src):
     if src == "bool":
         return Fraction(int(bool(x)))
     if src in INTS:
         return Fraction(int(x))
     if src in FMT:
-        bits = int(np.asarray(x).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
-                                       8: np.uint64}[np.asarray(x).dtype.itemsize]))
-        return decode(bits, FMT[src])
+        return decode(_bits(x), FMT[src])
     raise ValueError(src)
 
 
+def _route(src, dst, saturate):
+    """The formats a float -> float cast passes through, one cvt a step, as cast.py emits
+    it: float8 first to f16; then directly when f32 is one end or for f16 <-> f64 (but
+    f64 -> f16 with saturate=True, which has .satfinite from f32 only), else through f32.
+    Only a NaN's result depends on it (cvt_nan per instruction)."""
+    r = [src] + (["f16"] if src in ("e4m3", "e5m2") else [])
+    s = r[-1]
+    if s != dst:
+        direct = "f32" in (s, dst) or {s, dst} == {"f16", "f64"} and not saturate
+        r += [dst] if direct else ["f32", dst]
+    return r
+
+
 def _cast1(x, src, dst, rounding, saturate):
+    """One element cast as ptxgen's cvt sequence computes it on the H200 (measured): float ->
+    float keeps the sign of zero and writes the NaN of the last cvt of its route (cvt_nan);
+    float -> int NaN is what the 32/64-bit cvt.rzi writes (int_nan), clamped to dst."""
     v = _value(x, src)
     nan = isinstance(v, float) and math.isnan(v)
     if dst == "bool":
@@ -225,8 +244,10 @@ def _cast1(x, src, dst, rounding, saturate):
                 n = min(max(n, info.min), info.max)
             return np.array(n & ((1 << (8 * np.dtype(NP[dst]).itemsize)) - 1),
                             dtype=np.uint64).astype(NP[dst]) if n >= 0 or True else n
-        if nan:
-            return 0
+        if nan:     # cvt.rzi into the 32/64-bit type, from f32 (or narrower) or f64
+            wide = ("s" if dst.startswith("int") else "u") + ("64" if info.bits == 64 else "32")
+            return min(max(int_nan("f64" if src == "float64" else "f32", wide), info.min),
+                       info.max)
         if isinstance(v, float):
             return info.max if v > 0 else info.min
         r = rounding or "rz"
@@ -237,13 +258,13 @@ def _cast1(x, src, dst, rounding, saturate):
         return min(max(n, info.min), info.max)
     fmt = FMT[dst]
     sat = bool(saturate) or dst.startswith("float8")
-    if isinstance(v, Fraction) and v == 0 and src in FMT:
-        bits = int(np.asarray(x).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
-                                       8: np.uint64}[np.asarray(x).dtype.itemsize]))
-        neg = bits >> (np.asarray(x).dtype.itemsize * 8 - 1)
-        b = round_bits(-0.0 if neg else 0.0, fmt)
-    else:
-        b = round_bits(v, fmt, rounding or "rn", sat)
+    if nan:
+        b, route = _bits(x), _route(FMT[src], fmt, saturate)
+        for a, c in zip(route, route[1:]):
+            b = cvt_nan(b, a, c)
+    else:               # cvt_value: a -0 source as -0.0, which round_bits keeps
+        b = round_bits(cvt_value(_bits(x), FMT[src]) if src in FMT else v, fmt,
+                       rounding or "rn", sat)
     if dst == "bfloat16" or dst.startswith("float8"):
         return b
     return np.array(b, dtype={"f16": np.uint16, "f32": np.uint32, "f64": np.uint64}[fmt]
