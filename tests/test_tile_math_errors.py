@@ -52,7 +52,7 @@ CASES = {
     "float_to_int_wrap": (lambda A=pg.Tensor((64,), "float16"), B=pg.Tensor((64,), "int8"):
                           pg.tile.warp.cast(B[0:64], A[0:64], saturate=False),
                           "cast float16 -> int8: PTX's float-to-integer conversions always "
-                          "saturate (NaN gives 0); drop saturate=False"),
+                          "saturate to the destination range; drop saturate=False"),
     "fp4": (lambda A=pg.Tensor((64,), "float4_e2m1fn"), B=pg.Tensor((64,), F32):
             pg.tile.warp.cast(A[0:64], B[0:64]),
             "cast: A[0:64] holds float4_e2m1fn; 4-bit elements are not addressable one by one "

@@ -41,8 +41,9 @@ def ring_shape(dtype: str, tile, stages=None, ctas_per_sm=None):
 
 
 def tma_ring_kernel(dtype: str, tile, stages: int = 8, ctas_per_sm: int = 1, nsm: int = 132,
-                    ahead: int | None = None, name=None):
-    """The TMA ring streaming kernel (module docstring) for (ROWS, C) tensors of `dtype`."""
+                    ahead: int | None = None, name=None, load_hint=None, store_hint=None):
+    """The TMA ring streaming kernel (module docstring) for (ROWS, C) tensors of `dtype`;
+    `load_hint` / `store_hint`: copy_async cache_hint= of the loads / stores."""
     import ptxgen as pg
 
     R, C = tile
@@ -70,7 +71,8 @@ def tma_ring_kernel(dtype: str, tile, stages: int = 8, ctas_per_sm: int = 1, nsm
             def load(i, stage):
                 r0 = pg.let((bx + i * G) * R)
                 pg.tile.thread.copy_async(ring[stage:stage + 1, 0:R, 0:C],
-                                          src[r0:r0 + R, 0:C], mbar=full[stage])
+                                          src[r0:r0 + R, 0:C], mbar=full[stage],
+                                          cache_hint=load_hint)
             for i in range(L):                          # the first L tiles in flight
                 with pg.if_(mine > i):
                     load(i, i)
@@ -78,7 +80,8 @@ def tma_ring_kernel(dtype: str, tile, stages: int = 8, ctas_per_sm: int = 1, nsm
                 s = pg.let(i & (S - 1))
                 pg.ptx.mbarrier.try_wait(full[s], (i >> (S.bit_length() - 1)) & 1)
                 r0 = pg.let((bx + i * G) * R)
-                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C])
+                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C],
+                                          cache_hint=store_hint)
                 pg.tile.thread.async_commit(kind="bulk")
                 # stage (i + L) % S last held tile i + L - S: its store is S - L groups back
                 pg.tile.thread.async_wait(S - L, read=True, kind="bulk")

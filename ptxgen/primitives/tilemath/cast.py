@@ -7,7 +7,9 @@ precision than float32 (32/64-bit integers, float64) and the destination is narr
 float32, the float32 step rounds to *odd* (round toward zero, then set the last bit when
 inexact), which makes the second rounding to nearest exact (float32 keeps more than p + 2
 bits of every narrower p); directed roundings compose with themselves.  Semantics:
-float -> int rounds toward zero by default and saturates (NaN -> 0), as PTX's cvt does;
+float -> int rounds toward zero by default and saturates, as PTX's cvt does; a NaN becomes
+what cvt.rzi writes (measured on the H200): 0 from float32 and narrower into 32 bits or less,
+the sign bit alone (INT_MIN's bits) into 64 bits and from float64, clamped for 8/16-bit results;
 int -> int wraps unless saturate=True; float narrowing rounds to nearest even unless
 rounding= says otherwise and overflows to inf unless saturate=True (.satfinite); float8
 conversions are round-to-nearest and always saturate (the only forms PTX has).
@@ -69,7 +71,7 @@ def check_cast(src, dst, rounding, saturate, scope) -> None:
                              f"largest finite value (.satfinite); drop saturate=False")
     if s in ("float", "fp8") and d == "int" and saturate is False:
         raise TraceError(f"cast {pair}: PTX's float-to-integer conversions always saturate "
-                         f"(NaN gives 0); drop saturate=False")
+                         f"to the destination range; drop saturate=False")
     if saturate:
         if d == "float" and dst is F32 or d == "float" and dst is F64:
             raise TraceError(f"cast {pair} with saturate=True: PTX has no saturating conversion "
