@@ -119,7 +119,12 @@ def main(argv=None):
             out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
             bt = b.t()
             fns = {"cublas": lambda: torch._scaled_mm(a, bt, sa, sb, out_dtype=torch.bfloat16),
-                   "ptxgen": lambda: gemm(a, b, out, scale_a=sa, scale_b=sb)}
+                   "ptxgen": lambda: gemm(a, b, out, scale_a=sa, scale_b=sb),
+                   "cublas_fast": lambda: torch._scaled_mm(a, bt, sa, sb,
+                                                           out_dtype=torch.bfloat16,
+                                                           use_fast_accum=True),
+                   "ptxgen_fast": lambda: gemm(a, b, out, scale_a=sa, scale_b=sb,
+                                               fast_accum=True)}
         else:
             out = torch.empty(M, N, dtype=dt, device="cuda")
             tout = torch.empty(M, N, dtype=dt, device="cuda")
@@ -127,16 +132,19 @@ def main(argv=None):
             if tri is not None:
                 fns["triton"] = lambda: tri(a, b, tout)
         lib = fns["cublas"]()
-        errs = {n: rel_err(f(), lib) for n, f in fns.items() if n != "cublas"}
+        errs = {n: rel_err(f(), lib) for n, f in fns.items() if not n.startswith("cublas")}
         reps = max(3, min(200, int(2e11 / (2 * M * N * K))))
         ms = time_all(fns, reps)
         tf = {n: 2 * M * N * K / (t * 1e-3) / 1e12 for n, t in ms.items()}
         row = dict(dtype=dt_name, M=M, N=N, K=K, tflops=tf, err_vs_cublas=errs,
                    ratio=tf["ptxgen"] / tf["cublas"])
+        if "ptxgen_fast" in tf:
+            row["ratio_fast"] = tf["ptxgen_fast"] / tf["cublas_fast"]
         rows.append(row)
         others = "  ".join(f"{n} {v:7.1f}" for n, v in tf.items())
         print(f"{dt_name:14} {M:5}x{N:5}x{K:5}  TFLOP/s: {others}   ptxgen/cublas "
-              f"{row['ratio']:.3f}   max rel diff vs cublas "
+              f"{row['ratio']:.3f}" + (f" (fast accum {row['ratio_fast']:.3f})" if "ratio_fast" in row
+                                else "") + "   max rel diff vs cublas "
               + " ".join(f"{n} {e:.2g}" for n, e in errs.items()), flush=True)
     if args.json:
         with open(args.json, "w") as f:

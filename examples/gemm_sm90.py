@@ -28,9 +28,16 @@ GROUP_M = 8              # tile rows per rasterization group
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
 
 
-def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False):
-    """The kernel for one configuration; M, N, K are launch-time symbols."""
+def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0):
+    """The kernel for one configuration; M, N, K are launch-time symbols.  `promote` = P > 0
+    (fp8): wgmma accumulates P K-steps (of 128) into a partial tile, which is then added to
+    the fp32 accumulator, because Hopper's fp8 wgmma keeps only ~14 mantissa bits of its
+    running sum; P = 1 is what cuBLAS does unless use_fast_accum (measured: the same error
+    against fp64).  Two 64 x BN fp32 tiles fit the 232 registers for BN = 128 only."""
     out_dt = _IN[dtype]
+    if promote and BN > 128:
+        raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN = 128 fits the "
+                         f"consumers' 232 registers, BN = {BN} does not")
     elem = 1 if dtype.startswith("float8") else 2
     BK = 128 // elem                          # one 128-byte swizzle span of K per stage
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
@@ -89,18 +96,33 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False):
             cons = pipe.consumer(scope="warpgroup")
             done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
             acc = pg.tile.warpgroup.mma_accumulator((64, BN), "float32")
+            part = pg.tile.warpgroup.mma_accumulator((64, BN), "float32") if promote else acc
             first_thread = tx % 128 == 0
+
+            def k_step(k, d, accumulate):
+                """Multiply stage k into d; once the previous step's group is done, release
+                its stage."""
+                s = cons.stage
+                cons.wait()
+                pg.tile.warpgroup.gemm_async(d, As[2 * s + c, 0:64, 0:BK], Bs[s, 0:BN, 0:BK],
+                                             accumulate=accumulate)
+                cons.advance()
+                pg.tile.warpgroup.gemm_wait(1)
+                with pg.if_(k > 0):
+                    done.release()
+
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
-                for k in pg.serial(nk):
-                    s = cons.stage
-                    cons.wait()
-                    pg.tile.warpgroup.gemm_async(acc, As[2 * s + c, 0:64, 0:BK],
-                                                 Bs[s, 0:BN, 0:BK], accumulate=k > 0)
-                    cons.advance()
-                    pg.tile.warpgroup.gemm_wait(1)
-                    with pg.if_(k > 0):
-                        done.release()
+                if not promote:
+                    for k in pg.serial(nk):
+                        k_step(k, acc, k > 0)
+                else:       # every `promote` K-steps: the partial sum into fp32
+                    pg.tile.warpgroup.zero(acc)
+                    for k in pg.serial(nk):
+                        k_step(k, part, k % promote != 0)
+                        with pg.if_((k % promote == promote - 1) | (k == nk - 1)):
+                            pg.tile.warpgroup.gemm_wait(0)
+                            pg.tile.warpgroup.add(acc, acc, part)
                 pg.tile.warpgroup.gemm_wait(0)
                 done.release()
                 if scaled:                              # fp8: per-tensor dequantization
@@ -127,7 +149,8 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False):
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
 
-    name = f"gemm_sm90_{dtype}_n{BN}_s{STAGES}" + ("_scaled" if scaled else "")
+    name = (f"gemm_sm90_{dtype}_n{BN}_s{STAGES}" + ("_scaled" if scaled else "") +
+            (f"_p{promote}" if promote else ""))
     gemm.__name__ = name
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
@@ -135,10 +158,10 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False):
 _KERNELS: dict = {}
 
 
-def kernel_for(dtype, BN, STAGES, ctas, scaled):
-    key = (dtype, BN, STAGES, ctas, scaled)
+def kernel_for(dtype, BN, STAGES, ctas, scaled, promote=0):
+    key = (dtype, BN, STAGES, ctas, scaled, promote)
     if key not in _KERNELS:
-        _KERNELS[key] = make_gemm(dtype, BN, STAGES, ctas, scaled)
+        _KERNELS[key] = make_gemm(dtype, BN, STAGES, ctas, scaled, promote)
     return _KERNELS[key]
 
 
@@ -150,11 +173,14 @@ def _sms(device) -> int:
 KERNELS = [make_gemm()]           # what run_all dumps (bf16, BN 256, 4 stages, 132 CTAs)
 
 
-def gemm(a, b, out=None, *, scale_a=None, scale_b=None, BN=None, STAGES=4):
+def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=None,
+         STAGES=None):
     """a (M, K) @ b (N, K)^T on torch CUDA tensors (row-major).  bfloat16 / float16 give the
     same dtype; float8_e4m3fn gives bfloat16, times scale_a * scale_b (float32 tensors of one
-    element, as torch._scaled_mm takes them).  BN: 256, or 128 when 256-wide tiles would
-    leave SMs idle (small M * N)."""
+    element, as torch._scaled_mm takes them), accumulated as exactly as cuBLAS's default
+    (each K-step's partial sum promoted to fp32, on 128 x 128 tiles) unless `fast_accum`
+    (wgmma's own fp8 accumulation, 128 x 256 tiles: cuBLAS's use_fast_accum=True).
+    BN: 256, or 128 when 256-wide tiles would leave SMs idle (small M * N)."""
     import torch
     names = {torch.bfloat16: "bfloat16", torch.float16: "float16",
              torch.float8_e4m3fn: "float8_e4m3fn"}
@@ -183,15 +209,18 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, BN=None, STAGES=4):
     if K == 0:
         return out.zero_()
     sms = _sms(a.device)
+    promote = 1 if scaled and not fast_accum else 0
     if BN is None:
-        BN = 256 if -(-M // BM) * -(-N // 256) >= sms else 128
+        BN = 256 if -(-M // BM) * -(-N // 256) >= sms and not promote else 128
+    if STAGES is None:
+        STAGES = 4 if BN == 256 else 5
     pitch_ok = N % 8 == 0                     # the TMA store needs 16-byte output rows
     d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=out_dtype,
                                          device=a.device)
     one = torch.ones(1, dtype=torch.float32, device=a.device)
     sa = one if scale_a is None else scale_a.reshape(1).to(torch.float32)
     sb = one if scale_b is None else scale_b.reshape(1).to(torch.float32)
-    kernel_for(dt, BN, STAGES, sms, scaled)(a, b, d, sa, sb)
+    kernel_for(dt, BN, STAGES, sms, scaled, promote)(a, b, d, sa, sb)
     if not pitch_ok:
         out.copy_(d[:, :N])
     return out

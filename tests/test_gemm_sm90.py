@@ -36,12 +36,23 @@ def test_assembles_without_spills(dt):
     assert "wgmma.wait_group.sync.aligned 1;" in ptx
 
 
-def _sim(dt, M, N, K, BN, ctas, seed=0):
+def test_promoted_fp8_assembles():
+    """Two 64 x 128 fp32 tiles plus addressing need setmaxnreg's registers, which nvJitLink's
+    relocatable build drops (it caps the kernel at 168 and spills); the driver's
+    whole-program JIT keeps them: tests/gpu/test_gemm_sm90_gpu.py checks 0 local bytes."""
+    k = E.make_gemm("float8_e4m3fn", BN=128, STAGES=6, scaled=True, promote=1)
+    assert k.compile("sm_90a").cubin
+    with pytest.raises(ValueError, match="promote=2 keeps two 64 x BN fp32 tiles: BN = "
+                                         "128 fits the consumers' 232 registers, BN = 256"):
+        E.make_gemm("float8_e4m3fn", BN=256, scaled=True, promote=2)
+
+
+def _sim(dt, M, N, K, BN, ctas, promote=0, seed=0):
     rng = np.random.default_rng(seed)
     a = rng.integers(-3, 4, size=(M, K)) / 2
     b = rng.integers(-3, 4, size=(N, K)) / 2
     scaled = dt.startswith("float8")
-    k = E.make_gemm(dt, BN=BN, ctas=ctas, scaled=scaled)
+    k = E.make_gemm(dt, BN=BN, ctas=ctas, scaled=scaled, promote=promote)
     ND = -(-N // 8) * 8
     D = np.full((M, ND), 0x7FC1, np.uint16)                       # poisoned (NaN bits)
     sa, sb = np.array([0.5 if scaled else 1], np.float32), np.array([0.25 if scaled else 1],
@@ -52,13 +63,15 @@ def _sim(dt, M, N, K, BN, ctas, seed=0):
     return D[:, :N], want
 
 
-@pytest.mark.parametrize("dt,M,N,K,BN,ctas", [
-    ("bfloat16", 130, 40, 72, 128, 2),          # one ragged tile per CTA, nk = 2
-    ("bfloat16", 260, 130, 72, 128, 2),         # 3 tiles per CTA: the ring wraps across tiles
-    ("float16", 70, 300, 40, 256, 1),           # BN 256, N ragged, K inside one stage
-    ("float8_e4m3fn", 65, 24, 160, 128, 1),     # fp8, scaled, K = 128 + 32 (zero-filled)
+@pytest.mark.parametrize("dt,M,N,K,BN,ctas,promote", [
+    ("bfloat16", 130, 40, 72, 128, 2, 0),       # one ragged tile per CTA, nk = 2
+    ("bfloat16", 260, 130, 72, 128, 2, 0),      # 3 tiles per CTA: the ring wraps across tiles
+    ("float16", 70, 300, 40, 256, 1, 0),        # BN 256, N ragged, K inside one stage
+    ("float8_e4m3fn", 65, 24, 160, 128, 1, 0),  # fp8, scaled, K = 128 + 32 (zero-filled)
+    ("float8_e4m3fn", 40, 20, 500, 128, 2, 1),  # promoted every K-step, 1 tile per CTA
+    ("float8_e4m3fn", 70, 20, 300, 128, 1, 2),  # promoted after K-steps 2 and 3 (the last)
 ])
-def test_sim_matches_numpy(dt, M, N, K, BN, ctas):
-    got, want = _sim(dt, M, N, K, BN, ctas)
+def test_sim_matches_numpy(dt, M, N, K, BN, ctas, promote):
+    got, want = _sim(dt, M, N, K, BN, ctas, promote)
     bad = np.argwhere(got != want)
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"

@@ -42,3 +42,17 @@ def test_bad_inputs(example):
         example.gemm(a, a)
     with pytest.raises(TypeError, match="gemm takes two bfloat16, float16 or float8_e4m3fn"):
         example.gemm(a.float(), a.float())
+
+
+@pytest.mark.parametrize("cfg", [("bfloat16", 256, 4, False, 0), ("float16", 128, 5, False, 0),
+                                 ("float8_e4m3fn", 256, 4, True, 0),
+                                 ("float8_e4m3fn", 128, 5, True, 1)])
+def test_driver_jit_no_spills(example, cfg):
+    """Loaded from PTX (the driver's whole-program JIT keeps setmaxnreg): the entry count is
+    168 registers (64 Ki / 384 threads) and nothing is spilled to local memory."""
+    from ptxgen.runtime import Module
+    dt, BN, ST, scaled, promote = cfg
+    k = example.make_gemm(dt, BN=BN, STAGES=ST, scaled=scaled, promote=promote)
+    fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
+    assert fn.attribute("NUM_REGS") == 168
+    assert fn.attribute("LOCAL_SIZE_BYTES") == 0
