@@ -2,10 +2,11 @@
 
 Times N launches of an empty kernel with 3 parameters (two tensors and the shape symbol) and
 prints microseconds per launch for: the bare cuda-bindings call with prepacked parameters (the
-baseline), a Launcher given raw pointers, a Launcher and a pg.Kernel given torch (or cupy)
-tensors with every check, and the argument checks alone; then the checked pg.Kernel launch as
-a multiple of the baseline.  The GPU work is nil, so this is the Python + driver submission
-cost.
+baseline), the bare call through the binding ptxgen launches with (its ctypes one by default,
+the pointer arguments made beforehand), a Launcher given raw pointers, a Launcher and a
+pg.Kernel given torch (or cupy) tensors with every check, and the argument checks alone; then
+the checked pg.Kernel launch as a multiple of the baseline (and of the bare call through
+ptxgen's binding).  The GPU work is nil, so this is the Python + driver submission cost.
 
 ``--fake-driver`` runs without a GPU: the driver is the stand-in of tests/_fakecuda.py with its
 launch and context query made no-ops, and the tensors are torch-like stand-ins, so what is
@@ -107,8 +108,8 @@ def main() -> None:
         k(buf, buf + 4096, N=1024)
     L0 = next(iter(k._launchers.values()))
     if fake is not None:                              # the driver's own cost taken out
-        done, here = (0,), (0, fake.ctx_of(0))
-        fake.cuLaunchKernel = lambda *args: done
+        here = (0, fake.ctx_of(0))
+        fake.cuLaunchKernel = lambda *args: 0        # a Launcher's launch returns the CUresult
         fake.cuCtxGetCurrent = lambda: here          # asked only when a launch fails
         L0._launch, L0._current_ctx = fake.cuLaunchKernel, fake.cuCtxGetCurrent
         k._bind = specialize(k._binder)
@@ -121,11 +122,35 @@ def main() -> None:
 
     L.packer.pack([0x7F00_0000_0000, 0x7F00_0000_1000, 1024])
     kp, h, launch = L.packer.kernel_params, L0.fn.handle, L._launch
+    backend = "fake" if fake is not None else driver.backend()
+    base = own = None
+    if fake is None:
+        try:
+            from cuda.bindings import driver as cb
+        except ImportError:
+            cb = None
+        if cb is not None:
+            hb, launch_b = cb.CUfunction(int(h)), cb.cuLaunchKernel
 
-    def bare(n):
-        for _ in range(n):
-            launch(h, 1, 1, 1, 32, 1, 1, 0, 0, kp, 0)
-    results["bare cuLaunchKernel (baseline)"] = base = per_launch_us(bare, a.n, sync)
+            def bare_bindings(n):
+                for _ in range(n):
+                    launch_b(hb, 1, 1, 1, 32, 1, 1, 0, 0, kp, 0)
+            results["bare cuLaunchKernel, cuda-bindings (baseline)"] = base = \
+                per_launch_us(bare_bindings, a.n, sync)
+    if backend != "bindings":
+        raw, pointer_arg, extra = (launch, None, 0) if fake is not None else \
+            driver.kernel_launch(d)
+        kpa = kp if pointer_arg is None else pointer_arg(kp)
+        s0 = 0 if pointer_arg is None else None
+
+        def bare_own(n):
+            for _ in range(n):
+                raw(h, 1, 1, 1, 32, 1, 1, 0, s0, kpa, extra)
+        name = "no-op launch (the fake's)" if fake is not None else \
+            f"bare cuLaunchKernel, ptxgen's {backend} binding"
+        results[name] = own = per_launch_us(bare_own, a.n, sync)
+    if base is None:
+        base = own
 
     ptr = x.data_ptr() if hasattr(x, "data_ptr") else (x.data.ptr if x is not None else buf)
 
@@ -189,12 +214,17 @@ def main() -> None:
         if fake is not None:
             print(f"checked pg.Kernel launch: {v - base:.2f} us of Python above the no-op launch")
         else:
-            print(f"checked pg.Kernel launch / bare cuLaunchKernel = {v / base:.2f}x "
-                  f"({v:.2f} vs {base:.2f} us; target <= 1.5x)")
+            print(f"checked pg.Kernel launch (driver binding: {backend}) / bare cuda-bindings "
+                  f"cuLaunchKernel = {v / base:.2f}x ({v:.2f} vs {base:.2f} us; target <= 1.5x)")
+            if own is not None and own != base:
+                print(f"  and / the bare call through the {backend} binding = {v / own:.2f}x "
+                      f"({own:.2f} us)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"device": where, "n": a.n, "us_per_launch": results,
-                       "ratio": results[headline] / base if headline else None}, f, indent=1)
+            json.dump({"device": where, "n": a.n, "backend": backend, "us_per_launch": results,
+                       "ratio": results[headline] / base if headline else None,
+                       "ratio_vs_own_binding": results[headline] / own if headline and own
+                       else None}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import threading
 from collections import Counter
 from types import SimpleNamespace
 
+from ptxgen.runtime import libcuda as _libcuda
+
 _ATTR = SimpleNamespace(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="cc_major",
                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="cc_minor",
                         CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN="smem_optin",
@@ -39,6 +41,15 @@ class FakeDriver:
     CUdevice_attribute = _ATTR
     CUfunction_attribute = _FATTR
     CUpointer_attribute = _PATTR
+    # types and enums that need no driver: the ctypes binding's (tensor maps, cluster launches)
+    L = _libcuda
+    CUtensorMapDataType, CUtensorMapInterleave = L.CUtensorMapDataType, L.CUtensorMapInterleave
+    CUtensorMapSwizzle, CUtensorMapL2promotion = L.CUtensorMapSwizzle, L.CUtensorMapL2promotion
+    CUtensorMapFloatOOBfill, cuuint64_t, cuuint32_t = L.CUtensorMapFloatOOBfill, L.cuuint64_t, \
+        L.cuuint32_t
+    CUlaunchConfig, CUlaunchAttribute, CUlaunchAttributeID, CUstream = L.CUlaunchConfig, \
+        L.CUlaunchAttribute, L.CUlaunchAttributeID, L.CUstream
+    del L
 
     def __init__(self, archs=((9, 0),), smem_optin=227 * 1024):
         self.archs = [tuple(a) for a in archs]

@@ -1,10 +1,13 @@
 """Runtime: PTX -> cubin (nvJitLink, offline), module loading, checked launches, caches.
 
-``compile_ptx`` needs no GPU.  ``Module``/``Launcher`` use the CUDA driver through
-cuda-bindings, in the device's primary context so that torch and cupy interoperate.  Nothing
-here imports cuda-bindings until a compile or a launch needs it.
+``compile_ptx`` needs no GPU.  ``Module``/``Launcher`` use the CUDA driver through ptxgen's
+ctypes binding of libcuda (``libcuda.py``; cuda-bindings with PTXGEN_DRIVER=bindings, see
+``driver.py``), in the device's primary context so that torch and cupy interoperate.  Nothing
+here loads the driver until a launch needs it, and only nvJitLink (a compile the disk cache
+does not have) imports cuda-bindings.
 Environment: PTXGEN_CACHE_DIR, PTXGEN_DISK_CACHE=0, PTXGEN_DUMP_DIR, PTXGEN_JIT_ISOLATE=1,
-PTXGEN_MEMORY_CACHE_SIZE (cubins kept in memory, default 128).
+PTXGEN_MEMORY_CACHE_SIZE (cubins kept in memory, default 128), PTXGEN_DRIVER (ctypes |
+bindings).
 """
 from .args import Binder, ParamPacker, ParamSpec
 from .cache import reset_stats, stats

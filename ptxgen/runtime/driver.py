@@ -1,13 +1,24 @@
-"""Thin layer over ``cuda.bindings.driver``: result checking, primary contexts, device facts,
-streams, and `call` for everything else.  The one set of driver wrappers (bench uses it too).
+"""Thin layer over the CUDA driver: result checking, primary contexts, device facts, streams,
+and `call` for everything else.  The one set of driver wrappers (bench uses it too).
 
-Everything here imports the driver lazily, so that offline use (PTX -> cubin with nvJitLink)
+Which binding: ``runtime/libcuda.py``, a ctypes binding of libcuda with the calling
+convention of ``cuda.bindings.driver`` (each call returns ``(CUresult, *outputs)``), by
+default: loading it takes a process about 2 ms where cuda-bindings took 40 ms or more
+(cuda.pathfinder, then the generated module; libcuda.py says where that was measured).
+``PTXGEN_DRIVER=bindings`` selects cuda-bindings instead (``PTXGEN_DRIVER=ctypes`` is the
+default).  Where the ctypes binding fails for a reason other than there being no libcuda (it
+opens but lacks an entry point it needs), cuda-bindings is used instead and ``backend_note``
+says why; with no libcuda at all there is no fallback (cuda-bindings would find none either).
+``backend()`` names the one in use.
+
+Everything here loads the driver lazily, so that offline use (PTX -> cubin with nvJitLink)
 never needs libcuda, and ``has_gpu()`` can answer False on a machine without one.  Facts that
 cannot change while the process runs (a device's arch and attributes, which device a primary
 context belongs to) are asked once and kept, so launches do not repeat driver queries.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -37,23 +48,76 @@ _driver_version: str | None = None
 last_kernel = [None]                   # name of the last kernel launched (for sync errors)
 
 
+BACKENDS = ("ctypes", "bindings")
+backend_note: list = []              # why the ctypes binding was not used, where it was not
+
+
+def _module():
+    """The driver binding PTXGEN_DRIVER selects, before cuInit (see the module docstring)."""
+    want = os.environ.get("PTXGEN_DRIVER", "").strip().lower() or "ctypes"
+    if want not in BACKENDS:
+        raise ValueError(f"PTXGEN_DRIVER={os.environ['PTXGEN_DRIVER']!r}: expected 'ctypes' "
+                         f"(the default) or 'bindings' (cuda-bindings)")
+    if want == "ctypes":
+        from . import libcuda
+        try:
+            return libcuda.load()
+        except libcuda.LibcudaNotFound:
+            raise
+        except Exception as e:    # it opened but cannot serve: cuda-bindings may
+            backend_note[:] = [f"the ctypes binding of {libcuda.LIBRARY} failed "
+                               f"({type(e).__name__}: {e}); using cuda-bindings"]
+    from cuda.bindings import driver as d
+    return d
+
+
 def _load():
-    """Import the bindings and cuInit once; remember why it failed so callers can say so."""
+    """Load the driver binding and cuInit once; remember why it failed so callers can say so."""
     global _drv, _init_error
     if _drv is not None:
         return _drv
     with _lock:
         if _drv is None and _init_error is None:
             try:
-                from cuda.bindings import driver as d
+                d = _module()
                 (err,) = d.cuInit(0)
                 if err:
                     _init_error = f"cuInit failed: {_name(d, err)}"
                 else:
                     _drv = d
-            except Exception as e:  # missing libcuda raises from cuda.pathfinder
-                _init_error = f"the CUDA driver could not be loaded ({type(e).__name__}: {e})"
+            except Exception as e:  # no libcuda: LibcudaNotFound (cuda-bindings: pathfinder)
+                _init_error = f"the CUDA driver could not be loaded ({type(e).__name__}: {e})" \
+                    + "".join(f"; before that, {n}" for n in backend_note)
     return _drv
+
+
+def backend() -> str | None:
+    """"ctypes" or "bindings": the driver binding this process launches through (None
+    without a usable driver; another name for a stand-in a test installed)."""
+    d = _drv or _load()
+    if d is None:
+        return None
+    b = getattr(d, "backend", None)
+    if b is None:
+        return "bindings" if getattr(d, "__name__", "") == "cuda.bindings.driver" else \
+            type(d).__name__
+    return b
+
+
+def kernel_launch(d):
+    """(launch, pointer_arg, extra) for a Launcher: ``launch(f, gx, gy, gz, bx, by, bz,
+    smem, stream, kernelParams, extra)`` returns the CUresult as an int.  For the ctypes
+    binding it is the bare C function (no Python wrapper, no per-argument conversion), whose
+    pointer arguments (stream, kernelParams) ``pointer_arg(int)`` makes once per launcher
+    and stream; elsewhere pointer_arg is None (ints are passed) and launch unpacks the tuple."""
+    raw = getattr(d, "launch_kernel_raw", None)
+    if raw is not None:
+        return raw, d.pointer_arg, None
+    f = d.cuLaunchKernel
+
+    def launch(*args):
+        return f(*args)[0]
+    return launch, None, 0
 
 
 def drv():
@@ -122,7 +186,7 @@ def driver_version() -> str:
     global _driver_version
     if _driver_version is None:
         try:
-            from cuda.bindings import driver as d
+            d = _drv or _module()     # no cuInit needed
             err, v = d.cuDriverGetVersion()
             _driver_version = "none" if err else str(v)
         except Exception:

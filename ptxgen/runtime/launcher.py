@@ -13,6 +13,12 @@ context as it was; otherwise the error is the launch's.  A Launcher whose last l
 another context current asks first until it finds its own current again, so a thread that keeps
 another device current pays no refused launch each time.  An explicit raw stream handle adds
 cuStreamGetCtx, to check that it belongs to the launch's device.
+
+The launch call is ``driver.kernel_launch``'s: with the ctypes driver (the default) the bare C
+cuLaunchKernel, given the function handle, ints for the dims and pointer objects for the
+stream and kernelParams; those are made once (kernelParams per thread with the parameter
+storage, a stream's per launcher when it is first used), so a steady-state launch is the one
+ctypes call after filling the values.
 """
 from __future__ import annotations
 
@@ -128,7 +134,7 @@ class Launcher:
         self._own_dims = None     # their dims, once launch_own has launched with them
         self._builders = tuple(param_builders)
         bound = [p for p in self.params if p.kind != "tmap"]
-        self.dynamic_smem_bytes = dynamic_smem_bytes
+        self.dynamic_smem_bytes = operator.index(dynamic_smem_bytes)
         self.min_dynamic_smem_bytes = max(0, min_dynamic_smem_bytes)
         self.device = getattr(fn, "device", 0)
         if binder is None:       # a Launcher of its own: its Binder, pinned to its device
@@ -137,6 +143,11 @@ class Launcher:
         else:                    # a Kernel's: the Kernel binds, then calls launch()
             self._bind = binder.bind_device
         self.binder = binder
+        d = driver.drv()
+        launch, self._pointer_arg, self._extra = driver.kernel_launch(d)
+        # raw stream handle -> the launch's stream argument (None: the driver takes ints)
+        self._streams = None if self._pointer_arg is None else {0: None}
+        self._launch = launch if cluster is None else _cluster_launch(d, cluster, name)
         self.packer = ParamPacker(self.params)
         # parameter storage per thread (cuLaunchKernel copies it, so it is free again when the
         # call returns): threads need no lock around fill + launch
@@ -145,8 +156,6 @@ class Launcher:
         self._grids: dict = {}
         self._blocks: dict = {}
         self._last_dims = (None, None, None)
-        d = driver.drv()
-        self._launch = d.cuLaunchKernel if cluster is None else _cluster_launch(d, cluster, name)
         self._current_ctx = d.cuCtxGetCurrent
         self._ctx = int(fn.ctx)
         self._ask_first = False   # the last launch found another context current
@@ -208,6 +217,12 @@ class Launcher:
             h = stream
         else:
             h = self._checked_stream(stream)
+        sa = self._streams
+        if sa is not None:               # the ctypes driver: the stream as a pointer argument
+            try:
+                h = sa[h]
+            except KeyError:
+                h = self._stream_arg(h)
         try:
             pack, buf, kp, _ = self._tls.p
         except AttributeError:
@@ -220,7 +235,7 @@ class Launcher:
             self.binder.scalar_error(values)
             raise
         if not self._ask_first:
-            err = self._launch(fn.handle, *dims, smem, h, kp, 0)[0]
+            err = self._launch(fn.handle, *dims, smem, h, kp, self._extra)
             if err:
                 self._relaunch(err, dims, smem, h, kp)
         else:
@@ -239,6 +254,12 @@ class Launcher:
         raw = _torch_stream[1] if _modules.get("torch") is _torch_stream[0] else \
             _torch_current_stream()
         h = 0 if raw is None else raw(self.device)
+        sa = self._streams
+        if sa is not None:
+            try:
+                h = sa[h]
+            except KeyError:
+                h = self._stream_arg(h)
         try:
             pack, buf, kp, _ = self._tls.p
         except AttributeError:
@@ -251,7 +272,7 @@ class Launcher:
             self.binder.scalar_error(values)
             raise
         if not self._ask_first:
-            err = self._launch(self.fn.handle, *dims, self.dynamic_smem_bytes, h, kp, 0)[0]
+            err = self._launch(self.fn.handle, *dims, self.dynamic_smem_bytes, h, kp, self._extra)
             if err:
                 self._relaunch(err, dims, self.dynamic_smem_bytes, h, kp)
         else:
@@ -281,7 +302,7 @@ class Launcher:
         here = self._current_ctx()
         if not here[0] and int(here[1]) == self._ctx:
             self._ask_first = False
-            err = self._launch(self.fn.handle, *dims, smem, h, kp, 0)[0]
+            err = self._launch(self.fn.handle, *dims, smem, h, kp, self._extra)
             if err:
                 self._failed(err, dims, smem, h)
         else:
@@ -291,15 +312,24 @@ class Launcher:
         # another device's context (or none) is current in this thread: run in ours, and
         # leave the thread's own one current again (torch's current device stays put)
         with driver.context_scope(self.fn.ctx):
-            err = self._launch(self.fn.handle, *dims, smem, h, kp, 0)[0]
+            err = self._launch(self.fn.handle, *dims, smem, h, kp, self._extra)
         if err:
             self._failed(err, dims, smem, h)
 
-    @staticmethod
-    def _storage_of(pk):
-        """(pack_into, buffer, kernelParams address, the packer): the packer is kept so the
-        pointer array that kernelParams addresses lives as long as the storage is used."""
-        return (pk.struct.pack_into, pk.buffer, pk.kernel_params, pk)
+    def _storage_of(self, pk):
+        """(pack_into, buffer, kernelParams argument, the packer): the packer is kept so the
+        pointer array that kernelParams addresses lives as long as the storage is used.  The
+        argument is the address, or for the ctypes driver a pointer object made once here."""
+        kp = pk.kernel_params if self._pointer_arg is None else self._pointer_arg(pk.kernel_params)
+        return (pk.struct.pack_into, pk.buffer, kp, pk)
+
+    def _stream_arg(self, h):
+        """A stream's pointer argument for the ctypes driver, kept for the next launches on
+        it (a bounded table: a program that makes streams without end converts each time)."""
+        a = self._pointer_arg(h)
+        if len(self._streams) < 64:
+            self._streams[h] = a
+        return a
 
     def _thread_storage(self):
         self._tls.p = p = self._storage_of(ParamPacker(self.params))
@@ -346,6 +376,7 @@ class Launcher:
     def _failed(self, err, dims, smem, h) -> None:
         """Slow path: a CudaError naming the kernel, with what may explain it."""
         g, b = dims[:3], dims[3:]
+        h = getattr(h, "value", h) or 0       # a ctypes pointer argument: its handle
         hint = ""
         module = getattr(self.fn, "module", None)
         if module is not None and not module.loaded:
@@ -360,23 +391,24 @@ class Launcher:
 
 def _cluster_launch(d, cluster, name):
     """cuLaunchKernel's signature over cuLaunchKernelEx with the cluster-dimension attribute
-    (the structs from cuda-bindings, the call through the driver `d`); the grid must be a
-    whole number of clusters."""
-    from cuda.bindings import driver as cb
-
+    (the config and attribute structs of the driver binding `d`, ctypes or cuda-bindings),
+    returning the CUresult as an int; the grid must be a whole number of clusters."""
     cx, cy, cz = cluster
+    attr = d.CUlaunchAttribute()
+    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, cy, cz
+    attrs = [attr]              # read-only once made: shared by every thread's launches
+    config, as_stream = d.CUlaunchConfig, d.CUstream
 
     def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         if gx % cx or gy % cy or gz % cz:
             raise LaunchError(f"kernel '{name}': grid {(gx, gy, gz)} is not a whole number of "
                               f"clusters {tuple(cluster)}; make each grid dim a multiple")
-        cfg = cb.CUlaunchConfig()
+        cfg = config()
         cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
-        cfg.sharedMemBytes, cfg.hStream = smem, cb.CUstream(stream)
-        attr = cb.CUlaunchAttribute()
-        attr.id = cb.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, cy, cz
-        cfg.attrs, cfg.numAttrs = [attr], 1
-        return d.cuLaunchKernelEx(cfg, f, params, extra)
+        cfg.sharedMemBytes = smem
+        cfg.hStream = as_stream(getattr(stream, "value", stream) or 0)
+        cfg.attrs, cfg.numAttrs = attrs, 1
+        return d.cuLaunchKernelEx(cfg, f, params, extra)[0]
     return launch

@@ -75,16 +75,15 @@ def encode_args(spec, ptr: int, symbols: dict, kernel: str = "") -> dict:
 
 
 def driver_encode(args: dict) -> bytes:
-    """cuTensorMapEncodeTiled (enums and sizes as cuda-bindings types, the call through the
-    runtime's driver); the 128 bytes of the map."""
+    """cuTensorMapEncodeTiled through the runtime's driver binding (its enums and sizes: the
+    ctypes one's or cuda-bindings'); the 128 bytes of the map."""
     import ctypes
-
-    from cuda.bindings import driver as d
 
     from . import driver
 
+    d = driver.drv()
     sw = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[args["swizzle"]]
-    err, tmap = driver.drv().cuTensorMapEncodeTiled(
+    err, tmap = d.cuTensorMapEncodeTiled(
         getattr(d.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + args["tensorDataType"]),
         args["tensorRank"], args["globalAddress"],
         [d.cuuint64_t(x) for x in args["globalDim"]],
