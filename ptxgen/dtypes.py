@@ -129,11 +129,16 @@ _PTX = {
     "float8_e4m3fn": ("b32", None, "b32", "u8"), "float8_e5m2": ("b32", None, "b32", "u8"),
     "float4_e2m1fn": ("b32", None, "b32", None),
     "handle": ("b64", "u64", "b64", "u64"),       # a pointer: address arithmetic is u64
+    # not a tensor dtype (dtype() does not parse it): the byte of two float4_e2m1fn that PTX's
+    # e2m1x2 conversions read and write, which must be a .b8 register (ptxas 13.0: "Arguments
+    # mismatch for instruction 'cvt'" for a .b16 or .b32 one); see E2M1X2 below
+    "float4_e2m1fn_x2": ("b8", None, "b8", "b8"),
 }
 
 # register class -> (register name prefix, .reg type)
-REG_CLASSES = {"pred": ("%p", ".pred"), "b16": ("%rs", ".b16"), "b32": ("%r", ".b32"),
-               "b64": ("%rd", ".b64"), "f32": ("%f", ".f32"), "f64": ("%fd", ".f64")}
+REG_CLASSES = {"pred": ("%p", ".pred"), "b8": ("%rc", ".b8"), "b16": ("%rs", ".b16"),
+               "b32": ("%r", ".b32"), "b64": ("%rd", ".b64"), "f32": ("%f", ".f32"),
+               "f64": ("%fd", ".f64")}
 REG_PREFIX = {c: p for c, (p, _) in REG_CLASSES.items()}
 
 # the vector that moves n bits without conversion, as (lane bits, lanes): one lane up to 32
@@ -170,3 +175,8 @@ def uint_of(bits: int) -> DType | None:
 
 
 ALL_SCALARS = tuple(k for k in _SCALARS if k != "handle")
+
+# The register of cvt.rn.satfinite.e2m1x2.f32 / cvt.rn.f16x2.e2m1x2 (two float4_e2m1fn, the
+# first element in the low nibble as in memory): an instruction operand of the tile-math
+# casts only, never a tensor's or a Python value's dtype.
+E2M1X2 = DType("float4_e2m1fn_x2", "storage", 8)

@@ -14,10 +14,13 @@ from fractions import Fraction
 
 from ptxsim_alu import _WIDTH, Unsupported, _mask, _signed
 
-# name: (exponent bits, mantissa bits, has inf)  (float8_e4m3fn: no inf, NaN = all ones)
+# name: (exponent bits, mantissa bits, has inf)  (float8_e4m3fn: no inf, NaN = all ones;
+# float4_e2m1fn, "e2m1": no inf and no NaN, every code a number: ±{0, 0.5, 1, 1.5, 2, 3, 4, 6})
 FORMATS = {"f16": (5, 10, True), "bf16": (8, 7, True), "f32": (8, 23, True),
-           "f64": (11, 52, True), "e4m3": (4, 3, False), "e5m2": (5, 2, True)}
-_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "e4m3": 8, "e5m2": 8}
+           "f64": (11, 52, True), "e4m3": (4, 3, False), "e5m2": (5, 2, True),
+           "e2m1": (2, 1, False)}
+NO_NAN = frozenset({"e2m1"})
+_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "e4m3": 8, "e5m2": 8, "e2m1": 4}
 
 
 def _params(fmt):
@@ -25,13 +28,20 @@ def _params(fmt):
     bias = (1 << (eb - 1)) - 1
     if has_inf:
         max_finite = (2 - Fraction(1, 1 << mb)) * Fraction(2) ** bias
+    elif fmt in NO_NAN:          # e2m1: the top exponent and mantissa are a number (6)
+        max_finite = (2 - Fraction(1, 1 << mb)) * Fraction(2) ** (bias + 1)
     else:                        # e4m3fn: the top exponent is finite but for mantissa 111
         max_finite = (2 - Fraction(2, 1 << mb)) * Fraction(2) ** (bias + 1)
     return eb, mb, has_inf, bias, max_finite
 
 
 def nan_bits(fmt):
-    eb, mb, has_inf, _, _ = _params(fmt)
+    """fmt's NaN; for a format without one (e2m1), what .satfinite writes for a NaN input:
+    positive MAX_NORM, the PTX ISA's rule (cvt, .satfinite: "NaN results are converted to
+    positive MAX_NORM" for such formats; not measured on hardware)."""
+    eb, mb, has_inf, _, maxf = _params(fmt)
+    if fmt in NO_NAN:
+        return round_bits(maxf, fmt)
     return (((1 << eb) - 1) << mb) | ((1 << mb) - 1 if not has_inf else 1 << (mb - 1))
 
 
@@ -41,7 +51,7 @@ def decode(bits, fmt):
     sign = -1 if bits >> (eb + mb) & 1 else 1
     e = (bits >> mb) & ((1 << eb) - 1)
     m = bits & ((1 << mb) - 1)
-    if e == (1 << eb) - 1 and (has_inf or m == (1 << mb) - 1):
+    if e == (1 << eb) - 1 and fmt not in NO_NAN and (has_inf or m == (1 << mb) - 1):
         if has_inf and m == 0:
             return sign * math.inf
         return math.nan
@@ -90,7 +100,7 @@ def round_bits(x, fmt, mode="rn", satfinite=False, ftz=False):
     v = mq * q
     if v > maxf:
         to_max = satfinite or mode == "rz" or (mode == "rm" and not neg) or \
-            (mode == "rp" and neg)
+            (mode == "rp" and neg) or fmt in NO_NAN
         if to_max:
             return s | round_bits(maxf, fmt)
         return s | (((1 << eb) - 1) << mb) if has_inf else nan_bits(fmt)
@@ -126,6 +136,8 @@ def cvt_nan(bits, sfmt, dfmt):
     destination's canonical NaN, whatever the input NaN.  (The probe's NaNs were positive
     and quiet: that the sign and the low payload bits move too is the bit-move reading.)
     """
+    if dfmt in NO_NAN:           # cvt.rn.satfinite.e2m1x2.f32: +MAX_NORM (see nan_bits)
+        return nan_bits(dfmt)
     if "f64" not in (sfmt, dfmt) and (sfmt, dfmt) != ("bf16", "f32"):
         return canonical_nan(dfmt)
     seb, smb, _, _, _ = _params(sfmt)
@@ -470,6 +482,8 @@ def _reg_width(tok, ty):
         return 64
     if t.startswith("%rs"):
         return 16
+    if t.startswith("%rc"):
+        return 8
     return max(32, _WIDTH[ty])
 
 

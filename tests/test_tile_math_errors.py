@@ -17,7 +17,7 @@ def message(body, arch="sm_90a", block=32):
     return type(e.value).__name__, text[m.end():]
 
 
-F32, I32 = "float32", "int32"
+F32, I32, FP4 = "float32", "int32", "float4_e2m1fn"
 CASES = {
     "int_float": (lambda A=pg.Tensor((64,), I32), B=pg.Tensor((64,), F32):
                   pg.tile.warp.add(A[0:64], B[0:64], B[0:64]),
@@ -53,10 +53,15 @@ CASES = {
                           pg.tile.warp.cast(B[0:64], A[0:64], saturate=False),
                           "cast float16 -> int8: PTX's float-to-integer conversions always "
                           "saturate to the destination range; drop saturate=False"),
-    "fp4": (lambda A=pg.Tensor((64,), "float4_e2m1fn"), B=pg.Tensor((64,), F32):
-            pg.tile.warp.cast(A[0:64], B[0:64]),
-            "cast: A[0:64] holds float4_e2m1fn; 4-bit elements are not addressable one by one "
-            "(view the storage as uint8)"),
+    "fp4_add": (lambda A=pg.Tensor((64,), "float4_e2m1fn"), B=pg.Tensor((64,), F32):
+                pg.tile.warp.add(B[0:64], A[0:64], B[0:64]),
+                "add: A[0:64] holds float4_e2m1fn; of the tile-math ops only cast takes 4-bit "
+                "elements (convert with pg.tile.warp.cast first, or view the storage as uint8)"),
+    "fp4_rounding": (lambda A=pg.Tensor((64,), "float4_e2m1fn"), B=pg.Tensor((64,), F32):
+                     pg.tile.warp.cast(A[0:64], B[0:64], rounding="rz"),
+                     "cast float32 -> float4_e2m1fn: PTX converts to float4_e2m1fn with "
+                     "round-to-nearest-even only (cvt.rn.satfinite.e2m1x2.f32); drop "
+                     "rounding='rz'"),
     "exp_int": (lambda A=pg.Tensor((64,), I32): pg.tile.warp.exp(A[0:64], A[0:64]),
                 "exp needs floating-point operands; dst A[0:64] is int32 (convert with "
                 "pg.tile.warp.cast first)"),
@@ -143,6 +148,18 @@ def test_float8_on_sm80_names_the_arch():
         pg.tile.warp.cast(A[0:64], B[0:64])
     assert message(body, "sm_80") == ("ArchError", "'cvt.rn.satfinite.e4m3x2.f32' needs sm_89 "
                                       "or newer; the target is sm_80")
+
+
+def test_float4_cast_on_sm90a_names_the_targets():
+    """The cast that was refused at trace time ("4-bit elements are not addressable one by
+    one") now builds where PTX has cvt.rn.satfinite.e2m1x2.f32 and names those targets
+    elsewhere."""
+    def body(A: pg.Tensor((64,), FP4), B: pg.Tensor((64,), F32)):
+        pg.tile.warp.cast(A[0:64], B[0:64])
+    assert message(body) == ("ArchError", "instruction 'cvt.rn.satfinite.e2m1x2.f32' needs one "
+                             "of sm_100a, sm_100f, sm_101a, sm_103a, sm_103f, sm_110a, sm_120a, "
+                             "sm_121a; the target is sm_90a")
+    assert "cvt.rn.satfinite.e2m1x2.f32" in pg.kernel(grid=(1,), block=(32,))(body).ptx("sm_100a")
 
 
 def test_reduce_dst_registers_in_other_threads():

@@ -29,6 +29,10 @@ class Case:
 
 
 def poison(shape, dt):
+    if dt == R.FP4:                     # packed: two elements a byte (see R.fp4_pack)
+        shape = tuple(shape[:-1]) + (shape[-1] // 2,) if shape[-1] % 2 == 0 else \
+            (int(np.prod(shape)) // 2,)
+        dt = "uint8"
     return np.full(int(np.prod(shape)) * np.dtype(R.NP[dt]).itemsize, 0xA5,
                    np.uint8).view(R.NP[dt]).reshape(shape)
 
@@ -151,21 +155,30 @@ def _bound(op, dt, A, P):
 
 # ---- casts: one source dtype to every dtype ------------------------------------------------
 ALL = ("bool",) + R.INTS + R.FLOATS + ("float8_e4m3fn", "float8_e5m2")
+# float4_e2m1fn's ties (to even), its saturation edges and a few near misses: inputs of the
+# casts into it (beside SPECIALS' NaN, infinities, -0, huge and tiny values)
+FP4_SPECIALS = [0.25, -0.25, 0.75, -0.75, 1.25, 1.75, -1.75, 2.5, 3.5, -3.5, 5.0, -5.0, 6.0,
+                -6.0, 6.5, 7.0, -7.0, 5.999, 8.0, 0.2500001, 0.7499, 4.0, 1.5, -0.5, 12.0]
+FP4_INTS = [2, 3, 4, 5, -5, 6, -6, 7, -7, 8]
 
 
-def cast_inputs(rng, src, n):
+def cast_inputs(rng, src, n, extra=()):
     if src == "bool":
         return rng.integers(0, 2, n).astype(np.bool_)
+    if src == R.FP4:                    # every code, then random ones; packed
+        codes = np.concatenate([np.arange(16), rng.integers(0, 16, n - 16)])
+        return R.fp4_pack(codes.astype(np.uint8))
     if src in R.INTS:
         info = np.iinfo(R.NP[src])
         sp = [0, 1, -1, 127, 128, -128, -129, 255, 256, 32767, 32768, 65535, 65536, 2**24 + 1,
               2**24 + 3, 2**31 - 1, -2**31, 2**32 - 1, 2**53 + 1, 2**63 - 1, -2**63, 2**64 - 1,
               16777217, 33554435, 1 << 40 | 1, 16842753, -16842753, (1 << 40) + (1 << 32) + 1]
-        sp = [v for v in sp if info.min <= v <= info.max]
+        sp = [v for v in list(extra) + sp if info.min <= v <= info.max]
         r = rng.integers(info.min, info.max, n - len(sp), dtype=R.NP[src], endpoint=True)
         return np.concatenate([np.array(sp, R.NP[src]), r])
-    vals = np.array(R.SPECIALS + list(rng.standard_normal(n - len(R.SPECIALS)) *
-                                      np.exp(rng.uniform(-8, 12, n - len(R.SPECIALS)))))
+    sp = list(extra) + R.SPECIALS
+    vals = np.array(sp + list(rng.standard_normal(n - len(sp)) *
+                              np.exp(rng.uniform(-8, 12, n - len(sp)))))
     if src in ("float8_e4m3fn", "float8_e5m2", "bfloat16"):
         return R.to_bits(np.where(np.isfinite(vals) | np.isnan(vals), vals, vals)
                          .astype(np.float32 if src == "bfloat16" else np.float64), src) \
@@ -175,8 +188,9 @@ def cast_inputs(rng, src, n):
 
 
 def cast_case(src, n=96, rng=None, dsts=ALL, rounding=None, saturate=None, arch="sm_90a",
-              scope="cta", tag=""):
-    """SRC cast to every dst of `dsts` (each its own output), n elements, cta scope."""
+              scope="cta", tag="", extra=()):
+    """SRC cast to every dst of `dsts` (each its own output), n elements, cta scope; `extra`
+    inputs come first (float or int sources)."""
     rng = rng or np.random.default_rng(2)
     dsts = [d for d in dsts if d != src]
     T = BLOCK[scope]
@@ -198,7 +212,7 @@ def body(SRC: pg.Tensor(({n},), {src!r}), {params}):
     exec(src_code, ns)
     name = f"cast_{src}{tag}"
     k = pg.kernel(grid=(1,), block=(T,), name=name)(ns["body"])
-    a = cast_inputs(rng, src, n)
+    a = cast_inputs(rng, src, n, extra)
     arrays = [a] + [poison((n,), d) for d in dsts]
     case = Case(name, k, arrays, arch=arch)
     for i, d in enumerate(dsts):

@@ -1,6 +1,8 @@
 """numpy references of the tile-math ops, shared by the simulator tests and the GPU tests.
 
-Arrays hold each dtype's bits: bfloat16 as uint16, float8 as uint8 (numpy has neither).
+Arrays hold each dtype's bits: bfloat16 as uint16, float8 as uint8 (numpy has neither);
+float4_e2m1fn as packed bytes in memory (two elements a byte, the first in the low nibble),
+its codes one uint8 each where a function says so (`fp4_codes` / `fp4_pack` convert).
 Exact references round with `round_bits` (tests/ptxsim_math.py): Fractions rounded to a
 format with any PTX rounding mode; the transcendentals are compared within stated bounds.
 """
@@ -17,9 +19,11 @@ NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
       "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
       "float16": np.float16, "float32": np.float32, "float64": np.float64,
       "bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8,
-      "bool": np.bool_}
+      "float4_e2m1fn": np.uint8, "bool": np.bool_}
 FMT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
-       "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+       "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "float4_e2m1fn": "e2m1"}
+FP4 = "float4_e2m1fn"
+NARROW = ("float8_e4m3fn", "float8_e5m2", FP4)
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 
@@ -37,11 +41,28 @@ def bf16_values(bits):
     return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
+def fp4_codes(packed):
+    """Packed float4_e2m1fn bytes -> one code (0..15) per element, the low nibble first (the
+    last axis twice as long)."""
+    b = np.asarray(packed, np.uint8)
+    return np.stack([b & 0xF, b >> 4], axis=-1).reshape(b.shape[:-1] + (2 * b.shape[-1],))
+
+
+def fp4_pack(codes):
+    """Codes (0..15, an even count) -> packed float4_e2m1fn bytes, pairing elements in
+    row-major order as memory does: the last axis halved when it is even, else flat."""
+    c = np.asarray(codes, np.uint8)
+    shape = c.shape[:-1] + (c.shape[-1] // 2,) if c.shape and c.shape[-1] % 2 == 0 else (-1,)
+    f = c.reshape(-1, 2)
+    return (f[:, 0] & 0xF | (f[:, 1] & 0xF) << 4).astype(np.uint8).reshape(shape)
+
+
 def values(a, dt):
-    """Bits of dtype dt -> numpy values (float32 for bfloat16, float64 for float8)."""
+    """Bits of dtype dt -> numpy values (float32 for bfloat16, float64 for float8; codes of
+    float4_e2m1fn, one a uint8, -> float64)."""
     if dt == "bfloat16":
         return bf16_values(a)
-    if dt in ("float8_e4m3fn", "float8_e5m2"):
+    if dt in NARROW:
         return np.array([float(decode(int(b), FMT[dt])) for b in a.ravel()]).reshape(a.shape)
     return a
 
@@ -50,7 +71,7 @@ def to_bits(v, dt):
     """numpy values (float32/float64) -> bits of dt, rounded to nearest even."""
     if dt == "bfloat16":
         return bf16_bits(np.asarray(v, np.float32))
-    if dt in ("float8_e4m3fn", "float8_e5m2"):
+    if dt in NARROW:        # float4_e2m1fn: codes, one a uint8
         return np.array([round_bits(_exact(x), FMT[dt], satfinite=True) for x in
                          np.ravel(v)], np.uint8).reshape(np.shape(v))
     return np.asarray(v).astype(NP[dt])
@@ -192,12 +213,16 @@ def ulp_error(got_bits, want, dt):
 
 # ---- casts ---------------------------------------------------------------------------------------
 def cast(a, src, dst, rounding=None, saturate=None):
-    """The tile op's cast, exactly (see primitives/tilemath/cast.py for the semantics)."""
+    """The tile op's cast, exactly (see primitives/tilemath/cast.py for the semantics); a
+    float4_e2m1fn source or result is packed bytes (the last axis half as long)."""
+    if src == FP4:
+        a = fp4_codes(a)
     flat = np.ravel(a)
     out = []
     for x in flat:
         out.append(_cast1(x, src, dst, rounding, saturate))
-    return np.array(out, dtype=NP[dst]).reshape(np.shape(a))
+    r = np.array(out, dtype=NP[dst]).reshape(np.shape(a))
+    return fp4_pack(r) if dst == FP4 else r
 
 
 def _bits(x):
@@ -219,8 +244,8 @@ def _route(src, dst, saturate):
     """The formats a float -> float cast passes through, one cvt a step, as cast.py emits
     it: float8 first to f16; then directly when f32 is one end or for f16 <-> f64 (but
     f64 -> f16 with saturate=True, which has .satfinite from f32 only), else through f32.
-    Only a NaN's result depends on it (cvt_nan per instruction)."""
-    r = [src] + (["f16"] if src in ("e4m3", "e5m2") else [])
+    Only a NaN's result depends on it (cvt_nan per instruction; into e2m1 always +6)."""
+    r = [src] + (["f16"] if src in ("e4m3", "e5m2", "e2m1") else [])
     s = r[-1]
     if s != dst:
         direct = "f32" in (s, dst) or {s, dst} == {"f16", "f64"} and not saturate
@@ -257,7 +282,7 @@ def _cast1(x, src, dst, rounding, saturate):
              "rn": fl + (1 if rem > Fraction(1, 2) or rem == Fraction(1, 2) and fl & 1 else 0)}[r]
         return min(max(n, info.min), info.max)
     fmt = FMT[dst]
-    sat = bool(saturate) or dst.startswith("float8")
+    sat = bool(saturate) or dst in NARROW
     if nan:
         b, route = _bits(x), _route(FMT[src], fmt, saturate)
         for a, c in zip(route, route[1:]):
@@ -265,7 +290,7 @@ def _cast1(x, src, dst, rounding, saturate):
     else:               # cvt_value: a -0 source as -0.0, which round_bits keeps
         b = round_bits(cvt_value(_bits(x), FMT[src]) if src in FMT else v, fmt,
                        rounding or "rn", sat)
-    if dst == "bfloat16" or dst.startswith("float8"):
+    if dst == "bfloat16" or dst in NARROW:
         return b
     return np.array(b, dtype={"f16": np.uint16, "f32": np.uint32, "f64": np.uint64}[fmt]
                     ).view(NP[dst])

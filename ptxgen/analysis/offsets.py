@@ -21,6 +21,17 @@ def element_offset(buf, indices):
     return m
 
 
+def root_element_offset(buf, indices):
+    """Elements from the root storage to buf[indices] (None indices: buf.data), for views that
+    keep the root's dtype: where an element is a register of its own (sub-byte register tiles)."""
+    parent = buf.data
+    base = 0 if parent is None else root_element_offset(parent.buffer, parent.indices)
+    if indices is None:
+        return base
+    m = element_offset(buf, indices)
+    return m if isinstance(base, int) and base == 0 else m + base
+
+
 def byte_offset(buf, indices):
     """Bytes from the root storage to buf[indices] (None indices: buf.data)."""
     parent = buf.data

@@ -112,10 +112,11 @@ def _elementwise(op, scope, dst, srcs, dispatch, options):
         raise TraceError(f"{op}: dst must be a tensor or a region, got {dst!r}")
     args = [d] + [_operand(s, f"src {i + 1}", op) for i, s in enumerate(srcs)]
     regions = [(p, a) for p, a in enumerate(args) if isinstance(a, BufferRegion)]
-    for _, r in regions:
-        if r.dtype.bits < 8 and r.dtype.name != "bool":
-            raise TraceError(f"{op}: {r} holds {r.dtype}; 4-bit elements are not addressable one "
-                             f"by one (view the storage as uint8)")
+    for _, r in regions:     # a cast moves float4_e2m1fn in bytes of two (primitives/tilemath)
+        if r.dtype.bits < 8 and r.dtype.name != "bool" and op != "cast":
+            raise TraceError(f"{op}: {r} holds {r.dtype}; of the tile-math ops only cast takes "
+                             f"4-bit elements (convert with pg.tile.{scope}.cast first, or view "
+                             f"the storage as uint8)")
     ragged = _shapes(op, d, regions)
     pad = options.get("pad")
     short = [p for p in ragged if p > 0]

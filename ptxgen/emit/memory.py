@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 
+from ..analysis.offsets import root_element_offset
 from ..errors import PtxgenError, ResourceError
-from ..ir import BOOL, Const, Load, Var
+from ..ir import BOOL, Const, Load, Var, as_expr
 from ..printer import format_expr
 from ..target.forms import form
 from .address import _SPACE, AddressEmitter
@@ -105,6 +106,8 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         """Register number of buf[indices] in a register buffer.  Constant indices into the
         buffer itself (the usual case) are summed over its byte strides directly: the affine
         form of a constant offset is only its constant."""
+        if root.dtype.storage_bits < 8:   # float4_e2m1fn: a register per element, no bytes
+            return self._local_elements(buf, root, regs, indices)
         off, eo = None, buf.elem_offset
         if buf is root and type(eo) is int:
             nb, strides = self._plans.get(buf.uid) or self._plan(buf)
@@ -126,6 +129,19 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
             raise PtxgenError(f"index {', '.join(format_expr(i) for i in indices)} is outside "
                               f"local buffer '{buf.name}' ({len(regs)} elements)")
         return k
+
+    def _local_elements(self, buf, root, regs, indices):
+        """Register number of buf[indices] in a register buffer of sub-byte elements."""
+        if buf.dtype is not root.dtype:
+            raise PtxgenError(f"register buffer '{buf.name}' views '{root.name}' ({root.dtype}) "
+                              f"as {buf.dtype}")
+        k = self.an.simplify(as_expr(root_element_offset(buf, indices)))
+        if not isinstance(k, Const):
+            raise PtxgenError(f"internal: register buffer '{buf.name}' indexed dynamically")
+        if not 0 <= k.value < len(regs):
+            raise PtxgenError(f"index {', '.join(format_expr(i) for i in indices)} is outside "
+                              f"local buffer '{buf.name}' ({len(regs)} elements)")
+        return k.value
 
     def _unaddressable(self, buf, root):
         """The error for a buffer without a base register or an addressable state space."""

@@ -22,6 +22,12 @@ MIN_PTX = {
 MAX_PTX = (9, 0)   # ptxas 13.0 and a CUDA 13.0 driver take at most .version 9.0
 
 TCGEN05_ARCHS = frozenset({"sm_100a", "sm_100f", "sm_101a", "sm_103a", "sm_103f"})
+# cvt to / from e2m1x2 (float4_e2m1fn pairs), measured with ptxas 13.0 through nvJitLink 13.5:
+# assembles for these targets at their own minimum .version (PTX 8.6 for sm_100a) and fails
+# on sm_90a, sm_100, sm_120 and sm_121 ("Feature 'cvt.e2m1x2.f32' not supported on .target");
+# sm_101a is the PTX ISA's word (nvJitLink 13.5 does not know the target)
+FP4_CVT_ARCHS = frozenset({"sm_100a", "sm_100f", "sm_101a", "sm_103a", "sm_103f", "sm_110a",
+                           "sm_120a", "sm_121a"})
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,10 @@ GATES = [
     *[_g(f"cvt.{r}.satfinite", 80, (8, 1)) for r in ("rn", "rz", "rm", "rp")],
     *[_g(f"cvt.rn.satfinite.{t}x2", 89, (8, 1)) for t in ("e4m3", "e5m2")],
     *[_g(f"cvt.rn.f16x2.{t}x2", 89, (8, 1)) for t in ("e4m3", "e5m2")],
+    # the e2m1x2 operand is a .b8 register; .satfinite is required (ptxas: "'.satfinite'
+    # modifier required for instruction 'cvt' with destination type '.e2m1x2'")
+    _g("cvt.rn.satfinite.e2m1x2", 100, (8, 6), archs=FP4_CVT_ARCHS),
+    _g("cvt.rn.f16x2.e2m1x2", 100, (8, 6), archs=FP4_CVT_ARCHS),
     _g("redux.sync", 80, (7, 0)),
 ]
 _GATE_BY_PREFIX = {g.prefix: g for g in GATES}

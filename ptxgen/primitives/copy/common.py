@@ -263,12 +263,14 @@ def _txt(x):
     return format_expr(x) if isinstance(x, Expr) else x
 
 
-def base_alignment_ok(an, side: Side, V: int) -> tuple[bool, str]:
+def base_alignment_ok(an, side: Side, V: int, ebits: int | None = None) -> tuple[bool, str]:
     """The region start, elem_offset, the view chain and the declared base alignment must
-    keep a V-element vector aligned (TIRx 0.27 forgot elem_offset here)."""
+    keep a V-element vector aligned (TIRx 0.27 forgot elem_offset here).  `ebits`: the bits
+    of an element in memory where they are not its dtype's (tile math's bool: a byte)."""
     buf = side.buf
-    vbytes = V * buf.dtype.bits // 8
-    if vbytes * 8 != V * buf.dtype.bits:
+    eb = buf.dtype.bits if ebits is None else ebits
+    vbytes = V * eb // 8
+    if vbytes * 8 != V * eb:
         return False, f"{V} x {buf.dtype} is not a whole number of bytes"
     if not divisible(an, side.base, V):
         return False, f"{buf.name}: region start offset {_txt(side.base)} is not a multiple of {V}"

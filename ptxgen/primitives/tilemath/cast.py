@@ -1,8 +1,8 @@
-"""cast: every pair of ptxgen's element dtypes (but 4-bit floats), with PTX's roundings and
-saturation, each conversion rounding exactly once.
+"""cast: every pair of ptxgen's element dtypes, with PTX's roundings and saturation, each
+conversion rounding exactly once.
 
 A pair PTX converts directly is one `cvt`.  Others go through float32: widening into it is
-exact (16-bit and 8-bit floats, integers of up to 16 bits); where the source has more
+exact (16-bit, 8-bit and 4-bit floats, integers of up to 16 bits); where the source has more
 precision than float32 (32/64-bit integers, float64) and the destination is narrower than
 float32, the float32 step rounds to *odd* (round toward zero, then set the last bit when
 inexact), which makes the second rounding to nearest exact (float32 keeps more than p + 2
@@ -11,12 +11,18 @@ float -> int rounds toward zero by default and saturates, as PTX's cvt does; a N
 what cvt.rzi writes (measured on the H200): 0 from float32 and narrower into 32 bits or less,
 the sign bit alone (INT_MIN's bits) into 64 bits and from float64, clamped for 8/16-bit results;
 int -> int wraps unless saturate=True; float narrowing rounds to nearest even unless
-rounding= says otherwise and overflows to inf unless saturate=True (.satfinite); float8
-conversions are round-to-nearest and always saturate (the only forms PTX has).
+rounding= says otherwise and overflows to inf unless saturate=True (.satfinite); float8 and
+float4_e2m1fn conversions are round-to-nearest and always saturate (the only forms PTX has).
+float4_e2m1fn (±{0, 0.5, 1, 1.5, 2, 3, 4, 6}, no inf or NaN) converts through float16 from
+(cvt.rn.f16x2.e2m1x2, exact) and float32 to (cvt.rn.satfinite.e2m1x2.f32): beyond ±6, and
+±inf, saturate to ±6; a NaN becomes +6, the PTX ISA's rule for .satfinite into a format
+without NaN ("NaN results are converted to positive MAX_NORM"; not measured on hardware).
+
+This module converts one element at a time; cast_pairs.py has the two-element forms.
 """
 from __future__ import annotations
 
-from ...dtypes import dtype
+from ...dtypes import E2M1X2, dtype
 from ...errors import TraceError
 from ...ir import BinOp, BOOL, Cast, Const, Expr, VecOperand, int_range
 from .compute import Emit, convert, truth
@@ -24,6 +30,9 @@ from .ops import F16, F32, F64, PTX_FLOAT, ROUNDINGS
 
 U32, U16 = dtype("uint32"), dtype("uint16")
 FP8 = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+FP4 = "float4_e2m1fn"
+# the PTX type of two elements of each narrow float, as its cvt forms name it
+X2 = {"float8_e4m3fn": "e4m3x2", "float8_e5m2": "e5m2x2", FP4: "e2m1x2"}
 _FT = PTX_FLOAT
 
 
@@ -34,6 +43,8 @@ def _kind(dt) -> str:
         return "int"
     if dt.name in FP8:
         return "fp8"
+    if dt.name == FP4:
+        return "fp4"
     if dt.name in _FT:
         return "float"
     return "other"
@@ -49,27 +60,28 @@ def check_cast(src, dst, rounding, saturate, scope) -> None:
     s, d = _kind(src), _kind(dst)
     for dt, k in ((src, s), (dst, d)):
         if k == "other":
-            raise TraceError(f"cast: {dt} elements are not supported (4-bit floats are not "
-                             f"addressable one by one); view the storage as uint8")
+            raise TraceError(f"cast: {dt} elements are not numbers; cast bool, integer and "
+                             f"float regions")
     if rounding is not None and rounding not in ROUNDINGS:
         raise TraceError(f"cast rounding={rounding!r}: PTX rounds with one of "
                          f"{', '.join(ROUNDINGS)} (nearest even, toward zero, down, up)")
     pair = f"{src} -> {dst}"
     exact = (src is dst or s == "bool" or d == "bool" or (s == "int" and d == "int")
-             or s == "fp8" and d == "float"
+             or s == "fp8" and d == "float" or s == "fp4" and d in ("float", "fp8")
              or (s == "float" and d == "float" and _widens(src, dst)))
     if rounding is not None and exact:
         raise TraceError(f"cast {pair} is exact; it takes no rounding mode (drop "
                          f"rounding={rounding!r})")
-    if d == "fp8":
+    if d in ("fp8", "fp4"):
         if rounding not in (None, "rn"):
             raise TraceError(f"cast {pair}: PTX converts to {dst} with round-to-nearest-even "
-                             f"only (cvt.rn.satfinite.{FP8[dst.name]}x2.f32); drop "
+                             f"only (cvt.rn.satfinite.{X2[dst.name]}.f32); drop "
                              f"rounding={rounding!r}")
         if saturate is False:
-            raise TraceError(f"cast {pair}: PTX's float8 conversions always saturate to the "
-                             f"largest finite value (.satfinite); drop saturate=False")
-    if s in ("float", "fp8") and d == "int" and saturate is False:
+            raise TraceError(f"cast {pair}: PTX's {'float8' if d == 'fp8' else 'float4'} "
+                             f"conversions always saturate to the largest finite value "
+                             f"(.satfinite); drop saturate=False")
+    if s in ("float", "fp8", "fp4") and d == "int" and saturate is False:
         raise TraceError(f"cast {pair}: PTX's float-to-integer conversions always saturate "
                          f"to the destination range; drop saturate=False")
     if saturate:
@@ -93,8 +105,8 @@ def cast_value(E: Emit, x: Expr, src, dst, rounding=None, saturate=None) -> Expr
     s, d = _kind(src), _kind(dst)
     if src is dst:
         return x
-    if s == "fp8":
-        x, src, s = _fp8_to_f16(E, x, src), F16, "float"
+    if s in ("fp8", "fp4"):
+        x, src, s = (_fp8_to_f16(E, x, src) if s == "fp8" else _fp4_to_f16(E, x)), F16, "float"
         if dst is F16:
             return x
     if d == "bool":
@@ -102,6 +114,8 @@ def cast_value(E: Emit, x: Expr, src, dst, rounding=None, saturate=None) -> Expr
     if s == "bool":
         if d == "fp8":
             return _to_fp8(E, Cast(x, F32), dst)
+        if d == "fp4":
+            return _to_fp4(E, Cast(x, F32), dst)
         return Cast(x, dst)
     if s == "int" and d == "int":
         return _int_to_int(x, src, dst, saturate)
@@ -110,6 +124,8 @@ def cast_value(E: Emit, x: Expr, src, dst, rounding=None, saturate=None) -> Expr
     rnd = rounding or "rn"
     if d == "fp8":
         return _to_fp8(E, _to_f32(E, x, src, "rn", odd=True), dst)
+    if d == "fp4":
+        return _to_fp4(E, _to_f32(E, x, src, "rn", odd=True), dst)
     if s == "float" and _widens(src, dst):
         return convert(x, dst)
     # narrowing float -> float, or int -> float
@@ -195,3 +211,28 @@ def _to_fp8(E: Emit, f, dst) -> Expr:
     return E.op("convert", ("u32", "u16"), dst, h)
 
 
+def _fp4_to_f16(E: Emit, x) -> Expr:
+    """cvt.rn.f16x2.e2m1x2 on the element's nibble (in a .b8 register); the low half is the
+    value (bits 4..7 of the register, the upper value, are not read)."""
+    b = E.op("convert", ("u8", "u32"), E2M1X2, x)
+    both = E.op("convert", ("f16x2", "e2m1x2", "rn"), U32, b)
+    lo, hi = E.tmp(F16), E.tmp(F16)
+    E.instr("mov", ("b32",), (VecOperand((lo, hi)), both))
+    return lo
+
+
+def _to_fp4(E: Emit, f, dst) -> Expr:
+    """cvt.rn.satfinite.e2m1x2.f32 with 0.0 as the upper value: the byte is the value's code."""
+    b = E.op("convert", ("e2m1x2", "f32", "rn", True), E2M1X2, Const(0.0, F32), f)
+    return E.op("convert", ("u32", "u8"), dst, b)
+
+
+def f32_of(E: Emit, x, src) -> Expr:
+    """x as the float32 that a conversion to float8 / float4_e2m1fn rounds: bool and narrow
+    floats exactly, wider sources rounded to odd (one rounding in all)."""
+    s = _kind(src)
+    if s == "bool":
+        return Cast(x, F32)
+    if s in ("fp8", "fp4"):
+        x, src = (_fp8_to_f16(E, x, src) if s == "fp8" else _fp4_to_f16(E, x)), F16
+    return _to_f32(E, x, src, "rn", odd=True)

@@ -1,7 +1,8 @@
 """The variants of every elementwise op, and the statements they emit.
 
-    packed  30  two 16-bit lanes per instruction (f16x2 / bf16x2 arithmetic and ex2,
-                cvt.rn.{f16x2,bf16x2}.f32), on the `vector` partition
+    packed  30  two 16-bit lanes per instruction (f16x2 / bf16x2 arithmetic and ex2), or
+                two elements per cvt (the x2 conversions of cast_pairs.py), on the `vector`
+                partition
     vector  20  each memory operand in the widest aligned vectors its offsets allow
     scalar   0  one element per access; applies wherever the partition does
 
@@ -13,21 +14,17 @@ The register partition is straight-line code; the memory one is a serial loop.
 from __future__ import annotations
 
 from ...dtypes import dtype
-from ...ir import BinOp, BOOL, BufferRegion, Cast, Const, For, If, Let
-from ..copy.common import CONTAINERS, flat_pointer, ld_st_pair
-from ..copy.reg import pack, reg_ref, unpack
+from ...ir import BufferRegion, Const
+from ..copy.reg import reg_ref
 from ..registry import register
 from .cast import cast_value
-from .compute import Emit, PACKED, bits_of, convert, packed, packed_form, scalar, unpair
-from .ops import BOOL as _B, ELEMENTWISE, F16, F32, U8, is_16bit_float
+from .cast_pairs import emit_cast_pairs, pair_plan
+from .compute import Emit, PACKED, convert, packed, packed_form, scalar, unpair
+from .moves import frame, load, storage, store
+from .ops import ELEMENTWISE, F16, F32, is_16bit_float
 from .plan import describe_plan, plan_mem, plan_reg
 
 U32 = dtype("uint32")
-
-
-def storage(dt):
-    """The dtype of an element register of a memory operand (bool moves as a byte)."""
-    return U8 if dt is _B else dt
 
 
 def _plan(call, vectors: bool):
@@ -51,15 +48,8 @@ def _packed_lanes(call) -> tuple[str | None, str]:
     rec, op = call.record, call.op
     dts = [o.dtype for o in call.opnds]
     if op == "cast":
-        src, dst = call.args[1].dtype, call.args[0].dtype
-        if src is not F32 or not is_16bit_float(dst):
-            return None, (f"packed casts are float32 -> float16/bfloat16 pairs; this is "
-                          f"{src} -> {dst}")
-        if rec.rounding not in (None, "rn"):
-            return None, f"cvt.{rec.rounding}.*x2 is not used; packed casts round to nearest"
-        if call.target.sm < 80:
-            return None, f"cvt.rn.{{f16x2,bf16x2}}.f32 need sm_80; the target is {call.target}"
-        return ("f16x2" if dst is F16 else "bf16x2"), ""
+        pairs, why = call.plan(pair_plan)
+        return (pairs.lanes(), "") if pairs is not None else (None, why)
     ct = rec.compute
     if op not in PACKED:
         return None, f"{op} has no two-lane form (16-bit {op} computes in float32)"
@@ -100,61 +90,12 @@ def _scalar_ok(call):
     plan, why = call.plan(plan_scalar)
     if plan is None:
         return False, why
-    return True, "one element per access, " + describe_plan(plan, call.opnds,
-                                                              call.scope.nthreads)
+    per = "two elements (a float4_e2m1fn byte)" if any(o.ebits < 8 for o in call.opnds) \
+        else "one element"
+    return True, f"{per} per access, " + describe_plan(plan, call.opnds, call.scope.nthreads)
 
 
 # ---- emission ------------------------------------------------------------------------------
-def _pad_containers(E, conts, cdt, o, V, pad):
-    sdt = storage(o.dtype)
-    b = sdt.bits
-    pattern = 0
-    pb = bits_of(pad, sdt) if pad is not None else 0
-    for j in range(V):
-        pattern |= pb << (b * j)
-    cbits = min(32, V * b)
-    for i, c in enumerate(conts):
-        E.instr("mov", ("b32",), (c, Const((pattern >> (cbits * i)) & ((1 << cbits) - 1), cdt)))
-
-
-def _load(E, o, acc, pad):
-    """Element registers of memory source `o`, by element id."""
-    sdt = storage(o.dtype)
-    bits = acc.V * sdt.bits
-    _, n, cname = CONTAINERS[bits]
-    cdt = dtype(cname)
-    out = {}
-    for ids, off, guard in acc.vectors:
-        conts = [E.tmp(cdt) for _ in range(n)]
-        if guard is not None:
-            _pad_containers(E, conts, cdt, o, acc.V, pad)
-        ptr = flat_pointer(o.side, off)
-        ld, _ = ld_st_pair(ptr, ptr, bits, o.side.space, o.side.space, conts)
-        ld.guard = guard
-        E.stmts.append(ld)
-        elems = [E.tmp(sdt) for _ in ids]
-        E.stmts += unpack(conts, elems, sdt)
-        for k, r in zip(ids, elems):
-            out[k] = r if o.dtype is not _B else BinOp("ne", r, Const(0, U8), BOOL)
-    return out
-
-
-def _store(E, o, acc, results):
-    sdt = storage(o.dtype)
-    bits = acc.V * sdt.bits
-    _, n, cname = CONTAINERS[bits]
-    cdt = dtype(cname)
-    for ids, off, guard in acc.vectors:
-        elems = [convert(results[k], sdt) if o.dtype is not _B else Cast(results[k], U8)
-                 for k in ids]          # expressions: pack's moves evaluate them in place
-        conts = [E.tmp(cdt) for _ in range(n)]
-        E.stmts += pack(conts, elems, sdt)
-        ptr = flat_pointer(o.side, off)
-        _, st = ld_st_pair(ptr, ptr, bits, o.side.space, o.side.space, conts)
-        st.guard = guard
-        E.stmts.append(st)
-
-
 def _element(E, call, args, dst_dt):
     """One element's result, in dst's dtype."""
     rec, op = call.record, call.op
@@ -223,7 +164,7 @@ def emit_elementwise(call, plan, use_pairs=False):
             if o.reg:
                 vals[pos] = [reg_ref(o.side, m) for m in plan.regs[pos]]
             else:
-                got = _load(E, o, plan.mem[pos], rec.pad)
+                got = load(E, o, plan.mem[pos], rec.pad)
                 vals[pos] = [got[k] for k in range(n)]
         else:
             vals[pos] = [a] * n
@@ -238,21 +179,16 @@ def emit_elementwise(call, plan, use_pairs=False):
             if results[k] is not dst_regs[k]:
                 E.put(dst_regs[k], convert(results[k], dst_dt))
     else:
-        _store(E, dst, plan.mem[0], results)
-    body = E.stmts
-    if plan.linear is not None:
-        i, value, nvec = plan.linear
-        T = call.scope.nthreads
-        body = [Let(i, value, (0, plan.rounds * T - 1))] + (
-            [If(BinOp("lt", i, Const(nvec), BOOL), body)] if nvec else body)
-    if plan.kind == "mem" and plan.rounds > 1:
-        body = [For(plan.loop_var, Const(0), Const(plan.rounds), 1, "serial", body)]
-    return list(plan.prologue) + E.allocs() + body
+        store(E, dst, plan.mem[0], results)
+    return frame(call, plan, E)
 
 
 def _register(op):
     def emit_packed(call):
-        return emit_elementwise(call, call.plan(plan_vector)[0], use_pairs=True)
+        plan = call.plan(plan_vector)[0]
+        if call.op == "cast" and not call.plan(pair_plan)[0].legacy:
+            return emit_cast_pairs(call, plan, call.plan(pair_plan)[0])
+        return emit_elementwise(call, plan, use_pairs=True)
 
     def emit_vector(call):
         return emit_elementwise(call, call.plan(plan_vector)[0])

@@ -170,7 +170,7 @@ def plan_reg(call, opnds, vectors=True):
     accesses = {}
     for o in mems:
         s = opnds.index(o)
-        widths = WIDTHS if vectors and o.dtype is not BOOL else (o.ebits,)
+        widths = WIDTHS if vectors and o.dtype is not BOOL else (max(8, o.ebits),)
         acc, why = _reg_access(call, o, s, L, threads, rleaves, elems, tid, prologue, widths)
         if acc is None:
             return None, why
@@ -233,6 +233,12 @@ def _reg_access(call, o, s, L, threads, rleaves, elems, tid, prologue, widths):
                               Const(lpart + lc0), Const(o.ragged[1]), BOOL)
             vectors.append((ids, element_address(side, off), guard))
         return Access(V, vectors), ""
+    byte = next((r for r in reasons if r.startswith("8b: ")), "")
+    if o.ebits < 8 and "aligned runs" in byte:
+        return None, (f"{side.buf.name} holds {o.dtype}, two elements a byte, and a thread must "
+                      f"hold both elements of each byte it moves; give the register layout pairs "
+                      f"of consecutive elements per thread (an even count along the contiguous "
+                      f"dimension, from an even element)")
     return None, "; ".join(reasons) or f"{o.dtype} elements cannot be moved"
 
 
@@ -287,12 +293,14 @@ def plan_mem(call, opnds, max_bits=128):
     idx = sorted(range(len(common[0])), key=lambda i: _stride_key(common[drive][i].stride))
     items = _coalesce([(common[0][i].extent, [c[i].stride for c in common]) for i in idx])
     n = math.prod(e for e, _ in items)
-    vmax = max(1, min(max_bits // o.ebits for o in opnds))
+    vmin = max(1, max(8 // o.ebits for o in opnds))   # float4_e2m1fn: whole bytes of two
+    vmax = max(vmin, min(max_bits // o.ebits for o in opnds))
     if any(o.dtype is BOOL for o in opnds):
-        vmax = 1                 # bool elements are bytes of a 1-bit dtype: moved one by one
+        vmax = vmin              # bool elements are bytes of a 1-bit dtype: moved one by one
+                                 # (two with float4_e2m1fn's bytes of two)
     reasons = []
     for V in (16, 8, 4, 2, 1):
-        if V > vmax:
+        if V > vmax or V < vmin:
             continue
         why = _mem_vector_ok(call, opnds, items, V)
         if why:
@@ -302,6 +310,9 @@ def plan_mem(call, opnds, max_bits=128):
         if plan is not None:
             return plan, "; ".join(reasons)
         reasons.append(f"{V} elements: the leaf extents do not cut into vectors of {V}")
+    if vmin > 1:
+        reasons.append("float4_e2m1fn moves in whole bytes of two elements: the regions must "
+                       "start at an even element and hold consecutive pairs")
     return None, "; ".join(reasons)
 
 
@@ -323,7 +334,7 @@ def _mem_vector_ok(call, opnds, items, V) -> str:
             if not divisible(call.an, st, V):
                 return f"{o.side.buf.name}: stride {st} is not a multiple of {V}"
     for o in opnds:
-        ok, why = base_alignment_ok(call.an, o.side, V)
+        ok, why = base_alignment_ok(call.an, o.side, V, o.ebits)
         if not ok:
             return why
     return ""
