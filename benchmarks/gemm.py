@@ -120,6 +120,7 @@ def main(argv=None):
             bt = b.t()
             fns = {"cublas": lambda: torch._scaled_mm(a, bt, sa, sb, out_dtype=torch.bfloat16),
                    "ptxgen": lambda: gemm(a, b, out, scale_a=sa, scale_b=sb),
+                   "ptxgen_bn192": lambda: gemm(a, b, out, scale_a=sa, scale_b=sb, BN=192),
                    "cublas_fast": lambda: torch._scaled_mm(a, bt, sa, sb,
                                                            out_dtype=torch.bfloat16,
                                                            use_fast_accum=True),

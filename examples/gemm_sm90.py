@@ -35,8 +35,8 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     running sum; P = 1 is what cuBLAS does unless use_fast_accum (measured: the same error
     against fp64).  Two 64 x BN fp32 tiles fit the 232 registers for BN = 128 only."""
     out_dt = _IN[dtype]
-    if promote and BN > 128:
-        raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN = 128 fits the "
+    if promote and BN > 192:
+        raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN <= 192 fits the "
                          f"consumers' 232 registers, BN = {BN} does not")
     elem = 1 if dtype.startswith("float8") else 2
     BK = 128 // elem                          # one 128-byte swizzle span of K per stage
@@ -44,8 +44,11 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     ND = pg.var("ND")                         # D's row length: N, or N padded to 8 (TMA pitch)
     LA = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # [2 * stage + half]
     LB = canonical_layout(BN, BK, dtype, stages=STAGES)
-    HALF = BN // 2                            # epilogue columns per pass (64-column boxes)
-    LC = canonical_layout(64, 64, out_dt, stages=2 * (HALF // 64))
+    if BN % 64 or not 64 <= BN <= 256:
+        raise ValueError(f"BN = {BN}: a multiple of 64 up to 256 (64-column store boxes)")
+    boxes = BN // 64                          # 64-column TMA store boxes per warpgroup
+    CB = boxes if boxes <= 3 else 2           # boxes per epilogue pass (shared: CB x 8 KiB)
+    LC = canonical_layout(64, 64, out_dt, stages=2 * CB)
 
     def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
              D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((1,), "float32"),
@@ -55,7 +58,7 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
         pool = pg.SMEMPool()
         As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
         Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
-        Cs = pool.alloc((2 * (HALF // 64), 64, 64), out_dt, align=1024, layout=LC)
+        Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
         pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
         pool.commit()
         pipe.init()
@@ -127,24 +130,23 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
                 done.release()
                 if scaled:                              # fp8: per-tensor dequantization
                     pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
-                # epilogue: per half, 64 rows x HALF columns through Cs[c] (HALF // 64 boxes)
-                nb = HALF // 64
-                for h in range(2):
+                # epilogue: 64 rows x CB boxes of 64 columns per pass through Cs[c]
+                for h in range(boxes // CB):
                     with pg.if_(first_thread):
                         pg.tile.thread.async_wait(0, read=True, kind="bulk")
                     pg.named_barrier(4 + c, 128)
-                    for j in range(nb):
-                        col = h * HALF + j * 64
-                        pg.tile.warpgroup.cast(Cs[c * nb + j, 0:64, 0:64],
+                    for j in range(CB):
+                        col = (h * CB + j) * 64
+                        pg.tile.warpgroup.cast(Cs[c * CB + j, 0:64, 0:64],
                                                acc[0:64, col:col + 64])
                     pg.ptx.fence.proxy_async()
                     pg.named_barrier(4 + c, 128)
                     with pg.if_(first_thread):
-                        for j in range(nb):
-                            col = h * HALF + j * 64
+                        for j in range(CB):
+                            col = (h * CB + j) * 64
                             pg.tile.thread.copy_async(
                                 D[m0 + 64 * c:m0 + 64 * c + 64, n0 + col:n0 + col + 64],
-                                Cs[c * nb + j:c * nb + j + 1, 0:64, 0:64])
+                                Cs[c * CB + j:c * CB + j + 1, 0:64, 0:64])
                         pg.tile.thread.async_commit(kind="bulk")
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
@@ -213,7 +215,7 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     if BN is None:
         BN = 256 if -(-M // BM) * -(-N // 256) >= sms and not promote else 128
     if STAGES is None:
-        STAGES = 4 if BN == 256 else 5
+        STAGES = 4 if BN >= 192 else 5
     pitch_ok = N % 8 == 0                     # the TMA store needs 16-byte output rows
     d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=out_dtype,
                                          device=a.device)
