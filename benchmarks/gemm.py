@@ -4,8 +4,8 @@ the library's first.
 
     python benchmarks/gemm.py [--quick] [--json out.json]     # on an sm_90a GPU
 
-Timing: CUDA events around `reps` back-to-back calls, the contenders interleaved round by
-round, the median round kept.  The Triton kernel is ours (the textbook tiled matmul with a
+Timing: grid_stride_variants.timeit (CUDA events around back-to-back calls, the contenders
+interleaved round by round, the median kept).  The Triton kernel is ours (the textbook tiled matmul with a
 small autotuned config set, a @ b^T), as Triton 3 ships no matmul of its own.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+sys.path.insert(0, HERE)
 
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096), (128, 14336, 4096),
           (16, 4096, 4096)]
@@ -71,24 +72,6 @@ def triton_matmul():
     return run
 
 
-def time_all(fns, reps, rounds=7):
-    """{name: median ms per call}, the functions interleaved round by round."""
-    import torch
-    times = {n: [] for n in fns}
-    for f in fns.values():
-        f()
-    torch.cuda.synchronize()
-    for _ in range(rounds):
-        for n, f in fns.items():
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(reps):
-                f()
-            e.record()
-            e.synchronize()
-            times[n].append(s.elapsed_time(e) / reps)
-    return {n: sorted(t)[len(t) // 2] for n, t in times.items()}
-
 
 def rel_err(x, ref):
     return ((x.double() - ref.double()).abs().max() / (ref.double().abs().max() + 1e-30)).item()
@@ -98,6 +81,7 @@ def main(argv=None):
     import torch
 
     from gemm_sm90 import gemm
+    from grid_stride_variants import timeit
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="8192^3 bf16 and fp8 only")
@@ -135,7 +119,7 @@ def main(argv=None):
         lib = fns["cublas"]()
         errs = {n: rel_err(f(), lib) for n, f in fns.items() if not n.startswith("cublas")}
         reps = max(3, min(200, int(2e11 / (2 * M * N * K))))
-        ms = time_all(fns, reps)
+        ms = timeit(fns, batch=reps, rounds=7)
         tf = {n: 2 * M * N * K / (t * 1e-3) / 1e12 for n, t in ms.items()}
         row = dict(dtype=dt_name, M=M, N=N, K=K, tflops=tf, err_vs_cublas=errs,
                    ratio=tf["ptxgen"] / tf["cublas"])

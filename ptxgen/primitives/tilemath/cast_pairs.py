@@ -81,24 +81,14 @@ def _sixteen(dt):
     return check
 
 
-def _to_narrow(name):
+def _narrow(name, into: bool):
+    """The pair form converting f32 pairs into `name` (into) or `name` pairs to f16x2."""
+    op = f"cvt.rn.satfinite.{X2[name]}.f32" if into else f"cvt.rn.f16x2.{X2[name]}"
+
     def check(call, has_from):
         src, dst = _types(call)
-        if dst.name != name or src is dst:
+        if (dst if into else src).name != name or src is dst:
             return False, ""
-        op = f"cvt.rn.satfinite.{X2[name]}.f32"
-        if not has_opcode(op, call.target):
-            return False, f"{call.target} has no {op}"
-        return True, ""
-    return check
-
-
-def _from_narrow(name):
-    def check(call, has_from):
-        src, dst = _types(call)
-        if src.name != name or src is dst:
-            return False, ""
-        op = f"cvt.rn.f16x2.{X2[name]}"
         if not has_opcode(op, call.target):
             return False, f"{call.target} has no {op}"
         return True, ""
@@ -108,9 +98,9 @@ def _from_narrow(name):
 pair_form("f16x2.f32", "to")(_sixteen(F16))
 pair_form("bf16x2.f32", "to")(_sixteen(BF16))
 for _n in (*FP8, FP4):
-    pair_form(f"{X2[_n]}.f32", "to", _n)(_to_narrow(_n))
+    pair_form(f"{X2[_n]}.f32", "to", _n)(_narrow(_n, into=True))
 for _n in (*FP8, FP4):
-    pair_form(f"f16x2.{X2[_n]}", "from", _n)(_from_narrow(_n))
+    pair_form(f"f16x2.{X2[_n]}", "from", _n)(_narrow(_n, into=False))
 
 
 @dataclass(frozen=True)
