@@ -544,11 +544,11 @@ WARM = textwrap.dedent(r'''
 
 @need_mock
 def test_a_launch_from_the_disk_cache_loads_no_cuda_python_module(tmp_path):
-    """The first process compiles (nvJitLink: cuda.bindings.nvjitlink and the pathfinder);
-    the next reads the cubin from disk and launches without any cuda.* module."""
+    """The first process compiles (nvJitLink through its ctypes binding, runtime/nvjitlink.py),
+    the next reads the cubin from disk; neither loads any cuda.* module."""
     env = {"PTXGEN_CACHE_DIR": str(tmp_path / "cache")}
     first = _mockcuda.run_child(WARM, LIB, **env)
-    assert first["stats"].get("jit_compiles") == 1
+    assert first["stats"].get("jit_compiles") == 1 and first["cuda"] == [], first
     warm = _mockcuda.run_child(WARM, LIB, **env)
     assert warm["stats"].get("disk_hits") == 1 and warm["cuda"] == [], warm
     assert json.dumps(warm)

@@ -3,11 +3,12 @@
 ``compile_ptx`` needs no GPU.  ``Module``/``Launcher`` use the CUDA driver through ptxgen's
 ctypes binding of libcuda (``libcuda.py``; cuda-bindings with PTXGEN_DRIVER=bindings, see
 ``driver.py``), in the device's primary context so that torch and cupy interoperate.  Nothing
-here loads the driver until a launch needs it, and only nvJitLink (a compile the disk cache
-does not have) imports cuda-bindings.
+here loads the driver until a launch needs it; nvJitLink (a compile the disk cache does not
+have) goes through ptxgen's ctypes binding of it (``nvjitlink.py``; cuda-bindings with
+PTXGEN_NVJITLINK=bindings, see ``compile.py``), so neither imports cuda-bindings by default.
 Environment: PTXGEN_CACHE_DIR, PTXGEN_DISK_CACHE=0, PTXGEN_DUMP_DIR, PTXGEN_JIT_ISOLATE=1,
 PTXGEN_MEMORY_CACHE_SIZE (cubins kept in memory, default 128), PTXGEN_DRIVER (ctypes |
-bindings).
+bindings), PTXGEN_NVJITLINK (ctypes | bindings).
 """
 from .args import Binder, ParamPacker, ParamSpec
 from .cache import reset_stats, stats

@@ -10,6 +10,12 @@ instead of killing the interpreter.
 A first launch whose cubin is on disk runs little of this: the log is parsed (and its regexes
 compiled) when a figure is first read, which a launch never does, and what only JIT, errors
 or isolation need (subprocess, tempfile, hashlib) is imported there.
+
+nvJitLink is called through ``runtime/nvjitlink.py`` (ctypes) by default, whose import and
+library lookup cost far less than ``cuda.bindings.nvjitlink`` with ``cuda.pathfinder`` (that
+module says how much); ``PTXGEN_NVJITLINK=bindings`` selects cuda-bindings, which is also used
+when the ctypes binding finds no library or one that lacks an entry point (``backend_note``
+says why).  Both have cuda-bindings' calling convention, so ``_nvjitlink`` is one code path.
 """
 from __future__ import annotations
 
@@ -203,9 +209,49 @@ def compile_error(ptx: str, arch: str, log: str, *, name: str, line_origin=None,
 
 
 # ---- nvJitLink -----------------------------------------------------------------------------
+BACKENDS = ("ctypes", "bindings")
+backend_note: list = []        # why the ctypes binding was not used, where it was not
+_nj: list = []                 # the binding in use (nvjitlink.NvJitLink or the bindings module)
+_nj_lock = threading.Lock()
+
+
+def _open_nj():
+    want = os.environ.get("PTXGEN_NVJITLINK", "").strip().lower() or "ctypes"
+    if want not in BACKENDS:
+        raise ValueError(f"PTXGEN_NVJITLINK={os.environ['PTXGEN_NVJITLINK']!r}: expected "
+                         f"'ctypes' (the default) or 'bindings' (cuda-bindings)")
+    if want == "ctypes":
+        from . import nvjitlink
+        try:
+            return nvjitlink.load()
+        except Exception as e:     # no library, or one lacking an entry point: cuda-bindings may
+            backend_note[:] = [f"the ctypes binding of nvJitLink failed ({type(e).__name__}: "
+                               f"{e}); using cuda-bindings"]
+    try:
+        from cuda.bindings import nvjitlink as nj
+    except ImportError as e:
+        raise ImportError(f"nvJitLink could not be loaded: {e}"
+                          + "".join(f"; before that, {n}" for n in backend_note)) from e
+    return nj
+
+
+def _binding():
+    """The nvJitLink binding, chosen on first use (see the module docstring)."""
+    if not _nj:
+        with _nj_lock:
+            if not _nj:
+                _nj.append(_open_nj())
+    return _nj[0]
+
+
+def nvjitlink_backend() -> str:
+    """"ctypes" or "bindings": the nvJitLink binding this process compiles through."""
+    return "ctypes" if getattr(_binding(), "backend", None) == "ctypes" else "bindings"
+
+
 def _nvjitlink(ptx: bytes, arch: str, options, name: str):
     """One link: returns (ok, cubin, info_log, error_log, status_text)."""
-    from cuda.bindings import nvjitlink as nj
+    nj = _binding()
 
     def text(size_fn, get_fn, h):
         n = size_fn(h)
@@ -238,8 +284,7 @@ def nvjitlink_version() -> str:
     """nvJitLink's "major.minor", or "none" where it cannot be loaded; asked once."""
     if not _nvjitlink_version:
         try:
-            from cuda.bindings import nvjitlink as nj
-            v = "%d.%d" % nj.version()
+            v = "%d.%d" % _binding().version()
         except Exception:
             v = "none"
         _nvjitlink_version.append(v)
@@ -255,10 +300,16 @@ def _file_stamp(path: str) -> str:
 
 
 def _nvjitlink_stamp() -> str:
-    """path|size|mtime of the nvJitLink library this process uses ("" if unknown)."""
+    """path|size|mtime of the nvJitLink library this process uses ("" if unknown): the ctypes
+    binding's file, or where cuda.pathfinder found cuda-bindings' (the same path for the same
+    library, so that entries made through either binding stay current for the other)."""
     try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-        path = load_nvidia_dynamic_lib("nvJitLink").abs_path
+        b = _binding()
+        if getattr(b, "backend", None) == "ctypes":
+            path = b.path
+        else:
+            from cuda.pathfinder import load_nvidia_dynamic_lib
+            path = load_nvidia_dynamic_lib("nvJitLink").abs_path
     except Exception:
         return ""
     return _file_stamp(path) if path else ""
