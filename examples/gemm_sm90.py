@@ -180,7 +180,7 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     """a (M, K) @ b (N, K)^T on torch CUDA tensors (row-major).  bfloat16 / float16 give the
     same dtype; float8_e4m3fn gives bfloat16, times scale_a * scale_b (float32 tensors of one
     element, as torch._scaled_mm takes them), accumulated as exactly as cuBLAS's default
-    (each K-step's partial sum promoted to fp32, on 128 x 128 tiles) unless `fast_accum`
+    (each K-step's partial sum promoted to fp32, on 128 x 192 tiles) unless `fast_accum`
     (wgmma's own fp8 accumulation, 128 x 256 tiles: cuBLAS's use_fast_accum=True).
     BN: 256, or 128 when 256-wide tiles would leave SMs idle (small M * N)."""
     import torch
@@ -213,7 +213,8 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     sms = _sms(a.device)
     promote = 1 if scaled and not fast_accum else 0
     if BN is None:
-        BN = 256 if -(-M // BM) * -(-N // 256) >= sms and not promote else 128
+        wide = 192 if promote else 256          # promoted fp8: two fp32 tiles fit BN <= 192
+        BN = wide if -(-M // BM) * -(-N // wide) >= sms else 128
     if STAGES is None:
         STAGES = 4 if BN >= 192 else 5
     pitch_ok = N % 8 == 0                     # the TMA store needs 16-byte output rows
