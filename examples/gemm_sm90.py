@@ -182,7 +182,7 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     element, as torch._scaled_mm takes them), accumulated as exactly as cuBLAS's default
     (each K-step's partial sum promoted to fp32, on 128 x 192 tiles) unless `fast_accum`
     (wgmma's own fp8 accumulation, 128 x 256 tiles: cuBLAS's use_fast_accum=True).
-    BN: 256, or 128 when 256-wide tiles would leave SMs idle (small M * N)."""
+    BN: 256 (192 for promoted fp8), or 128 when wide tiles would leave SMs idle (small M * N)."""
     import torch
     names = {torch.bfloat16: "bfloat16", torch.float16: "float16",
              torch.float8_e4m3fn: "float8_e4m3fn"}

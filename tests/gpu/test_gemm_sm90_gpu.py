@@ -46,7 +46,8 @@ def test_bad_inputs(example):
 
 @pytest.mark.parametrize("cfg", [("bfloat16", 256, 4, False, 0), ("float16", 128, 5, False, 0),
                                  ("float8_e4m3fn", 256, 4, True, 0),
-                                 ("float8_e4m3fn", 128, 5, True, 1)])
+                                 ("float8_e4m3fn", 128, 5, True, 1),
+                                 ("float8_e4m3fn", 192, 4, True, 1)])
 def test_driver_jit_no_spills(example, cfg):
     """Loaded from PTX (the driver's whole-program JIT keeps setmaxnreg): the entry count is
     168 registers (64 Ki / 384 threads) and nothing is spilled to local memory."""
