@@ -1,15 +1,28 @@
-"""First `k.ptx()` in a fresh process against a later build of the same kernel.
+"""First `k.ptx()` in a fresh process against a later build of the same kernel, per kernel.
 
-    python benchmarks/first_ptx.py [runs]
+    python benchmarks/first_ptx.py [runs] [name ...]
 
-Each run is a new interpreter: it imports ptxgen, traces a kernel, times its first `ptx()`,
-then traces and builds the same kernel again (fresh Kernel objects: only process-wide caches
-carry over) and takes the median of 30 later builds.  `import ptxgen` loads the build
-pipeline, so what the first build costs beyond a later one is first-use work (form texts
-from the disk cache, their compiled format functions, first calls).  The runs share one bytecode
-cache (PYTHONPYCACHEPREFIX, PYTHONDONTWRITEBYTECODE unset: what an installed package has)
-and one PTXGEN_CACHE_DIR; a discarded run fills both first, so only the first line's
-"empty form cache" run renders forms with jinja.
+Covers every kernel of every example in examples/ (its `KERNELS`, else the module's Kernel
+objects), built for the arch it is written for (sm_100a for the tcgen05 examples, sm_90a for
+the rest), plus the tile copy of benchmarks/emit_speed.py (`tile.warp.copy`).  `name`s keep
+only the rows whose label contains one of them.
+
+Each run is a new interpreter: it imports ptxgen, imports the example (which traces its
+kernels), times the kernel's first `ptx()` (the first build of the process), then traces the
+same function again into a fresh Kernel (same grid, block, name, cluster, dynamic smem: only
+process-wide caches carry over; its PTX must be the same text) and takes the median of up to
+30 such later builds.  `import ptxgen` loads the build pipeline, so what the first build
+costs beyond a later one is first-use work (form texts from the disk cache, their format
+functions, first calls).  The runs share one bytecode cache (PYTHONPYCACHEPREFIX,
+PYTHONDONTWRITEBYTECODE unset: what an installed package has), filled by a discarded run that
+builds every kernel.  Per kernel, one run starts from an empty form cache directory (a fresh
+install: forms from the shipped seed, or jinja for texts the seed lacks) and `runs` more share
+the cache it filled (the usual case); the ratio columns are first/later of those, "empty" that
+of the first run.  "floor" is the median ratio of as many runs that make and compile every
+form of the seed before the first build: what running the build's code for the first time in
+the process costs by itself (the interpreter's first calls of each function, cold caches, a
+collection of what the imports left in the young generations), none of it ptxgen's first-use
+work.
 """
 import json
 import os
@@ -18,24 +31,22 @@ import subprocess
 import sys
 import tempfile
 
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+EXAMPLES = os.path.join(ROOT, "examples")
+ARCH = {"gemm_sm100": "sm_100a", "pool_sm100": "sm_100a"}     # else sm_90a
+LIMIT = 5.0                                                    # issue #18: first <= 5x later
+
 CHILD = r"""
-import json, sys, time
+import importlib, json, sys, time, warnings
+warnings.simplefilter("ignore")
 t0 = time.perf_counter()
 import ptxgen as pg
 t_import = time.perf_counter() - t0
-jinja_after_import = "jinja2" in sys.modules
+sys.path.insert(0, sys.argv[1])
+ARCH = json.loads(sys.argv[2])
 
-def smem_demo():
-    @pg.kernel(grid=(1,), block=(128,))
-    def smem_demo(A: pg.Tensor((128,), "float32"), B: pg.Tensor((128,), "float32")):
-        tx = pg.thread_id(128)
-        sm = pg.alloc_shared((128,), "float32")
-        sm[tx] = A[tx]
-        pg.cta_sync()
-        B[tx] = sm[tx] * 2.0
-    return smem_demo
 
-def warp_copy():
+def tile_copies():
     @pg.kernel(grid=(1,), block=(32,))
     def copy_32x32(A: pg.Tensor((32, 32), "float32"), B: pg.Tensor((32, 32), "float32")):
         pg.lane_id()
@@ -43,58 +54,129 @@ def warp_copy():
         pg.tile.warp.copy(sm[0:32, 0:32], A[0:32, 0:32])
         pg.cta_sync()
         pg.tile.warp.copy(B[0:32, 0:32], sm[0:32, 0:32])
-    return copy_32x32
+    return [copy_32x32]
 
-make = {"smem_demo": smem_demo, "warp_copy": warp_copy}[sys.argv[1]]
-k = make()
+
+def kernels(mod):
+    if mod == "tile.warp.copy":
+        return tile_copies()
+    m = importlib.import_module(mod)
+    return list(getattr(m, "KERNELS", None) or
+                [v for v in vars(m).values() if isinstance(v, pg.Kernel)])
+
+
+def retrace(k):
+    return pg.Kernel(k.fn, grid=k._grid_fn or k.ir.grid, block=k.ir.block, name=k.name,
+                     dynamic_smem_bytes=k.ir.dynamic_smem_reserve, cluster=k.cluster)
+
+
+if sys.argv[3] == "list":          # every kernel once (fills the bytecode cache)
+    out = []
+    for mod in sys.argv[4:]:
+        for i, k in enumerate(kernels(mod)):
+            k.ptx(ARCH.get(mod, "sm_90a"))
+            out.append([mod, i, k.name])
+    print(json.dumps(out))
+    sys.exit(0)
+
+mod, idx = sys.argv[3], int(sys.argv[4])
+arch = ARCH.get(mod, "sm_90a")
 t0 = time.perf_counter()
-k.ptx("sm_90a")
+k = kernels(mod)[idx]
+t_trace = time.perf_counter() - t0
+if sys.argv[5:] == ["floor"]:      # every form made and compiled before the first build
+    import ast
+    from ptxgen.target import forms
+    d = forms._disk
+    texts = d.prime() if hasattr(d, "prime") else d.load()   # older trees: the cache file
+    for key in list(texts):
+        name, *rest = ast.literal_eval(key)
+        if name == "<module>":
+            forms._module_format(rest[0])
+            continue
+        f = forms.form(name, *rest[0], **dict(rest[1]))
+        for _ in range(forms._COMPILE_AFTER):
+            f.format(**dict.fromkeys(forms._fields(f), "x"))
+t0 = time.perf_counter()
+text = k.ptx(arch)
 first = time.perf_counter() - t0
 jinja_after_first = "jinja2" in sys.modules
 later = []
-for _ in range(30):
-    k = make()
+spent = 0.0
+while len(later) < 30 and (len(later) < 5 or spent < 1.0):
+    k2 = retrace(k)
     t0 = time.perf_counter()
-    k.ptx("sm_90a")
+    again = k2.ptx(arch)
     later.append(time.perf_counter() - t0)
+    spent += later[-1]
+    if again != text:
+        sys.exit(f"{mod}[{idx}]: a retraced kernel gave other PTX")
 later.sort()
-print(json.dumps({"import": t_import, "first": first, "later": later[len(later) // 2],
-                  "jinja_after_import": jinja_after_import,
-                  "jinja_after_first": jinja_after_first}))
+print(json.dumps({"import": t_import, "example": t_trace, "first": first,
+                  "later": later[len(later) // 2], "jinja_after_first": jinja_after_first}))
 """
 
 
-def run(kernel, cache_dir, pyc_dir):
-    env = dict(os.environ, PTXGEN_CACHE_DIR=cache_dir, PYTHONPYCACHEPREFIX=pyc_dir)
+def _child(args, cache_dir, pyc_dir):
+    """The JSON line of one child interpreter."""
+    env = dict(os.environ, PTXGEN_CACHE_DIR=cache_dir, PYTHONPYCACHEPREFIX=pyc_dir,
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("PTXGEN_DISK_CACHE", None)
-    out = subprocess.run([sys.executable, "-c", CHILD, kernel],
-                         env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-c", CHILD, EXAMPLES, json.dumps(ARCH), *args],
+                         env=env, check=True, capture_output=True, text=True, cwd=ROOT).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def summary(rows):
-    med = statistics.median
-    ratios = [r["first"] / r["later"] for r in rows]
-    return (f"first {med(r['first'] for r in rows) * 1e3:.2f} ms, later "
-            f"{med(r['later'] for r in rows) * 1e3:.3f} ms, first/later median "
-            f"{med(ratios):.1f}x (min {min(ratios):.1f}, max {max(ratios):.1f}); jinja2 after "
-            f"import {any(r['jinja_after_import'] for r in rows)}, after the first ptx() "
-            f"{any(r['jinja_after_first'] for r in rows)}")
+def modules():
+    names = sorted(f[:-3] for f in os.listdir(EXAMPLES)
+                   if f.endswith(".py") and f != "run_all.py")
+    return names + ["tile.warp.copy"]
 
 
 def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    args = sys.argv[1:]
+    runs = int(args.pop(0)) if args and args[0].isdigit() else 5
+    med = statistics.median
     with tempfile.TemporaryDirectory() as pyc, tempfile.TemporaryDirectory() as scratch:
-        run("warp_copy", scratch, pyc)          # bytecode for every module, then discarded
-        for kernel in ("smem_demo", "warp_copy"):
+        specs = _child(["list", *modules()], scratch, pyc)
+        labels = {}
+        for mod, i, name in specs:
+            label = f"{mod}:{name}"
+            labels[(mod, i)] = label + (f"#{i}" if label in labels.values() else "")
+        if args:
+            specs = [s for s in specs if any(a in labels[(s[0], s[1])] for a in args)]
+        print(f"{'kernel':<52} {'arch':<8} {'import':>7} {'first':>8} {'later':>8} "
+              f"{'ratio':>6} {'min':>5} {'max':>5} {'empty':>6} {'floor':>6}")
+        print(f"{'':<52} {'':<8} {'ms':>7} {'ms':>8} {'ms':>8} {'x':>6} {'x':>5} {'x':>5} "
+              f"{'x':>6} {'x':>6}")
+        worst = []
+        imports = []
+        jinja = False
+        for mod, i, name in specs:
             with tempfile.TemporaryDirectory() as d:
-                cold = run(kernel, d, pyc)
-                print(f"{kernel}, empty form cache: {summary([cold])}")
-                warm = [run(kernel, d, pyc) for _ in range(runs)]
-                print(f"{kernel}, warm form cache, {runs} runs: import ptxgen "
-                      f"{statistics.median(r['import'] for r in warm) * 1e3:.0f} ms; "
-                      f"{summary(warm)}")
+                cold = _child([mod, str(i)], d, pyc)
+                warm, floor = [], []
+                for _ in range(runs):      # interleaved: both see the same machine phases
+                    warm.append(_child([mod, str(i)], d, pyc))
+                    floor.append(_child([mod, str(i), "floor"], d, pyc))
+            ratios = [r["first"] / r["later"] for r in warm]
+            ratio = med(ratios)
+            worst.append((ratio, labels[(mod, i)]))
+            imports += [r["import"] for r in warm]
+            jinja |= any(r["jinja_after_first"] for r in warm)
+            print(f"{labels[(mod, i)]:<52} {ARCH.get(mod, 'sm_90a'):<8} "
+                  f"{med(r['import'] for r in warm) * 1e3:>7.1f} "
+                  f"{med(r['first'] for r in warm) * 1e3:>8.3f} "
+                  f"{med(r['later'] for r in warm) * 1e3:>8.3f} {ratio:>6.1f} "
+                  f"{min(ratios):>5.1f} {max(ratios):>5.1f} "
+                  f"{cold['first'] / cold['later']:>6.1f} "
+                  f"{med(r['first'] / r['later'] for r in floor):>6.1f}", flush=True)
+    top = max(worst)
+    print(f"\n{len(worst)} kernels, {runs} warm runs each: first/later median of medians "
+          f"{med(r for r, _ in worst):.1f}x, worst {top[0]:.1f}x ({top[1]}); "
+          f"{sum(r > LIMIT for r, _ in worst)} above {LIMIT:.0f}x.  import ptxgen median "
+          f"{med(imports) * 1e3:.1f} ms; jinja2 loaded by a warm first ptx(): {jinja}")
 
 
 if __name__ == "__main__":

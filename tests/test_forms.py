@@ -92,6 +92,66 @@ def test_full_form_text(name, args, fields, text):
     assert form(name, *args).format(**fields) == text
 
 
+def _seed_texts():
+    with open(forms.SEED, "rb") as f:
+        texts = forms.decode(forms.cache_key(), f.read())
+    if texts is None:
+        pytest.skip("the seed was made for other templates: run scripts/forms_seed.py")
+    return list(texts.values()) + ["{d}{a}", "x {{{d}}} y", "ret;", "{a} {a}}}{{ {b}",
+                                   "\\n 'q' \"{d}\""]
+
+
+def test_a_compiled_form_is_the_eval_of_its_own_text():
+    """_compiled reuses one code object per shape with the literals swapped in: the same
+    function (instructions and the constants they load, parameters) as an eval of the text's
+    own lambda (which shares equal literals in one constant slot), and the same text as
+    str.format, for every form of the seed."""
+    import dis
+
+    def ops(f):
+        c = f.__code__
+        return [(i.opname, i.argval) for i in dis.get_instructions(c)], c.co_varnames, \
+            c.co_argcount, c.co_flags & 0xffff   # not the __future__ flags of the caller
+
+    for text in _seed_texts():
+        fields = forms._fields(text)
+        got = forms._compiled(text, fields)
+        want = eval(f'lambda {"".join(f + ", " for f in fields)}**_: f{text!r}')
+        assert ops(got) == ops(want), text
+        operands = {f: f"<{i}>" for i, f in enumerate(fields)}
+        assert got(**operands, unused=1) == text.format(**operands), text
+    assert len(forms._SHAPES) < len(_seed_texts()) // 3
+
+
+def test_the_shipped_shapes_cover_the_seed():
+    """form_shapes.py (written with the seed) holds the code of every shape of the seed's
+    forms, as an eval of its lambda compiles it: no form of the seed is compiled at run time."""
+    import dis
+
+    from ptxgen.target import form_shapes
+
+    def ops(c):
+        return [(i.opname, i.argval) for i in dis.get_instructions(c)], c.co_varnames
+    for key, code in form_shapes.SHAPES.items():
+        assert ops(code) == ops(eval(forms.shape_source(*key)).__code__), key
+    for key, text in forms._disk.prime().items():
+        if not key.startswith("('<module>'"):
+            fields = forms._fields(text)
+            assert (forms._shape(text)[0], "".join(f + ", " for f in fields)) in \
+                form_shapes.SHAPES, text
+
+
+def test_plain_is_fields_over_many_texts():
+    """_plain(texts) (the seed's check on import) accepts exactly what _fields accepts."""
+    good = _seed_texts()
+    assert forms._plain(good)
+    for bad in ("{x.y}", "{0}", "{if}", "{_}", "{d!r}", "{d:>4}", "{d", "d}", "{}", "{a[0]}",
+                "{ d}"):
+        with pytest.raises(ValueError):
+            forms._fields(bad)
+        assert not forms._plain([bad]) and not forms._plain(good[:5] + [bad] + good[5:]), bad
+
+
 def test_debug_trap_block_text():
     text = form("debug_trap_block").format(l="$L_oob_1", r="%rd9", name="__oob_msg_0")
     assert text.split("\n") == [
@@ -241,13 +301,15 @@ def test_every_library_instr_records_its_form(monkeypatch):
 # ---------------------------------------------------------------- the disk cache
 @pytest.fixture
 def fresh_forms(monkeypatch, tmp_path):
-    """Forms with an empty memory cache and the disk cache in tmp_path/cache."""
+    """Forms with an empty memory cache and the disk cache in tmp_path/cache, and no seed
+    (its texts would come before the file's)."""
     monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PTXGEN_DISK_CACHE", raising=False)
+    monkeypatch.setattr(forms, "SEED", str(tmp_path / "no-seed.txt"))
     forms._clear_memory()
     yield tmp_path / "cache"
     monkeypatch.undo()
-    forms.templates_dir.cache_clear()
+    forms.templates_path.cache_clear()
     forms.environment.cache_clear()
     forms._macros.cache_clear()
     forms.module_template.cache_clear()
@@ -324,7 +386,7 @@ def test_templates_change_gives_a_new_key(fresh_forms, tmp_path, monkeypatch):
         (tdir / n).write_text((forms.templates_dir() / n).read_text())
     with open(tdir / "isa.ptx.j2", "a") as f:
         f.write('\n{% macro probe_form() -%}\nprobe.form\n{%- endmacro %}\n')
-    monkeypatch.setattr(forms, "templates_dir", lambda: tdir)
+    monkeypatch.setattr(forms, "templates_path", lambda: str(tdir))
     forms.environment.cache_clear()
     forms._macros.cache_clear()
     forms._clear_memory()
@@ -366,9 +428,10 @@ _CHILD = r"""
 import sys
 import ptxgen as pg
 assert "jinja2" not in sys.modules, "import ptxgen imported jinja2"
-if sys.argv[1:] == ["no-seed"]:     # the shipped seed would fill an empty cache too
+if sys.argv[1:] == ["no-seed"]:     # the shipped seed (read on import) has these texts
     from ptxgen.target import forms
     forms.SEED = "/nonexistent/forms_seed.txt"
+    forms._clear_memory()
 
 @pg.kernel(grid=(1,), block=(128,))
 def k(A: pg.Tensor((128,), "float32"), B: pg.Tensor((128,), "float32")):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import linecache
 import os
 import re
-import sysconfig
 import threading
 from sys import _getframe
 
@@ -24,8 +23,9 @@ _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
 
 
-_STDLIB = tuple({os.path.normpath(sysconfig.get_paths()[k]) + os.sep
-                 for k in ("stdlib", "platstdlib")})
+# The standard library's directory: that of its pure modules (linecache is one, and unlike
+# os never frozen), which is sysconfig's "stdlib" path; importing sysconfig costs ~1 ms.
+_STDLIB = (os.path.dirname(os.path.normpath(os.path.abspath(linecache.__file__))) + os.sep,)
 _IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen or the standard library
 _SITES: dict = {}       # (co_filename, line) -> Site
 

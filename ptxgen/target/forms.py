@@ -13,39 +13,62 @@ Reading it back imports nothing that a build does not already need (no json, no 
 those cost ~1.5 and ~4 ms to import, more than a small build).
 
 The package ships the texts its own kernels use as a seed (`forms_seed.txt` beside this file,
-the same format, written by scripts/forms_seed.py): a form missing from the disk cache is taken
-from the seed when the seed was made for the same key, so a fresh install's first build (an
-empty cache directory) renders nothing either.  A seed made for other templates is ignored.
+the same format, written by scripts/forms_seed.py).  It is read, and checked against the key,
+when this module is imported (~0.3 ms: hashing the templates for the key, splitting and
+checking the seed; every build needs both, and a small kernel's first `k.ptx()` costs ~0.4 ms,
+so there they would come close to doubling it), and a form is taken from it first, then from
+the disk cache (read on the first form the seed lacks, from the directory the environment
+names then), then rendered.  So a first build whose forms the seed has opens no file and
+writes none, also with an empty cache directory.  A seed made for other templates is ignored.
+The f-string functions of the seed's forms ship compiled as well (form_shapes.py, one per
+shape of text, see _compiled), so no build compiles one of them with an eval.
 """
 from __future__ import annotations
 
 import os
 import threading
+from types import FunctionType
 from _string import formatter_parser   # string.Formatter().parse, without importing string
 from functools import lru_cache
 from keyword import iskeyword
-from pathlib import Path
+from operator import itemgetter
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @lru_cache(maxsize=1)
-def templates_dir() -> Path:
+def templates_path() -> str:
     """templates/ beside the package in a checkout, else ptxgen/templates of the wheel.
 
     The checkout comes first: an editable install maps `ptxgen.templates` to whichever
-    checkout was installed, which need not be the one this package was imported from."""
+    checkout was installed, which need not be the one this package was imported from.  The
+    package directory as imported is tried before its resolved path (os.path.realpath costs
+    ~50 us, and the key is computed on import): they differ only where a link leads to the
+    package."""
     up = os.path.dirname
-    p = os.path.join(up(up(up(os.path.realpath(__file__)))), "templates")
-    if os.path.isfile(os.path.join(p, "isa.ptx.j2")):   # os.path: a build reads it, and
-        return Path(p)                                  # pathlib's resolve costs ~0.1 ms
+    for pkg in (_HERE, None):
+        if pkg is None:
+            pkg = up(os.path.realpath(__file__))
+        p = os.path.join(up(up(pkg)), "templates")
+        if os.path.isfile(os.path.join(p, "isa.ptx.j2")):
+            return p
     try:
         from importlib.resources import files
 
-        p = Path(str(files("ptxgen.templates")))
-        if (p / "isa.ptx.j2").exists():
+        p = str(files("ptxgen.templates"))
+        if os.path.isfile(os.path.join(p, "isa.ptx.j2")):
             return p
     except (ModuleNotFoundError, TypeError):
         pass
     raise FileNotFoundError("ptxgen templates not found (expected templates/isa.ptx.j2)")
+
+
+def templates_dir():
+    """templates_path() as a pathlib.Path (imported here: a build needs only the string)."""
+    from pathlib import Path
+
+    return Path(templates_path())
 
 
 @lru_cache(maxsize=1)
@@ -53,7 +76,7 @@ def environment():
     """The jinja environment, imported on the first render that the disk cache lacks."""
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(templates_path()),
                               undefined=jinja2.StrictUndefined, trim_blocks=True,
                               lstrip_blocks=True, keep_trailing_newline=False,
                               autoescape=False)
@@ -83,36 +106,95 @@ def _fields(text: str) -> list:
     return fields
 
 
-_COMPILE_AFTER = 4    # a form's text is compiled on its 4th use (one eval: ~30 str.formats)
+def _plain(texts) -> bool:
+    """Whether _fields accepts every one of these texts, in a few C calls for all of them
+    (the seed's ~180 on import; a Python loop over their ~450 placeholders costs ~0.1 ms):
+    texts that each pass also pass joined with NULs, and a placeholder that would span a NUL
+    is not a name, so one parse of the joined texts decides."""
+    try:
+        parsed = list(formatter_parser("\0".join(texts)))
+    except ValueError:    # an unmatched brace
+        return False
+    names = set(map(itemgetter(1), parsed))
+    names.discard(None)
+    return set(map(itemgetter(2), parsed)) <= {"", None} and \
+        set(map(itemgetter(3), parsed)) == {None} and \
+        all(n.isidentifier() and not iskeyword(n) and n != "_" for n in names)
+
+
+_COMPILE_AFTER = 4    # a form's text is compiled on its 4th use (see _compiled)
+try:   # (shape, params) -> code of its f-string function, literals as marks (see _compiled)
+    from .form_shapes import SHAPES as _SHIPPED
+except ImportError:   # the generated module is missing: every shape is compiled here
+    _SHIPPED = {}
+_SHAPES: dict = dict(_SHIPPED)
+
+
+def _shape(text: str) -> tuple:
+    """(shape, literals) of a form's text: its fields in order with None where literal text
+    goes between them, and those literals."""
+    shape, lits = [], []
+    for lit, field, _, _ in formatter_parser(text):
+        if lit:
+            if shape and shape[-1] is None:    # "}}" and "{{" split a literal: one constant
+                lits[-1] += lit
+            else:
+                shape.append(None)
+                lits.append(lit)
+        if field is not None:
+            shape.append(field)
+    return tuple(shape), lits
+
+
+def shape_source(shape: tuple, params: str) -> str:
+    """The lambda of a shape, each literal a mark ("\\0<i>\\0"); an f-string but for a shape
+    without fields, whose literal is its text (the same code)."""
+    marks = iter(range(len(shape)))
+    src = "".join(f"\0{next(marks)}\0" if p is None else "{" + p + "}" for p in shape)
+    return f"lambda {params}**_: {'f' if params else ''}{src!r}"
+
+
+def _compiled(text: str, fields: list):
+    """The f-string function of a form's text, `lambda d, a, **_: f"mov.b32 {d}, {a};"` (**_:
+    like str.format, a form ignores operands it does not use, bar.sync's).  An eval costs
+    ~35 us (~70 us in a process's first builds), but forms share few shapes (their fields in
+    order, with literal text between them or not: 20 over the seed's 179 forms), so a form's
+    function is the code of its shape with its own literals in place of the marks (~1 us):
+    the bytecode an eval of its own text gives.  The seed's shapes are compiled with the
+    package (form_shapes.py, written by scripts/forms_seed.py); another is compiled once."""
+    shape, lits = _shape(text)
+    params = "".join(f + ", " for f in fields)
+    key = (shape, params)
+    code = _SHAPES.get(key)
+    if code is None:
+        code = _SHAPES[key] = eval(shape_source(shape, params)).__code__
+    marks = {f"\0{i}\0": lit for i, lit in enumerate(lits)}
+    consts = tuple(marks.pop(c, c) if type(c) is str else c for c in code.co_consts)
+    if marks:    # a compiler that keeps literals otherwise: this text's own lambda
+        return eval(f"lambda {params}**_: f{text!r}")
+    return FunctionType(code.replace(co_consts=consts), globals())
 
 
 class Form(str):
     """An instruction form's format string whose `.format(d=..., a=...)` becomes the text
     compiled into an f-string function once the form has been used a few times: str.format
     with keywords parses the string and builds a dict on every call, 4x the cost, and the
-    emitter fills one form per PTX line; but compiling costs as much as ~30 such calls, and
-    a first build uses most of its forms once or twice (a small kernel's first build would
-    spend most of its time compiling), so until then str.format fills it.  Same text: both
-    format each operand with format(x, "")."""
+    emitter fills one form per PTX line; but compiling a new shape costs as much as ~30
+    such calls, and a first build uses most of its forms once or twice (a small kernel's
+    first build would spend most of its time compiling), so until then str.format fills it.
+    Same text: both format each operand with format(x, "").  The text is one that
+    _fields accepts (the caller checked it); its fields are parsed when first needed.  A
+    Form is its text and, once used, a count: creating one is the str's creation only."""
 
-    def __new__(cls, text: str, fields: list | None = None):
-        self = super().__new__(cls, text)
-        if fields is None:       # else: _fields(text), as the caller checked it
-            fields = _fields(text)
-        uses = 0
+    _uses = 0
 
-        def first_uses(*args, **operands):
-            nonlocal uses
-            uses += 1
-            if uses == _COMPILE_AFTER:
-                # **_: like str.format, a form ignores operands it does not use (bar.sync's)
-                self.format = eval(f'lambda {"".join(f + ", " for f in fields)}**_: f{text!r}')
-            if args:     # positional operands, in the order the fields first appear
-                operands.update(zip(fields, args))
-            return str.format(text, **operands)
-
-        self.format = first_uses
-        return self
+    def format(self, *args, **operands):
+        self._uses = uses = self._uses + 1
+        if uses == _COMPILE_AFTER:    # from now on the instance's format is the function
+            self.format = _compiled(self, _fields(self))
+        if args:     # positional operands, in the order the fields first appear
+            operands.update(zip(_fields(self), args))
+        return str.format(self, **operands)
 
 
 # ---- the disk cache ------------------------------------------------------------------------
@@ -158,7 +240,7 @@ def cache_key() -> str:
     from .. import __version__   # the package constant; no layer above this one is imported
 
     h = _sha512(_MAGIC + b"\0" + __version__.encode())
-    tdir = str(templates_dir())
+    tdir = templates_path()
     for p in (os.path.join(tdir, "isa.ptx.j2"), os.path.join(tdir, "module.ptx.j2"), __file__):
         with open(p, "rb") as f:
             b = f.read()
@@ -191,40 +273,57 @@ def decode(key: str, data: bytes) -> dict | None:
     return dict(zip(it, it))
 
 
-SEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forms_seed.txt")
+SEED = os.path.join(_HERE, "forms_seed.txt")
 
 
 class _Disk:
-    """Rendered texts by entry key: loaded once from the cache file, written back (merged
-    with whatever another process wrote meanwhile) after a build that rendered new ones."""
+    """The texts of this process by entry key: from the seed (read with the key on import),
+    from the cache file (read once, on the first text the seed lacks) or rendered; the file
+    is written back (merged with whatever another process wrote meanwhile) after a build
+    that rendered new ones."""
 
     def __init__(self):
-        self.texts: dict | None = None
-        self.seed: dict | None = None     # the shipped seed's texts, read on the first miss
+        self.texts: dict = {}             # every text this process has checked: the
+        # seed's (checked on import), and those of the cache file or rendered that it used
+        self.seed: dict | None = None     # the shipped seed's texts (None: not read yet)
+        self.file: dict | None = None     # the cache file's texts (None: not read yet)
         self.path: str | None = None
         self.key = ""
         self.dirty = False
         self.at_exit = False
         self.lock = threading.Lock()
 
-    def load(self) -> dict:
+    def prime(self) -> dict:
+        """The key, and the seed's texts if it was made for that key, each one that _fields
+        accepts (package data only: no environment variable decides either)."""
         with self.lock:
-            if self.texts is None:
-                self.key = cache_key()
+            if self.seed is None:
+                key = cache_key()
+                try:
+                    with open(SEED, "rb") as f:
+                        seed = decode(key, f.read()) or {}
+                except OSError:
+                    seed = {}
+                if not _plain(seed.values()):    # a damaged seed: its good texts only
+                    seed = {k: v for k, v in seed.items() if _plain((v,))}
+                for k in _MODULE_KEYS:           # and module formats of _SLOTS only
+                    if k in seed and not _slots_only(seed[k]):
+                        del seed[k]
+                self.key, self.seed = key, seed
+                self.texts.update({**seed, **self.texts})
+            return self.seed
+
+    def load(self) -> dict:
+        """The cache file's texts (read on first use; the directory is read from the
+        environment then)."""
+        if self.seed is None:
+            self.prime()
+        with self.lock:
+            if self.file is None:
                 d = cache_dir()
                 self.path = None if d is None else os.path.join(d, f"forms-{self.key[:32]}.txt")
-                self.texts = self._read() or {}
-            return self.texts
-
-    def seeded(self, key: str) -> str | None:
-        """The seed's text for `key` when the seed was made for this cache key."""
-        if self.seed is None:
-            try:
-                with open(SEED, "rb") as f:
-                    self.seed = decode(self.key, f.read()) or {}
-            except OSError:
-                self.seed = {}
-        return self.seed.get(key)
+                self.file = self._read() or {}
+            return self.file
 
     def _read(self) -> dict | None:
         if self.path is None:
@@ -267,28 +366,29 @@ class _Disk:
 _disk = _Disk()
 
 
-def _rendered(key: str, render, check) -> tuple:
-    """(text, check(text)): the text for `key` from the disk cache if it passes `check`, else
-    from the seed, else `render()`; the latter two go to the disk cache."""
+def _resolved(key: str, render, check) -> str:
+    """The text for `key` that this process has (the seed's among them), else the cache
+    file's, the first of them that passes `check` (a text fails by raising ValueError), else
+    `render()` (which goes to the cache file).  A text the seed has is not written to the
+    file for itself: the seed gives it again."""
+    if _disk.seed is None:
+        _disk.prime()
     texts = _disk.texts
-    if texts is None:
-        texts = _disk.load()
-    text = texts.get(key)
-    if text is not None:
-        try:
-            return text, check(text)
-        except ValueError:   # a tampered or corrupt entry: render it again
-            pass
-    text = _disk.seeded(key)
-    checked = None
-    if text is not None:
-        try:
-            checked = check(text)
-        except ValueError:   # a damaged seed: render
-            text = None
-    if text is None:
-        text = render()
-        checked = check(text)
+    for source in (texts, None):
+        if source is None:
+            source = _disk.file
+            if source is None:
+                source = _disk.load()
+        text = source.get(key)
+        if text is not None:
+            try:
+                check(text)
+            except ValueError:   # a tampered or corrupt entry: the next one
+                continue
+            texts[key] = text
+            return text
+    text = render()
+    check(text)
     if not _disk.at_exit:   # written after each build, and at exit for renders without one
         import atexit
 
@@ -296,7 +396,7 @@ def _rendered(key: str, render, check) -> tuple:
         _disk.at_exit = True
     _disk.dirty = True
     texts[key] = text
-    return text, checked
+    return text
 
 
 def flush() -> bool:
@@ -305,24 +405,27 @@ def flush() -> bool:
 
 
 def _clear_memory():
-    """Forget every rendered text and reread the disk cache on next use (for tests)."""
+    """Forget every text and reread the seed and the disk cache on next use (for tests)."""
     form.cache_clear()
     opcode.cache_clear()
     _module_format.cache_clear()
     _disk.__init__()
 
 
-def _macro_text(name, args, attrs) -> tuple:
-    """(text, its fields) of a macro call."""
+def _macro_text(name, args, attrs) -> str:
+    """The text of a macro call: the seed's (checked on import) without a further call."""
     key = repr((name, args, sorted(attrs.items())))
-    return _rendered(key, lambda: str(getattr(_macros(), name)(*args, **attrs)).strip(),
-                     _fields)
+    text = _disk.texts.get(key)
+    if text is None:
+        return _resolved(key, lambda: str(getattr(_macros(), name)(*args, **attrs)).strip(),
+                         _fields)
+    return text
 
 
 @lru_cache(maxsize=None)
 def form(name: str, *args, **attrs) -> Form:
     """Format string of one instruction form, e.g. form("ld", "global", "u32", 4)."""
-    return Form(*_macro_text(name, args, attrs))
+    return Form(_macro_text(name, args, attrs))
 
 
 @lru_cache(maxsize=None)
@@ -331,7 +434,7 @@ def opcode(name: str, *args, **attrs) -> str:
     ir.Instr of the library carries (with `form=name`), its operands formatted by the
     emitter.  A full form's opcode is its text up to the operands (opcode("mov", "b32") is
     "mov.b32"), so the emitter's lines and the IR's instructions share one macro."""
-    text = _macro_text(name, args, attrs)[0]
+    text = _macro_text(name, args, attrs)
     return text.split(" ", 1)[0].rstrip(";")
 
 
@@ -344,8 +447,18 @@ _SLOTS = ("ptxgen_version", "arch", "ptx_version", "name", "module_decls", "para
           "directives", "decls", "body", "tail")
 
 
+_MODULE_KEYS = (repr(("<module>", False)), repr(("<module>", True)))
+
+
+def _slots_only(text: str) -> bool:
+    names = set(map(itemgetter(1), formatter_parser(text)))
+    names.discard(None)
+    return names <= set(_SLOTS)
+
+
 def _module_fields(text: str):
-    if not set(_fields(text)) <= set(_SLOTS):
+    """ValueError unless the module format's placeholders are bare names of _SLOTS."""
+    if not _plain((text,)) or not _slots_only(text):
         raise ValueError("unknown field in the module format")
 
 
@@ -366,8 +479,11 @@ def _render_module_format(has_tail: bool) -> str:
 
 @lru_cache(maxsize=None)
 def _module_format(has_tail: bool) -> str:
-    return _rendered(repr(("<module>", has_tail)),
-                     lambda: _render_module_format(has_tail), _module_fields)[0]
+    key = _MODULE_KEYS[has_tail]
+    text = _disk.texts.get(key)      # the seed's was checked on import
+    if text is None:
+        return _resolved(key, lambda: _render_module_format(has_tail), _module_fields)
+    return text
 
 
 def render_module(*, module_decls, params, directives, decls, tail, **fields) -> str:
@@ -378,3 +494,9 @@ def render_module(*, module_decls, params, directives, decls, tail, **fields) ->
     return fmt.format(module_decls="\n".join(module_decls), params=",\n".join(params),
                       directives="\n".join(directives), decls="\n    ".join(decls),
                       tail=tail, **fields)
+
+
+try:   # the key and the seed, on import: what every build needs first (see the module text)
+    _disk.prime()
+except OSError:   # no templates (a broken install): the first build that needs one says so
+    pass

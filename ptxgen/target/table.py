@@ -32,6 +32,7 @@ FP4_CVT_ARCHS = frozenset({"sm_100a", "sm_100f", "sm_101a", "sm_103a", "sm_103f"
 
 @dataclass(frozen=True)
 class Target:
+    """A parsed target: arch name, SM number and suffix (the facts below read it)."""
     arch: str          # "sm_90a"
     sm: int            # 90
     suffix: str        # "", "a" or "f"
