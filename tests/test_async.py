@@ -359,3 +359,30 @@ def test_tma_declines_an_unaligned_constant_inner_start():
                    "multiple of 16 B there (on the H200 an unaligned start faults with an "
                    "illegal instruction): start the region at a multiple of 4 elements, or use "
                    "dispatch='cp_async'")
+
+
+def test_tma_declines_a_provably_unaligned_runtime_inner_start():
+    """A runtime start whose remainder the facts know (x * 8 + 1 float16 elements) is the same
+    build error; one they cannot decide (a plain scalar parameter) builds."""
+    from ptxgen.errors import DispatchError
+
+    def make(start):
+        def k(A: pg.Tensor((40, 96), "float16"), x: pg.int32):
+            tx = pg.thread_id(32)
+            pool = pg.SMEMPool()
+            t = pool.alloc((16, 16), "float16", align=1024)
+            bar = pool.alloc_mbarrier(1)
+            pool.commit()
+            c = pg.let(start(x))
+            with pg.if_(tx == 0):
+                pg.tile.thread.copy_async(t, A[0:16, c:c + 16], mbar=bar[0])
+        return pg.kernel(k, grid=(1,), block=(32,))
+
+    with pytest.raises(DispatchError) as e:
+        make(lambda x: x * 8 + 1).ptx("sm_90a")
+    assert ("tma: the box's innermost start " in str(e.value) and
+            " is 1 elements past a multiple of 8 (16 B; on the H200 an unaligned start faults "
+            "with an illegal instruction): start the region at a multiple of 8 elements, or "
+            "use dispatch='cp_async'" in str(e.value))
+    assert "cp.async.bulk.tensor" in make(lambda x: x * 8).ptx("sm_90a")
+    assert "cp.async.bulk.tensor" in make(lambda x: x).ptx("sm_90a")

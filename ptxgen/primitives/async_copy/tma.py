@@ -26,7 +26,7 @@ from ..scope import make_scope
 from ..tcgen05.common import TensorCoordOperand
 from .common import (arrive_expect_tx, cache_policy, guarded, needs_sm90, smem_aligned,
                      smem_pointer, store_prelude)
-from .tmap import REDUCE_ADD
+from .tmap import REDUCE_ADD, inner_start_ok
 
 
 def _common(call, load: bool) -> tuple[bool, str]:
@@ -43,8 +43,11 @@ def _common(call, load: bool) -> tuple[bool, str]:
     if not ok:
         return ok, why
     plan = rec.tmap.plan
-    return smem_aligned(call, call.smem_side, plan.smem_align,
-                        "TMA destination" if load else "TMA source", plan.spec.swizzle)
+    ok, why = smem_aligned(call, call.smem_side, plan.smem_align,
+                           "TMA destination" if load else "TMA source", plan.spec.swizzle)
+    if not ok:
+        return ok, why
+    return inner_start_ok(call.an, plan, call.dtype.bits // 8)
 
 
 def _summary(call) -> str:

@@ -83,9 +83,27 @@ class TmaPlan:
 
 # The innermost box start, in bytes, must be a multiple of 16 (measured on the H200 with
 # driver 580: unaligned starts fault with "illegal instruction" for every swizzle mode, loads
-# and stores alike).  Constant starts are checked here; a runtime start is the caller's to
-# keep aligned (README: Asynchronous copies).
+# and stores alike).  Constant starts are checked when the map is planned, runtime ones at the
+# call site where the facts prove them misaligned (inner_start_ok); the rest are the caller's.
 INNER_START_ALIGN = 16
+
+
+def inner_start_ok(an, plan: "TmaPlan", elem_bytes: int) -> tuple[bool, str]:
+    """A runtime innermost box start that is provably NOT a multiple of 16 bytes (`an`: the
+    call site's facts, e.g. i * 8 + 3 elements of float16) is a build error, not an illegal
+    instruction.  One the facts cannot decide (a scalar parameter) stays the caller's."""
+    c0 = plan.coords[0]
+    if isinstance(c0, Const):
+        return True, ""
+    k = INNER_START_ALIGN // math.gcd(INNER_START_ALIGN, elem_bytes)
+    m, r = an.modset(an.simplify(c0.a if isinstance(c0, Cast) else c0))
+    if m % k or r % k == 0:
+        return True, ""
+    return False, (f"the box's innermost start {_txt(c0)} is {r % k} elements past a multiple "
+                   f"of {k} ({INNER_START_ALIGN} B; on the H200 an unaligned start faults with "
+                   f"an illegal instruction): start the region at a multiple of {k} elements, "
+                   f"or use dispatch='cp_async'")
+
 
 def _txt(x):
     return format_expr(x) if isinstance(x, Expr) else str(x)
@@ -299,5 +317,5 @@ def _check_dense(g, s, order, box) -> str:
     return ""
 
 
-__all__ = ["TensorMapSpec", "TmaPlan", "plan_tensor_map", "MODE_BYTES", "REPEAT", "DATA_TYPES",
+__all__ = ["TensorMapSpec", "TmaPlan", "plan_tensor_map", "inner_start_ok", "MODE_BYTES", "REPEAT", "DATA_TYPES",
            "REDUCE_ADD", "MAX_BOX"]
