@@ -209,17 +209,14 @@ def compile_error(ptx: str, arch: str, log: str, *, name: str, line_origin=None,
 
 
 # ---- nvJitLink -----------------------------------------------------------------------------
-BACKENDS = ("ctypes", "bindings")
+BACKENDS = driver.BACKENDS
 backend_note: list = []        # why the ctypes binding was not used, where it was not
 _nj: list = []                 # the binding in use (nvjitlink.NvJitLink or the bindings module)
 _nj_lock = threading.Lock()
 
 
 def _open_nj():
-    want = os.environ.get("PTXGEN_NVJITLINK", "").strip().lower() or "ctypes"
-    if want not in BACKENDS:
-        raise ValueError(f"PTXGEN_NVJITLINK={os.environ['PTXGEN_NVJITLINK']!r}: expected "
-                         f"'ctypes' (the default) or 'bindings' (cuda-bindings)")
+    want = driver.binding_wanted("PTXGEN_NVJITLINK")
     if want == "ctypes":
         from . import nvjitlink
         try:

@@ -52,12 +52,19 @@ BACKENDS = ("ctypes", "bindings")
 backend_note: list = []              # why the ctypes binding was not used, where it was not
 
 
+def binding_wanted(var: str) -> str:
+    """The binding the environment variable `var` selects (PTXGEN_DRIVER, PTXGEN_NVJITLINK):
+    'ctypes', ptxgen's own and the default, or 'bindings', cuda-bindings'."""
+    want = os.environ.get(var, "").strip().lower() or "ctypes"
+    if want not in BACKENDS:
+        raise ValueError(f"{var}={os.environ[var]!r}: expected 'ctypes' (the default) or "
+                         f"'bindings' (cuda-bindings)")
+    return want
+
+
 def _module():
     """The driver binding PTXGEN_DRIVER selects, before cuInit (see the module docstring)."""
-    want = os.environ.get("PTXGEN_DRIVER", "").strip().lower() or "ctypes"
-    if want not in BACKENDS:
-        raise ValueError(f"PTXGEN_DRIVER={os.environ['PTXGEN_DRIVER']!r}: expected 'ctypes' "
-                         f"(the default) or 'bindings' (cuda-bindings)")
+    want = binding_wanted("PTXGEN_DRIVER")
     if want == "ctypes":
         from . import libcuda
         try:

@@ -35,14 +35,19 @@ def _pad_containers(E, conts, cdt, o, V, pad):
         E.instr("mov", ("b32",), (c, Const((pattern >> (cbits * i)) & ((1 << cbits) - 1), cdt)))
 
 
-def _loaded(E, o, acc, pad):
-    """Per vector of memory source `o`: (its element ids, its containers, loaded)."""
-    sdt = storage(o.dtype)
-    bits = acc.V * sdt.bits
+def _vectors(E, o, acc):
+    """Per vector of memory operand `o`: (element ids, fresh containers, their dtype, the
+    vector's offset, its bits, its guard)."""
+    bits = acc.V * storage(o.dtype).bits
     _, n, cname = CONTAINERS[bits]
     cdt = dtype(cname)
     for ids, off, guard in acc.vectors:
-        conts = [E.tmp(cdt) for _ in range(n)]
+        yield ids, [E.tmp(cdt) for _ in range(n)], cdt, off, bits, guard
+
+
+def _loaded(E, o, acc, pad):
+    """Per vector of memory source `o`: (its element ids, its containers, loaded)."""
+    for ids, conts, cdt, off, bits, guard in _vectors(E, o, acc):
         if guard is not None:
             _pad_containers(E, conts, cdt, o, acc.V, pad)
         ptr = flat_pointer(o.side, off)
@@ -55,12 +60,7 @@ def _loaded(E, o, acc, pad):
 def _stored(E, o, acc, fill):
     """Per vector of memory destination `o`: `fill(ids, containers)` packs the containers'
     bits, then they are stored."""
-    sdt = storage(o.dtype)
-    bits = acc.V * sdt.bits
-    _, n, cname = CONTAINERS[bits]
-    cdt = dtype(cname)
-    for ids, off, guard in acc.vectors:
-        conts = [E.tmp(cdt) for _ in range(n)]
+    for ids, conts, _, off, bits, guard in _vectors(E, o, acc):
         fill(ids, conts)
         ptr = flat_pointer(o.side, off)
         _, st = ld_st_pair(ptr, ptr, bits, o.side.space, o.side.space, conts)
