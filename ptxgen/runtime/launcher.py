@@ -217,6 +217,24 @@ class Launcher:
             h = stream
         else:
             h = self._checked_stream(stream)
+        self._submit(values, dims, smem, h)
+
+    def launch_own(self, values, user) -> None:
+        """``launch`` with the Kernel's own grid and block, its default dynamic shared memory
+        and the current stream: a Kernel's call with no launch options, the common one, with
+        the same checks and steps and nothing that only options need (dims resolved once,
+        the shared-memory opt-in done once: a function's limit only grows)."""
+        dims = self._own_dims
+        if dims is None:
+            self._first_own(values, user)
+            return
+        raw = _torch_stream[1] if _modules.get("torch") is _torch_stream[0] else \
+            _torch_current_stream()
+        self._submit(values, dims, self.dynamic_smem_bytes, 0 if raw is None else raw(self.device))
+
+    def _submit(self, values, dims, smem, h) -> None:
+        """The tail both launch paths share: the stream as the binding wants it, the
+        parameters packed into this thread's storage, the launch (and its error handling)."""
         sa = self._streams
         if sa is not None:               # the ctypes driver: the stream as a pointer argument
             try:
@@ -235,48 +253,11 @@ class Launcher:
             self.binder.scalar_error(values)
             raise
         if not self._ask_first:
-            err = self._launch(fn.handle, *dims, smem, h, kp, self._extra)
+            err = self._launch(self.fn.handle, *dims, smem, h, kp, self._extra)
             if err:
                 self._relaunch(err, dims, smem, h, kp)
         else:
             self._launch_asking(dims, smem, h, kp)
-        self._last[0] = self.name
-
-    def launch_own(self, values, user) -> None:
-        """``launch`` with the Kernel's own grid and block, its default dynamic shared memory
-        and the current stream: a Kernel's call with no launch options, the common one, with
-        the same checks and steps and nothing that only options need (dims resolved once,
-        the shared-memory opt-in done once: a function's limit only grows)."""
-        dims = self._own_dims
-        if dims is None:
-            self._first_own(values, user)
-            return
-        raw = _torch_stream[1] if _modules.get("torch") is _torch_stream[0] else \
-            _torch_current_stream()
-        h = 0 if raw is None else raw(self.device)
-        sa = self._streams
-        if sa is not None:
-            try:
-                h = sa[h]
-            except KeyError:
-                h = self._stream_arg(h)
-        try:
-            pack, buf, kp, _ = self._tls.p
-        except AttributeError:
-            pack, buf, kp, _ = self._thread_storage()
-        if self._builders:
-            values = values + [b(values) for b in self._builders]
-        try:
-            pack(buf, 0, *values)
-        except (struct_error, OverflowError, TypeError):
-            self.binder.scalar_error(values)
-            raise
-        if not self._ask_first:
-            err = self._launch(self.fn.handle, *dims, self.dynamic_smem_bytes, h, kp, self._extra)
-            if err:
-                self._relaunch(err, dims, self.dynamic_smem_bytes, h, kp)
-        else:
-            self._launch_asking(dims, self.dynamic_smem_bytes, h, kp)
         self._last[0] = self.name
 
     def _first_own(self, values, user) -> None:
