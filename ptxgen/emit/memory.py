@@ -188,24 +188,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if e.cache:
             self.need_opcode("ld.global" + e.cache)
         aff = self.offset_affine(buf, indices)
-        # in bounds by the facts, or checked (check_indices, exact when it must be): variable
-        # indices are tested in line (an unknown bound, None, fails its compare with a
-        # TypeError; an index that is not a variable has no uid; a symbolic extent is inf)
-        try:
-            vb = self.an._bounds
-            if len(indices) == 1:
-                b = vb[indices[0].uid]
-                if b[0] < 0 or b[1] + lanes > self._exts[buf.uid][0]:
-                    raise KeyError
-            else:
-                exts = self._exts[buf.uid]
-                for k, idx in enumerate(indices):
-                    b = vb[idx.uid]
-                    if b[0] < 0 or b[1] >= exts[k]:
-                        raise KeyError
-                if lanes > 1 and b[1] + lanes > exts[k]:
-                    raise KeyError
-        except (TypeError, KeyError, AttributeError):
+        if not self._known_in_bounds(buf, indices, lanes):
             self.check_indices(buf, indices, lanes, aff)
         dt = buf.dtype
         if lanes > 1:
@@ -239,6 +222,26 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         vec.regs = regs
         return vec
 
+    def _known_in_bounds(self, buf, indices, lanes) -> bool:
+        """The facts' variable bounds put every index (and the vector's last lane) inside
+        the buffer; otherwise check_indices decides, exactly where it must.  Tested in line:
+        an unknown bound (None) fails its compare with a TypeError, an index that is not a
+        variable has no uid, a symbolic extent is inf."""
+        if not indices:
+            return lanes == 1
+        try:
+            vb = self.an._bounds
+            exts = self._exts[buf.uid]
+            k = 0
+            for idx in indices:
+                b = vb[idx.uid]
+                if b[0] < 0 or b[1] >= exts[k]:
+                    return False
+                k += 1
+            return b[1] + lanes <= exts[k - 1]      # the vector's lanes run along the last dim
+        except (TypeError, KeyError, AttributeError):
+            return False
+
     def store(self, buf, indices, value, cache=""):
         lanes = value.dtype.lanes
         root = buf if buf.data is None else buf.root
@@ -261,24 +264,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if self.debug_bounds:
             self.bounds_check(buf, indices)
         aff = self.offset_affine(buf, indices)
-        # in bounds by the facts, or checked (check_indices, exact when it must be): variable
-        # indices are tested in line (an unknown bound, None, fails its compare with a
-        # TypeError; an index that is not a variable has no uid; a symbolic extent is inf)
-        try:
-            vb = self.an._bounds
-            if len(indices) == 1:
-                b = vb[indices[0].uid]
-                if b[0] < 0 or b[1] + lanes > self._exts[buf.uid][0]:
-                    raise KeyError
-            else:
-                exts = self._exts[buf.uid]
-                for k, idx in enumerate(indices):
-                    b = vb[idx.uid]
-                    if b[0] < 0 or b[1] >= exts[k]:
-                        raise KeyError
-                if lanes > 1 and b[1] + lanes > exts[k]:
-                    raise KeyError
-        except (TypeError, KeyError, AttributeError):
+        if not self._known_in_bounds(buf, indices, lanes):
             self.check_indices(buf, indices, lanes, aff)
         dt = buf.dtype
         if lanes > 1:
