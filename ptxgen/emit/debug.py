@@ -143,32 +143,25 @@ def _leaf_op_bounds(e, vb):
     a, b, op = e.a, e.b, e.op
     ta, tb = type(a), type(b)
     if ta is Var and tb is Const:
-        r = vb.get(a.uid)
-        c = b.value
-        if r is None or r[0] is None or r[1] is None:
-            return None
-        lo, hi = r
-        if op == "add":
-            return lo + c, hi + c
-        if op == "sub":
-            return lo - c, hi - c
-        if op == "mul":
-            return (lo * c, hi * c) if c >= 0 else (hi * c, lo * c)
-        if op == "floordiv" and c > 0:
-            return lo // c, hi // c
-        if op == "floormod" and c > 0:
-            return (lo, hi) if lo >= 0 and hi < c else (0, c - 1)
+        v, c, var_first = a, b.value, True
+    elif ta is Const and tb is Var:
+        v, c, var_first = b, a.value, False
+    else:
         return None
-    if ta is Const and tb is Var:
-        r = vb.get(b.uid)
-        c = a.value
-        if r is None or r[0] is None or r[1] is None:
-            return None
-        lo, hi = r
-        if op == "add":
-            return lo + c, hi + c
-        if op == "sub":
-            return c - hi, c - lo
-        if op == "mul":
-            return (lo * c, hi * c) if c >= 0 else (hi * c, lo * c)
+    r = vb.get(v.uid)
+    if r is None or r[0] is None or r[1] is None:
+        return None
+    lo, hi = r
+    if op == "add":
+        return lo + c, hi + c
+    if op == "mul":
+        return (lo * c, hi * c) if c >= 0 else (hi * c, lo * c)
+    if op == "sub":
+        return (lo - c, hi - c) if var_first else (c - hi, c - lo)
+    if not var_first:
+        return None
+    if op == "floordiv" and c > 0:
+        return lo // c, hi // c
+    if op == "floormod" and c > 0:
+        return (lo, hi) if lo >= 0 and hi < c else (0, c - 1)
     return None
