@@ -84,16 +84,10 @@ def _eval(binds, e, env):
 def _thread_values(ctx, binds, cond):
     """The condition for every thread of the block (bool array), or None when it is not a
     function of the thread ids alone."""
-    kind = _classify(binds, cond, {})
-    bx, by, bz = (tuple(ctx.func.block) + (1, 1, 1))[:3]
-    total = bx * by * bz
-    if kind in ("const", "uniform", "varying"):
+    if _classify(binds, cond, {}) in ("const", "uniform", "varying"):
         return None
-    lin = np.arange(total, dtype=np.int64)
-    env = {"tid.x": lin % bx, "tid.y": (lin // bx) % by, "tid.z": lin // (bx * by),
-           "laneid": lin % 32}
     try:
-        return np.broadcast_to(np.asarray(_eval(binds, cond, env)), (total,)).astype(bool)
+        return _per_thread(ctx, binds, cond).astype(bool)
     except KeyError:
         return None
 
@@ -141,19 +135,12 @@ def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[boo
         return prove_split, "" if prove_split else \
             "the branch condition reads memory or per-thread values"
     # thread-dependent: every atom is a thread id or a constant -> evaluate for all threads
-    global np
-    if np is None:
-        import numpy as np
-    bx, by, bz = (tuple(ctx.func.block) + (1, 1, 1))[:3]
-    total = bx * by * bz
-    lin = np.arange(total, dtype=np.int64)
-    env = {"tid.x": lin % bx, "tid.y": (lin // bx) % by, "tid.z": lin // (bx * by),
-           "laneid": lin % 32}
     try:
-        v = np.broadcast_to(np.asarray(_eval(binds, cond, env)), (total,))
+        v = _per_thread(ctx, binds, cond)
     except KeyError:
         return prove_split, "" if prove_split else \
             "the branch condition mixes thread ids with runtime values"
+    total = len(v)
     if total % n:
         if not prove_split:
             return False, f"the block of {total} threads does not split into groups of {n}"
@@ -167,14 +154,10 @@ def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[boo
     return True, ""
 
 
-def divergence(ctx, cond, n: int) -> str:
-    """How `cond` provably differs within a group of n consecutive threads ("" when it is
-    uniform, or when that cannot be decided: it reads memory or runtime values).  A barrier
-    under such a condition is reached by only part of the group."""
+def _per_thread(ctx, binds, cond):
+    """`cond` (thread ids and constants only) evaluated for every thread of the block, in
+    linear thread order; KeyError where it reads a runtime value."""
     global np
-    binds = {f[1].uid: f for f in ctx.facts}
-    if _classify(binds, cond, {}) != "thread":
-        return ""
     if np is None:
         import numpy as np
     bx, by, bz = (tuple(ctx.func.block) + (1, 1, 1))[:3]
@@ -182,10 +165,18 @@ def divergence(ctx, cond, n: int) -> str:
     lin = np.arange(total, dtype=np.int64)
     env = {"tid.x": lin % bx, "tid.y": (lin // bx) % by, "tid.z": lin // (bx * by),
            "laneid": lin % 32}
-    try:
-        v = np.broadcast_to(np.asarray(_eval(binds, cond, env)), (total,)).astype(bool)
-    except KeyError:
+    return np.broadcast_to(np.asarray(_eval(binds, cond, env)), (total,))
+
+
+def divergence(ctx, cond, n: int) -> str:
+    """How `cond` provably differs within a group of n consecutive threads ("" when it is
+    uniform, or when that cannot be decided: it reads memory or runtime values).  A barrier
+    under such a condition is reached by only part of the group."""
+    v = _thread_values(ctx, {f[1].uid: f for f in ctx.facts}, cond)
+    if v is None:
         return ""
+    total = len(v)
+    bx, by = (tuple(ctx.func.block) + (1, 1))[:2]
     for start in range(0, total, n):
         g = v[start:start + n]
         other = np.nonzero(g != g[0])[0]
