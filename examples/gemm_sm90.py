@@ -20,6 +20,8 @@ needs a row pitch that is a multiple of 16 bytes (TMA's rule).
     python examples/gemm_sm90.py           # PTX resources; on an H200 also checks a few shapes
 """
 
+import functools
+
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
@@ -157,14 +159,14 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
 
-_KERNELS: dict = {}
+kernel_for = functools.lru_cache(maxsize=None)(make_gemm)     # one kernel per configuration
 
 
-def kernel_for(dtype, BN, STAGES, ctas, scaled, promote=0):
-    key = (dtype, BN, STAGES, ctas, scaled, promote)
-    if key not in _KERNELS:
-        _KERNELS[key] = make_gemm(dtype, BN, STAGES, ctas, scaled, promote)
-    return _KERNELS[key]
+@functools.lru_cache(maxsize=None)
+def _unit_scale(device):
+    """The scale 1.0 as a device tensor, made once per device (not a fill kernel per call)."""
+    import torch
+    return torch.ones(1, dtype=torch.float32, device=device)
 
 
 def _sms(device) -> int:
@@ -220,7 +222,7 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     pitch_ok = N % 8 == 0                     # the TMA store needs 16-byte output rows
     d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=out_dtype,
                                          device=a.device)
-    one = torch.ones(1, dtype=torch.float32, device=a.device)
+    one = _unit_scale(a.device)
     sa = one if scale_a is None else scale_a.reshape(1).to(torch.float32)
     sb = one if scale_b is None else scale_b.reshape(1).to(torch.float32)
     kernel_for(dt, BN, STAGES, sms, scaled, promote)(a, b, d, sa, sb)
