@@ -169,6 +169,9 @@ class Kernel:
         self._lock = RLock()      # _thread's: threading.RLock is a Python-level wrapper
         self._launchers: dict = {}   # device (-2 - device with debug_bounds) -> Launcher
         self._bind = self._binder = None
+        self._fast = None            # the generated launch for torch tensors, no options
+        self._fast_targets: dict = {}   # device -> its Launcher's own_target, once it suits
+        self._fast_key = None        # the dims and dynamic smem the fast launch was made for
         # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
         # the body then may not fix gridDim with cta_id(n)
         self._grid_fn = grid if callable(grid) else None
@@ -346,6 +349,10 @@ class Kernel:
         """Launch on the device of the tensor arguments (all on one; raw pointers: the current
         device), in torch's current stream there unless ``stream`` is given.  The first launch
         on a device builds for its arch (once per arch) and loads a module there."""
+        fast = self._fast
+        if fast and grid is None and block is None and stream is None and \
+                dynamic_smem_bytes is None and not kw and not _DEBUG["bounds"] and fast(args):
+            return
         values, user, dev = (self._bind or self._make_binder())(args, kw)
         if dev < 0:
             dev = _RUNTIME.current_device()
@@ -354,6 +361,8 @@ class Kernel:
             launcher = self._launchers.get(key) or self._launcher_for(dev, key)
             if stream is None and dynamic_smem_bytes is None and self._grid_fn is None:
                 launcher.launch_own(values, user)       # constant dims: resolved once
+                if key >= 0 and dev not in self._fast_targets:
+                    self._offer_fast(dev, launcher)
             else:
                 launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block,
                                 stream, dynamic_smem_bytes)
@@ -362,6 +371,26 @@ class Kernel:
         launcher = self._launchers.get(key) or self._launcher_for(dev, key)
         launcher.launch(values, user, (self._grid_fn or self.ir.grid) if grid is None else grid,
                         self.ir.block if block is None else block, stream, dynamic_smem_bytes)
+
+    def _offer_fast(self, dev: int, launcher):
+        """After a launch with no options on ``dev``: the generated fast launch
+        (runtime.own_launch_path) takes that device's launches from now on if its Launcher
+        has constant dims, packs no tensor maps and shares the dims and dynamic shared memory
+        of the first such device (a device that does not is recorded as None: the general
+        path).  Generated on the first such device, for the tensor type the binder's checks
+        were specialized for (torch's); without those checks, nothing is recorded yet."""
+        spec = self._binder.specialized_for
+        if spec is None or self._bind == self._binder.bind_device:
+            return
+        rt = _runtime()
+        own = (launcher._own_dims, launcher.dynamic_smem_bytes)
+        with self._lock:
+            if self._fast is None and own[0] is not None and not launcher._builders:
+                self._fast = rt.own_launch_path(self._binder, self._fast_targets, *own, *spec,
+                                                self.name) or False
+                self._fast_key = own
+            ok = self._fast and own == self._fast_key and not launcher._builders
+            self._fast_targets[dev] = rt.own_target(launcher) if ok else None
 
     def _make_binder(self):
         """One Binder for every device: checks do not depend on where the kernel runs.  With
@@ -433,6 +462,7 @@ class Kernel:
                         f"scopes); launched with {dims[k]}")
 
     def unload(self):
+        self._fast_targets.clear()
         for l in self._launchers.values():
             l.module.unload()
         self._launchers.clear()

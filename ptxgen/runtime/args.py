@@ -304,6 +304,7 @@ class Binder:
         self.bf16 = [i for i, p in enumerate(self.params)
                      if p.kind != "tensor" and dtype(p.dtype).name == "bfloat16"]
         self.signature = ", ".join(p.name for p in self.inputs)
+        self.specialized_for = None   # (tensor type, dtype objects) of the last specialize
 
     # ---- argument list ------------------------------------------------------------------
     def _merge(self, args, kwargs):
@@ -433,16 +434,36 @@ class Binder:
         halves the Python time of a launch.  Anything it does not accept as is (keywords, other
         array types, raw pointers, and every error) goes to ``bind_device``, so results and
         messages are the generic path's.  ``dtype_objects`` maps a ptxgen dtype name to the
-        tensor_type dtype objects that carry it.  None where the signature does not suit (no
-        tensors, bfloat16 scalars, strides other than row-major or any, or a symbol that no
-        tensor binds)."""
+        tensor_type dtype objects that carry it.  None where the signature does not suit (see
+        ``check_source``)."""
+        fall = "return generic(args, kwargs)"
+        code = self.check_source(tensor_type, dtype_objects, fall)
+        if code is None:
+            return None
+        env, lines, values = code
+        env["generic"] = self.bind_device
+        self.specialized_for = (tensor_type, dtype_objects)
+        src = "\n".join(["def bind_fast(args, kwargs):", "    if kwargs:", "        " + fall,
+                         *lines, f"    return [{values}], args, dev"]) + "\n"
+        exec(compile(src, f"<ptxgen bind {self.name}>", "exec"), env)
+        fast = env["bind_fast"]
+        fast.source = src
+        return fast
+
+    def check_source(self, tensor_type, dtype_objects: dict, fall: str):
+        """``specialize``'s checks as source: (globals they need, the lines of a function body
+        that unpack ``args`` into a0, a1, ... and check them, running ``fall`` on anything
+        they do not accept, the expressions of the values in parameter order).  After them,
+        ``dev`` is the tensors' device.  None where the signature does not suit: no tensors,
+        bfloat16 scalars, strides other than row-major or any, or a symbol that no tensor
+        binds."""
         tensors = [(j, i, p) for j, (i, p, ok, *_rest) in enumerate(self.plans) if ok is not None]
         bound = {d for _, _, p in tensors for d in p.shape if d.__class__ is not int}
         if not tensors or self.bf16 or any(s not in bound for _, s in self.symbols) or \
                 any(p.strides is not None and p.strides is not ROW_MAJOR for _, _, p in tensors):
             return None
-        env = {"T": tensor_type, "generic": self.bind_device}
-        fall = "        return generic(args, kwargs)"
+        env = {"T": tensor_type}
+        fall = "        " + fall
         names = [f"a{j}" for j in range(len(self.inputs))]
         types, unpack, dims, place, ptrs = [], [], [], [], []
         sym_var: dict = {}
@@ -476,8 +497,7 @@ class Binder:
         def test(conds):
             return ["    if (" + "\n            or ".join(conds) + "):", fall]
 
-        lines = ["def bind_fast(args, kwargs):",
-                 f"    if kwargs or len(args) != {len(names)}:", fall,
+        lines = [f"    if len(args) != {len(names)}:", fall,
                  f"    {', '.join(names)}, = args", *test(types), "    try:",
                  *(f"        {u}" for u in unpack), "    except ValueError:   # another rank",
                  fall, *test(dims + place),
@@ -486,13 +506,7 @@ class Binder:
         by_index.update({i: f"a{j}" for j, (i, p, ok, *_rest) in enumerate(self.plans)
                          if ok is None})
         by_index.update({i: sym_var[s] for i, s in self.symbols})
-        values = ", ".join(by_index[i] for i in range(len(self.params)))
-        lines.append(f"    return [{values}], args, dev")
-        src = "\n".join(lines) + "\n"
-        exec(compile(src, f"<ptxgen bind {self.name}>", "exec"), env)
-        fast = env["bind_fast"]
-        fast.source = src
-        return fast
+        return env, lines, ", ".join(by_index[i] for i in range(len(self.params)))
 
     def specialize_for_torch(self):
         """``specialize`` for torch.Tensor when torch is imported, else None."""

@@ -108,6 +108,98 @@ def _normalize(dims, what: str, kernel: str) -> tuple:
     return t
 
 
+# The tail of every launch, written once and compiled twice: as Launcher._submit (values in a
+# list, after the tensor-map parameters are appended; dims a tuple) and inside a Kernel's
+# generated own-launch path (values as its checks left them, the dims and dynamic shared memory
+# as literals).  L is the Launcher, h the raw stream handle; sa, tls, launch, handle, extra
+# and last are L's stream table, thread-local storage, launch function, function handle,
+# extra argument and the driver's last-kernel slot, which both read before the tail.
+_SUBMIT_TAIL = """\
+    if sa is not None:              # the ctypes driver: the stream as a pointer argument
+        try:
+            h = sa[h]
+        except KeyError:
+            h = L._stream_arg(h)
+    try:                            # this thread's parameter storage
+        pack, buf, kp, _ = tls.p
+    except AttributeError:
+        pack, buf, kp, _ = L._thread_storage()
+    try:
+        pack(buf, 0, {values})
+    except (struct_error, OverflowError, TypeError):
+        L.binder.scalar_error([{values}])
+        raise
+    if not L._ask_first:
+        err = launch(handle, {launch_dims}, {smem}, h, kp, extra)
+        if err:
+            L._relaunch(err, {dims}, {smem}, h, kp)
+    else:
+        L._launch_asking({dims}, {smem}, h, kp)
+    last[0] = {name}
+"""
+
+
+def _compiled(src: str, name: str, env: dict, where: str = ""):
+    env = {"struct_error": struct_error, **env}
+    exec(compile(src, f"<ptxgen {name}{' ' + where if where else ''}>", "exec"), env)
+    fn = env[name]
+    fn.source = src
+    return fn
+
+
+def _make_submit():
+    src = ("def _submit(L, values, dims, smem, h):\n"
+           "    if L._builders:   # tensor maps: bytes from the bound values\n"
+           "        values = values + [b(values) for b in L._builders]\n"
+           "    sa, tls, launch, handle, extra, last = (L._streams, L._tls, L._launch, "
+           "L.fn.handle, L._extra, L._last)\n" +
+           _SUBMIT_TAIL.format(values="*values", launch_dims="*dims", dims="dims",
+                               smem="smem", name="L.name"))
+    fn = _compiled(src, "_submit", {})
+    fn.__doc__ = ("The tail both launch paths share: the stream as the binding wants it, the "
+                  "parameters packed into this thread's storage, the launch (and its error "
+                  "handling).")
+    return fn
+
+
+def own_target(launcher) -> tuple:
+    """What ``own_launch_path``'s function reads of a Launcher, in one tuple: the Launcher, its
+    stream table, thread-local storage, launch function, function handle and extra argument."""
+    L = launcher
+    return L, L._streams, L._tls, L._launch, L.fn.handle, L._extra
+
+
+def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
+                    dtype_objects: dict, name: str):
+    """A Kernel's whole launch with no launch options, generated for its signature: the
+    binder's checks of ``tensor_type`` tensors (``Binder.check_source``), then, with the
+    ``own_target`` tuple that ``targets`` holds for their device (a Launcher of this kernel
+    whose own dims are ``dims``, whose default dynamic shared memory is ``smem`` and that packs
+    no tensor maps), the current stream and ``_SUBMIT_TAIL``, with no call in between.  It
+    returns True when it launched and False for anything it does not take as is (other
+    arguments, a device not in ``targets``, every error), for the caller to run the general
+    path, which launches or raises the exact error.  One Python call instead of five (call,
+    bind, launch_own, _submit, the dims unpacked): about half of ptxgen's Python per launch.
+    None where the binder cannot specialize the signature."""
+    code = binder.check_source(tensor_type, dtype_objects, "return False")
+    if code is None:
+        return None
+    env, lines, values = code
+    env.update(targets=targets, ts=_torch_stream, modules=_modules,
+               current=_torch_current_stream, DIMS=tuple(dims), last=driver.last_kernel)
+    src = "\n".join([
+        "def launch_own_fast(args):", *lines,
+        "    t = targets.get(dev)",
+        "    if t is None:",
+        "        return False",
+        "    L, sa, tls, launch, handle, extra = t",
+        "    raw = ts[1] if modules.get('torch') is ts[0] else current()",
+        "    h = 0 if raw is None else raw(dev)",
+        _SUBMIT_TAIL.format(values=values, launch_dims=", ".join(map(str, dims)), dims="DIMS",
+                            smem=int(smem), name=repr(name)) + "    return True"]) + "\n"
+    return _compiled(src, "launch_own_fast", env, name)
+
+
 class Launcher:
     """Launches one Function with checked arguments.
 
@@ -232,33 +324,7 @@ class Launcher:
             _torch_current_stream()
         self._submit(values, dims, self.dynamic_smem_bytes, 0 if raw is None else raw(self.device))
 
-    def _submit(self, values, dims, smem, h) -> None:
-        """The tail both launch paths share: the stream as the binding wants it, the
-        parameters packed into this thread's storage, the launch (and its error handling)."""
-        sa = self._streams
-        if sa is not None:               # the ctypes driver: the stream as a pointer argument
-            try:
-                h = sa[h]
-            except KeyError:
-                h = self._stream_arg(h)
-        try:
-            pack, buf, kp, _ = self._tls.p
-        except AttributeError:
-            pack, buf, kp, _ = self._thread_storage()
-        if self._builders:
-            values = values + [b(values) for b in self._builders]
-        try:
-            pack(buf, 0, *values)
-        except (struct_error, OverflowError, TypeError):
-            self.binder.scalar_error(values)
-            raise
-        if not self._ask_first:
-            err = self._launch(self.fn.handle, *dims, smem, h, kp, self._extra)
-            if err:
-                self._relaunch(err, dims, smem, h, kp)
-        else:
-            self._launch_asking(dims, smem, h, kp)
-        self._last[0] = self.name
+    _submit = _make_submit()
 
     def _first_own(self, values, user) -> None:
         grid, block = self._own

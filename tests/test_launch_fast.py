@@ -1,0 +1,199 @@
+"""The generated own-launch path of pg.Kernel (runtime.own_launch_path): after the first
+launch with no options, a Kernel's torch-tensor launches run one generated function.  It must
+do exactly what the general path does (same driver call, same packed bytes, same device and
+stream) and leave everything else to it (other arguments, options, errors, debug builds).
+A stand-in driver (tests/_fakecuda.py) records each launch; the fake torch module makes the
+fake tensor class play torch.Tensor."""
+import sys
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import ptxgen as pg
+from ptxgen.errors import LaunchError
+from ptxgen.runtime import clear_memory_cache
+from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
+    register_torch_dtypes
+
+N = pg.var("N")
+
+
+def make_scale():
+    @pg.kernel(grid=(2,), block=(128,))
+    def scale(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), s: pg.float32):
+        tx = pg.thread_id(128)
+        out[tx] = x[tx] * s
+    return scale
+
+
+@pytest.fixture()
+def fake(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
+    clear_memory_cache()
+    f = install(monkeypatch, FakeDriver(archs=((9, 0), (9, 0))))
+    register_torch_dtypes(monkeypatch)
+    torch = type(sys)("torch")
+    torch.Tensor, torch.float32, torch.float16 = FakeTorchTensor, FLOAT32, FLOAT16
+    torch.dtype = type(FLOAT32)
+    torch.cuda = type(sys)("torch.cuda")
+    torch.cuda.is_initialized = lambda: True
+    torch._C = type(sys)("torch._C")
+    f.torch_stream = {0: 0, 1: 0}
+    torch._C._cuda_getDevice = lambda: 0
+    torch._C._cuda_getCurrentRawStream = lambda dev: f.torch_stream[dev]
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    f.param_bytes = 20
+    return f
+
+
+def T(fake, device, n=256, dtype=FLOAT32, offset=0, strides=None):
+    return FakeTorchTensor(fake.alloc(device) + offset, (n,), device, dtype, strides)
+
+
+def record(fake, k, *args, **kw):
+    """What one call did: the launch it recorded, or the error text."""
+    before = len(fake.launches)
+    try:
+        k(*args, **kw)
+    except LaunchError as e:
+        return str(e)
+    got = fake.launches[before:]
+    assert len(got) == 1
+    l = got[0]
+    return (l.device, l.entry, l.grid, l.block, l.smem, l.stream, l.params)
+
+
+def test_the_fast_path_takes_over_after_the_first_launch(fake):
+    k = make_scale()
+    x, y = T(fake, 0), T(fake, 0)
+    k(x, y, 2.0)
+    assert k._fast and k._fast.__name__ == "launch_own_fast" and 0 in k._fast_targets
+    before = fake.calls.copy()
+    for _ in range(5):
+        assert k._fast((x, y, 2.0)) is True
+    assert dict(fake.calls - before) == {"cuLaunchKernel": 5}
+    want = x.data_ptr().to_bytes(8, "little") + y.data_ptr().to_bytes(8, "little") + \
+        np.float32(2.0).tobytes()
+    assert fake.launches[-1].params == want and fake.launches[-1].grid == (2, 1, 1)
+
+
+def test_each_device_launches_on_its_own(fake):
+    k = make_scale()
+    fake.torch_stream[1] = s1 = fake.make_stream(1)
+    a, b = (T(fake, 0), T(fake, 0)), (T(fake, 1), T(fake, 1))
+    k(*a, 1.0)
+    k(*b, 1.0)
+    assert set(k._fast_targets) == {0, 1} and all(k._fast_targets.values())
+    for _ in range(3):
+        assert record(fake, k, *b, 3.0)[0::5] == (1, s1)
+        assert record(fake, k, *a, 3.0)[0::5] == (0, 0)
+    assert record(fake, k, a[0], b[1], 1.0).startswith("kernel 'scale': argument 'x' is on")
+
+
+def test_what_the_fast_path_declines_the_general_path_does(fake):
+    """Options, keywords, raw pointers, subclasses, debug builds: the general path (its
+    launch or its error), never a second launch."""
+    k = make_scale()
+    x, y = T(fake, 0), T(fake, 0)
+    k(x, y, 1.0)
+    f = k._fast
+    calls = []
+    k._fast = lambda args: calls.append(args) or f(args)
+    assert record(fake, k, x, y, 1.0, grid=(4,))[2] == (4, 1, 1)
+    assert record(fake, k, x, y, s=1.0)[0] == 0
+    assert record(fake, k, x.data_ptr(), y.data_ptr(), 1.0, N=256)[0] == 0
+    assert record(fake, k, x, y, 1.0, stream=0)[0] == 0
+    assert len(calls) == 0
+    prev = pg.debug_bounds(True)
+    try:
+        assert record(fake, k, x, y, 1.0)[0] == 0       # a debug-bounds build of its own
+    finally:
+        pg.debug_bounds(prev)
+    assert len(calls) == 0
+
+
+def test_errors_are_the_general_paths(fake):
+    k = make_scale()
+    x, y = T(fake, 0), T(fake, 0)
+    k(x, y, 1.0)
+    assert record(fake, k, x, T(fake, 0, 255), 1.0) == \
+        "argument 'x': dim 0 is symbol N = 256 (bound by 'out'), got 255"
+    assert record(fake, k, x, y, 1e39) == \
+        "argument 's': 1e+39 is out of range for float32 (max 3.40282e+38)"
+    assert record(fake, k, x, T(fake, 0, dtype=FLOAT16), 1.0) == \
+        "argument 'x': expected dtype float32, got float16"
+    assert record(fake, k, x, y) == \
+        "kernel 'scale' takes 3 arguments (out, x, s), got 2: missing 's'"
+
+
+def test_fast_and_general_paths_agree(fake):
+    """Random good and bad arguments: the same launch record or the same error text."""
+    fast_k, plain_k = make_scale(), make_scale()
+    x0 = T(fake, 0)
+    fast_k(x0, x0, 1.0)
+    plain_k(x0, x0, 1.0)
+    assert fast_k._fast
+    plain_k._fast = None                     # the general path only
+    plain_k._offer_fast = lambda dev, launcher: None
+
+    @settings(max_examples=300, deadline=None)
+    @given(data=st.data())
+    def agree(data):
+        def tensor():
+            kind = data.draw(st.sampled_from(["ok"] * 5 + ["dtype", "short", "dev1", "cpu",
+                                                              "align", "null", "strided",
+                                                              "int"]))
+            dev = 1 if kind == "dev1" else (None if kind == "cpu" else 0)
+            ptr = 0 if kind == "null" else fake.alloc(dev or 0) + (4 if kind == "align" else 0)
+            t = FakeTorchTensor(ptr, (255 if kind == "short" else 256,), dev,
+                                FLOAT16 if kind == "dtype" else FLOAT32,
+                                (2,) if kind == "strided" else None)
+            return t.data_ptr() if kind == "int" else t
+
+        args = (tensor(), tensor(),
+                data.draw(st.sampled_from([1.0, 2, np.float32(0.5), 1e39, "x"])))
+        assert record(fake, fast_k, *args) == record(fake, plain_k, *args)
+
+    agree()
+
+
+def test_threads_each_use_their_own_storage(fake):
+    k = make_scale()
+    tensors = {d: (T(fake, d), T(fake, d)) for d in (0, 1)}
+    for d in (0, 1):
+        k(*tensors[d], 1.0)
+    errors, start = [], threading.Barrier(2)
+
+    def work(dev):
+        try:
+            start.wait()
+            for _ in range(200):
+                k(*tensors[dev], 1.0)
+        except Exception as e:       # pragma: no cover - reported below
+            errors.append(e)
+
+    n0 = len(fake.launches)
+    threads = [threading.Thread(target=work, args=(d,)) for d in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for d in (0, 1):
+        mine = [l for l in fake.launches[n0:] if l.device == d]
+        out, x = tensors[d]
+        want = out.data_ptr().to_bytes(8, "little") + x.data_ptr().to_bytes(8, "little") + \
+            np.float32(1.0).tobytes()
+        assert len(mine) == 200 and {l.params for l in mine} == {want}
+
+
+def test_unload_forgets_the_targets(fake):
+    k = make_scale()
+    x = T(fake, 0)
+    k(x, x, 1.0)
+    k.unload()
+    assert k._fast_targets == {} and k._fast((x, x, 1.0)) is False
+    assert record(fake, k, x, x, 1.0)[0] == 0            # loaded again, and fast again
+    assert k._fast_targets[0]
