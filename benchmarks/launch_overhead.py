@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -42,17 +43,22 @@ def make_kernel():
     return empty3
 
 
-def per_launch_us(fn, n: int, sync=synchronize) -> float:
-    """Median of 5 timed rounds of n calls each, after a warm-up round; µs per call."""
-    fn(n // 10)
-    sync()
-    rounds = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        fn(n)
-        rounds.append((time.perf_counter() - t0) / n * 1e6)
+def interleaved_us(variants: dict, n: int, sync=synchronize, rounds: int = 7):
+    """Per variant, the microseconds per call of each of `rounds` timed rounds of n calls,
+    after a warm-up round of each; the rounds take the variants in turn (round r starts at
+    variant r), so a drift of the host (clocks, other tenants) falls on all of them alike."""
+    names = list(variants)
+    for fn in variants.values():
+        fn(n // 10)
         sync()
-    return sorted(rounds)[2]
+    out = {k: [] for k in names}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            variants[k](n)
+            out[k].append((time.perf_counter() - t0) / n * 1e6)
+            sync()
+    return out
 
 
 def gpu_tensors():
@@ -113,6 +119,8 @@ def main() -> None:
         fake.cuCtxGetCurrent = lambda: here          # asked only when a launch fails
         L0._launch, L0._current_ctx = fake.cuLaunchKernel, fake.cuCtxGetCurrent
         k._bind = specialize(k._binder)
+        k._fast, k._fast_targets = None, {}          # the fast launch made for the stand-ins
+        k(x, y)
     L = Launcher(L0.fn, k.params, name="empty3")      # a standalone Launcher, same function
     if fake is not None:
         L._launch, L._current_ctx = fake.cuLaunchKernel, fake.cuCtxGetCurrent
@@ -135,8 +143,7 @@ def main() -> None:
             def bare_bindings(n):
                 for _ in range(n):
                     launch_b(hb, 1, 1, 1, 32, 1, 1, 0, 0, kp, 0)
-            results["bare cuLaunchKernel, cuda-bindings (baseline)"] = base = \
-                per_launch_us(bare_bindings, a.n, sync)
+            results["bare cuLaunchKernel, cuda-bindings (baseline)"] = base = bare_bindings
     if backend != "bindings":
         raw, pointer_arg, extra = (launch, None, 0) if fake is not None else \
             driver.kernel_launch(d)
@@ -148,36 +155,36 @@ def main() -> None:
                 raw(h, 1, 1, 1, 32, 1, 1, 0, s0, kpa, extra)
         name = "no-op launch (the fake's)" if fake is not None else \
             f"bare cuLaunchKernel, ptxgen's {backend} binding"
-        results[name] = own = per_launch_us(bare_own, a.n, sync)
+        results[name] = own = bare_own
     if base is None:
         base = own
 
     ptr = x.data_ptr() if hasattr(x, "data_ptr") else (x.data.ptr if x is not None else buf)
 
-    def raw(n):
+    def raw_pointers(n):
         for _ in range(n):
             L((ptr, ptr), {"N": 1024}, grid=(1,), block=(32,), stream=0)
-    results["Launcher, raw pointers"] = per_launch_us(raw, a.n, sync)
+    results["Launcher, raw pointers"] = raw_pointers
 
     headline = None
     if x is not None:
         def launcher_tensors(n):
             for _ in range(n):
                 L((x, y), {}, grid=(1,), block=(32,))
-        results[f"Launcher, {label} (checked)"] = per_launch_us(launcher_tensors, a.n, sync)
+        results[f"Launcher, {label} (checked)"] = launcher_tensors
 
         def kernel_tensors(n):
             for _ in range(n):
                 k(x, y)
         headline = f"pg.Kernel, {label} (checked, current stream)"
-        results[headline] = per_launch_us(kernel_tensors, a.n, sync)
+        results[headline] = kernel_tensors
 
         bind = k._bind
 
         def bind_only(n):
             for _ in range(n):
                 bind((x, y), {})
-        results[f"argument checks alone, {label}"] = per_launch_us(bind_only, a.n, sync)
+        results[f"argument checks alone, {label}"] = bind_only
 
         values, user, _ = bind((x, y), {})
         grid, block = k.ir.grid, k.ir.block
@@ -185,46 +192,53 @@ def main() -> None:
         def bound(n):
             for _ in range(n):
                 L0.launch(values, user, grid, block)
-        results["launch of bound arguments (Launcher.launch: dims, stream, pack, launch)"] = \
-            per_launch_us(bound, a.n, sync)
+        results["launch of bound arguments (Launcher.launch: dims, stream, pack, launch)"] = bound
 
         def bound_own(n):
             for _ in range(n):
                 L0.launch_own(values, user)
-        results["launch of bound arguments, no options (Launcher.launch_own: a pg.Kernel's)"] = \
-            per_launch_us(bound_own, a.n, sync)
+        results["launch of bound arguments, no options (Launcher.launch_own: a pg.Kernel's)"] = bound_own
         pk = L0.packer
 
         def pack_only(n):
             for _ in range(n):
                 pk.struct.pack_into(pk.buffer, 0, *values)
-        results["  of which packing the parameters (struct.pack_into)"] = \
-            per_launch_us(pack_only, a.n, sync)
+        results["  of which packing the parameters (struct.pack_into)"] = pack_only
 
+    rounds = interleaved_us(results, a.n, sync)
+    med = statistics.median
+    times = {k: med(v) for k, v in rounds.items()}
+    base_name = next(k for k, v in results.items() if v is base)
+    own_name = next((k for k, v in results.items() if v is own), None)
     if fake is not None:
         where = "fake driver (no-op launch): ptxgen's Python per launch"
     else:
         where = d.cuDeviceGetName(64, d.cuDeviceGet(0)[1])[1].split(b"\0")[0].decode()
-    print(f"{where}, {a.n} launches per round, median of 5 rounds")
-    for name, v in results.items():
-        ratio = "" if fake is not None else f"   ({v / base:5.2f}x baseline)"
+    print(f"{where}, {a.n} launches per round, median of 7 interleaved rounds")
+    b = times[base_name]
+    for name, v in times.items():
+        ratio = "" if fake is not None else f"   ({v / b:5.2f}x baseline)"
         print(f"  {name:76s} {v:7.2f} us/launch{ratio}")
+    ratio = ratio_own = None
     if headline is not None:
-        v = results[headline]
+        v = times[headline]
+        # the headline ratio: the median of the per-round ratios (each round's pair adjacent)
+        ratio = med(x / y for x, y in zip(rounds[headline], rounds[base_name]))
         if fake is not None:
-            print(f"checked pg.Kernel launch: {v - base:.2f} us of Python above the no-op launch")
+            print(f"checked pg.Kernel launch: {v - b:.2f} us of Python above the no-op launch")
         else:
             print(f"checked pg.Kernel launch (driver binding: {backend}) / bare cuda-bindings "
-                  f"cuLaunchKernel = {v / base:.2f}x ({v:.2f} vs {base:.2f} us; target <= 1.5x)")
-            if own is not None and own != base:
-                print(f"  and / the bare call through the {backend} binding = {v / own:.2f}x "
-                      f"({own:.2f} us)")
+                  f"cuLaunchKernel = {ratio:.2f}x (median of per-round ratios; medians {v:.2f} "
+                  f"vs {b:.2f} us; target <= 1.5x)")
+            if own_name is not None and own_name != base_name:
+                ratio_own = med(x / y for x, y in zip(rounds[headline], rounds[own_name]))
+                print(f"  and / the bare call through the {backend} binding = {ratio_own:.2f}x "
+                      f"({times[own_name]:.2f} us)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"device": where, "n": a.n, "backend": backend, "us_per_launch": results,
-                       "ratio": results[headline] / base if headline else None,
-                       "ratio_vs_own_binding": results[headline] / own if headline and own
-                       else None}, f, indent=1)
+            json.dump({"device": where, "n": a.n, "backend": backend, "us_per_launch": times,
+                       "rounds_us": rounds, "ratio": ratio, "ratio_vs_own_binding": ratio_own},
+                      f, indent=1)
 
 
 if __name__ == "__main__":

@@ -314,3 +314,41 @@ def register_torch_dtypes(monkeypatch):
 
     monkeypatch.setitem(args._torch_dt, FLOAT32, "float32")
     monkeypatch.setitem(args._torch_dt, FLOAT16, "float16")
+
+
+def install_fake_torch(monkeypatch, initialized=False, device=0, stream=0):
+    """A stand-in `torch` module in sys.modules whose Tensor is FakeTorchTensor: ptxgen then
+    generates its torch launch path for the fake tensors.  ``stream`` is the current raw
+    stream, or a callable of the device giving it."""
+    import sys
+
+    torch = type(sys)("torch")
+    torch.Tensor, torch.float32, torch.float16 = FakeTorchTensor, FLOAT32, FLOAT16
+    torch.dtype = type(FLOAT32)
+    torch.cuda = type(sys)("torch.cuda")
+    torch.cuda.is_initialized = lambda: initialized
+    torch._C = type(sys)("torch._C")
+    torch._C._cuda_getDevice = lambda: device
+    torch._C._cuda_getCurrentRawStream = stream if callable(stream) else (lambda dev: stream)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    return torch
+
+
+SCALE_N = None    # the shape symbol of scale_kernel (set on its first use)
+
+
+def scale_kernel():
+    """out[i] = x[i] * s over (N,) float32 tensors, grid 2 x 128 threads: the kernel the
+    stand-in driver tests launch."""
+    import ptxgen as pg
+
+    global SCALE_N
+    if SCALE_N is None:
+        SCALE_N = pg.var("N")
+
+    @pg.kernel(grid=(2,), block=(128,))
+    def scale(out: pg.Tensor((SCALE_N,), "float32"), x: pg.Tensor((SCALE_N,), "float32"),
+              s: pg.float32):
+        tx = pg.thread_id(128)
+        out[tx] = x[tx] * s
+    return scale

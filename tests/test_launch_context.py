@@ -11,17 +11,10 @@ import pytest
 import ptxgen as pg
 from ptxgen.errors import CudaError
 from ptxgen.runtime import clear_memory_cache, reset_stats, stats
-from _fakecuda import FLOAT32, FakeDriver, FakeTorchTensor, install, register_torch_dtypes
+from _fakecuda import FLOAT32, FakeDriver, FakeTorchTensor, install, register_torch_dtypes, \
+    scale_kernel
 
 N = pg.var("N")
-
-
-def make_scale():
-    @pg.kernel(grid=(2,), block=(128,))
-    def scale(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), s: pg.float32):
-        tx = pg.thread_id(128)
-        out[tx] = x[tx] * s
-    return scale
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +42,7 @@ def calls(fake, fn):
 
 
 def test_own_context_current_one_driver_call(fake):
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 1), T(fake, 1)
     fake.cuCtxSetCurrent(fake.ctx_of(1))
     k(x, y, 1.0)
@@ -61,7 +54,7 @@ def test_other_devices_context_current(fake):
     """e.g. torch.cuda.set_device(0), then tensors of cuda:1: the refused launch is made again
     in cuda:1's context, pushed over cuda:0's, which stays current; later launches ask first
     rather than be refused each time."""
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 1), T(fake, 1)
     fake.cuCtxSetCurrent(fake.ctx_of(0))
     k(x, y, 1.0)
@@ -74,7 +67,7 @@ def test_other_devices_context_current(fake):
 
 
 def test_a_refused_launch_is_retried_once_then_asked_first(fake):
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 1), T(fake, 1)
     fake.cuCtxSetCurrent(fake.ctx_of(1))
     k(x, y, 1.0)                                     # cuda:1 current: direct
@@ -92,7 +85,7 @@ def test_a_refused_launch_is_retried_once_then_asked_first(fake):
 def test_no_context_current(fake):
     """A new thread has none: device 0's primary context is made current and stays (as the
     CUDA runtime does); another device's is pushed and popped."""
-    k = make_scale()
+    k = scale_kernel()
     x0, y0, x1, y1 = T(fake, 0), T(fake, 0), T(fake, 1), T(fake, 1)
     k(x0, y0, 1.0)                          # modules loaded (and launchers made) here
     k(x1, y1, 1.0)
@@ -124,7 +117,7 @@ def test_no_context_current(fake):
 def test_threads_with_different_current_contexts_share_a_launcher(fake):
     """The ask-first hint is shared by the threads of one Launcher: it only decides whether a
     launch asks before or after, never where it runs."""
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     k(x, y, 1.0)
     errors, where = [], []
@@ -148,7 +141,7 @@ def test_threads_with_different_current_contexts_share_a_launcher(fake):
 
 
 def test_errors_of_the_launch_itself_are_raised(fake):
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     fake.cuCtxSetCurrent(fake.ctx_of(0))
     k(x, y, 1.0)
@@ -166,7 +159,7 @@ def test_errors_of_the_launch_itself_are_raised(fake):
 
 
 def test_raw_pointer_launches_follow_the_current_device(fake):
-    k = make_scale()
+    k = scale_kernel()
     p = fake.alloc(1)
     fake.cuCtxSetCurrent(fake.ctx_of(1))
     k(p, p + 1024, 1.0, N=256)
@@ -210,7 +203,7 @@ def test_call_without_options_launches_as_with_them(fake):
 
 
 def test_call_without_options_after_unload_fails_cleanly(fake):
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     fake.cuCtxSetCurrent(fake.ctx_of(0))
     k(x, y, 1.0)

@@ -4,8 +4,8 @@ do exactly what the general path does (same driver call, same packed bytes, same
 stream) and leave everything else to it (other arguments, options, errors, debug builds).
 A stand-in driver (tests/_fakecuda.py) records each launch; the fake torch module makes the
 fake tensor class play torch.Tensor."""
-import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -15,18 +15,7 @@ import ptxgen as pg
 from ptxgen.errors import LaunchError
 from ptxgen.runtime import clear_memory_cache
 from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
-    register_torch_dtypes
-
-N = pg.var("N")
-
-
-def make_scale():
-    @pg.kernel(grid=(2,), block=(128,))
-    def scale(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), s: pg.float32):
-        tx = pg.thread_id(128)
-        out[tx] = x[tx] * s
-    return scale
-
+    install_fake_torch, register_torch_dtypes, scale_kernel
 
 @pytest.fixture()
 def fake(tmp_path, monkeypatch):
@@ -34,16 +23,8 @@ def fake(tmp_path, monkeypatch):
     clear_memory_cache()
     f = install(monkeypatch, FakeDriver(archs=((9, 0), (9, 0))))
     register_torch_dtypes(monkeypatch)
-    torch = type(sys)("torch")
-    torch.Tensor, torch.float32, torch.float16 = FakeTorchTensor, FLOAT32, FLOAT16
-    torch.dtype = type(FLOAT32)
-    torch.cuda = type(sys)("torch.cuda")
-    torch.cuda.is_initialized = lambda: True
-    torch._C = type(sys)("torch._C")
     f.torch_stream = {0: 0, 1: 0}
-    torch._C._cuda_getDevice = lambda: 0
-    torch._C._cuda_getCurrentRawStream = lambda dev: f.torch_stream[dev]
-    monkeypatch.setitem(sys.modules, "torch", torch)
+    install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: f.torch_stream[dev])
     f.param_bytes = 20
     return f
 
@@ -66,7 +47,7 @@ def record(fake, k, *args, **kw):
 
 
 def test_the_fast_path_takes_over_after_the_first_launch(fake):
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     k(x, y, 2.0)
     assert k._fast and k._fast.__name__ == "launch_own_fast" and 0 in k._fast_targets
@@ -80,7 +61,7 @@ def test_the_fast_path_takes_over_after_the_first_launch(fake):
 
 
 def test_each_device_launches_on_its_own(fake):
-    k = make_scale()
+    k = scale_kernel()
     fake.torch_stream[1] = s1 = fake.make_stream(1)
     a, b = (T(fake, 0), T(fake, 0)), (T(fake, 1), T(fake, 1))
     k(*a, 1.0)
@@ -95,7 +76,7 @@ def test_each_device_launches_on_its_own(fake):
 def test_what_the_fast_path_declines_the_general_path_does(fake):
     """Options, keywords, raw pointers, subclasses, debug builds: the general path (its
     launch or its error), never a second launch."""
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     k(x, y, 1.0)
     f = k._fast
@@ -115,7 +96,7 @@ def test_what_the_fast_path_declines_the_general_path_does(fake):
 
 
 def test_errors_are_the_general_paths(fake):
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     k(x, y, 1.0)
     assert record(fake, k, x, T(fake, 0, 255), 1.0) == \
@@ -130,7 +111,7 @@ def test_errors_are_the_general_paths(fake):
 
 def test_fast_and_general_paths_agree(fake):
     """Random good and bad arguments: the same launch record or the same error text."""
-    fast_k, plain_k = make_scale(), make_scale()
+    fast_k, plain_k = scale_kernel(), scale_kernel()
     x0 = T(fake, 0)
     fast_k(x0, x0, 1.0)
     plain_k(x0, x0, 1.0)
@@ -160,27 +141,20 @@ def test_fast_and_general_paths_agree(fake):
 
 
 def test_threads_each_use_their_own_storage(fake):
-    k = make_scale()
+    k = scale_kernel()
     tensors = {d: (T(fake, d), T(fake, d)) for d in (0, 1)}
     for d in (0, 1):
         k(*tensors[d], 1.0)
-    errors, start = [], threading.Barrier(2)
+    start = threading.Barrier(2)
 
     def work(dev):
-        try:
-            start.wait()
-            for _ in range(200):
-                k(*tensors[dev], 1.0)
-        except Exception as e:       # pragma: no cover - reported below
-            errors.append(e)
+        start.wait()
+        for _ in range(200):
+            k(*tensors[dev], 1.0)
 
     n0 = len(fake.launches)
-    threads = [threading.Thread(target=work, args=(d,)) for d in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(work, (0, 1)))          # re-raises a thread's exception here
     for d in (0, 1):
         mine = [l for l in fake.launches[n0:] if l.device == d]
         out, x = tensors[d]
@@ -190,7 +164,7 @@ def test_threads_each_use_their_own_storage(fake):
 
 
 def test_unload_forgets_the_targets(fake):
-    k = make_scale()
+    k = scale_kernel()
     x = T(fake, 0)
     k(x, x, 1.0)
     k.unload()

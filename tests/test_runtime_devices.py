@@ -15,18 +15,10 @@ from ptxgen.errors import CudaError, LaunchError
 from ptxgen.runtime import Binder, ParamSpec, clear_memory_cache
 from ptxgen.runtime.args import ROW_MAJOR
 from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
-    register_torch_dtypes
+    install_fake_torch, register_torch_dtypes, scale_kernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = pg.var("N")
-
-
-def make_scale():
-    @pg.kernel(grid=(2,), block=(128,))
-    def scale(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), s: pg.float32):
-        tx = pg.thread_id(128)
-        out[tx] = x[tx] * s
-    return scale
 
 
 def make_pooled():
@@ -68,7 +60,7 @@ def launch_error(fn, *args, **kw):
 @pytest.mark.parametrize("order", [(0, 1, 0), (1, 0, 1)])
 def test_one_kernel_runs_on_the_device_of_its_tensors(monkeypatch, order):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     for dev in order:
         k(T(fake, dev), T(fake, dev), 2.0)
     assert [l.device for l in fake.launches] == list(order)
@@ -82,7 +74,7 @@ def test_one_kernel_runs_on_the_device_of_its_tensors(monkeypatch, order):
 
 def test_devices_of_different_archs_get_their_own_build(monkeypatch):
     fake = fake_gpus(monkeypatch, archs=[(9, 0), (10, 0)])
-    k = make_scale()
+    k = scale_kernel()
     k(T(fake, 1), T(fake, 1), 1.0)
     k(T(fake, 0), T(fake, 0), 1.0)
     assert sorted(a for a, _ in k._ptx_cache) == ["sm_100a", "sm_90a"]
@@ -91,7 +83,7 @@ def test_devices_of_different_archs_get_their_own_build(monkeypatch):
 
 def test_mixed_devices_are_refused_before_the_driver(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     assert launch_error(k, T(fake, 0), T(fake, 1), 1.0) == (
         "kernel 'scale': argument 'x' is on cuda:1 but argument 'out' is on cuda:0; a launch "
         "runs on one device, so move them to the same one")
@@ -101,7 +93,7 @@ def test_mixed_devices_are_refused_before_the_driver(monkeypatch):
 
 def test_raw_pointers_launch_on_the_current_device(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     fake.cuCtxSetCurrent(fake.ctx_of(1))                 # e.g. torch.cuda.set_device(1)
     p = fake.alloc(1)
     k(p, p + 1024, 1.0, N=256)
@@ -114,23 +106,14 @@ def test_raw_pointers_launch_on_the_current_device(monkeypatch):
 
 
 def fake_torch(monkeypatch, initialized=False, device=0, stream=0):
-    torch = type(sys)("torch")
-    torch.Tensor, torch.float32, torch.float16 = FakeTorchTensor, FLOAT32, FLOAT16
-    torch.dtype = type(FLOAT32)
-    torch.cuda = type(sys)("torch.cuda")
-    torch.cuda.is_initialized = lambda: initialized
-    torch._C = type(sys)("torch._C")
-    torch._C._cuda_getDevice = lambda: device
-    torch._C._cuda_getCurrentRawStream = lambda dev: stream
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    return torch
+    return install_fake_torch(monkeypatch, initialized, device, stream)
 
 
 def test_raw_pointers_follow_torchs_current_device(monkeypatch):
     """torch may switch devices lazily (no context current yet): once torch has initialized
     CUDA, its current device is the one raw-pointer launches use, with its current stream."""
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     s1 = fake.make_stream(1)
     fake_torch(monkeypatch, initialized=True, device=1, stream=s1)
     p = fake.alloc(1)
@@ -142,7 +125,7 @@ def test_raw_pointers_follow_torchs_current_device(monkeypatch):
 def test_launch_on_another_device_leaves_the_current_context(monkeypatch):
     """torch's current device must not change because a kernel ran elsewhere."""
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     fake.cuCtxSetCurrent(fake.ctx_of(0))
     x1, y1 = T(fake, 1), T(fake, 1)
     k(x1, y1, 1.0)
@@ -159,7 +142,7 @@ def test_steady_state_launch_makes_one_driver_call(monkeypatch):
     """Arch, attributes, contexts and the module are asked once; with its context current a
     later launch is cuLaunchKernel alone (the current context is asked only when it fails)."""
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     k(x, y, 1.0)
     before = fake.calls.copy()
@@ -171,7 +154,7 @@ def test_steady_state_launch_makes_one_driver_call(monkeypatch):
 
 def test_threads_drive_one_device_each(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     fake.param_bytes = 16
     tensors = {d: (T(fake, d), T(fake, d)) for d in (0, 1)}
     errors, start = [], threading.Barrier(2)
@@ -204,7 +187,7 @@ def test_threads_drive_one_device_each(monkeypatch):
 
 def test_a_device_the_process_does_not_have(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     assert launch_error(k, T(fake, 5), T(fake, 5), 1.0) == \
         "there is no cuda:5: this process sees 2 CUDA devices"
 
@@ -222,7 +205,7 @@ class CupyStream:
 
 def test_stream_must_belong_to_the_launch_device(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     s0, s1 = fake.make_stream(0), fake.make_stream(1)
     k(x, y, 1.0, stream=s0)
@@ -246,7 +229,7 @@ def test_stream_must_belong_to_the_launch_device(monkeypatch):
 
 def test_unknown_stream_is_left_to_the_driver(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     with pytest.raises(CudaError, match=r"cuLaunchKernel failed for kernel 'scale': "
                                         r"CUDA_ERROR_INVALID_HANDLE \(400\)"):
         k(T(fake, 0), T(fake, 0), 1.0, stream=0xDEAD0)
@@ -265,7 +248,7 @@ class CAI:
 
 def test_array_interface_device_from_dlpack_or_the_pointer(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     p1 = fake.alloc(1)
     k(CAI(p1, dlpack_device=(2, 1)), CAI(p1 + 1024, dlpack_device=(2, 1)), 1.0)
     assert fake.calls["cuPointerGetAttribute"] == 0 and fake.launches[-1].device == 1
@@ -278,7 +261,7 @@ def test_array_interface_device_from_dlpack_or_the_pointer(monkeypatch):
 
 def test_array_interface_without_data(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     assert launch_error(k, CAI(0, data=False), T(fake, 0), 1.0) == (
         "argument 'out': its __cuda_array_interface__ has no 'data' (pointer, read-only) pair "
         "(got None); pass an array that owns device memory")
@@ -301,7 +284,7 @@ def test_dynamic_smem_override_below_the_pool_is_refused(monkeypatch):
         "kernel 'pooled': dynamic_smem_bytes=-1 is negative"
     assert launch_error(k, out, dynamic_smem_bytes=2.5) == \
         "kernel 'pooled': dynamic_smem_bytes must be an integer, got float 2.5"
-    assert launch_error(make_scale(), T(fake, 0), T(fake, 0), 1.0, dynamic_smem_bytes=-8) == \
+    assert launch_error(scale_kernel(), T(fake, 0), T(fake, 0), 1.0, dynamic_smem_bytes=-8) == \
         "kernel 'scale': dynamic_smem_bytes=-8 is negative"
     assert len(fake.launches) == 3
     k(out, dynamic_smem_bytes=100 * 1024)              # above 48 KiB: opted in first
@@ -312,7 +295,7 @@ def test_dynamic_smem_override_below_the_pool_is_refused(monkeypatch):
 
 def test_empty_and_non_positive_shapes(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     empty = FakeTorchTensor(0, (0,), 0)               # torch's empty CUDA tensors have no data
     assert launch_error(k, empty, empty, 1.0) == \
         "argument 'out': is empty (shape (0,)); a launch needs every dim to be at least 1"
@@ -329,7 +312,7 @@ def test_empty_and_non_positive_shapes(monkeypatch):
 
 def test_null_and_bad_pointers(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     p = fake.alloc(0)
     assert launch_error(k, 0, p, 1.0, N=4) == (
         "argument 'out': pointer is null (0); pass an allocated CUDA tensor or device address")
@@ -349,7 +332,7 @@ def test_null_and_bad_pointers(monkeypatch):
 
 def test_packing_errors_name_the_argument(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     x = T(fake, 0)
     assert launch_error(k, x, x, 1e39) == \
         "argument 's': 1e+39 is out of range for float32 (max 3.40282e+38)"
@@ -361,7 +344,7 @@ def test_packing_errors_name_the_argument(monkeypatch):
 
 def test_numpy_integers_wherever_ints_go(monkeypatch):
     fake = fake_gpus(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     p = fake.alloc(0)
     k(np.uint64(p), np.int64(p), np.float32(1.0), N=np.int64(256), grid=(np.int64(2),),
       block=np.int32(128), stream=np.int64(0), dynamic_smem_bytes=np.uint32(0))
@@ -384,7 +367,7 @@ def test_kernel_uses_the_specialized_bind_for_torch(monkeypatch):
     module here makes the fake tensor class play that part."""
     fake = fake_gpus(monkeypatch)
     fake_torch(monkeypatch)
-    k = make_scale()
+    k = scale_kernel()
     x = T(fake, 1)
     k(x, x, 1.0)
     assert k._bind.__name__ == "bind_fast" and fake.launches[-1].device == 1

@@ -345,14 +345,22 @@ class Kernel:
                 out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + p.var.dtype.ptx.param))
         return out
 
-    def __call__(self, *args, grid=None, block=None, stream=None, dynamic_smem_bytes=None, **kw):
-        """Launch on the device of the tensor arguments (all on one; raw pointers: the current
+    def __call__(self, *args, **kw):
+        """``k(*args, grid=None, block=None, stream=None, dynamic_smem_bytes=None, **symbols)``:
+        launch on the device of the tensor arguments (all on one; raw pointers: the current
         device), in torch's current stream there unless ``stream`` is given.  The first launch
-        on a device builds for its arch (once per arch) and loads a module there."""
-        fast = self._fast
-        if fast and grid is None and block is None and stream is None and \
-                dynamic_smem_bytes is None and not kw and not _DEBUG["bounds"] and fast(args):
-            return
+        on a device builds for its arch (once per arch) and loads a module there.  A call with
+        no keywords takes the generated fast launch once there is one (``_offer_fast``)."""
+        if not kw:
+            fast = self._fast
+            if fast and not _DEBUG["bounds"] and fast(args):
+                return
+        self._call(args, kw)
+
+    def _call(self, args, kw):
+        """The general launch: every option, every argument kind, every error."""
+        grid, block = kw.pop("grid", None), kw.pop("block", None)
+        stream, dynamic_smem_bytes = kw.pop("stream", None), kw.pop("dynamic_smem_bytes", None)
         values, user, dev = (self._bind or self._make_binder())(args, kw)
         if dev < 0:
             dev = _RUNTIME.current_device()

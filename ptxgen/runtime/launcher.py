@@ -185,16 +185,20 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
     if code is None:
         return None
     env, lines, values = code
-    env.update(targets=targets, ts=_torch_stream, modules=_modules,
+    raw = _torch_current_stream()
+    env.update(targets=targets, ts=_torch_stream, modules=_modules, raw=raw,
                current=_torch_current_stream, DIMS=tuple(dims), last=driver.last_kernel)
+    # torch's current-stream function as found now (torch has CUDA tensors, so it initialized
+    # CUDA); else looked up per launch, as launch_own does
+    stream = ["    h = raw(dev)"] if raw is not None else [
+        "    raw = ts[1] if modules.get('torch') is ts[0] else current()",
+        "    h = 0 if raw is None else raw(dev)"]
     src = "\n".join([
         "def launch_own_fast(args):", *lines,
         "    t = targets.get(dev)",
         "    if t is None:",
         "        return False",
-        "    L, sa, tls, launch, handle, extra = t",
-        "    raw = ts[1] if modules.get('torch') is ts[0] else current()",
-        "    h = 0 if raw is None else raw(dev)",
+        "    L, sa, tls, launch, handle, extra = t", *stream,
         _SUBMIT_TAIL.format(values=values, launch_dims=", ".join(map(str, dims)), dims="DIMS",
                             smem=int(smem), name=repr(name)) + "    return True"]) + "\n"
     return _compiled(src, "launch_own_fast", env, name)
