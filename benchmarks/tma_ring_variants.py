@@ -1,0 +1,241 @@
+"""Issue #15's ring experiments: variants of the TMA G->S->G ring at 1 GiB against torch
+copy_ in the same run (benchmarks/grid_stride_variants.timeit), each checked bit for bit.
+
+  ring  ptxgen.bench.async_kernels.tma_ring_kernel (one thread, loads L tiles ahead), with
+        the tensor maps' L2 promotion forced (PROMO: None = the runtime's choice)
+  ws    a loader thread and a storer thread with full/empty mbarriers (release D stores late)
+  bulk  the single-thread ring over 1-D chunks with cp.async.bulk (no tensor map)
+  np    not persistent: CTA b copies tiles b*T .. b*T+T-1 through its ring
+
+CASES is the list each run times (logs in benchmarks/logs/s3/tma_sweep_*.txt hold the three
+lists of the third session of 2026-12-02).
+
+    python benchmarks/tma_ring_variants.py [case index ...]   # on an sm_90+ GPU
+    python benchmarks/tma_ring_variants.py --build            # CPU: build every case
+"""
+import sys, os, time
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, ".."), HERE]
+import ptxgen as pg
+from ptxgen.bench.async_kernels import tma_ring_kernel
+import ptxgen.runtime.tensormap as tm
+
+_orig = tm.encode_args
+PROMO = {"v": None}
+def _patched(*a, **k):
+    r = _orig(*a, **k)
+    if PROMO["v"]:
+        r["l2Promotion"] = PROMO["v"]
+    return r
+tm.encode_args = _patched
+
+
+def ws_ring(R, C, S, ctas_per_sm, D=0, nsm=132, name="ws", order="stride", dtype="float32"):
+    """Loader thread (warp 0) and storer thread (warp 1), full/empty barriers."""
+    G0 = nsm * ctas_per_sm
+    ROWS = pg.var("ROWS")
+    lg = S.bit_length() - 1
+
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        tid = pg.thread_id(64)
+        pool = pg.SMEMPool()
+        ring = pool.alloc((S, R, C), dtype, align=1024)
+        full = pool.alloc_mbarrier(S)
+        empty = pool.alloc_mbarrier(S)
+        pool.commit()
+        G = pg.grid_dim()
+        bx = pg.cta_id()
+        ntiles = pg.let((ROWS + (R - 1)) // R)
+        if order == "stride":
+            mine = pg.let((ntiles - bx + G - 1) // G)
+            def tile(i):
+                return (bx + i * G) * R
+        else:
+            per = pg.let((ntiles + G - 1) // G)
+            t0 = pg.let(bx * per)
+            mine = pg.let(pg.max(pg.min(per, ntiles - t0), 0)) if hasattr(pg, "max") else per
+            def tile(i):
+                return (t0 + i) * R
+        with pg.if_(tid == 0):
+            for s in range(S):
+                pg.ptx.mbarrier.init(full[s], 1)
+                pg.ptx.mbarrier.init(empty[s], 1)
+            pg.ptx.fence.mbarrier_init()
+        pg.cta_sync()
+        with pg.if_(tid == 0):
+            for i in pg.serial(mine):
+                s = pg.let(i & (S - 1))
+                pg.ptx.mbarrier.try_wait(empty[s], ((i >> lg) & 1) ^ 1)
+                r0 = pg.let(tile(i))
+                pg.tile.thread.copy_async(ring[s:s + 1, 0:R, 0:C], src[r0:r0 + R, 0:C], mbar=full[s])
+        with pg.if_(tid == 32):
+            for i in pg.serial(mine):
+                s = pg.let(i & (S - 1))
+                pg.ptx.mbarrier.try_wait(full[s], (i >> lg) & 1)
+                r0 = pg.let(tile(i))
+                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C])
+                pg.tile.thread.async_commit(kind="bulk")
+                pg.tile.thread.async_wait(D, read=True, kind="bulk")
+                if D == 0:
+                    pg.ptx.mbarrier.arrive(empty[s])
+                else:
+                    with pg.if_(i >= D):
+                        pg.ptx.mbarrier.arrive(empty[(i - D) & (S - 1)])
+            pg.tile.thread.async_wait(0, kind="bulk")
+
+    body.__name__ = name
+    return pg.kernel(grid=(G0,), block=(64,), name=name)(body)
+
+
+def bulk_ring(CH, S, ctas_per_sm, nsm=132, name="bulk", dtype="float32"):
+    """tma_ring's single-thread ring over 1-D chunks of CH elements with cp.async.bulk."""
+    G0 = nsm * ctas_per_sm
+    N = pg.var("N")
+    L = S // 2
+    lg = S.bit_length() - 1
+
+    def body(src: pg.Tensor((N,), dtype), dst: pg.Tensor((N,), dtype)):
+        tx = pg.thread_id(32)
+        pool = pg.SMEMPool()
+        ring = pool.alloc((S, CH), dtype, align=1024)
+        full = pool.alloc_mbarrier(S)
+        pool.commit()
+        G = pg.grid_dim()
+        bx = pg.cta_id()
+        ntiles = pg.let(N // CH)
+        mine = pg.let((ntiles - bx + G - 1) // G)
+        with pg.if_(tx == 0):
+            for s in range(S):
+                pg.ptx.mbarrier.init(full[s], 1)
+            pg.ptx.fence.mbarrier_init()
+
+            def load(i, stage):
+                e0 = pg.let((bx + i * G) * CH)
+                pg.tile.thread.copy_async(ring[stage:stage + 1, 0:CH], src[e0:e0 + CH],
+                                          mbar=full[stage], dispatch="bulk")
+            for i in range(L):
+                with pg.if_(mine > i):
+                    load(i, i)
+            for i in pg.serial(mine):
+                s = pg.let(i & (S - 1))
+                pg.ptx.mbarrier.try_wait(full[s], (i >> lg) & 1)
+                e0 = pg.let((bx + i * G) * CH)
+                pg.tile.thread.copy_async(dst[e0:e0 + CH], ring[s:s + 1, 0:CH], dispatch="bulk")
+                pg.tile.thread.async_commit(kind="bulk")
+                pg.tile.thread.async_wait(S - L, read=True, kind="bulk")
+                with pg.if_(i + L < mine):
+                    load(i + L, (i + L) & (S - 1))
+            pg.tile.thread.async_wait(0, kind="bulk")
+
+    body.__name__ = name
+    return pg.kernel(grid=(G0,), block=(32,), name=name)(body)
+
+
+def np_ring(R, C, S, T, name="np", dtype="float32", L=None):
+    """Non-persistent: CTA bx copies tiles bx*T .. bx*T+T-1 through an S-stage ring."""
+    ROWS = pg.var("ROWS")
+    L = L or S // 2
+    lg = S.bit_length() - 1
+
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        tx = pg.thread_id(32)
+        pool = pg.SMEMPool()
+        ring = pool.alloc((S, R, C), dtype, align=1024)
+        full = pool.alloc_mbarrier(S)
+        pool.commit()
+        bx = pg.cta_id()
+        ntiles = pg.let((ROWS + (R - 1)) // R)
+        t0 = pg.let(bx * T)
+        mine = pg.let(pg.select(ntiles - t0 < T, ntiles - t0, T))
+        with pg.if_(tx == 0):
+            for s in range(S):
+                pg.ptx.mbarrier.init(full[s], 1)
+            pg.ptx.fence.mbarrier_init()
+
+            def load(i, stage):
+                r0 = pg.let((t0 + i) * R)
+                pg.tile.thread.copy_async(ring[stage:stage + 1, 0:R, 0:C], src[r0:r0 + R, 0:C],
+                                          mbar=full[stage])
+            for i in range(L):
+                with pg.if_(mine > i):
+                    load(i, i)
+            for i in pg.serial(mine):
+                s = pg.let(i & (S - 1))
+                pg.ptx.mbarrier.try_wait(full[s], (i >> lg) & 1)
+                r0 = pg.let((t0 + i) * R)
+                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C])
+                pg.tile.thread.async_commit(kind="bulk")
+                pg.tile.thread.async_wait(S - L, read=True, kind="bulk")
+                with pg.if_(i + L < mine):
+                    load(i + L, (i + L) & (S - 1))
+            pg.tile.thread.async_wait(0, kind="bulk")
+
+    body.__name__ = name
+    return pg.kernel(grid=lambda a: (-(-a["ROWS"] // (R * T)),), block=(32,), name=name)(body)
+
+
+def npr(R, C, S, T, L=None):
+    CASES.append((f"np {R}x{C} S{S} T{T} L{L}", None, lambda n: np_ring(R, C, S, T, name=n, L=L), C))
+
+
+CASES = []
+def ring(R, C, S, c, promo=None, L=None):
+    CASES.append((f"ring {R}x{C} S{S} c{c} L{L} promo {promo}", promo,
+                  lambda n: tma_ring_kernel("float32", (R, C), S, c, 132, ahead=L, name=n)[0], C))
+def ws(R, C, S, c, D=0, promo=None, order="stride"):
+    CASES.append((f"ws {R}x{C} S{S} c{c} D{D} {order} promo {promo}", promo,
+                  lambda n: ws_ring(R, C, S, c, D, name=n, order=order), C))
+def bulk(CH, S, c):
+    CASES.append((f"bulk {CH*4}B S{S} c{c}", None, lambda n: bulk_ring(CH, S, c, name=n), None))
+
+ring(16, 32, 8, 4)
+npr(16, 32, 8, 16)
+npr(16, 32, 8, 32)
+npr(16, 32, 8, 64)
+npr(16, 32, 8, 128)
+npr(16, 32, 4, 32)
+npr(16, 32, 4, 64)
+npr(16, 64, 4, 32)
+npr(16, 64, 8, 32)
+npr(32, 64, 4, 16)
+npr(8, 64, 8, 64)
+npr(16, 32, 16, 64)
+npr(16, 32, 16, 128, 12)
+ring(16, 32, 8, 4)
+
+if __name__ == "__main__":
+    if "--build" in sys.argv:          # CPU: build + assemble all
+        for i, (label, promo, mk, C) in enumerate(CASES):
+            t = time.perf_counter()
+            k = mk(f"k{i}")
+            ptx = k.ptx("sm_90a")
+            print(label, len(ptx.splitlines()), "lines", f"{(time.perf_counter()-t)*1e3:.1f} ms")
+        sys.exit(0)
+    import torch
+    from grid_stride_variants import timeit
+    nbytes = 1 << 30
+    src = torch.randint(-2**31, 2**31 - 1, (nbytes // 4,), dtype=torch.int32, device="cuda")
+    dst = torch.empty_like(src)
+    res = []
+    only = [a for a in sys.argv[1:] if not a.startswith("-")]
+    for i, (label, promo, mk, C) in enumerate(CASES):
+        if only and str(i) not in only:
+            continue
+        PROMO["v"] = promo
+        try:
+            k = mk(f"k{i}")
+            if C is None:
+                a, b = src.view(torch.float32), dst.view(torch.float32)
+            else:
+                rows = nbytes // (C * 4)
+                a, b = src.view(torch.float32).view(rows, C), dst.view(torch.float32).view(rows, C)
+            dst.fill_(-1); k(a, b); torch.cuda.synchronize(); ok = torch.equal(src, dst)
+        except Exception as e:
+            print(f"{label}: FAIL {type(e).__name__}: {str(e)[:300]}", flush=True); continue
+        t = timeit({"torch": lambda: dst.copy_(src), "k": lambda: k(a, b)})
+        r = t["torch"] / t["k"]
+        res.append((r, label, ok))
+        print(f"{i:2d} {label:45s} {2*nbytes/t['k']/1e6:6.0f} GB/s torch {2*nbytes/t['torch']/1e6:6.0f}"
+              f"  ratio {r:.3f} {'ok' if ok else 'WRONG'}", flush=True)
+    res.sort(reverse=True)
+    print("TOP", res[:5])
