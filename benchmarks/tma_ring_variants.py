@@ -17,7 +17,7 @@ import sys, os, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, ".."), HERE]
 import ptxgen as pg
-from ptxgen.bench.async_kernels import tma_ring_kernel
+from ptxgen.bench.async_kernels import ring_schedule, tma_ring_kernel
 import ptxgen.runtime.tensormap as tm
 
 _orig = tm.encode_args
@@ -46,14 +46,17 @@ def ws_ring(R, C, S, ctas_per_sm, D=0, nsm=132, name="ws", order="stride", dtype
         G = pg.grid_dim()
         bx = pg.cta_id()
         ntiles = pg.let((ROWS + (R - 1)) // R)
-        if order == "stride":
+        if order == "stride":               # tiles bx, bx + G, ...
             mine = pg.let((ntiles - bx + G - 1) // G)
+
             def tile(i):
                 return (bx + i * G) * R
-        else:
+        else:                               # one contiguous run of tiles per CTA
             per = pg.let((ntiles + G - 1) // G)
             t0 = pg.let(bx * per)
-            mine = pg.let(pg.max(pg.min(per, ntiles - t0), 0)) if hasattr(pg, "max") else per
+            mine = pg.let(pg.select(ntiles - t0 < per, pg.select(ntiles > t0, ntiles - t0, 0),
+                                    per))
+
             def tile(i):
                 return (t0 + i) * R
         with pg.if_(tid == 0):
@@ -89,10 +92,7 @@ def ws_ring(R, C, S, ctas_per_sm, D=0, nsm=132, name="ws", order="stride", dtype
 
 def bulk_ring(CH, S, ctas_per_sm, nsm=132, name="bulk", dtype="float32"):
     """tma_ring's single-thread ring over 1-D chunks of CH elements with cp.async.bulk."""
-    G0 = nsm * ctas_per_sm
     N = pg.var("N")
-    L = S // 2
-    lg = S.bit_length() - 1
 
     def body(src: pg.Tensor((N,), dtype), dst: pg.Tensor((N,), dtype)):
         tx = pg.thread_id(32)
@@ -100,42 +100,27 @@ def bulk_ring(CH, S, ctas_per_sm, nsm=132, name="bulk", dtype="float32"):
         ring = pool.alloc((S, CH), dtype, align=1024)
         full = pool.alloc_mbarrier(S)
         pool.commit()
-        G = pg.grid_dim()
-        bx = pg.cta_id()
-        ntiles = pg.let(N // CH)
-        mine = pg.let((ntiles - bx + G - 1) // G)
-        with pg.if_(tx == 0):
-            for s in range(S):
-                pg.ptx.mbarrier.init(full[s], 1)
-            pg.ptx.fence.mbarrier_init()
+        G, bx = pg.grid_dim(), pg.cta_id()
+        mine = pg.let((N // CH - bx + G - 1) // G)
 
-            def load(i, stage):
-                e0 = pg.let((bx + i * G) * CH)
-                pg.tile.thread.copy_async(ring[stage:stage + 1, 0:CH], src[e0:e0 + CH],
-                                          mbar=full[stage], dispatch="bulk")
-            for i in range(L):
-                with pg.if_(mine > i):
-                    load(i, i)
-            for i in pg.serial(mine):
-                s = pg.let(i & (S - 1))
-                pg.ptx.mbarrier.try_wait(full[s], (i >> lg) & 1)
-                e0 = pg.let((bx + i * G) * CH)
-                pg.tile.thread.copy_async(dst[e0:e0 + CH], ring[s:s + 1, 0:CH], dispatch="bulk")
-                pg.tile.thread.async_commit(kind="bulk")
-                pg.tile.thread.async_wait(S - L, read=True, kind="bulk")
-                with pg.if_(i + L < mine):
-                    load(i + L, (i + L) & (S - 1))
-            pg.tile.thread.async_wait(0, kind="bulk")
+        def load(i, stage):
+            e0 = pg.let((bx + i * G) * CH)
+            pg.tile.thread.copy_async(ring[stage:stage + 1, 0:CH], src[e0:e0 + CH],
+                                      mbar=full[stage], dispatch="bulk")
+
+        def store(i, stage):
+            e0 = pg.let((bx + i * G) * CH)
+            pg.tile.thread.copy_async(dst[e0:e0 + CH], ring[stage:stage + 1, 0:CH], dispatch="bulk")
+        with pg.if_(tx == 0):
+            ring_schedule(full, S, S // 2, mine, load, store)
 
     body.__name__ = name
-    return pg.kernel(grid=(G0,), block=(32,), name=name)(body)
+    return pg.kernel(grid=(nsm * ctas_per_sm,), block=(32,), name=name)(body)
 
 
 def np_ring(R, C, S, T, name="np", dtype="float32", L=None):
     """Non-persistent: CTA bx copies tiles bx*T .. bx*T+T-1 through an S-stage ring."""
     ROWS = pg.var("ROWS")
-    L = L or S // 2
-    lg = S.bit_length() - 1
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         tx = pg.thread_id(32)
@@ -143,32 +128,20 @@ def np_ring(R, C, S, T, name="np", dtype="float32", L=None):
         ring = pool.alloc((S, R, C), dtype, align=1024)
         full = pool.alloc_mbarrier(S)
         pool.commit()
-        bx = pg.cta_id()
         ntiles = pg.let((ROWS + (R - 1)) // R)
-        t0 = pg.let(bx * T)
+        t0 = pg.let(pg.cta_id() * T)
         mine = pg.let(pg.select(ntiles - t0 < T, ntiles - t0, T))
-        with pg.if_(tx == 0):
-            for s in range(S):
-                pg.ptx.mbarrier.init(full[s], 1)
-            pg.ptx.fence.mbarrier_init()
 
-            def load(i, stage):
-                r0 = pg.let((t0 + i) * R)
-                pg.tile.thread.copy_async(ring[stage:stage + 1, 0:R, 0:C], src[r0:r0 + R, 0:C],
-                                          mbar=full[stage])
-            for i in range(L):
-                with pg.if_(mine > i):
-                    load(i, i)
-            for i in pg.serial(mine):
-                s = pg.let(i & (S - 1))
-                pg.ptx.mbarrier.try_wait(full[s], (i >> lg) & 1)
-                r0 = pg.let((t0 + i) * R)
-                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C])
-                pg.tile.thread.async_commit(kind="bulk")
-                pg.tile.thread.async_wait(S - L, read=True, kind="bulk")
-                with pg.if_(i + L < mine):
-                    load(i + L, (i + L) & (S - 1))
-            pg.tile.thread.async_wait(0, kind="bulk")
+        def load(i, stage):
+            r0 = pg.let((t0 + i) * R)
+            pg.tile.thread.copy_async(ring[stage:stage + 1, 0:R, 0:C], src[r0:r0 + R, 0:C],
+                                      mbar=full[stage])
+
+        def store(i, stage):
+            r0 = pg.let((t0 + i) * R)
+            pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[stage:stage + 1, 0:R, 0:C])
+        with pg.if_(tx == 0):
+            ring_schedule(full, S, L or S // 2, mine, load, store)
 
     body.__name__ = name
     return pg.kernel(grid=lambda a: (-(-a["ROWS"] // (R * T)),), block=(32,), name=name)(body)

@@ -249,16 +249,19 @@ def test_soname_lookup_reports_the_path_pathfinder_does(tmp_path):
 
 
 # ---- a fresh process: what loads, the switch, the fallback, isolation -----------------------
-FIRST = r"""
-import json, sys
+AFFINE = r"""
 import ptxgen as pg
-from ptxgen.runtime import compile as comp, stats
 N = pg.var("N")
 @pg.kernel(grid=(1,), block=(256,))
 def affine(o: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), a: pg.float32):
     i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
     with pg.if_(i < N):
         o[i] = x[i] * a + 1.0
+"""
+FIRST = r"""
+import json, sys
+""" + AFFINE + r"""
+from ptxgen.runtime import compile as comp, stats
 r = affine.compile("sm_90a")
 print(json.dumps({"cuda": sorted(m for m in sys.modules if m.split(".")[0] == "cuda"),
                   "backend": comp.nvjitlink_backend(), "note": comp.backend_note,
@@ -307,15 +310,9 @@ def test_the_switch_and_the_fallback(tmp_path):
 
 def affine_cubin() -> str:
     """FIRST's kernel, linked in this process (hex)."""
-    import ptxgen as pg
-
-    N = pg.var("N")
-
-    @pg.kernel(grid=(1,), block=(256,))
-    def affine(o: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), a: pg.float32):
-        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
-        with pg.if_(i < N):
-            o[i] = x[i] * a + 1.0
+    env: dict = {}
+    exec(AFFINE, env)
+    affine = env["affine"]
     b = affine.built("sm_90a")
     return comp._nvjitlink(b.text.encode(), "sm_90a", (), b.entry)[1].hex()
 

@@ -63,34 +63,48 @@ def tma_ring_kernel(dtype: str, tile, stages: int = 8, ctas_per_sm: int = 1, nsm
         bx = pg.cta_id()
         ntiles = pg.let((ROWS + (R - 1)) // R)
         mine = pg.let((ntiles - bx + G - 1) // G)       # tiles bx, bx + G, ...
-        with pg.if_(tx == 0):
-            for s in range(S):
-                pg.ptx.mbarrier.init(full[s], 1)
-            pg.ptx.fence.mbarrier_init()
 
-            def load(i, stage):
-                r0 = pg.let((bx + i * G) * R)
-                pg.tile.thread.copy_async(ring[stage:stage + 1, 0:R, 0:C],
-                                          src[r0:r0 + R, 0:C], mbar=full[stage],
-                                          cache_hint=load_hint)
-            for i in range(L):                          # the first L tiles in flight
-                with pg.if_(mine > i):
-                    load(i, i)
-            for i in pg.serial(mine):
-                s = pg.let(i & (S - 1))
-                pg.ptx.mbarrier.try_wait(full[s], (i >> (S.bit_length() - 1)) & 1)
-                r0 = pg.let((bx + i * G) * R)
-                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C],
-                                          cache_hint=store_hint)
-                pg.tile.thread.async_commit(kind="bulk")
-                # stage (i + L) % S last held tile i + L - S: its store is S - L groups back
-                pg.tile.thread.async_wait(S - L, read=True, kind="bulk")
-                with pg.if_(i + L < mine):
-                    load(i + L, (i + L) & (S - 1))
-            pg.tile.thread.async_wait(0, kind="bulk")   # every write done before exit
+        def load(i, stage):
+            r0 = pg.let((bx + i * G) * R)
+            pg.tile.thread.copy_async(ring[stage:stage + 1, 0:R, 0:C], src[r0:r0 + R, 0:C],
+                                      mbar=full[stage], cache_hint=load_hint)
+
+        def store(i, stage):
+            r0 = pg.let((bx + i * G) * R)
+            pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[stage:stage + 1, 0:R, 0:C],
+                                      cache_hint=store_hint)
+        with pg.if_(tx == 0):
+            ring_schedule(full, S, L, mine, load, store)
 
     k = _kernel(body, name or f"tma_ring_{dtype}_{R}x{C}_s{S}", R, 1, grid or (nsm,), block=32)
     return k, ctas
+
+
+def ring_schedule(full, S: int, L: int, count, load, store):
+    """The ring of tma_ring_kernel, for the one thread that runs it: initialise the S full
+    barriers, put the first L of `count` tiles in flight, then per tile wait for it, store it
+    (one bulk group) and refill its stage with tile i + L once the store S - L groups back has
+    read it; wait for every write at the end.  `load(i, stage)` issues tile i's copy into
+    `stage` (one arrival on full[stage]), `store(i, stage)` its write back; S is a power of
+    two (the stage index and phase come from the tile index by masks)."""
+    import ptxgen as pg
+
+    for s in range(S):
+        pg.ptx.mbarrier.init(full[s], 1)
+    pg.ptx.fence.mbarrier_init()
+    for i in range(L):                          # the first L tiles in flight
+        with pg.if_(count > i):
+            load(i, i)
+    for i in pg.serial(count):
+        s = pg.let(i & (S - 1))
+        pg.ptx.mbarrier.try_wait(full[s], (i >> (S.bit_length() - 1)) & 1)
+        store(i, s)
+        pg.tile.thread.async_commit(kind="bulk")
+        # stage (i + L) % S last held tile i + L - S: its store is S - L groups back
+        pg.tile.thread.async_wait(S - L, read=True, kind="bulk")
+        with pg.if_(i + L < count):
+            load(i + L, (i + L) & (S - 1))
+    pg.tile.thread.async_wait(0, kind="bulk")   # every write done before exit
 
 
 def cp_async_stream_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=132, name=None):

@@ -386,9 +386,10 @@ class Kernel:
         has constant dims, packs no tensor maps and shares the dims and dynamic shared memory
         of the first such device (a device that does not is recorded as None: the general
         path).  Generated on the first such device, for the tensor type the binder's checks
-        were specialized for (torch's); without those checks, nothing is recorded yet."""
+        were specialized for (torch's); without those checks the device is recorded as None."""
         spec = self._binder.specialized_for
         if spec is None or self._bind == self._binder.bind_device:
+            self._fast_targets[dev] = None       # no torch checks: the general path, asked once
             return
         rt = _runtime()
         own = (launcher._own_dims, launcher.dynamic_smem_bytes)
