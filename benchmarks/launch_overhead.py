@@ -3,7 +3,8 @@
 Times N launches of an empty kernel with 3 parameters (two tensors and the shape symbol) and
 prints microseconds per launch for: the bare cuda-bindings call with prepacked parameters (the
 baseline), the bare call through the binding ptxgen launches with (its ctypes one by default,
-the pointer arguments made beforehand), a Launcher given raw pointers, a Launcher and a
+the pointer arguments made beforehand; and its bare cuLaunchKernelEx with a config made once,
+which a pg.Kernel's own launch uses), a Launcher given raw pointers, a Launcher and a
 pg.Kernel given torch (or cupy) tensors with every check, and the argument checks alone; then
 the checked pg.Kernel launch as a multiple of the baseline (and of the bare call through
 ptxgen's binding).  The GPU work is nil, so this is the Python + driver submission cost.
@@ -156,6 +157,14 @@ def main() -> None:
         name = "no-op launch (the fake's)" if fake is not None else \
             f"bare cuLaunchKernel, ptxgen's {backend} binding"
         results[name] = own = bare_own
+        ex = driver.kernel_launch_ex(d) if fake is None else None
+        if ex is not None:               # what a pg.Kernel's own launch calls
+            launch_ex, cfg = ex[0], ex[1]((1, 1, 1, 32, 1, 1), 0, 0)
+
+            def bare_ex(n):
+                for _ in range(n):
+                    launch_ex(cfg, h, kpa, None)
+            results["bare cuLaunchKernelEx, ctypes, config made once"] = bare_ex
     if base is None:
         base = own
 

@@ -64,6 +64,7 @@ class FakeDriver:
         self.allocations: list[tuple] = []    # (base, size, device)
         self.param_bytes = 0              # bytes of packed parameters each Launch copies
         self.launch_result = 0
+        self.cluster_launches: list = []  # the cluster shape of each launch that had one
         self._next = 0x10000
 
     # ---- helpers for tests -----------------------------------------------------------
@@ -209,12 +210,27 @@ class FakeDriver:
         return (1, None)
 
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        self._count("cuLaunchKernel")
+        return (self._record("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, smem, stream,
+                             params),)
+
+    def cuLaunchKernelEx(self, c, f, params, extra):
+        """c: a CUlaunchConfig of the ctypes binding; its cluster shape, if any, is noted."""
+        if c.numAttrs:
+            dim = c._attrs[0].value.clusterDim
+            self.cluster_launches.append((dim.x, dim.y, dim.z))
+        stream = c.hStream or 0
+        return (self._record("cuLaunchKernelEx", f, c.gridDimX, c.gridDimY, c.gridDimZ,
+                             c.blockDimX, c.blockDimY, c.blockDimZ, c.sharedMemBytes,
+                             _value(stream), _value(params)),)
+
+    def _record(self, api, f, gx, gy, gz, bx, by, bz, smem, stream, params):
+        """One launch as the driver would take it: a Launch recorded, or a refusal (400)."""
+        self._count(api)
         ctx, entry = self.functions.get(int(f), (None, None))
         if ctx is None or ctx != self.current:
-            return (400,)                 # a function of another (or no) context
+            return 400                    # a function of another (or no) context
         if stream not in (0, 1, 2) and self.streams.get(int(stream)) != ctx:
-            return (400,)
+            return 400
         blob = b""
         if self.param_bytes and params:
             blob = ctypes.string_at(ctypes.c_void_p.from_address(params).value, self.param_bytes)
@@ -222,7 +238,7 @@ class FakeDriver:
                                     grid=(gx, gy, gz), block=(bx, by, bz), smem=smem,
                                     stream=stream, params=blob,
                                     thread=threading.get_ident()))
-        return (self.launch_result,)
+        return self.launch_result
 
     def cuGetErrorName(self, e):
         return (0, _NAMES.get(int(e), f"CUDA_ERROR_{int(e)}").encode())
@@ -231,10 +247,35 @@ class FakeDriver:
         return (0, b"described")
 
 
+def _value(p) -> int:
+    """A pointer argument's address (a ctypes pointer object, an int or None)."""
+    return getattr(p, "value", p) or 0
+
+
+class FakeRawDriver(FakeDriver):
+    """The stand-in with the ctypes binding's bare launches: ``launch_kernel_raw`` (pointer
+    objects for stream and kernelParams, ``pointer_arg``'s) and ``launch_kernel_ex_raw`` (a
+    ``launch_config_arg`` config), each returning the CUresult as an int."""
+    pointer_arg = staticmethod(_libcuda.pointer_arg)
+    launch_config_arg = staticmethod(_libcuda.launch_config_arg)
+
+    def launch_kernel_raw(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        return self._record("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, smem,
+                            _value(stream), _value(params))
+
+    def launch_kernel_ex_raw(self, config, f, params, extra):
+        return self.cuLaunchKernelEx(config.contents, f, _value(params), extra)[0]
+
+
 def install(monkeypatch, fake: FakeDriver) -> FakeDriver:
     """Point ptxgen.runtime.driver at ``fake``, with every per-process cache emptied (and
-    restored after the test), and hide torch so streams default to 0."""
+    restored after the test), and hide torch so streams default to 0.  Modules of earlier
+    tests still waiting for the collector are finalized first: their unload would otherwise
+    run through this fake at a random point of the test and show in its call counts."""
+    import gc
     import sys
+
+    gc.collect()
 
     from ptxgen.runtime import driver, launcher
 

@@ -5,6 +5,7 @@ stream) and leave everything else to it (other arguments, options, errors, debug
 A stand-in driver (tests/_fakecuda.py) records each launch; the fake torch module makes the
 fake tensor class play torch.Tensor."""
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -14,14 +15,17 @@ from hypothesis import given, settings, strategies as st
 import ptxgen as pg
 from ptxgen.errors import LaunchError
 from ptxgen.runtime import clear_memory_cache
-from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
+from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeRawDriver, FakeTorchTensor, install, \
     install_fake_torch, register_torch_dtypes, scale_kernel
 
-@pytest.fixture()
-def fake(tmp_path, monkeypatch):
+@pytest.fixture(params=["bindings", "ctypes"])
+def fake(request, tmp_path, monkeypatch):
+    """Both bindings' launches: cuda-bindings' (cuLaunchKernel with ints) and the ctypes
+    one's bare calls (the fast path's cuLaunchKernelEx with a config per stream)."""
     monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
     clear_memory_cache()
-    f = install(monkeypatch, FakeDriver(archs=((9, 0), (9, 0))))
+    cls = FakeDriver if request.param == "bindings" else FakeRawDriver
+    f = install(monkeypatch, cls(archs=((9, 0), (9, 0))))
     register_torch_dtypes(monkeypatch)
     f.torch_stream = {0: 0, 1: 0}
     install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: f.torch_stream[dev])
@@ -54,7 +58,8 @@ def test_the_fast_path_takes_over_after_the_first_launch(fake):
     before = fake.calls.copy()
     for _ in range(5):
         assert k._fast((x, y, 2.0)) is True
-    assert dict(fake.calls - before) == {"cuLaunchKernel": 5}
+    launch = "cuLaunchKernelEx" if isinstance(fake, FakeRawDriver) else "cuLaunchKernel"
+    assert dict(fake.calls - before) == {launch: 5}
     want = x.data_ptr().to_bytes(8, "little") + y.data_ptr().to_bytes(8, "little") + \
         np.float32(2.0).tobytes()
     assert fake.launches[-1].params == want and fake.launches[-1].grid == (2, 1, 1)
@@ -171,3 +176,52 @@ def test_unload_forgets_the_targets(fake):
     assert k._fast_targets == {} and k._fast((x, x, 1.0)) is False
     assert record(fake, k, x, x, 1.0)[0] == 0            # loaded again, and fast again
     assert k._fast_targets[0]
+
+
+def test_a_new_stream_gets_its_own_launch(fake):
+    k = scale_kernel()
+    x, y = T(fake, 0), T(fake, 0)
+    k(x, y, 1.0)
+    s = fake.make_stream(0)
+    for stream in (0, s, 0, s):
+        fake.torch_stream[0] = stream
+        assert record(fake, k, x, y, 1.0)[5] == stream
+    assert k._fast((x, y, 1.0)) is True
+
+
+def test_a_refused_fast_launch_runs_in_its_own_context(fake):
+    """Another device's context current (torch.cuda.set_device): the launch is refused, then
+    made in ours, which leaves the thread's context as it was; the next one asks first."""
+    k = scale_kernel()
+    x, y = T(fake, 1), T(fake, 1)
+    fake.cuCtxSetCurrent(fake.ctx_of(1))
+    k(x, y, 1.0)
+    k(x, y, 1.0)                                    # ours current: the fast launch, direct
+    fake.cuCtxSetCurrent(fake.ctx_of(0))
+    before = fake.calls.copy()
+    assert record(fake, k, x, y, 2.0)[0] == 1 and fake.current == fake.ctx_of(0)
+    assert record(fake, k, x, y, 2.0)[0] == 1 and fake.current == fake.ctx_of(0)
+    got = fake.calls - before
+    fast = "cuLaunchKernelEx" if isinstance(fake, FakeRawDriver) else "cuLaunchKernel"
+    refused = {fast: 1}                    # the fast launch, refused once, then ours twice
+    assert got - Counter(refused) == Counter({"cuLaunchKernel": 2, "cuCtxGetCurrent": 4,
+                                              "cuCtxPushCurrent": 2, "cuCtxPopCurrent": 2})
+
+
+def test_a_cluster_kernels_fast_launch_keeps_its_cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
+    clear_memory_cache()
+    fake = install(monkeypatch, FakeRawDriver(archs=((9, 0),)))
+    register_torch_dtypes(monkeypatch)
+    install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: 0)
+    N = pg.var("N")
+
+    @pg.kernel(grid=(4,), block=(32,), cluster=(2, 1, 1))
+    def pair(a: pg.Tensor((N,), "float32")):
+        pass
+
+    x = T(fake, 0)
+    pair(x)                                          # the general path's cluster launch
+    assert pair._fast((x,)) is True
+    assert fake.cluster_launches == [(2, 1, 1)] * 2 and fake.launches[-1].grid == (4, 1, 1)
+    assert fake.calls["cuLaunchKernelEx"] == 2

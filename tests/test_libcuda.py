@@ -315,6 +315,17 @@ def test_calls_through_ctypes(mock):
             r["cluster"]) == (1, [4, 1, 1], [64, 1, 1], 512, int(s), 1, 4, [2, 1, 1])
     cfg.gridDimX = 3
     assert d.cuLaunchKernelEx(cfg, fn, kp, None) == (1,)   # the mock checks whole clusters
+    # the bare cuLaunchKernelEx with a config argument made once (a Kernel's own launch)
+    own = d.launch_config_arg((2, 3, 1, 96, 1, 1), 256, int(s))
+    assert d.launch_kernel_ex_raw(own, fn, kp, None) == 0
+    r = m.last()
+    assert (r["ex"], r["grid"], r["block"], r["smem"], r["stream"], r["num_attrs"], r["params"],
+            r["blob"]) == (1, [2, 3, 1], [96, 1, 1], 256, int(s), 0, ctypes.addressof(ptrs),
+                           struct.pack("<QI", 0x1122334455667788, 7))
+    assert d.launch_kernel_ex_raw(d.launch_config_arg((4, 1, 1, 64, 1, 1), 0, 0, [at]), fn, kp,
+                                  None) == 0
+    r = m.last()
+    assert (r["stream"], r["num_attrs"], r["attr_id"], r["cluster"]) == (0, 1, 4, [2, 1, 1])
 
     # memory, pointers, copies, events
     err, buf = d.cuMemAlloc(4096)

@@ -399,7 +399,7 @@ class Kernel:
                                                 self.name) or False
                 self._fast_key = own
             ok = self._fast and own == self._fast_key and not launcher._builders
-            self._fast_targets[dev] = rt.own_target(launcher) if ok else None
+            self._fast_targets[dev] = rt.own_target(launcher, self._fast) if ok else None
 
     def _make_binder(self):
         """One Binder for every device: checks do not depend on where the kernel runs.  With

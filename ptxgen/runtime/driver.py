@@ -127,6 +127,15 @@ def kernel_launch(d):
     return launch, None, 0
 
 
+def kernel_launch_ex(d):
+    """(launch_ex, config_arg) where the binding has a bare C cuLaunchKernelEx (the ctypes
+    one, on a CUDA 12.0+ driver): ``launch_ex(config, f, kernelParams, extra)`` returns the
+    CUresult as an int, ``config_arg(dims, smem, stream, attrs)`` makes its config argument
+    (made once per stream and reused: the launch with the fewest arguments); else None."""
+    raw = getattr(d, "launch_kernel_ex_raw", None)
+    return None if raw is None else (raw, d.launch_config_arg)
+
+
 def drv():
     """The driver module, initialized; raises CudaError where no usable driver exists."""
     d = _drv or _load()

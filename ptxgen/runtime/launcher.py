@@ -18,7 +18,9 @@ The launch call is ``driver.kernel_launch``'s: with the ctypes driver (the defau
 cuLaunchKernel, given the function handle, ints for the dims and pointer objects for the
 stream and kernelParams; those are made once (kernelParams per thread with the parameter
 storage, a stream's per launcher when it is first used), so a steady-state launch is the one
-ctypes call after filling the values.
+ctypes call after filling the values.  A Kernel's own launch (``own_launch_path``: constant
+dims, no options) calls the bare cuLaunchKernelEx instead, given a config made once per
+launcher and stream: four arguments for ctypes to pass instead of eleven.
 """
 from __future__ import annotations
 
@@ -114,12 +116,7 @@ def _normalize(dims, what: str, kernel: str) -> tuple:
 # as literals).  L is the Launcher, h the raw stream handle; sa, tls, launch, handle, extra
 # and last are L's stream table, thread-local storage, launch function, function handle,
 # extra argument and the driver's last-kernel slot, which both read before the tail.
-_SUBMIT_TAIL = """\
-    if sa is not None:              # the ctypes driver: the stream as a pointer argument
-        try:
-            h = sa[h]
-        except KeyError:
-            h = L._stream_arg(h)
+_PACK = """\
     try:                            # this thread's parameter storage
         pack, buf, kp, _ = tls.p
     except AttributeError:
@@ -129,12 +126,37 @@ _SUBMIT_TAIL = """\
     except (struct_error, OverflowError, TypeError):
         L.binder.scalar_error([{values}])
         raise
+"""
+_SUBMIT_TAIL = """\
+    if sa is not None:              # the ctypes driver: the stream as a pointer argument
+        try:
+            h = sa[h]
+        except KeyError:
+            h = L._stream_arg(h)
+""" + _PACK + """\
     if not L._ask_first:
         err = launch(handle, {launch_dims}, {smem}, h, kp, extra)
         if err:
             L._relaunch(err, {dims}, {smem}, h, kp)
     else:
         L._launch_asking({dims}, {smem}, h, kp)
+    last[0] = {name}
+"""
+# The own-launch path's tail where the binding has a bare cuLaunchKernelEx: sa is L's table of
+# launch configs (own dims, dynamic shared memory, cluster) by raw stream handle and launch
+# that function; the rare paths (a refused launch, asking first) take cuLaunchKernel's.
+_OWN_TAIL_EX = """\
+    try:                            # the config of L's own launch on stream h
+        cfg = sa[h]
+    except KeyError:
+        cfg = L._own_config(h)
+""" + _PACK + """\
+    if not L._ask_first:
+        err = launch(cfg, handle, kp, None)
+        if err:
+            L._relaunch(err, {dims}, {smem}, L._stream_of(h), kp)
+    else:
+        L._launch_asking({dims}, {smem}, L._stream_of(h), kp)
     last[0] = {name}
 """
 
@@ -162,11 +184,17 @@ def _make_submit():
     return fn
 
 
-def own_target(launcher) -> tuple:
-    """What ``own_launch_path``'s function reads of a Launcher, in one tuple: the Launcher, its
-    stream table, thread-local storage, launch function, function handle and extra argument."""
+def own_target(launcher, fast) -> tuple | None:
+    """What ``own_launch_path``'s function ``fast`` reads of a Launcher, in one tuple: the
+    Launcher, its stream table (its launch-config table for a cuLaunchKernelEx path),
+    thread-local storage, launch function, function handle and extra argument; None where the
+    Launcher cannot serve that path (a binding without the bare cuLaunchKernelEx)."""
     L = launcher
-    return L, L._streams, L._tls, L._launch, L.fn.handle, L._extra
+    if not fast.launch_ex:
+        return L, L._streams, L._tls, L._launch, L.fn.handle, L._extra
+    if L._launch_ex is None:
+        return None
+    return L, L._configs, L._tls, L._launch_ex[0], L.fn.handle, None
 
 
 def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
@@ -180,10 +208,13 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
     arguments, a device not in ``targets``, every error), for the caller to run the general
     path, which launches or raises the exact error.  One Python call instead of five (call,
     bind, launch_own, _submit, the dims unpacked): about half of ptxgen's Python per launch.
-    None where the binder cannot specialize the signature."""
+    Where the binding has a bare cuLaunchKernelEx the launch is that one, with a config made
+    once per stream (``_OWN_TAIL_EX``; ``launch_ex`` on the function says so).  None where the
+    binder cannot specialize the signature."""
     code = binder.check_source(tensor_type, dtype_objects, "return False")
     if code is None:
         return None
+    launch_ex = driver.kernel_launch_ex(driver.drv()) is not None
     env, lines, values = code
     raw = _torch_current_stream()
     env.update(targets=targets, ts=_torch_stream, modules=_modules, raw=raw,
@@ -199,9 +230,12 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
         "    if t is None:",
         "        return False",
         "    L, sa, tls, launch, handle, extra = t", *stream,
-        _SUBMIT_TAIL.format(values=values, launch_dims=", ".join(map(str, dims)), dims="DIMS",
-                            smem=int(smem), name=repr(name)) + "    return True"]) + "\n"
-    return _compiled(src, "launch_own_fast", env, name)
+        (_OWN_TAIL_EX if launch_ex else _SUBMIT_TAIL).format(
+            values=values, launch_dims=", ".join(map(str, dims)), dims="DIMS", smem=int(smem),
+            name=repr(name)) + "    return True"]) + "\n"
+    fn = _compiled(src, "launch_own_fast", env, name)
+    fn.launch_ex = launch_ex
+    return fn
 
 
 class Launcher:
@@ -244,6 +278,9 @@ class Launcher:
         # raw stream handle -> the launch's stream argument (None: the driver takes ints)
         self._streams = None if self._pointer_arg is None else {0: None}
         self._launch = launch if cluster is None else _cluster_launch(d, cluster, name)
+        self._launch_ex = driver.kernel_launch_ex(d)   # (launch_ex, config_arg) or None
+        self._cluster_attrs = [] if cluster is None else [_cluster_attribute(d, cluster)]
+        self._configs: dict = {}    # raw stream handle -> own launch's config argument
         self.packer = ParamPacker(self.params)
         # parameter storage per thread (cuLaunchKernel copies it, so it is free again when the
         # call returns): threads need no lock around fill + launch
@@ -382,6 +419,24 @@ class Launcher:
             self._streams[h] = a
         return a
 
+    def _own_config(self, h):
+        """The cuLaunchKernelEx config argument of the own launch (own dims, default dynamic
+        shared memory, cluster) on raw stream ``h``, kept for the next launches on it (bounded
+        like the stream table).  Read-only once made: threads share it."""
+        cfg = self._launch_ex[1](self._own_dims, self.dynamic_smem_bytes, h,
+                                 self._cluster_attrs)
+        if len(self._configs) < 64:
+            self._configs[h] = cfg
+        return cfg
+
+    def _stream_of(self, h):
+        """Stream handle ``h`` as this binding's launch takes it (cuLaunchKernel's rare paths
+        after a cuLaunchKernelEx launch)."""
+        if self._streams is None:
+            return h
+        a = self._streams.get(h, False)
+        return self._stream_arg(h) if a is False else a
+
     def _thread_storage(self):
         self._tls.p = p = self._storage_of(ParamPacker(self.params))
         return p
@@ -445,10 +500,7 @@ def _cluster_launch(d, cluster, name):
     (the config and attribute structs of the driver binding `d`, ctypes or cuda-bindings),
     returning the CUresult as an int; the grid must be a whole number of clusters."""
     cx, cy, cz = cluster
-    attr = d.CUlaunchAttribute()
-    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cx, cy, cz
-    attrs = [attr]              # read-only once made: shared by every thread's launches
+    attrs = [_cluster_attribute(d, cluster)]  # read-only once made: every thread's launches
     config, as_stream = d.CUlaunchConfig, d.CUstream
 
     def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
@@ -463,3 +515,11 @@ def _cluster_launch(d, cluster, name):
         cfg.attrs, cfg.numAttrs = attrs, 1
         return d.cuLaunchKernelEx(cfg, f, params, extra)[0]
     return launch
+
+
+def _cluster_attribute(d, cluster):
+    """The CUlaunchAttribute (of binding ``d``) of a cluster launch of shape ``cluster``."""
+    attr = d.CUlaunchAttribute()
+    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+    return attr

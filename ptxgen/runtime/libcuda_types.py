@@ -192,6 +192,15 @@ def pointer_arg(v):
     return c_void_p(v) if v else None
 
 
+def launch_config_arg(dims, smem: int, stream: int, attrs=()):
+    """A pointer argument for ``launch_kernel_ex_raw``: a CUlaunchConfig of grid + block
+    ``dims`` (6 ints), ``smem`` bytes of dynamic shared memory, stream handle ``stream`` and
+    the CUlaunchAttribute list ``attrs``; the pointer object keeps the config alive."""
+    cfg = CUlaunchConfig(*dims, smem, stream or None)
+    cfg.attrs, cfg.numAttrs = attrs, len(attrs)
+    return ctypes.pointer(cfg)
+
+
 # ---- structs (layouts of cuda.h 13.0) ---------------------------------------------------
 class CUtensorMap_st(ctypes.Structure):
     """The cuda.h layout: 16 opaque quadwords (128 bytes; the header aligns it to 128 bytes
