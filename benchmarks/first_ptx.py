@@ -22,7 +22,10 @@ of the first run.  "floor" is the median ratio of as many runs that make and com
 form of the seed before the first build: what running the build's code for the first time in
 the process costs by itself (the interpreter's first calls of each function, cold caches, a
 collection of what the imports left in the young generations), none of it ptxgen's first-use
-work.
+work.  "2nd" is first over the second build of the process (the first retrace): the steady
+state of "later" comes only after several builds, as CPython's adaptive interpreter
+specializes code it has run a few times, which a build of ~170 Python calls (add_one) runs
+once or twice each.
 """
 import json
 import os
@@ -111,8 +114,9 @@ while len(later) < 30 and (len(later) < 5 or spent < 1.0):
     spent += later[-1]
     if again != text:
         sys.exit(f"{mod}[{idx}]: a retraced kernel gave other PTX")
+second = later[0]
 later.sort()
-print(json.dumps({"import": t_import, "example": t_trace, "first": first,
+print(json.dumps({"import": t_import, "example": t_trace, "first": first, "second": second,
                   "later": later[len(later) // 2], "jinja_after_first": jinja_after_first}))
 """
 
@@ -147,9 +151,9 @@ def main():
         if args:
             specs = [s for s in specs if any(a in labels[(s[0], s[1])] for a in args)]
         print(f"{'kernel':<52} {'arch':<8} {'import':>7} {'first':>8} {'later':>8} "
-              f"{'ratio':>6} {'min':>5} {'max':>5} {'empty':>6} {'floor':>6}")
+              f"{'ratio':>6} {'min':>5} {'max':>5} {'empty':>6} {'floor':>6} {'2nd':>5}")
         print(f"{'':<52} {'':<8} {'ms':>7} {'ms':>8} {'ms':>8} {'x':>6} {'x':>5} {'x':>5} "
-              f"{'x':>6} {'x':>6}")
+              f"{'x':>6} {'x':>6} {'x':>5}")
         worst = []
         imports = []
         jinja = False
@@ -171,7 +175,8 @@ def main():
                   f"{med(r['later'] for r in warm) * 1e3:>8.3f} {ratio:>6.1f} "
                   f"{min(ratios):>5.1f} {max(ratios):>5.1f} "
                   f"{cold['first'] / cold['later']:>6.1f} "
-                  f"{med(r['first'] / r['later'] for r in floor):>6.1f}", flush=True)
+                  f"{med(r['first'] / r['later'] for r in floor):>6.1f} "
+                  f"{med(r['first'] / r['second'] for r in warm):>5.1f}", flush=True)
     top = max(worst)
     print(f"\n{len(worst)} kernels, {runs} warm runs each: first/later median of medians "
           f"{med(r for r, _ in worst):.1f}x, worst {top[0]:.1f}x ({top[1]}); "
