@@ -6,9 +6,13 @@ copy_ in the same run (benchmarks/grid_stride_variants.timeit), each checked bit
   ws    a loader thread and a storer thread with full/empty mbarriers (release D stores late)
   bulk  the single-thread ring over 1-D chunks with cp.async.bulk (no tensor map)
   np    not persistent: CTA b copies tiles b*T .. b*T+T-1 through its ring
+  hA    TMA loads into the ring, every thread writes each landed tile back (st.global)
+  hB    every thread loads a tile (ld.global / st.shared), thread 0 stores it with TMA
+  cpa   cp.async loads by every thread L tiles ahead, TMA stores by thread 0
+  batch one thread loads all S stages, then stores all S, waits until they are read
 
 CASES is the list each run times (logs in benchmarks/logs/s3/tma_sweep_*.txt hold the three
-lists of the third session of 2026-12-02).
+lists of the third session of 2026-12-02; benchmarks/logs/s4/ the fourth session's).
 
     python benchmarks/tma_ring_variants.py [case index ...]   # on an sm_90+ GPU
     python benchmarks/tma_ring_variants.py --build            # CPU: build every case
@@ -147,6 +151,155 @@ def np_ring(R, C, S, T, name="np", dtype="float32", L=None):
     return pg.kernel(grid=lambda a: (-(-a["ROWS"] // (R * T)),), block=(32,), name=name)(body)
 
 
+def tma_load_thread_store(R, C, S, L, c, threads=128, nsm=132, name="hA", dtype="float32"):
+    """TMA loads L tiles ahead into an S-stage ring (thread 0 issues); all threads write each
+    landed tile back with vector stores, then arrive on its empty barrier."""
+    ROWS = pg.var("ROWS")
+    lg = S.bit_length() - 1
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        tid = pg.thread_id(threads)
+        pool = pg.SMEMPool()
+        ring = pool.alloc((S, R, C), dtype, align=1024)
+        full = pool.alloc_mbarrier(S)
+        empty = pool.alloc_mbarrier(S)
+        pool.commit()
+        G, bx = pg.grid_dim(), pg.cta_id()
+        ntiles = pg.let(ROWS // R)
+        mine = pg.let((ntiles - bx + G - 1) // G)
+        with pg.if_(tid == 0):
+            for s in range(S):
+                pg.ptx.mbarrier.init(full[s], 1)
+                pg.ptx.mbarrier.init(empty[s], threads)
+            pg.ptx.fence.mbarrier_init()
+        pg.cta_sync()
+        def load(i, stage):
+            r0 = pg.let((bx + i * G) * R)
+            pg.tile.thread.copy_async(ring[stage:stage + 1, 0:R, 0:C], src[r0:r0 + R, 0:C], mbar=full[stage])
+        with pg.if_(tid == 0):
+            for i in range(L):
+                with pg.if_(mine > i):
+                    load(i, i)
+        for i in pg.serial(mine):
+            s = pg.let(i & (S - 1))
+            pg.ptx.mbarrier.try_wait(full[s], (i >> lg) & 1)
+            r0 = pg.let((bx + i * G) * R)
+            pg.tile.cta.copy(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C])
+            pg.ptx.mbarrier.arrive(empty[s])
+            with pg.if_(tid == 0):
+                with pg.if_(i + L < mine):
+                    j = pg.let(i + L)
+                    sj = pg.let(j & (S - 1))
+                    with pg.if_(j >= S):
+                        pg.ptx.mbarrier.try_wait(empty[sj], ((j >> lg) - 1) & 1)
+                    load(j, sj)
+    body.__name__ = name
+    return pg.kernel(grid=(nsm * c,), block=(threads,), name=name)(body)
+
+def thread_load_tma_store(R, C, S, c, threads=256, nsm=132, name="hB", dtype="float32"):
+    """Threads load a tile into stage i % S (vector ld.global / st.shared), fence, barrier;
+    thread 0 stores it with TMA; a stage is reused once its store has read it."""
+    ROWS = pg.var("ROWS")
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        tid = pg.thread_id(threads)
+        pool = pg.SMEMPool()
+        ring = pool.alloc((S, R, C), dtype, align=1024)
+        pool.commit()
+        G, bx = pg.grid_dim(), pg.cta_id()
+        ntiles = pg.let(ROWS // R)
+        mine = pg.let((ntiles - bx + G - 1) // G)
+        for i in pg.serial(mine):
+            s = pg.let(i & (S - 1))
+            r0 = pg.let((bx + i * G) * R)
+            with pg.if_(tid == 0):
+                pg.tile.thread.async_wait(S - 1, read=True, kind="bulk")
+            pg.cta_sync()
+            pg.tile.cta.copy(ring[s:s + 1, 0:R, 0:C], src[r0:r0 + R, 0:C])
+            pg.ptx.fence.proxy_async()
+            pg.cta_sync()
+            with pg.if_(tid == 0):
+                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C])
+                pg.tile.thread.async_commit(kind="bulk")
+        with pg.if_(tid == 0):
+            pg.tile.thread.async_wait(0, kind="bulk")
+    body.__name__ = name
+    return pg.kernel(grid=(nsm * c,), block=(threads,), name=name)(body)
+
+def batch_ring(R, C, S, c, nsm=132, name="batch", dtype="float32"):
+    """One thread: load S tiles (all stages), then store all S, wait until read, repeat."""
+    ROWS = pg.var("ROWS")
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        tx = pg.thread_id(32)
+        pool = pg.SMEMPool()
+        ring = pool.alloc((S, R, C), dtype, align=1024)
+        full = pool.alloc_mbarrier(S + 1)
+        pool.commit()
+        G, bx = pg.grid_dim(), pg.cta_id()
+        ntiles = pg.let(ROWS // R)
+        mine = pg.let((ntiles - bx + G - 1) // G)
+        with pg.if_(tx == 0):
+            for s in range(S + 1):
+                pg.ptx.mbarrier.init(full[s], 1)
+            pg.ptx.fence.mbarrier_init()
+            for b in pg.serial(mine // S):
+                for s in range(S):
+                    r0 = pg.let((bx + (b * S + s) * G) * R)
+                    pg.tile.thread.copy_async(ring[s:s + 1, 0:R, 0:C], src[r0:r0 + R, 0:C], mbar=full[s])
+                for s in range(S):
+                    pg.ptx.mbarrier.try_wait(full[s], b & 1)
+                    r0 = pg.let((bx + (b * S + s) * G) * R)
+                    pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C])
+                    pg.tile.thread.async_commit(kind="bulk")
+                pg.tile.thread.async_wait(0, read=True, kind="bulk")
+            done = pg.let(mine // S * S)
+            for k in pg.serial(mine - done):     # the last tiles one at a time
+                r0 = pg.let((bx + (done + k) * G) * R)
+                pg.tile.thread.copy_async(ring[0:1, 0:R, 0:C], src[r0:r0 + R, 0:C], mbar=full[S])
+                pg.ptx.mbarrier.try_wait(full[S], k & 1)
+                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[0:1, 0:R, 0:C])
+                pg.tile.thread.async_commit(kind="bulk")
+                pg.tile.thread.async_wait(0, read=True, kind="bulk")
+            pg.tile.thread.async_wait(0, kind="bulk")
+    body.__name__ = name
+    return pg.kernel(grid=(nsm * c,), block=(32,), name=name)(body)
+
+def cpasync_tma_store(R, C, S, L, c, threads=128, nsm=132, name="cpa", dtype="float32"):
+    """cp.async loads by every thread, L tiles ahead in an S-stage ring; thread 0 writes each
+    landed tile back with a TMA store and frees its stage once the store has read it."""
+    ROWS = pg.var("ROWS")
+    def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
+        tid = pg.thread_id(threads)
+        pool = pg.SMEMPool()
+        ring = pool.alloc((S, R, C), dtype, align=1024)
+        pool.commit()
+        G, bx = pg.grid_dim(), pg.cta_id()
+        ntiles = pg.let(ROWS // R)
+        mine = pg.let((ntiles - bx + G - 1) // G)
+        def load(i, stage):
+            r0 = pg.let((bx + i * G) * R)
+            pg.tile.cta.copy_async(ring[stage:stage + 1, 0:R, 0:C], src[r0:r0 + R, 0:C], dispatch="cp_async")
+        for j in range(L):
+            with pg.if_(mine > j):
+                load(j, j)
+            pg.ptx["cp.async.commit_group"]()
+        for i in pg.serial(mine):
+            s = pg.let(i & (S - 1))
+            pg.ptx["cp.async.wait_group"](L - 1)
+            pg.ptx.fence.proxy_async()
+            pg.cta_sync()
+            with pg.if_(tid == 0):
+                r0 = pg.let((bx + i * G) * R)
+                pg.tile.thread.copy_async(dst[r0:r0 + R, 0:C], ring[s:s + 1, 0:R, 0:C])
+                pg.tile.thread.async_commit(kind="bulk")
+                pg.tile.thread.async_wait(S - L, read=True, kind="bulk")
+            pg.cta_sync()
+            with pg.if_(i + L < mine):
+                load(i + L, (i + L) & (S - 1))
+            pg.ptx["cp.async.commit_group"]()
+        with pg.if_(tid == 0):
+            pg.tile.thread.async_wait(0, kind="bulk")
+    body.__name__ = name
+    return pg.kernel(grid=(nsm * c,), block=(threads,), name=name)(body)
+
 def npr(R, C, S, T, L=None):
     CASES.append((f"np {R}x{C} S{S} T{T} L{L}", None, lambda n: np_ring(R, C, S, T, name=n, L=L), C))
 
@@ -161,19 +314,29 @@ def ws(R, C, S, c, D=0, promo=None, order="stride"):
 def bulk(CH, S, c):
     CASES.append((f"bulk {CH*4}B S{S} c{c}", None, lambda n: bulk_ring(CH, S, c, name=n), None))
 
+def hA(R, C, S, L, c, t=128):
+    CASES.append((f"tmaload+st {R}x{C} S{S} L{L} c{c} t{t}", None,
+                  lambda n: tma_load_thread_store(R, C, S, L, c, t, name=n), C))
+def hB(R, C, S, c, t=256):
+    CASES.append((f"ld/st.shared+tmastore {R}x{C} S{S} c{c} t{t}", None,
+                  lambda n: thread_load_tma_store(R, C, S, c, t, name=n), C))
+def cpa(R, C, S, L, c, t=128):
+    CASES.append((f"cp.async+tmastore {R}x{C} S{S} L{L} c{c} t{t}", None,
+                  lambda n: cpasync_tma_store(R, C, S, L, c, t, name=n), C))
+def batch(R, C, S, c):
+    CASES.append((f"batch {R}x{C} S{S} c{c}", None, lambda n: batch_ring(R, C, S, c, name=n), C))
+
+# the fourth session's list (its first call timed hA/hB beside the ring: logs/s4/hybrid.txt)
 ring(16, 32, 8, 4)
-npr(16, 32, 8, 16)
-npr(16, 32, 8, 32)
-npr(16, 32, 8, 64)
-npr(16, 32, 8, 128)
-npr(16, 32, 4, 32)
-npr(16, 32, 4, 64)
-npr(16, 64, 4, 32)
-npr(16, 64, 8, 32)
-npr(32, 64, 4, 16)
-npr(8, 64, 8, 64)
-npr(16, 32, 16, 64)
-npr(16, 32, 16, 128, 12)
+cpa(64, 32, 8, 5, 2)
+cpa(32, 32, 8, 5, 4)
+cpa(64, 64, 4, 2, 2, 256)
+batch(16, 32, 8, 4)
+batch(16, 32, 16, 4)
+batch(32, 32, 16, 3)
+batch(64, 32, 8, 3)
+batch(64, 32, 16, 1)
+batch(32, 64, 8, 2)
 ring(16, 32, 8, 4)
 
 if __name__ == "__main__":
