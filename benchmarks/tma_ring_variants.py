@@ -94,8 +94,12 @@ def ws_ring(R, C, S, ctas_per_sm, D=0, nsm=132, name="ws", order="stride", dtype
     return pg.kernel(grid=(G0,), block=(64,), name=name)(body)
 
 
-def bulk_ring(CH, S, ctas_per_sm, nsm=132, name="bulk", dtype="float32"):
-    """tma_ring's single-thread ring over 1-D chunks of CH elements with cp.async.bulk."""
+def bulk_ring(CH, S, ctas_per_sm, nsm=132, name="bulk", dtype="float32", prefetch=0,
+              tensor=False):
+    """tma_ring's single-thread ring over 1-D chunks of CH elements with cp.async.bulk (or
+    with 1-D TMA boxes: `tensor`); `prefetch` P: each load also asks L2 for the chunk P tiles
+    further on (cp.async.bulk.prefetch.L2), more DRAM reads in flight than shared memory
+    holds."""
     N = pg.var("N")
 
     def body(src: pg.Tensor((N,), dtype), dst: pg.Tensor((N,), dtype)):
@@ -109,8 +113,12 @@ def bulk_ring(CH, S, ctas_per_sm, nsm=132, name="bulk", dtype="float32"):
 
         def load(i, stage):
             e0 = pg.let((bx + i * G) * CH)
+            if prefetch:
+                with pg.if_(i + prefetch < mine):
+                    pg.ptx["cp.async.bulk.prefetch.L2.global"](
+                        src.ptr_to([e0 + prefetch * G * CH]), CH * (pg.dtype(dtype).bits // 8))
             pg.tile.thread.copy_async(ring[stage:stage + 1, 0:CH], src[e0:e0 + CH],
-                                      mbar=full[stage], dispatch="bulk")
+                                      mbar=full[stage], dispatch="tma" if tensor else "bulk")
 
         def store(i, stage):
             e0 = pg.let((bx + i * G) * CH)
@@ -311,8 +319,6 @@ def ring(R, C, S, c, promo=None, L=None):
 def ws(R, C, S, c, D=0, promo=None, order="stride"):
     CASES.append((f"ws {R}x{C} S{S} c{c} D{D} {order} promo {promo}", promo,
                   lambda n: ws_ring(R, C, S, c, D, name=n, order=order), C))
-def bulk(CH, S, c):
-    CASES.append((f"bulk {CH*4}B S{S} c{c}", None, lambda n: bulk_ring(CH, S, c, name=n), None))
 
 def hA(R, C, S, L, c, t=128):
     CASES.append((f"tmaload+st {R}x{C} S{S} L{L} c{c} t{t}", None,
@@ -323,6 +329,9 @@ def hB(R, C, S, c, t=256):
 def cpa(R, C, S, L, c, t=128):
     CASES.append((f"cp.async+tmastore {R}x{C} S{S} L{L} c{c} t{t}", None,
                   lambda n: cpasync_tma_store(R, C, S, L, c, t, name=n), C))
+def bulk(CH, S, c, P=0, tensor=False):
+    CASES.append((f"{'tma1d' if tensor else 'bulk'} {CH*4}B S{S} c{c} prefetch {P}", None,
+                  lambda n: bulk_ring(CH, S, c, name=n, prefetch=P, tensor=tensor), None))
 def batch(R, C, S, c):
     CASES.append((f"batch {R}x{C} S{S} c{c}", None, lambda n: batch_ring(R, C, S, c, name=n), C))
 
@@ -335,8 +344,12 @@ batch(16, 32, 8, 4)
 batch(16, 32, 16, 4)
 batch(32, 32, 16, 3)
 batch(64, 32, 8, 3)
-batch(64, 32, 16, 1)
-batch(32, 64, 8, 2)
+bulk(512, 8, 4)
+bulk(512, 8, 4, 8)
+bulk(512, 8, 4, 16)
+bulk(512, 8, 4, 32)
+bulk(256, 16, 4, 32, tensor=True)
+bulk(1024, 8, 3, 16)
 ring(16, 32, 8, 4)
 
 if __name__ == "__main__":
