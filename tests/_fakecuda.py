@@ -264,7 +264,7 @@ class FakeRawDriver(FakeDriver):
                             _value(stream), _value(params))
 
     def launch_kernel_ex_raw(self, config, f, params, extra):
-        return self.cuLaunchKernelEx(config.contents, f, _value(params), extra)[0]
+        return self.cuLaunchKernelEx(config._obj, f, _value(params), extra)[0]   # a byref
 
 
 def install(monkeypatch, fake: FakeDriver) -> FakeDriver:

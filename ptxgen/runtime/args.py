@@ -497,8 +497,8 @@ class Binder:
         def test(conds):
             return ["    if (" + "\n            or ".join(conds) + "):", fall]
 
-        lines = [f"    if len(args) != {len(names)}:", fall,
-                 f"    {', '.join(names)}, = args", *test(types), "    try:",
+        lines = ["    try:", f"        {', '.join(names)}, = args", "    except ValueError:",
+                 fall, *test(types), "    try:",
                  *(f"        {u}" for u in unpack), "    except ValueError:   # another rank",
                  fall, *test(dims + place),
                  *(f"    p{j} = a{j}.data_ptr()" for j, _, _ in tensors), *test(ptrs)]
