@@ -159,6 +159,19 @@ def np_ring(R, C, S, T, name="np", dtype="float32", L=None):
     return pg.kernel(grid=lambda a: (-(-a["ROWS"] // (R * T)),), block=(32,), name=name)(body)
 
 
+def _share(S, R, C, dtype, ROWS, bars=()):
+    """The fourth session's variants' prologue: a pool with the ring of S (R, C) stages and an
+    mbarrier array per entry of `bars` (its size), then this CTA's grid-stride share of the
+    ROWS // R whole tiles: (ring, [barrier arrays], G, bx, mine)."""
+    pool = pg.SMEMPool()
+    ring = pool.alloc((S, R, C), dtype, align=1024)
+    arrays = [pool.alloc_mbarrier(n) for n in bars]
+    pool.commit()
+    G, bx = pg.grid_dim(), pg.cta_id()
+    ntiles = pg.let(ROWS // R)
+    return ring, arrays, G, bx, pg.let((ntiles - bx + G - 1) // G)
+
+
 def tma_load_thread_store(R, C, S, L, c, threads=128, nsm=132, name="hA", dtype="float32"):
     """TMA loads L tiles ahead into an S-stage ring (thread 0 issues); all threads write each
     landed tile back with vector stores, then arrive on its empty barrier."""
@@ -166,14 +179,7 @@ def tma_load_thread_store(R, C, S, L, c, threads=128, nsm=132, name="hA", dtype=
     lg = S.bit_length() - 1
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         tid = pg.thread_id(threads)
-        pool = pg.SMEMPool()
-        ring = pool.alloc((S, R, C), dtype, align=1024)
-        full = pool.alloc_mbarrier(S)
-        empty = pool.alloc_mbarrier(S)
-        pool.commit()
-        G, bx = pg.grid_dim(), pg.cta_id()
-        ntiles = pg.let(ROWS // R)
-        mine = pg.let((ntiles - bx + G - 1) // G)
+        ring, (full, empty), G, bx, mine = _share(S, R, C, dtype, ROWS, (S, S))
         with pg.if_(tid == 0):
             for s in range(S):
                 pg.ptx.mbarrier.init(full[s], 1)
@@ -209,12 +215,7 @@ def thread_load_tma_store(R, C, S, c, threads=256, nsm=132, name="hB", dtype="fl
     ROWS = pg.var("ROWS")
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         tid = pg.thread_id(threads)
-        pool = pg.SMEMPool()
-        ring = pool.alloc((S, R, C), dtype, align=1024)
-        pool.commit()
-        G, bx = pg.grid_dim(), pg.cta_id()
-        ntiles = pg.let(ROWS // R)
-        mine = pg.let((ntiles - bx + G - 1) // G)
+        ring, _, G, bx, mine = _share(S, R, C, dtype, ROWS)
         for i in pg.serial(mine):
             s = pg.let(i & (S - 1))
             r0 = pg.let((bx + i * G) * R)
@@ -237,13 +238,7 @@ def batch_ring(R, C, S, c, nsm=132, name="batch", dtype="float32"):
     ROWS = pg.var("ROWS")
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         tx = pg.thread_id(32)
-        pool = pg.SMEMPool()
-        ring = pool.alloc((S, R, C), dtype, align=1024)
-        full = pool.alloc_mbarrier(S + 1)
-        pool.commit()
-        G, bx = pg.grid_dim(), pg.cta_id()
-        ntiles = pg.let(ROWS // R)
-        mine = pg.let((ntiles - bx + G - 1) // G)
+        ring, (full,), G, bx, mine = _share(S, R, C, dtype, ROWS, (S + 1,))
         with pg.if_(tx == 0):
             for s in range(S + 1):
                 pg.ptx.mbarrier.init(full[s], 1)
@@ -276,12 +271,7 @@ def cpasync_tma_store(R, C, S, L, c, threads=128, nsm=132, name="cpa", dtype="fl
     ROWS = pg.var("ROWS")
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         tid = pg.thread_id(threads)
-        pool = pg.SMEMPool()
-        ring = pool.alloc((S, R, C), dtype, align=1024)
-        pool.commit()
-        G, bx = pg.grid_dim(), pg.cta_id()
-        ntiles = pg.let(ROWS // R)
-        mine = pg.let((ntiles - bx + G - 1) // G)
+        ring, _, G, bx, mine = _share(S, R, C, dtype, ROWS)
         def load(i, stage):
             r0 = pg.let((bx + i * G) * R)
             pg.tile.cta.copy_async(ring[stage:stage + 1, 0:R, 0:C], src[r0:r0 + R, 0:C], dispatch="cp_async")
