@@ -303,9 +303,10 @@ def npr(R, C, S, T, L=None):
 
 
 CASES = []
-def ring(R, C, S, c, promo=None, L=None):
-    CASES.append((f"ring {R}x{C} S{S} c{c} L{L} promo {promo}", promo,
-                  lambda n: tma_ring_kernel("float32", (R, C), S, c, 132, ahead=L, name=n)[0], C))
+def ring(R, C, S, c, promo=None, L=None, nsm=132):
+    label = f"ring {R}x{C} S{S} c{c} L{L} promo {promo}" + (f" on {nsm} SMs" if nsm != 132 else "")
+    CASES.append((label, promo,
+                  lambda n: tma_ring_kernel("float32", (R, C), S, c, nsm, ahead=L, name=n)[0], C))
 def ws(R, C, S, c, D=0, promo=None, order="stride"):
     CASES.append((f"ws {R}x{C} S{S} c{c} D{D} {order} promo {promo}", promo,
                   lambda n: ws_ring(R, C, S, c, D, name=n, order=order), C))
@@ -340,6 +341,12 @@ bulk(512, 8, 4, 16)
 bulk(512, 8, 4, 32)
 bulk(256, 16, 4, 32, tensor=True)
 bulk(1024, 8, 3, 16)
+ring(16, 32, 8, 4)
+# its second list (cases 15-): the ring on fewer SMs' worth of CTAs (less DRAM contention?)
+for nsm in (96, 112, 120, 128):
+    ring(16, 32, 8, 4, nsm=nsm)
+ring(16, 32, 8, 5, nsm=120)
+ring(16, 32, 8, 3, L=3)
 ring(16, 32, 8, 4)
 
 if __name__ == "__main__":
