@@ -27,11 +27,11 @@ from __future__ import annotations
 import operator
 import sys
 import threading
-from struct import error as struct_error
 
 from ..errors import LaunchError
 from . import cache, driver
 from .args import Binder, ParamPacker, ParamSpec
+from .launch_source import OWN_TAIL_EX, SUBMIT_TAIL, compiled, make_submit
 
 # The legacy default stream (0), CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) are valid
 # in every context, so they need no device check.
@@ -110,80 +110,6 @@ def _normalize(dims, what: str, kernel: str) -> tuple:
     return t
 
 
-# The tail of every launch, written once and compiled twice: as Launcher._submit (values in a
-# list, after the tensor-map parameters are appended; dims a tuple) and inside a Kernel's
-# generated own-launch path (values as its checks left them, the dims and dynamic shared memory
-# as literals).  L is the Launcher, h the raw stream handle; sa, tls, launch, handle, extra
-# and last are L's stream table, thread-local storage, launch function, function handle,
-# extra argument and the driver's last-kernel slot, which both read before the tail.
-_PACK = """\
-    try:                            # this thread's parameter storage
-        pack, buf, kp, _ = tls.p
-    except AttributeError:
-        pack, buf, kp, _ = L._thread_storage()
-    try:
-        pack(buf, 0, {values})
-    except (struct_error, OverflowError, TypeError):
-        L.binder.scalar_error([{values}])
-        raise
-"""
-_SUBMIT_TAIL = """\
-    if sa is not None:              # the ctypes driver: the stream as a pointer argument
-        try:
-            h = sa[h]
-        except KeyError:
-            h = L._stream_arg(h)
-""" + _PACK + """\
-    if not L._ask_first:
-        err = launch(handle, {launch_dims}, {smem}, h, kp, extra)
-        if err:
-            L._relaunch(err, {dims}, {smem}, h, kp)
-    else:
-        L._launch_asking({dims}, {smem}, h, kp)
-    last[0] = {name}
-"""
-# The own-launch path's tail where the binding has a bare cuLaunchKernelEx: sa is L's table of
-# launch configs (own dims, dynamic shared memory, cluster) by raw stream handle and launch
-# that function; the rare paths (a refused launch, asking first) take cuLaunchKernel's.
-_OWN_TAIL_EX = """\
-    try:                            # the config of L's own launch on stream h
-        cfg = sa[h]
-    except KeyError:
-        cfg = L._own_config(h)
-""" + _PACK + """\
-    if not L._ask_first:
-        err = launch(cfg, handle, kp, None)
-        if err:
-            L._relaunch(err, {dims}, {smem}, L._stream_of(h), kp)
-    else:
-        L._launch_asking({dims}, {smem}, L._stream_of(h), kp)
-    last[0] = {name}
-"""
-
-
-def _compiled(src: str, name: str, env: dict, where: str = ""):
-    env = {"struct_error": struct_error, **env}
-    exec(compile(src, f"<ptxgen {name}{' ' + where if where else ''}>", "exec"), env)
-    fn = env[name]
-    fn.source = src
-    return fn
-
-
-def _make_submit():
-    src = ("def _submit(L, values, dims, smem, h):\n"
-           "    if L._builders:   # tensor maps: bytes from the bound values\n"
-           "        values = values + [b(values) for b in L._builders]\n"
-           "    sa, tls, launch, handle, extra, last = (L._streams, L._tls, L._launch, "
-           "L.fn.handle, L._extra, L._last)\n" +
-           _SUBMIT_TAIL.format(values="*values", launch_dims="*dims", dims="dims",
-                               smem="smem", name="L.name"))
-    fn = _compiled(src, "_submit", {})
-    fn.__doc__ = ("The tail both launch paths share: the stream as the binding wants it, the "
-                  "parameters packed into this thread's storage, the launch (and its error "
-                  "handling).")
-    return fn
-
-
 def own_target(launcher, fast) -> tuple | None:
     """What ``own_launch_path``'s function ``fast`` reads of a Launcher, in one tuple: the
     Launcher, its stream table (its launch-config table for a cuLaunchKernelEx path),
@@ -203,13 +129,13 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
     binder's checks of ``tensor_type`` tensors (``Binder.check_source``), then, with the
     ``own_target`` tuple that ``targets`` holds for their device (a Launcher of this kernel
     whose own dims are ``dims``, whose default dynamic shared memory is ``smem`` and that packs
-    no tensor maps), the current stream and ``_SUBMIT_TAIL``, with no call in between.  It
+    no tensor maps), the current stream and ``SUBMIT_TAIL``, with no call in between.  It
     returns True when it launched and False for anything it does not take as is (other
     arguments, a device not in ``targets``, every error), for the caller to run the general
     path, which launches or raises the exact error.  One Python call instead of five (call,
     bind, launch_own, _submit, the dims unpacked): about half of ptxgen's Python per launch.
     Where the binding has a bare cuLaunchKernelEx the launch is that one, with a config made
-    once per stream (``_OWN_TAIL_EX``; ``launch_ex`` on the function says so).  None where the
+    once per stream (``OWN_TAIL_EX``; ``launch_ex`` on the function says so).  None where the
     binder cannot specialize the signature."""
     code = binder.check_source(tensor_type, dtype_objects, "return False")
     if code is None:
@@ -230,10 +156,10 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
         "    if t is None:",
         "        return False",
         "    L, sa, tls, launch, handle, extra = t", *stream,
-        (_OWN_TAIL_EX if launch_ex else _SUBMIT_TAIL).format(
+        (OWN_TAIL_EX if launch_ex else SUBMIT_TAIL).format(
             values=values, launch_dims=", ".join(map(str, dims)), dims="DIMS", smem=int(smem),
             name=repr(name)) + "    return True"]) + "\n"
-    fn = _compiled(src, "launch_own_fast", env, name)
+    fn = compiled(src, "launch_own_fast", env, name)
     fn.launch_ex = launch_ex
     return fn
 
@@ -365,7 +291,7 @@ class Launcher:
             _torch_current_stream()
         self._submit(values, dims, self.dynamic_smem_bytes, 0 if raw is None else raw(self.device))
 
-    _submit = _make_submit()
+    _submit = make_submit()
 
     def _first_own(self, values, user) -> None:
         grid, block = self._own
