@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from struct import error as struct_error
 
-# The tail of every launch, written once and compiled twice: as Launcher._submit (values in a
-# list, after the tensor-map parameters are appended; dims a tuple) and inside a Kernel's
-# generated own-launch path (values as its checks left them, the dims and dynamic shared memory
-# as literals).  L is the Launcher, h the raw stream handle; sa, tls, launch, handle, extra
-# and last are L's stream table, thread-local storage, launch function, function handle,
-# extra argument and the driver's last-kernel slot, which both read before the tail.
+# Names the texts use: L is the Launcher, h the raw stream handle; sa, tls, launch, handle,
+# extra and last are L's stream table, thread-local storage, launch function, function
+# handle, extra argument and the driver's last-kernel slot, which both paths read before the
+# tail.  Launcher._submit fills {values} with a list (tensor-map parameters appended) and
+# {dims} with a tuple; the own-launch path with its checks' names and literals.
 PACK = """\
     try:                            # this thread's parameter storage
         pack, buf, kp, _ = tls.p
