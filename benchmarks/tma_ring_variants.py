@@ -303,10 +303,12 @@ def npr(R, C, S, T, L=None):
 
 
 CASES = []
-def ring(R, C, S, c, promo=None, L=None, nsm=132):
+def ring(R, C, S, c, promo=None, L=None, nsm=132, lh=None, sh=None):
     label = f"ring {R}x{C} S{S} c{c} L{L} promo {promo}" + (f" on {nsm} SMs" if nsm != 132 else "")
+    label += f" hints {lh}/{sh}" if lh or sh else ""
     CASES.append((label, promo,
-                  lambda n: tma_ring_kernel("float32", (R, C), S, c, nsm, ahead=L, name=n)[0], C))
+                  lambda n: tma_ring_kernel("float32", (R, C), S, c, nsm, ahead=L, name=n,
+                                            load_hint=lh, store_hint=sh)[0], C))
 def ws(R, C, S, c, D=0, promo=None, order="stride"):
     CASES.append((f"ws {R}x{C} S{S} c{c} D{D} {order} promo {promo}", promo,
                   lambda n: ws_ring(R, C, S, c, D, name=n, order=order), C))
@@ -348,6 +350,23 @@ for nsm in (96, 112, 120, 128):
 ring(16, 32, 8, 5, nsm=120)
 ring(16, 32, 8, 3, L=3)
 ring(16, 32, 8, 4)
+# the fifth session's (cases 22-): L2 eviction hints that keep written lines in L2 longer
+# (stores evict_last), so the DRAM may drain them in longer runs between reads
+ring(16, 32, 8, 4, lh="evict_first", sh="evict_last")
+ring(16, 32, 8, 4, sh="evict_last")
+ring(16, 32, 8, 4, lh="evict_first")
+ring(16, 32, 8, 4, lh="evict_last", sh="evict_first")
+ring(16, 32, 8, 4)
+# its second call (cases 27-): around case 25, the one above 0.97x
+ring(16, 32, 8, 4, lh="evict_last", sh="evict_first")
+ring(16, 32, 8, 4, lh="evict_last")
+ring(16, 32, 8, 4, sh="evict_first")
+ring(16, 32, 8, 4, lh="evict_normal", sh="evict_first")
+ring(16, 32, 16, 2, lh="evict_last", sh="evict_first")
+ring(8, 64, 16, 4, lh="evict_last", sh="evict_first")
+ring(32, 32, 8, 3, lh="evict_last", sh="evict_first")
+ring(16, 64, 8, 4, lh="evict_last", sh="evict_first")
+ring(16, 32, 8, 4, lh="evict_last", sh="evict_first")
 
 if __name__ == "__main__":
     if "--build" in sys.argv:          # CPU: build + assemble all

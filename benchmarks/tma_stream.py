@@ -3,7 +3,8 @@ on the same 1 GiB buffers, in the same run, for a few ring shapes; prints each r
 best.  Every configuration is checked bit for bit (output poisoned with NaN bits first).
 
 The ring: a persistent grid of c CTAs per SM, one thread each, S shared stages of one
-R x C box; TMA loads run S/2 tiles ahead of the TMA stores that write the tiles back.
+R x C box; TMA loads run S/2 tiles ahead of the TMA stores that write the tiles back; L2
+eviction hints on the loads and stores (evict_last / evict_first unless a row says none).
 Timing: CUDA events around batches of back-to-back launches, torch's and the kernel's batches
 alternating round by round (benchmarks/grid_stride_variants.py's `timeit`).
 
@@ -16,12 +17,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-# (element dtype, box R x C, stages, CTAs per SM): 2-16 KiB boxes; the small boxes with
-# several CTAs per SM measured best in sweeps of 38 shapes (RESULTS.md)
+# (element dtype, box R x C, stages, CTAs per SM, L2 hints): 2-4 KiB boxes with several CTAs
+# per SM measured best in sweeps of 38 shapes, and evict_last loads / evict_first stores (the
+# kernel's default hints) in the fifth session's (RESULTS.md); the last row has no hints
+HINTS = ("evict_last", "evict_first")
 CONFIGS = [
-    ("float32", (64, 64), 8, 1), ("float32", (16, 64), 16, 2), ("float32", (16, 64), 8, 4),
-    ("float32", (16, 32), 8, 4), ("float32", (16, 32), 4, 8), ("float32", (16, 32), 32, 2),
-    ("float32", (8, 64), 32, 2), ("float32", (8, 64), 16, 4),
+    ("float32", (16, 32), 16, 2, HINTS), ("float32", (16, 32), 8, 4, HINTS),
+    ("float32", (32, 32), 8, 3, HINTS), ("float32", (16, 64), 8, 4, HINTS),
+    ("float32", (8, 64), 16, 4, HINTS), ("float16", (16, 64), 8, 4, HINTS),
+    ("float32", (16, 32), 8, 4, (None, None)),
 ]
 
 
@@ -39,13 +43,14 @@ def main(gib=1.0):
     dst = torch.empty_like(src)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     results = []
-    for dt, (R, C), stages, ctas in CONFIGS:
+    for dt, (R, C), stages, ctas, (lh, sh) in CONFIGS:
         eb = {"float32": 4, "float16": 2}[dt]
         tdt = {"float32": torch.float32, "float16": torch.float16}[dt]
         rows = nbytes // (C * eb)
         s2, d2 = src.view(tdt)[:rows * C].view(rows, C), dst.view(tdt)[:rows * C].view(rows, C)
-        k, _ = tma_ring_kernel(dt, (R, C), stages, ctas, sms,
-                               name=f"tma_ring_{dt}_{R}x{C}_s{stages}_c{ctas}")
+        k, _ = tma_ring_kernel(dt, (R, C), stages, ctas, sms, load_hint=lh, store_hint=sh,
+                               name=f"tma_ring_{dt}_{R}x{C}_s{stages}_c{ctas}"
+                                    f"{'_hints' if lh else ''}")
         dst.fill_(-1)          # NaN bits in float32 / float16
         k(s2, d2)
         torch.cuda.synchronize()
@@ -54,9 +59,9 @@ def main(gib=1.0):
         moved = 2 * rows * C * eb
         gbs, tgbs = moved / t["k"] / 1e6, 2 * nbytes / t["torch"] / 1e6
         ratio = t["torch"] / t["k"] * (rows * C * eb / nbytes)
-        label = f"{dt} {R}x{C} S{stages} c{ctas}"
+        label = f"{dt} {R}x{C} S{stages} c{ctas} " + (f"{lh}/{sh}" if lh else "no hints")
         results.append((ratio, label, gbs, tgbs, ok))
-        print(f"{label:28s} {gbs:6.0f} GB/s  torch {tgbs:6.0f}  ratio {ratio:.3f}  "
+        print(f"{label:46s} {gbs:6.0f} GB/s  torch {tgbs:6.0f}  ratio {ratio:.3f}  "
               f"{'ok' if ok else 'WRONG'}", flush=True)
     good = [r for r in results if r[4]]
     if not good:
