@@ -15,8 +15,6 @@ from __future__ import annotations
 import itertools
 from typing import Callable, NamedTuple
 
-import numpy as np
-
 from ..dtypes import dtype as _dtype
 from ..errors import ArchError, LayoutError, PtxgenError
 from ..layout import MMA_SWIZZLES, Swizzle, index_grid, mma_swizzle_name
@@ -333,6 +331,7 @@ def _grid_values(fn, rows: int, cols: int):
     """((rows, cols) index arrays, fn over them) for the whole tile in one call when `fn` is
     array-generic (layouts and the canonical formula are: + - * // % ^ >> & only), else None
     and the caller goes element by element.  A 128x64 tile is 8192 Python calls otherwise."""
+    import numpy as np
     r, k = index_grid(rows, cols)
     try:
         out = fn(r, k)
@@ -353,6 +352,7 @@ def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, s
     ``explain=False`` leaves out the search for other matching modes (for callers that probe
     several modes and report only when none fits).
     """
+    import numpy as np
     grid = _grid_values(offset_fn_elems, rows, k_extent)
 
     def first_mismatch(c: _Canon):

@@ -25,8 +25,6 @@ from ..target import TMEM_COLS
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
-import numpy as np
-
 from ..errors import LayoutError
 from ..layout import Axis, S, TCol, TileLayout, TLane, index_grid, per_element
 
@@ -146,6 +144,7 @@ def register_layout(shape_name: str, rows: int, ncols: int, axis="tid", max_regs
     """The register-side layout of an (rows, ncols) 32-bit tile read with .`shape_name`:
     thread axis `axis` (tid / tid_in_wg / laneid) and register ("m") per element.  Built from
     `warp_instrs`, so loading with this layout needs no data movement between threads."""
+    import numpy as np
     shape = SHAPES[shape_name]
     if rows not in (16, 32, 64, 96, 128):
         raise LayoutError(f"rows={rows} must be 16, 32 (one warp) or 64/96/128 (32 per warp)")
@@ -167,6 +166,7 @@ def register_layout(shape_name: str, rows: int, ncols: int, axis="tid", max_regs
 def _fit_layout(table, axis) -> TileLayout:
     """A TileLayout reproducing `table[(r, c)] = (thread, reg)` exactly: factor each dim into
     power-of-two digits and read each digit's strides off the table (checked afterwards)."""
+    import numpy as np
     rows, ncols = table.shape[:2]
 
     def digits(n):
@@ -210,6 +210,7 @@ def _fit_layout(table, axis) -> TileLayout:
 def mma_model(tmem, A, B, d_layout, d_origin=(0, 0), accumulate=False, count=None):
     """tcgen05.mma D (+)= A @ B.T into `tmem` (lanes x columns float32 array) through
     `d_layout`; `count` (same shape, int) records how often each cell is written."""
+    import numpy as np
     M, N = A.shape[0], B.shape[0]
     D = A.astype(np.float32) @ B.astype(np.float32).T
     for m in range(M):
@@ -243,6 +244,7 @@ def ld_model(tmem, shape_name, rows, ncols, nthreads, origin=(0, 0), max_regs=12
 def gather_model(regs, reg_layout, rows, ncols, axis="tid", uses=None):
     """The (rows, ncols) tile an epilogue reads through `reg_layout`: element (m, n) comes from
     regs[thread][register] with (thread, register) given by the layout."""
+    import numpy as np
     out = np.full((rows, ncols), np.nan, dtype=np.float32)
     for m in range(rows):
         for n in range(ncols):

@@ -18,8 +18,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, BufferPtr, Const, Expr, Instr, Let, Load, Var, VecOperand
 from .common import (CONTAINERS, Leaf, Side, alignment_ok, digits_offset, element_address,
@@ -91,6 +89,7 @@ def reg_ref(reg: Side, m: int):
 def thread_map(items, scope):
     """Thread-axis leaves [(extent, {axis: stride})] -> ([(extent, thread stride)] in radix
     order, innermost first) when they map one-to-one onto the scope's threads; else (None, why)."""
+    import numpy as np
     T = scope.nthreads
     weights = _WEIGHTS[scope.name]
     reach: dict = {}

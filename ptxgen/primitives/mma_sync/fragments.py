@@ -22,8 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-
 from ...errors import LayoutError
 from ...layout import S, TileLayout, index_grid, laneid, per_element
 
@@ -104,6 +102,7 @@ def _check_dtype(which, shape, dtype):
 @lru_cache(maxsize=None)
 def inverse(shape: str, which: str):
     """(lane, element) -> (row, col) inside one instruction tile, as two int arrays [32, regs]."""
+    import numpy as np
     op = operand(shape, which)
     r, c = index_grid(op.rows, op.cols)
     o = op.layout().apply(r, c, shape=(op.rows, op.cols))

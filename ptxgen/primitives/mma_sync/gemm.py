@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ...dtypes import dtype as _dtype
 from ...errors import ArchError
 from ...ir import BOOL, Alloc, Buffer, BufferRegion, Const, Instr, Not, VecOperand
@@ -88,6 +86,7 @@ def _fix(which, shape, rows, cols, bits):
 def fragment_offsets(region: BufferRegion, which: str, shape: str, what: str):
     """({tile: offsets}, '') of one operand region against the fragment of `shape`, or
     (None, why) naming the first element in the wrong lane or register."""
+    import numpy as np
     op = operand(shape, which)
     bits = SHAPES[shape][0] if which != "C" else 32
     buf = region.buffer

@@ -15,7 +15,6 @@ warp w reads lanes 32*(w % 4)...).  Registers are 32-bit elements of a local buf
 """
 from __future__ import annotations
 
-import numpy as np
 
 from dataclasses import dataclass
 
@@ -36,6 +35,7 @@ _AXES = {"warp": {"laneid": 1}, "warpgroup": {"tid_in_wg": 1, "laneid": 1, "wid_
 
 def _thread_of(o, scope):
     """Thread index of register-layout offsets `o` (ints, or numpy arrays of them)."""
+    import numpy as np
     w = _AXES[scope]
     bad = [a for a in o if a not in w and a != "m" and np.any(o[a])]
     if bad:
@@ -100,6 +100,7 @@ def _element_table(r, t, scope):
     """Rows (row, col, lane, column, thread, register) for every element of the region, as
     an int64 array.  The layouts are evaluated on whole index arrays (they only use
     + - * // %), so a 128x256 accumulator costs three layout calls, not three per element."""
+    import numpy as np
     rb, (r0, c0) = r.buffer, r.starts
     rows, cols = t.shape[-2], t.shape[-1]
     i, j = index_grid(rows, cols)
@@ -114,6 +115,7 @@ def fragment_plan(table, shape_name, scope, rows, cols, max_regs=128):
     """(instrs, regmap) if every element sits where .shape_name delivers it, else (None, why).
     regmap[p] is the register ("m") of fragment position p (the same in every thread).
     `table` is _element_table's (or any sequence of its 6-tuples); checked as arrays."""
+    import numpy as np
     shape = TL.SHAPES[shape_name]
     per_warp = min(rows, 32)
     try:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 import struct
 
-import numpy as np
-
 from ...dtypes import dtype
 from ...ir import (Alloc, BinOp, Buffer, BOOL, Cast, Const, Expr, Instr, Load, Select, Store,
                    VecOperand)
@@ -164,6 +162,7 @@ def packed_form(op: str, dt, target) -> tuple | None:
 
 def bits_of(value, dt) -> int:
     """The bit pattern of a Python number as one element of dt (round to nearest even)."""
+    import numpy as np
     if dt.is_int or dt is BOOL:
         return int(value) & ((1 << dt.bits) - 1)
     if dt is F16:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
-
 from ...dtypes import dtype
 from ...errors import PtxgenError
 from ...ir import (Barrier, BinOp, BOOL, Const, For, If, Let, Load, SpecialReg, Store, Var,
@@ -271,6 +269,7 @@ _MINE = {"thread": lambda t: {}, "warp": lambda t: {"laneid": t},
 def _dst_registers(call, st, coords, axes):
     """The register of each output in a register dst, checked: each thread must hold (by
     dst's thread axes) the outputs it computed, in the same register in every thread."""
+    import numpy as np
     dst, src = call.dst, call.src
     lay, shape = dst.buffer.layout, dst.buffer.shape
     out = []

@@ -19,7 +19,10 @@ registers; D (64 x N) has N / 2.  An M of 64 * mt stacks mt atoms (registers ato
 """
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:          # numpy loads with the first function that needs it
+    import numpy as np
 
 from ...dtypes import dtype as _dtype
 from ...errors import LayoutError
@@ -97,6 +100,7 @@ def register_map(region, E: int, what: str, fix: str) -> np.ndarray:
     checks every element of a (64 * mt, ncols) register region sits in the thread `cell`
     puts it in, and that each element index names one register in every thread.
     LayoutError naming the first misplaced element and `fix` otherwise."""
+    import numpy as np
     buf = region.buffer
     rows, ncols = region.shape[-2], region.shape[-1]
     if buf.layout is None:
