@@ -221,6 +221,17 @@ def test_bench_kernels():
     assert ring_shape("float16", (128, 64)) == (8, 1) and ring_shape("float16", (32, 32)) == (8, 8)
     assert "TMA box" in ring_shape("float32", (64, 512)).reason
     k, _ = tma_ring_kernel("float16", (16, 64), stages=4, ctas_per_sm=1, nsm=2)
+    lines = [ln.strip() for ln in k.ptx("sm_90a").splitlines() if not ln.strip().startswith("//")]
+    # the default L2 hints: every load under an evict_last policy, every store evict_first
+    kind = {ln.split()[1].rstrip(","): ln.split()[0].split("::")[1].split(".")[0]
+            for ln in lines if ln.startswith("createpolicy.fractional.L2::")}
+    loads = [ln for ln in lines if ln.startswith("cp.async.bulk.tensor.2d.shared::cluster.global")]
+    stores = [ln for ln in lines if ln.startswith("cp.async.bulk.tensor.2d.global.shared::cta")]
+    assert loads and stores and all(".L2::cache_hint " in ln for ln in loads + stores)
+    assert {kind[ln.rstrip(";").split(", ")[-1]] for ln in loads} == {"evict_last"}
+    assert {kind[ln.rstrip(";").split(", ")[-1]] for ln in stores} == {"evict_first"}
+    plain, _ = tma_ring_kernel("float16", (16, 64), 4, 1, 2, load_hint=None, store_hint=None)
+    assert "createpolicy" not in plain.ptx("sm_90a") and "cache_hint" not in plain.ptx("sm_90a")
     rows = 16 * 9 + 5
     a = RNG.integers(0, 2**16, (rows, 64)).astype(np.uint16)
     o = np.full_like(a, 0xA5A5)

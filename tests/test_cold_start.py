@@ -1,6 +1,7 @@
 """Cold start.  `import ptxgen` and a first build of a kernel without tile ops stay off numpy,
 jinja2 (forms on disk), cuda-bindings, the runtime, the primitives and the pools; those load
-on first use, and the names that bring them in still work.  First-use shortcuts of the build
+on first use, and the names that bring them in still work.  A tile copy's build loads the
+primitives but still not numpy.  First-use shortcuts of the build
 (forms compiled on their 4th use, the arch parsed without a regex) give the same results."""
 import json
 import os
@@ -34,6 +35,14 @@ out["dir"] = all(n in dir(pg) for n in ("tile", "ptx", "SMEMPool", "TMEMPool"))
 tile = pg.tile
 out["tile"] = callable(tile.warp.copy) and callable(pg.ptx.mbarrier.init)
 out["after tile"] = loaded()
+@pg.kernel(grid=(1,), block=(32,))
+def tile_copy(A: pg.Tensor((32, 32), "float32"), B: pg.Tensor((32, 32), "float32")):
+    sm = pg.alloc_shared((32, 32), "float32")
+    pg.tile.warp.copy(sm[0:32, 0:32], A[0:32, 0:32])
+    pg.cta_sync()
+    pg.tile.warp.copy(B[0:32, 0:32], sm[0:32, 0:32])
+tile_copy.ptx("sm_90a")
+out["tile build"] = loaded()
 print(json.dumps(out))
 """
 
@@ -68,6 +77,8 @@ def test_import_and_a_plain_build_load_nothing_heavy(tmp_path):
     assert out["dir"] and out["tile"]
     assert {"ptxgen.primitives", "ptxgen.alloc", "ptxgen.builder.tile",
             "ptxgen.builder.tcgen05"} <= set(out["after tile"])
+    # the primitives import numpy in the functions that need it: a tile copy does not
+    assert "numpy" not in out["tile build"] and "ptxgen.primitives" in out["tile build"]
 
 
 def test_unknown_attribute_is_an_attribute_error():
