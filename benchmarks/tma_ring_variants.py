@@ -367,6 +367,10 @@ ring(8, 64, 16, 4, lh="evict_last", sh="evict_first")
 ring(32, 32, 8, 3, lh="evict_last", sh="evict_first")
 ring(16, 64, 8, 4, lh="evict_last", sh="evict_first")
 ring(16, 32, 8, 4, lh="evict_last", sh="evict_first")
+# its last call (cases 36-): around 16x32 S16 c2, the best hinted shape
+for S, c, L in ((16, 2, None), (16, 3, None), (32, 1, None), (16, 2, 12), (16, 2, 4), (32, 2, None)):
+    ring(16, 32, S, c, L=L, lh="evict_last", sh="evict_first")
+ring(8, 32, 32, 2, lh="evict_last", sh="evict_first")
 
 if __name__ == "__main__":
     if "--build" in sys.argv:          # CPU: build + assemble all
