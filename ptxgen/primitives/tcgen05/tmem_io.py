@@ -15,7 +15,6 @@ warp w reads lanes 32*(w % 4)...).  Registers are 32-bit elements of a local buf
 """
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype

@@ -162,9 +162,9 @@ def packed_form(op: str, dt, target) -> tuple | None:
 
 def bits_of(value, dt) -> int:
     """The bit pattern of a Python number as one element of dt (round to nearest even)."""
-    import numpy as np
     if dt.is_int or dt is BOOL:
         return int(value) & ((1 << dt.bits) - 1)
+    import numpy as np       # float rounding only: integer constants never load numpy
     if dt is F16:
         return int(np.float16(value).view(np.uint16))
     if dt is F32:
