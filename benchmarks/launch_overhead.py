@@ -243,6 +243,9 @@ def main() -> None:
                 ratio_own = med(x / y for x, y in zip(rounds[headline], rounds[own_name]))
                 print(f"  and / the bare call through the {backend} binding = {ratio_own:.2f}x "
                       f"({times[own_name]:.2f} us)")
+    from ptxgen.runtime import cache
+    retries = cache.stats().get("launch_retries", 0)
+    print(f"  launches refused and made again in their own context (launch_retries): {retries}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": where, "n": a.n, "backend": backend, "us_per_launch": times,
