@@ -9,7 +9,7 @@ import pytest
 from ptxgen.errors import CudaError, LaunchError
 from ptxgen.runtime import Binder, Launcher, ParamPacker, ParamSpec, driver, has_gpu
 from ptxgen.layout import row_major_strides as row_major
-from ptxgen.runtime.args import dlpack_describe
+from ptxgen.runtime.describe import dlpack_describe
 from ptxgen.runtime.launcher import stream_handle
 
 
