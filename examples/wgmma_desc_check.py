@@ -19,6 +19,7 @@ checks LBO, SBO, swizzle codes and the per-K-step start-address advance on real 
 import numpy as np
 
 import ptxgen as pg
+from ptxgen.primitives import instr_desc as idesc
 from ptxgen.primitives import mma_desc as md
 from ptxgen.builder.tcgen05 import smem_descriptors
 from ptxgen.primitives.tcgen05 import canonical_layout
@@ -34,7 +35,7 @@ def fragment(t, j):
 
 
 def make_check(N=64, swizzle="128B", a_major="K", b_major="K"):
-    shape, types = md.wgmma_shape(N=N, dtype="bfloat16", a_major=a_major, b_major=b_major)
+    shape, types = idesc.wgmma_shape(N=N, dtype="bfloat16", a_major=a_major, b_major=b_major)
     LA = canonical_layout(M, K, "bfloat16", major=a_major, swizzle=swizzle)
     LB = canonical_layout(N, K, "bfloat16", major=b_major, swizzle=swizzle)
     opcode = f"wgmma.mma_async.sync.aligned.{shape}.{types}"

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from ptxgen.errors import ArchError, LayoutError, PtxgenError
+from ptxgen.primitives.instr_desc import decode_instr_desc, encode_instr_desc, mma_k, wgmma_shape
 from ptxgen.primitives.mma_desc import (
-    SmemDescriptor, apply_swizzle, canonical_offset, check_layout_matches, decode_instr_desc,
-    decode_smem_desc, desc_template, encode_instr_desc, encode_smem_desc, k_step_offsets, mma_k,
-    mma_operand_desc_params, smem_base_offset, wgmma_shape)
+    SmemDescriptor, apply_swizzle, canonical_offset, check_layout_matches, decode_smem_desc,
+    desc_template, encode_smem_desc, k_step_offsets, mma_operand_desc_params, smem_base_offset)
 
 SWZ = ("none", "32B", "64B", "128B")
 ROW_BYTES = {"none": 16, "32B": 32, "64B": 64, "128B": 128}

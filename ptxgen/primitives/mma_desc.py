@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 from typing import Callable, NamedTuple
 
-from ..dtypes import dtype as _dtype
 from ..errors import ArchError, LayoutError, PtxgenError
 from ..layout import MMA_SWIZZLES, Swizzle, index_grid, mma_swizzle_name
 
@@ -23,7 +22,8 @@ from ..layout import MMA_SWIZZLES, Swizzle, index_grid, mma_swizzle_name
 SWIZZLE_MODES = tuple(MMA_SWIZZLES)
 
 
-def _swizzle(name) -> str:
+def swizzle_mode(name) -> str:
+    """The canonical name of an MMA swizzle mode ("none", "32B", ...), or the error listing them."""
     key = mma_swizzle_name(name, base32=True)
     if key is None:
         raise PtxgenError(f"unknown swizzle mode {name!r}; modes are {', '.join(SWIZZLE_MODES)}")
@@ -32,7 +32,7 @@ def _swizzle(name) -> str:
 
 def apply_swizzle(byte_offset: int, swizzle) -> int:
     """CuTe ``Swizzle<B,4,3>`` on a byte address: ``o ^ ((o >> 3) & (((1<<B)-1) << 4))``."""
-    name = _swizzle(swizzle)
+    name = swizzle_mode(swizzle)
     if MMA_SWIZZLES[name].cute_b is None:
         raise PtxgenError("swizzle 128B_base32B (Swizzle<2,5,2>) has no modelled byte formula")
     return Swizzle.mma(name, 8).apply(byte_offset)   # 8-bit elements: the byte form
@@ -71,7 +71,7 @@ def desc_template(*, lbo: int, sbo: int, swizzle, arch, base_offset: int = 0,
                   lbo_mode: str = "relative") -> int:
     """Every descriptor bit except the start address, so emitted PTX can build the descriptor with
     one ``or.b64 desc, (addr & 0x3FFFF) >> 4, TEMPLATE`` (the address field is the low 14 bits)."""
-    sw_name = _swizzle(swizzle)
+    sw_name = swizzle_mode(swizzle)
     sw, fam = MMA_SWIZZLES[sw_name], _arch_family(arch)
     if not isinstance(base_offset, int) or not 0 <= base_offset <= 7:
         raise PtxgenError(f"base_offset={base_offset!r} must be 0..7 (3-bit field, bits 49-51)")
@@ -122,7 +122,7 @@ def encode_smem_desc(*, start_addr: int, lbo: int, sbo: int, swizzle, arch, base
     """64-bit wgmma (sm_90) or tcgen05 (sm_100) shared-memory descriptor; bytes in, bits out."""
     tmpl = desc_template(lbo=lbo, sbo=sbo, swizzle=swizzle, arch=arch, base_offset=base_offset,
                          lbo_mode=lbo_mode)
-    _check_start(start_addr, _swizzle(swizzle), base_offset)
+    _check_start(start_addr, swizzle_mode(swizzle), base_offset)
     return tmpl | (start_addr >> 4)
 
 
@@ -160,7 +160,7 @@ def decode_smem_desc(value: int, arch) -> dict:
 
 def smem_base_offset(pattern_start: int, swizzle) -> int:
     """ISA formula: 0 on the repeat boundary, else ``(pattern_start >> 7) & 7``."""
-    sw = MMA_SWIZZLES[_swizzle(swizzle)]
+    sw = MMA_SWIZZLES[swizzle_mode(swizzle)]
     return 0 if pattern_start % sw.repeat_bytes == 0 else (pattern_start >> 7) & 7
 
 
@@ -210,7 +210,7 @@ class DescParams(NamedTuple):
     notes: str
 
 
-_K_BITS = 256  # every dense MMA step reads 256 bits of K per row: 16 f16, 8 tf32, 32 fp8 (Table 39)
+K_BITS = 256  # every dense MMA step reads 256 bits of K per row: 16 f16, 8 tf32, 32 fp8 (Table 39)
 
 
 class _Canon(NamedTuple):
@@ -230,7 +230,7 @@ class _Canon(NamedTuple):
 def _canon(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k_instr=None) -> _Canon:
     if major not in ("K", "MN"):
         raise PtxgenError(f"major={major!r} must be 'K' or 'MN'")
-    sw_name = _swizzle(swizzle)
+    sw_name = swizzle_mode(swizzle)
     if MMA_SWIZZLES[sw_name].cute_b is None:
         raise PtxgenError(f"canonical layout for swizzle {sw_name} is not modelled; use 128B, 64B, "
                           f"32B or none")
@@ -239,7 +239,7 @@ def _canon(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k_instr=N
     order = atom_order or ("mn" if major == "K" else "k")
     if order not in ("mn", "k"):
         raise PtxgenError(f"atom_order={atom_order!r} must be 'mn' or 'k'")
-    k_instr = k_instr or _K_BITS // elem_bits
+    k_instr = k_instr or K_BITS // elem_bits
     s = MMA_SWIZZLES[sw_name].row_bytes
     per_row = s * 8 // elem_bits  # elements in one S-byte span
     unit_rows, unit_k = (8, per_row) if major == "K" else (per_row, 8)
@@ -402,178 +402,3 @@ def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, s
         f"'Canonical Layouts', units stacked along {c.order.upper()} first): first mismatch at "
         f"(row={r}, k={k}): buffer byte offset {got:g}, descriptor expects "
         f"{_offset(c, r, k)}{hint}")
-
-
-# -------- tcgen05 instruction descriptor (32-bit, Table 42) and wgmma shapes --------------------
-
-_TF32 = "tf32"
-# kind -> (A/B format codes, D format codes, K per instruction (Table 39, dense))
-_KINDS = {
-    "f16": ({"float16": 0, "bfloat16": 1}, {"float16": 0, "float32": 1}, 16),
-    "tf32": ({_TF32: 2}, {"float32": 1}, 8),
-    "f8f6f4": ({"float8_e4m3fn": 0, "float8_e5m2": 1}, {"float16": 0, "float32": 1}, 32),
-}
-_KIND_OF = {name: k for k, (ab, _, _) in _KINDS.items() for name in ab}   # A/B type -> kind
-
-
-def _dt_name(x, kind=None) -> str:
-    if isinstance(x, str) and x.lower() == _TF32:
-        return _TF32
-    name = _dtype(x).name
-    return _TF32 if (kind == "tf32" and name == "float32") else name
-
-
-def mma_kind(a_dtype) -> str | None:
-    """The MMA kind ('f16', 'tf32', 'f8f6f4') of an A/B operand type, float32 read as tf32;
-    None if no kind takes it."""
-    return _KIND_OF.get(_dt_name(a_dtype, "tf32"))
-
-
-def _kind(kind) -> str:
-    k = str(kind).removeprefix("kind::")
-    if k not in _KINDS:
-        raise PtxgenError(f"unknown MMA kind {kind!r}; supported: kind::f16, kind::tf32, "
-                          f"kind::f8f6f4")
-    return k
-
-
-def mma_k(kind) -> int:
-    """K of one dense tcgen05.mma: 16 (f16/bf16), 8 (tf32), 32 (f8f6f4) -- PTX ISA Table 39."""
-    return _KINDS[_kind(kind)][2]
-
-
-def _check_major(which: str, major) -> int:
-    if major not in ("K", "MN"):
-        raise PtxgenError(f"{which}_major={major!r} must be 'K' or 'MN'")
-    return int(major == "MN")
-
-
-def encode_instr_desc(*, kind, a_dtype, b_dtype, d_dtype, M: int, N: int, a_major="K",
-                      b_major="K", cta_group: int = 1, negate_a: bool = False,
-                      negate_b: bool = False, a_swizzle=None, b_swizzle=None,
-                      a_from_tmem: bool = False) -> int:
-    """32-bit tcgen05.mma instruction descriptor (dense, no .ws) with the ISA legality rules.
-
-    Shapes (Table 39, "Matrix Shape"): cta_group::1 M in {64, 128}, N = 8..256 step 8;
-    cta_group::2 M in {128, 256}, N = 16..256 step 16.  ``a_from_tmem`` adds CUTLASS's stricter
-    rules for the A-in-TMEM form (M=128 -> N step 16, cta_group::2 -> N step 32, A K-major).
-    Transpose (Table 42 notes): kind::tf32 MN-major only with swizzle 128B_base32B; other kinds
-    never with 128B_base32B; checked when ``a_swizzle``/``b_swizzle`` are given.
-    """
-    k = _kind(kind)
-    ab_codes, d_codes, _ = _KINDS[k]
-    a, b, d = _dt_name(a_dtype, k), _dt_name(b_dtype, k), _dt_name(d_dtype)
-    for which, name in (("A", a), ("B", b)):
-        if name not in ab_codes:
-            right = _KIND_OF.get(name)
-            hint = f"; {name} belongs to kind::{right}" if right else ""
-            raise PtxgenError(f"kind::{k} does not take {which} = {name} (rule: Table 42 formats "
-                              f"for kind::{k} are {', '.join(ab_codes)}){hint}")
-    if k == "f16" and a != b:
-        raise PtxgenError(f"kind::f16 needs A and B of the same type, got {a} x {b} "
-                          f"(rule: Table 39 pairs f16 x f16 or bf16 x bf16)")
-    if d not in d_codes or (k == "f16" and d == "float16" and a != "float16"):
-        allowed = "float32" if k == "tf32" or a == "bfloat16" else "float16 or float32"
-        raise PtxgenError(f"kind::{k} with A/B {a} cannot accumulate into D = {d} (rule: Table 39 "
-                          f"dtype for this pairing is {allowed})")
-    if cta_group not in (1, 2):
-        raise PtxgenError(f"cta_group={cta_group!r} must be 1 or 2")
-    m_ok = (64, 128) if cta_group == 1 else (128, 256)
-    if M not in m_ok:
-        raise PtxgenError(f"M={M} is illegal for cta_group::{cta_group} "
-                          f"(rule: Table 39 M in {m_ok})")
-    step = 8 if cta_group == 1 else 16
-    if a_from_tmem:
-        step = 32 if cta_group == 2 else (16 if M == 128 else 8)
-    if not (isinstance(N, int) and step <= N <= 256 and N % step == 0):
-        src = "CUTLASS A-from-TMEM rule" if a_from_tmem else "Table 39"
-        raise PtxgenError(f"N={N} is illegal for M={M}, cta_group::{cta_group} (rule: {src} N is a "
-                          f"multiple of {step} in [{step}, 256])")
-    ta, tb = _check_major("a", a_major), _check_major("b", b_major)
-    if a_from_tmem and ta:
-        raise PtxgenError("A from tensor memory cannot be MN-major (rule: A in TMEM is K-major)")
-    for which, t, sw in (("A", ta, a_swizzle), ("B", tb, b_swizzle)):
-        if not t or sw is None:
-            continue
-        sw = _swizzle(sw)
-        if k == "tf32" and sw != "128B_base32B":
-            raise PtxgenError(f"kind::tf32 MN-major {which} needs swizzle 128B_base32B, got {sw} "
-                              f"(rule: Table 42 note, tf32 transpose only with 32B atomicity)")
-        if k != "tf32" and sw == "128B_base32B":
-            raise PtxgenError(f"kind::{k} MN-major {which} cannot use swizzle 128B_base32B (rule: "
-                              f"Table 42 note)")
-    return ((d_codes[d] << 4) | (ab_codes[a] << 7) | (ab_codes[b] << 10)
-            | (int(bool(negate_a)) << 13) | (int(bool(negate_b)) << 14) | (ta << 15) | (tb << 16)
-            | ((N >> 3) << 17) | ((M >> 4) << 24))
-
-
-def decode_instr_desc(value: int, kind) -> dict:
-    """Fields of a tcgen05 instruction descriptor, with dtype names for ``kind``."""
-    k = _kind(kind)
-    if not isinstance(value, int) or not 0 <= value < (1 << 32):
-        raise PtxgenError(f"instruction descriptor {value!r} is not a 32-bit unsigned int")
-
-    def bits(lo, n):
-        return (value >> lo) & ((1 << n) - 1)
-
-    for bit in (6, 23, 29):
-        if bits(bit, 1):
-            raise PtxgenError(f"instruction descriptor {value:#010x}: reserved bit {bit} is set")
-    ab_codes, d_codes, _ = _KINDS[k]
-    ab_names = {v: n for n, v in ab_codes.items()}
-    d_names = {v: n for n, v in d_codes.items()}
-    out = {"kind": k, "sparse_selector": bits(0, 2), "sparse": bits(2, 1), "saturate": bits(3, 1),
-           "negate_a": bool(bits(13, 1)), "negate_b": bool(bits(14, 1)),
-           "a_major": "MN" if bits(15, 1) else "K", "b_major": "MN" if bits(16, 1) else "K",
-           "N": bits(17, 6) << 3, "M": bits(24, 5) << 4, "max_shift": bits(30, 2)}
-    for key, code, names in (("d_dtype", bits(4, 2), d_names), ("a_dtype", bits(7, 3), ab_names),
-                             ("b_dtype", bits(10, 3), ab_names)):
-        if code not in names:
-            raise PtxgenError(f"instruction descriptor {value:#010x}: {key} code {code} is not "
-                              f"valid for kind::{k}")
-        out[key] = names[code]
-    return out
-
-
-# wgmma's operand type names, a fact of their own (tf32/e4m3/e5m2 exist only in MMA spellings)
-_WGMMA_PTX = {"float16": "f16", "bfloat16": "bf16", _TF32: "tf32", "float32": "f32",
-              "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
-
-
-# N step of the dense wgmma shapes per operand kind (PTX ISA 9.7.15.5 shape table: every
-# f16 / bf16 / tf32 / fp8 shape is m64nNk with N = 8 .. 256 in steps of 8; the integer and
-# b1 forms, not supported here, step by 16 above N = 32)
-_WGMMA_N_STEP = {"f16": 8, "tf32": 8, "f8f6f4": 8}
-
-
-def wgmma_shape(*, N: int, dtype, M: int = 64, d_dtype="float32", b_dtype=None, a_major="K",
-                b_major="K", a_in_regs: bool = False) -> tuple[str, str]:
-    """``("m64nNkK", "D.A.B")`` for wgmma.mma_async, e.g. ``("m64n128k16", "f32.bf16.bf16")``.
-
-    Rules (PTX ISA 9.7.15.5 wgmma): M is 64; N a multiple of 8 in [8, 256]; K = 256 bits of A;
-    transpose (MN-major) only for f16/bf16 operands read through descriptors.
-    """
-    if M != 64:
-        raise PtxgenError(f"wgmma M={M}: rule: wgmma has M = 64 only (use more warpgroups)")
-    a = _dt_name(dtype, "tf32")  # wgmma reads fp32 operands as tf32
-    b = a if b_dtype is None else _dt_name(b_dtype, "tf32")
-    d = _dt_name(d_dtype)
-    kind_a, kind_b = _KIND_OF.get(a), _KIND_OF.get(b)
-    if kind_a is None or kind_a != kind_b or (kind_a != "f8f6f4" and a != b):
-        raise PtxgenError(f"wgmma A/B types {a} x {b}: rule: f16 x f16, bf16 x bf16, tf32 x tf32, "
-                          f"or any pair of e4m3/e5m2")
-    step = _WGMMA_N_STEP[kind_a]
-    if not (isinstance(N, int) and step <= N <= 256 and N % step == 0):
-        raise PtxgenError(f"wgmma N={N} is illegal for {a} (rule: PTX ISA wgmma shapes: N is a "
-                          f"multiple of {step} in [{step}, 256])")
-    if d not in ("float32", "float16") or (d == "float16" and a in ("bfloat16", _TF32)):
-        raise PtxgenError(f"wgmma {a} cannot accumulate into {d} (rule: D is f32, or f16 for "
-                          f"f16/fp8 inputs)")
-    ta, tb = _check_major("a", a_major), _check_major("b", b_major)
-    if (ta or tb) and a not in ("float16", "bfloat16"):
-        raise PtxgenError(f"wgmma MN-major operand with {a}: rule: transpose is only supported "
-                          f"for .f16/.bf16")
-    if ta and a_in_regs:
-        raise PtxgenError("wgmma A from registers cannot be MN-major (rule: no imm-trans-a form)")
-    k = _K_BITS // _dtype("float32" if a == _TF32 else a).bits
-    return f"m64n{N}k{k}", f"{_WGMMA_PTX[d]}.{_WGMMA_PTX[a]}.{_WGMMA_PTX[b]}"

@@ -22,7 +22,7 @@ from ..gemm import enable_d
 from ..registry import register
 from . import common as C
 from .desc import desc_stmts, smem_operand
-from .. import mma_desc as md
+from .. import instr_desc
 
 _U32 = _dtype("uint32")
 
@@ -100,11 +100,11 @@ def plan_gemm(d, a, b, *, a_major=None, b_major=None, swizzle_a=None, swizzle_b=
               d_dtype=None, cta_group=1, fence=True) -> MmaRecord:
     """Check D (TMEM) = A @ B^T and derive its descriptors (PtxgenError with the rule)."""
     ta, tb = _dt_of(a), _dt_of(b)
-    kind = md.mma_kind(ta)
+    kind = instr_desc.mma_kind(ta)
     if kind is None:
         raise PtxgenError(f"gemm_async A is {ta}, not a tcgen05 operand type (float16, "
                           f"bfloat16, float32 as tf32, float8_e4m3fn, float8_e5m2)")
-    k_instr = md.mma_k(kind)
+    k_instr = instr_desc.mma_k(kind)
     if b.buffer.root.scope not in ("shared", "shared.dyn"):
         raise PtxgenError(f"gemm_async B {b} is in {b.buffer.root.scope} memory; B is read "
                           f"from shared memory through a descriptor")
@@ -118,7 +118,7 @@ def plan_gemm(d, a, b, *, a_major=None, b_major=None, swizzle_a=None, swizzle_b=
     M, N = a_op.rows, b_op.rows
     dd = d_dtype or d.buffer.dtype
     try:
-        idesc = md.encode_instr_desc(
+        idesc = instr_desc.encode_instr_desc(
             kind=kind, a_dtype=ta, b_dtype=tb, d_dtype=dd, M=M, N=N, a_major=a_op.major,
             b_major=b_op.major, cta_group=cta_group, a_from_tmem=a_tmem,
             a_swizzle=None if a_tmem else a_op.swizzle, b_swizzle=b_op.swizzle)

@@ -25,6 +25,7 @@ from ...ir import Alloc, Buffer, BufferRegion, Const, Instr, VecOperand
 from ...target import check_opcode
 from ...target.table import gate_for
 from ...target.forms import opcode
+from .. import instr_desc as idesc
 from .. import mma_desc as md
 from ..copy.common import reg_elems
 from ..copy.reg import pack, unpack
@@ -119,13 +120,13 @@ def plan_wgmma(d, a, b, *, a_major=None, b_major=None, swizzle_a=None,
                           f"A: (M, K), B: (N, K))")
     N = b.shape[-2]
     try:   # dtype pairing and N first: the likeliest mistakes, the clearest rules
-        md.wgmma_shape(N=N, dtype=_ab_name(ta), b_dtype=_ab_name(tb), d_dtype=dd)
+        idesc.wgmma_shape(N=N, dtype=_ab_name(ta), b_dtype=_ab_name(tb), d_dtype=dd)
     except PtxgenError as e:
         raise PtxgenError(f"gemm_async (wgmma): {e}") from None
     if b.buffer.root.scope not in ("shared", "shared.dyn"):
         raise PtxgenError(f"gemm_async B {b} is in {b.buffer.root.scope} memory; wgmma reads "
                           f"B from shared memory through a descriptor")
-    k_instr = md._K_BITS // ta.bits
+    k_instr = md.K_BITS // ta.bits
     b_op = _operand(b, "B", k_instr=k_instr, major=b_major, swizzle=swizzle_b)
     a_local = a.buffer.root.scope == "local"
     if a_local and a_major not in (None, "K"):
@@ -147,7 +148,7 @@ def plan_wgmma(d, a, b, *, a_major=None, b_major=None, swizzle_a=None,
                           f"pg.tile.warpgroup.mma_accumulator(({M}, {N}), '{dd}')")
     a_maj = "K" if a_local else a_op.major
     try:
-        shape, types = md.wgmma_shape(N=N, dtype=_ab_name(ta), b_dtype=_ab_name(tb),
+        shape, types = idesc.wgmma_shape(N=N, dtype=_ab_name(ta), b_dtype=_ab_name(tb),
                                       d_dtype=dd, a_major=a_maj, b_major=b_op.major,
                                       a_in_regs=a_local)
     except PtxgenError as e:     # an MN-major tile of a type wgmma cannot transpose
