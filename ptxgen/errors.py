@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")   # "file.py:12: ..." (a located message)
+LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")   # "file.py:12: ..." (a located message)
 
 
 class PtxgenError(Exception):
@@ -53,7 +53,7 @@ def located_at(e: PtxgenError, src: str) -> PtxgenError:
     msg = str(e.args[0]) if e.args else ""
     if src and not getattr(e, "located", False):
         # the innermost statement's line; a message that names its line already keeps it
-        if not _LOCATED.match(msg):
+        if not LOCATED.match(msg):
             e.args = (f"{src}: {msg}",) + tuple(e.args[1:])
         e.located = True
     return e

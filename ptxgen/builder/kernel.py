@@ -6,152 +6,23 @@ later one.  The runtime (and with it the CUDA bindings) is imported by the first
 launch: building PTX needs neither."""
 from __future__ import annotations
 
-import inspect
 import operator
-import os
-import re
 import sys
 from _thread import RLock
-from types import FunctionType
 
-from ..deep import run_deep, too_deep
 from ..dtypes import dtype as _dtype
 from ..emit.codegen import Codegen
 from ..errors import PtxgenError, TraceError
-from ..ir import PLAIN_INT, Param, PrimFunc, Var, cast, const
+from ..ir import PLAIN_INT, Param, PrimFunc, Var
 from ..passes import prepare
 from ..target import parse_target
 from . import context
 from .cluster import check_cluster
 from .control import GOOD_BLOCKS, GOOD_GRIDS, _launch_dims
+from .locate import deep_located, locate, signature_error
 from .resources import resources_of
+from .signature import ScalarType, annotated_params, param_from_annotation
 from .tensor import Tensor, TensorHandle, make_buffer
-
-
-_LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")
-
-
-def _locate(e: PtxgenError):
-    """Prefix an error raised while tracing with the user's file:line (the innermost
-    traceback frame outside ptxgen), unless it already says where."""
-    msg = str(e.args[0]) if e.args else ""
-    if _LOCATED.match(msg):
-        return
-    where = None
-    tb = e.__traceback__
-    while tb is not None:
-        fname = tb.tb_frame.f_code.co_filename
-        if not context.is_library(fname):
-            where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    if where:
-        e.args = (f"{where}: {msg}",) + tuple(e.args[1:])
-
-
-def _deep(fn, args, what):
-    """fn(*args) again under run_deep (see ptxgen/deep.py); a RecursionError even there is a
-    located error (the emitter notes the statement it was in; else the innermost user frame)."""
-    try:
-        return run_deep(fn, *args)
-    except RecursionError as e:
-        where = getattr(e, "ptxgen_src", None)
-        tb = e.__traceback__
-        while where is None and tb is not None:
-            if not context.is_library(tb.tb_frame.f_code.co_filename):
-                where = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
-            tb = tb.tb_next
-        raise too_deep(where or "", what) from None
-
-
-_SIGNATURE = re.compile(r"^([\w.<>]+)\(\) (got an unexpected keyword argument|takes|missing|"
-                        r"got multiple values|got some positional-only)")
-
-
-def _signature_error(e: TypeError):
-    """A TraceError at the user's line for a TypeError that Python raised while binding the
-    arguments of a ptxgen function (`pg.alloc_shared(..., elem_offset=2)`), else None.  The
-    call failed before the function ran, so no ptxgen frame is on the traceback."""
-    m = _SIGNATURE.match(str(e))
-    if m is None:
-        return None
-    where = None
-    tb = e.__traceback__
-    while tb is not None:
-        fname = tb.tb_frame.f_code.co_filename
-        if fname.startswith(context._PKG_DIRS):
-            where = None          # raised inside ptxgen: not a call made by the user
-        elif not context.is_library(fname):
-            where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    if where is None or m.group(1) not in _pg_names():
-        return None
-    return TraceError(f"{where}: {e}")
-
-
-def _pg_names() -> set:
-    """Qualified names of the functions and methods ptxgen's loaded modules define (an error
-    path: gathered afresh, as modules load on first use)."""
-    import sys
-
-    out = set()
-    for mod_name, mod in list(sys.modules.items()):
-        if mod_name.split(".")[0] != "ptxgen" or mod is None:
-            continue
-        for v in list(vars(mod).values()):
-            if getattr(v, "__module__", None) != mod_name:
-                continue
-            if isinstance(v, type):
-                out.update(getattr(m, "__qualname__", "") for m in vars(v).values()
-                           if callable(m))
-                out.add(v.__qualname__)
-            elif callable(v):
-                out.add(getattr(v, "__qualname__", ""))
-    return out
-
-
-class ScalarType:
-    """pg.int32, pg.float32, ...: scalar parameter annotations and literal constructors."""
-
-    def __init__(self, name):
-        self.ptxgen_dtype = name
-
-    def __call__(self, value):
-        return const(value, self.ptxgen_dtype) if isinstance(value, (int, float)) \
-            else cast(value, self.ptxgen_dtype)
-
-    def __repr__(self):
-        return f"pg.{self.ptxgen_dtype}"
-
-    def __str__(self):
-        return self.ptxgen_dtype
-
-
-def _param_from_annotation(name, ann, fn, src):
-    if isinstance(ann, str):
-        ns = dict(fn.__globals__)
-        for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-            try:
-                ns[var] = cell.cell_contents
-            except ValueError:
-                pass
-        try:
-            ann = eval(ann, ns)   # `from __future__ import annotations`
-        except Exception as e:
-            raise TraceError(f"{src}: cannot evaluate the annotation of '{name}' of "
-                             f"{fn.__name__}: {e}") from None
-    return ann
-
-
-def _annotated_params(fn):
-    """(name, annotation) of each parameter.  A plain function is read off its code object:
-    inspect.signature costs as much as tracing a small kernel."""
-    code = fn.__code__ if isinstance(fn, FunctionType) else None
-    if code is None or hasattr(fn, "__wrapped__") or code.co_kwonlyargcount or \
-            code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
-        return [(n, p.annotation) for n, p in inspect.signature(fn).parameters.items()]
-    anns = fn.__annotations__
-    return [(n, anns.get(n, inspect.Parameter.empty))
-            for n in code.co_varnames[:code.co_argcount]]
 
 
 class Kernel:
@@ -180,7 +51,7 @@ class Kernel:
         try:
             self.ir = self._trace(*args)
         except RecursionError:   # a deep program: trace it again where recursion has room
-            self.ir = _deep(self._trace, args, "the kernel")
+            self.ir = deep_located(self._trace, args, "the kernel")
 
     # ---- tracing --------------------------------------------------------------------
     def _trace(self, grid, block, dyn) -> PrimFunc:
@@ -216,9 +87,9 @@ class Kernel:
         context.push(ctx)      # once, for the parameters' buffers and the body
         ctx.param_src = src    # their errors name the kernel, not a line of its caller
         try:
-            for pname, ann in _annotated_params(fn):
+            for pname, ann in annotated_params(fn):
                 if isinstance(ann, str):
-                    ann = _param_from_annotation(pname, ann, fn, src)
+                    ann = param_from_annotation(pname, ann, fn, src)
                 if isinstance(ann, Tensor):
                     for s in ann.shape:
                         if isinstance(s, Var):
@@ -246,10 +117,10 @@ class Kernel:
                 for fin in ctx.finalizers:
                     fin()
             except PtxgenError as e:
-                _locate(e)
+                locate(e)
                 raise
             except TypeError as e:   # a pg call with wrong arguments: Python's own message
-                err = _signature_error(e)
+                err = signature_error(e)
                 if err is None:
                     raise
                 raise err from None
@@ -298,7 +169,7 @@ class Kernel:
                     try:
                         b = self._build(arch)
                     except RecursionError:
-                        b = _deep(self._build, (arch,), "the kernel")
+                        b = deep_located(self._build, (arch,), "the kernel")
                     self._ptx_cache[key] = b
         return b
 

@@ -6,11 +6,10 @@ statements; every view (view/permute/local/decl_buffer) is metadata only.
 from __future__ import annotations
 
 import math
-import re
 
 from ..dtypes import DType, dtype as _dtype
 from ..target import cache_modifiers
-from ..errors import PtxgenError, TraceError
+from ..errors import LOCATED, PtxgenError, TraceError
 from ..layout import S, TileLayout, row_major_strides
 from ..analysis.offsets import byte_offset, min_offset
 from ..analysis.simplify import Analyzer
@@ -22,7 +21,6 @@ from .context import (Site, _local, assigned_name, check_live_expr,
                       current, fail, outside_kernel, user_site)
 
 _ALLOC_SCOPES = ("shared", "shared.dyn", "local", "tmem")
-_LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")
 
 
 class Tensor:
@@ -50,7 +48,7 @@ class Tensor:
                                       f"pg.var(...) symbols, got {s!r}")
         except PtxgenError as e:
             msg = str(e.args[0]) if e.args else ""
-            if _LOCATED.match(msg):
+            if LOCATED.match(msg):
                 raise
             raise type(e)(f"{user_site().src}: {msg}") from None
 
