@@ -9,23 +9,13 @@ import numpy as np
 import pytest
 
 import ptxgen as pg
+from _affine import N, make_affine
 from ptxgen.errors import LaunchError
 from ptxgen.runtime import device_count, stats
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(device_count() < 2, reason="needs 2 CUDA GPUs")]
 torch = pytest.importorskip("torch")
-N = pg.var("N")
-
-
-def make_affine():
-    @pg.kernel(grid=lambda a: ((a["N"] + 255) // 256,), block=(256,))
-    def affine(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"),
-               a: pg.float32, b: pg.float32):
-        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
-        with pg.if_(i < N):
-            out[i] = x[i] * a + b      # mul.rn + add.rn: numpy's float32 result exactly
-    return affine
 
 
 def make_accumulate():

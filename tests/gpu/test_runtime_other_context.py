@@ -15,31 +15,19 @@ import ctypes
 import numpy as np
 import pytest
 
-import ptxgen as pg
+from _affine import make_affine, make_affine_fixed
 from ptxgen.runtime import driver, has_gpu, stats
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU")]
 torch = pytest.importorskip("torch")
-N = pg.var("N")
 
 
 def _affine_grid_fn():
-    @pg.kernel(grid=lambda a: ((a["N"] + 255) // 256,), block=(256,))
-    def affine(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"),
-               a: pg.float32, b: pg.float32):
-        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
-        with pg.if_(i < N):
-            out[i] = x[i] * a + b
-    return affine, 100_003
+    return make_affine(), 100_003
 
 
 def _affine_constant_dims():
-    @pg.kernel(grid=(64,), block=(256,))
-    def affine_fixed(out: pg.Tensor((16384,), "float32"), x: pg.Tensor((16384,), "float32"),
-                     a: pg.float32, b: pg.float32):
-        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
-        out[i] = x[i] * a + b
-    return affine_fixed, 16384
+    return make_affine_fixed(16384), 16384
 
 
 class _OtherContext:
