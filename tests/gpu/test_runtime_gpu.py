@@ -394,15 +394,9 @@ def test_load_launch_unload_cycles_do_not_leak():
 # ---- pg.Kernel launches: checks before the driver, streams, dynamic shared memory -----------
 def _kernels():
     import ptxgen as pg
+    from _affine import make_affine
 
-    N = pg.var("N")
-
-    @pg.kernel(grid=lambda a: ((a["N"] + 255) // 256,), block=(256,))
-    def affine(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"),
-               a: pg.float32, b: pg.float32):
-        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
-        with pg.if_(i < N):
-            out[i] = x[i] * a + b
+    affine = make_affine()
 
     @pg.kernel(grid=(1,), block=(128,))
     def pooled(out: pg.Tensor((128,), "float32")):
