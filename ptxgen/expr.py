@@ -1,8 +1,9 @@
 """The IR's expressions: typed, immutable, hashable nodes and the constructors that check them.
 
-Split from ir.py (buffers, statements, the kernel function), which re-exports every name
-here, so ``ir.Const`` and ``from ptxgen.ir import binop`` stay the one spelling for users of
-the IR.  Expressions are immutable and hashable so that passes can cache per node.
+Split from ir.py (buffers, statements, the kernel function), which re-exports the public
+names here, so ``ir.Const`` and ``from ptxgen.ir import binop`` stay the spelling for users of
+the IR; the private tables (operators, hazards) are imported from here by the few passes that
+read them.  Expressions are immutable and hashable so that passes can cache per node.
 Operator overloads build nodes with C-like typing: both sides must have one dtype; Python
 literals take the dtype of the other side.  How nodes print is the printer's (``TEXT``).
 """

@@ -3,7 +3,8 @@
 Plain data plus a printer.  Nothing here knows about PTX: the emitter reads these
 nodes, the builder creates them.  The expression nodes and their constructors live in
 ``ptxgen/expr.py`` (this module was over twice the size guide's ~500 lines with them) and
-are re-exported here: ``ir`` stays the one module the other layers import the IR from.
+their public names are re-exported here: ``ir`` stays the module the other layers import the
+IR from.
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from typing import Any
 
 from .dtypes import DType
 from .errors import TraceError
-from .expr import (  # noqa: F401  (re-exported: the IR's expressions are ir's names)
-    _ARITH, _CMP, _DIV_OPS, _FAST_INT, _FLOAT_INF, _HAZARD_OPS, _INT32_VALUES, _PREC, BOOL,
-    HANDLE, INT32, INT64, PLAIN_INT, TEXT, BinOp, BufferPtr, Cast, Const, Expr, Load, Not,
-    Select, SpecialReg, Var, _ids, as_expr, binop, cast, const, const_hazard, expr_key,
-    int_range, maximum, minimum, select)
+from .expr import _ids
+from .expr import (  # noqa: F401  (re-exported: the IR's public expression names are ir's)
+    BOOL, HANDLE, INT32, INT64, PLAIN_INT, TEXT, BinOp, BufferPtr, Cast, Const, Expr, Load, Not,
+    Select, SpecialReg, Var, as_expr, binop, cast, const, const_hazard, expr_key, int_range,
+    maximum, minimum, select)
 
 # ----------------------------------------------------------------------------------
 # buffers

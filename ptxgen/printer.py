@@ -8,7 +8,8 @@ from __future__ import annotations
 from .ir import (BOOL, INT32, INT64, Barrier, BinOp, Buffer, BufferPtr, BufferRegion, Cast,
                  Comment, Const, DeclBuffer, For, If, Instr, Let, Load, Lowered, Mem, Not, PrimFunc,
                  Select, SpecialReg, Stmt, Store, TileCall, VecOperand, Var, While, Alloc,
-                 TEXT, _ARITH, _CMP, _PREC)
+                 TEXT)
+from .expr import _ARITH, _CMP, _PREC   # the operator tables live with the nodes
 
 # ----------------------------------------------------------------------------------
 # The emitter prints every statement into a PTX comment, so the common cases (variables

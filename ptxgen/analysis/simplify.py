@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from .facts import FactsMixin, _fold, _nonneg, _trailing_zeros
 from ..errors import TraceError
-from ..ir import (_HAZARD_OPS, BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg, Var,
+from ..expr import _HAZARD_OPS
+from ..ir import (BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg, Var,
                   BufferPtr, const_hazard, expr_key, int_range)
 
 

@@ -6,7 +6,8 @@ import math
 from contextlib import contextmanager
 
 from ..dtypes import dtype as _dtype
-from ..ir import (_INT32_VALUES, BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
+from ..expr import _INT32_VALUES
+from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
                   Var, While, as_expr, format_expr)
 from ..errors import TraceError
 from .context import (_local, check_live_expr, current, fail,

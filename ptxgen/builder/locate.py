@@ -12,7 +12,6 @@ from ..errors import LOCATED, PtxgenError, TraceError
 from . import context
 
 
-
 def locate(e: PtxgenError):
     """Prefix an error raised while tracing with the user's file:line (the innermost
     traceback frame outside ptxgen), unless it already says where."""

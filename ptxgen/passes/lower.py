@@ -13,7 +13,8 @@ from __future__ import annotations
 import operator
 
 from ..errors import PtxgenError
-from ..ir import (_DIV_OPS, Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr,
+from ..expr import _DIV_OPS
+from ..ir import (Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr,
                   Let, Load, Mem, Not, Select, SpecialReg, Store, TileCall, Var, VecOperand,
                   While)
 
