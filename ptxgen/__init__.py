@@ -27,9 +27,9 @@ from .builder.control import (block_dim, cta_id, cta_sync, else_, grid_dim, if_,
 from .builder.kernel import Kernel, ScalarType, debug_bounds, kernel  # noqa: E402
 from .builder.cluster import (cluster_id, cluster_sync, cluster_view,  # noqa: E402
                               cta_id_in_cluster, cta_rank_in_cluster)
-from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_buffer,  # noqa: E402
-                             alloc_local, alloc_scalar, alloc_shared, decl_buffer, local_scalar,
-                             shared_scalar)
+from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_scalar,  # noqa: E402
+                             local_scalar, shared_scalar)
+from .builder.allocate import alloc_buffer, alloc_local, alloc_shared, decl_buffer  # noqa: E402
 from .builder.tensor_meta import address_of, ptr_byte_offset  # noqa: E402
 from .builder.ptx import addr  # noqa: E402
 from .builder.warpgroup import setmaxnreg, warpgroup_role  # noqa: E402

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 
 from ..builder.context import assigned_name, current, user_src
-from ..builder.tensor import TensorHandle, alloc_buffer, decl_buffer
+from ..builder.allocate import alloc_buffer, decl_buffer
+from ..builder.tensor import TensorHandle
 from ..dtypes import dtype as _dtype
 from ..target import SMEM_LIMITS, parse_target, smem_limits
 from ..errors import LayoutError

@@ -27,7 +27,8 @@ from __future__ import annotations
 from ..builder.context import assigned_name, current, user_src
 from ..builder.control import cta_sync, if_
 from ..builder.ptx import element_pointer, emit_instr
-from ..builder.tensor import LocalScalar, TensorHandle, decl_buffer
+from ..builder.allocate import decl_buffer
+from ..builder.tensor import LocalScalar, TensorHandle
 from ..dtypes import dtype as _dtype
 from ..ir import BufferPtr, Cast, Expr, Let, Load, SpecialReg, Var, as_expr, cast
 from ..errors import LayoutError

@@ -20,7 +20,7 @@ from ..primitives.wgmma import (WaitRecord, a_fragment_layout, accumulator_layou
 from . import tile_ops
 from .context import fail, user_site
 from .tcgen05 import tmem_gemm_record
-from .tensor import _alloc
+from .allocate import _alloc
 from .tile import located, record_call, region_of
 
 _EXAMPLE = "T[0:64, 0:64]"

@@ -15,7 +15,8 @@ from ..ir import BufferPtr, Const, Instr, Load, Mem, Var, VecOperand, as_expr
 from ..errors import TraceAttributeError
 from .context import check_live_expr, current, fail, user_src
 from .resources import resource_error
-from .tensor import LocalScalar, TensorHandle, note_nc_load
+from .nc_hazard import note_nc_load
+from .tensor import LocalScalar, TensorHandle
 
 _OPCODE = re.compile(r"[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*")
 

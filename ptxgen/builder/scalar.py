@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..ir import Const, Load
 from .context import fail, user_site
-from .tensor import TensorHandle, _alloc, store
+from .allocate import _alloc
+from .tensor import TensorHandle, store
 
 
 class LocalScalar:

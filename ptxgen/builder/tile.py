@@ -21,7 +21,8 @@ from ..primitives.registry import evaluate, make_call, tile_ops as _declared_ops
 from ..target import parse_target
 from . import tile_ops
 from .context import current, fail, user_src
-from .tensor import TensorHandle, note_nc_load
+from .nc_hazard import note_nc_load
+from .tensor import TensorHandle
 
 _SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
 

@@ -21,7 +21,8 @@ from ..primitives.tilemath.ops import F32, is_16bit_float
 from . import tile_ops
 from .context import current, fail, user_site
 from .scalar import LocalScalar
-from .tensor import TensorHandle, _alloc
+from .allocate import _alloc
+from .tensor import TensorHandle
 from .tile import located, record_call, region_of
 
 _NUMBER = (int, float, bool)
