@@ -31,7 +31,9 @@ def locate(e: PtxgenError):
 
 def deep_located(fn, args, what):
     """fn(*args) again under run_deep (see ptxgen/deep.py); a RecursionError even there is a
-    located error (the emitter notes the statement it was in; else the innermost user frame)."""
+    located error: the statement the emitter notes it was in, else the outermost user frame,
+    the kernel's own line that started the descent (a user's recursive helper repeats one
+    line in every inner frame; a deep expression has no user frame below the kernel's)."""
     try:
         return run_deep(fn, *args)
     except RecursionError as e:
