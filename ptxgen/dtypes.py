@@ -7,7 +7,6 @@ and ld/st type (the `_PTX` table, the one place these are written).  Vector type
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -22,32 +21,37 @@ class PtxTypes(NamedTuple):
     mem: str | None     # ld/st type of one element; None: no single-element form
 
 
-@dataclass(frozen=True, eq=False)
 class DType:
-    """Interned per name (see dtype()), so equality is identity and costs nothing."""
-    name: str          # canonical name, e.g. "float16", "float32x4"
-    kind: str          # "int", "uint", "float", "storage" (fp8/fp4: bits only), "bool", "handle"
-    bits: int          # bits of one lane
-    lanes: int = 1
-    # derived facts, computed once (dtypes are interned; the emitter reads these per node)
-    is_int: bool = field(init=False, repr=False)
-    is_float: bool = field(init=False, repr=False)
-    scalar: "DType" = field(init=False, repr=False)   # the lane type of a vector
-    ptx: PtxTypes = field(init=False, repr=False)
-    storage_bits: int = field(init=False, repr=False)   # in memory: a bool takes one byte
+    """Interned per name (see dtype()), so equality is identity and costs nothing.  Immutable.
 
-    def __post_init__(self):
-        object.__setattr__(self, "storage_bits", 8 if self.kind == "bool" else self.bits)
-        object.__setattr__(self, "is_int", self.kind in ("int", "uint"))
-        object.__setattr__(self, "is_float", self.kind == "float")
-        object.__setattr__(self, "scalar", self if self.lanes == 1
-                           else dtype(self.name.rsplit("x", 1)[0]))
-        if self.lanes == 1:
-            ptx = PtxTypes(*_PTX[self.name])
+    `name` is canonical ("float16", "float32x4"); `kind` "int", "uint", "float", "storage"
+    (fp8/fp4: bits only), "bool" or "handle"; `bits` of one lane.  The derived facts are
+    computed once (dtypes are interned; the emitter reads them per node): `scalar` is the
+    lane type of a vector, `storage_bits` the bits in memory (a bool takes one byte).  Written
+    out rather than a frozen @dataclass, whose generated methods cost ~0.7 ms of the import."""
+
+    def __init__(self, name: str, kind: str, bits: int, lanes: int = 1):
+        init = object.__setattr__
+        init(self, "name", name)
+        init(self, "kind", kind)
+        init(self, "bits", bits)
+        init(self, "lanes", lanes)
+        init(self, "storage_bits", 8 if kind == "bool" else bits)
+        init(self, "is_int", kind in ("int", "uint"))
+        init(self, "is_float", kind == "float")
+        init(self, "scalar", self if lanes == 1 else dtype(name.rsplit("x", 1)[0]))
+        if lanes == 1:
+            ptx = PtxTypes(*_PTX[name])
         else:   # a vector: its lanes' types, held in 32-bit (64-bit lanes: 64-bit) registers
-            reg = "b64" if self.bits == 64 else "b32"
+            reg = "b64" if bits == 64 else "b32"
             ptx = self.scalar.ptx._replace(reg=reg, param=reg)
-        object.__setattr__(self, "ptx", ptx)
+        init(self, "ptx", ptx)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a DType is immutable: cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"a DType is immutable: cannot delete field {name!r}")
 
     @property
     def nbytes(self) -> float:

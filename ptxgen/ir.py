@@ -9,7 +9,6 @@ IR from.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from .dtypes import DType
@@ -87,11 +86,29 @@ class Buffer:
         return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
 
 
-@dataclass(frozen=True, eq=False)
+def _fields_repr(self) -> str:
+    """`Name(field=value, ...)` over the class's `_fields`: what @dataclass would print.  The
+    IR's record classes are written out instead of made by @dataclass, whose generated methods
+    (each compiled on import) cost about a third of `import ptxgen`."""
+    return (f"{type(self).__qualname__}("
+            + ", ".join([f"{f}={getattr(self, f)!r}" for f in self._fields]) + ")")
+
+
 class BufferRegion:
-    """buffer[start:start+extent, ...]: what tile primitives operate on."""
-    buffer: Buffer
-    region: tuple  # ((start Expr|int, extent int), ...)
+    """buffer[start:start+extent, ...]: what tile primitives operate on.  Immutable."""
+    _fields = ("buffer", "region")
+
+    def __init__(self, buffer: Buffer, region: tuple):
+        object.__setattr__(self, "buffer", buffer)
+        object.__setattr__(self, "region", region)   # ((start Expr|int, extent int), ...)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a BufferRegion is immutable: cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"a BufferRegion is immutable: cannot delete field {name!r}")
+
+    __repr__ = _fields_repr
 
     @property
     def shape(self):
@@ -147,156 +164,192 @@ not_a_value(BufferRegion, lambda r: f"{r} is a region (an operand of tile primit
 # ----------------------------------------------------------------------------------
 # statements
 # ----------------------------------------------------------------------------------
-@dataclass(eq=False)
 class Stmt:
-    """A statement; `src` is the user's "file:line" that traced it.  (Each statement class
-    has a docstring: without one, @dataclass computes it with inspect.signature, ~0.15 ms
-    a class on `import ptxgen`.)"""
-    src: str = field(default="", kw_only=True)   # user's "file:line"
+    """A statement; `src` is the user's "file:line" that traced it (keyword-only in every
+    statement's constructor).  `_fields` lists a class's fields in its repr's order."""
+    _fields = ("src",)
+
+    def __init__(self, *, src: str = ""):
+        self.src = src
+
+    __repr__ = _fields_repr
 
 
-@dataclass(eq=False)
 class Store(Stmt):
     """buffer[indices] = value."""
-    buffer: Buffer
-    indices: tuple
-    value: Expr
-    cache: str = ""          # validated store cache modifiers (".cs", ...)
+    _fields = ("src", "buffer", "indices", "value", "cache")
+
+    def __init__(self, buffer: Buffer, indices: tuple, value: Expr, cache: str = "", *,
+                 src: str = ""):
+        self.src, self.buffer, self.indices, self.value = src, buffer, indices, value
+        self.cache = cache       # validated store cache modifiers (".cs", ...)
 
 
-@dataclass(eq=False)
 class Let(Stmt):
     """An immutable binding var = value over the statements after it."""
-    var: Var
-    value: Expr
-    bounds: tuple | None = None   # (lo, hi) inclusive facts known at binding (thread ids)
+    _fields = ("src", "var", "value", "bounds")
+
+    def __init__(self, var: Var, value: Expr, bounds: tuple | None = None, *, src: str = ""):
+        self.src, self.var, self.value = src, var, value
+        self.bounds = bounds     # (lo, hi) inclusive facts known at binding (thread ids)
 
 
-@dataclass(eq=False)
 class For(Stmt):
-    """for var in range(start, stop, step): body (pg.serial, or pg.unroll until lowered)."""
-    var: Var
-    start: Expr
-    stop: Expr
-    step: Any            # int, or an integer Expr (pg.serial only)
-    kind: str            # "serial" | "unroll"
-    body: list
+    """for var in range(start, stop, step): body (pg.serial, or pg.unroll until lowered).
+    `step` is an int, or an integer Expr (pg.serial only); `kind` "serial" or "unroll"."""
+    _fields = ("src", "var", "start", "stop", "step", "kind", "body")
+
+    def __init__(self, var: Var, start: Expr, stop: Expr, step: Any, kind: str, body: list, *,
+                 src: str = ""):
+        self.src, self.var, self.start, self.stop, self.step = src, var, start, stop, step
+        self.kind, self.body = kind, body
 
 
-@dataclass(eq=False)
 class If(Stmt):
     """if cond: then, else: else_."""
-    cond: Expr
-    then: list
-    else_: list | None = None
+    _fields = ("src", "cond", "then", "else_")
+
+    def __init__(self, cond: Expr, then: list, else_: list | None = None, *, src: str = ""):
+        self.src, self.cond, self.then, self.else_ = src, cond, then, else_
 
 
-@dataclass(eq=False)
 class While(Stmt):
     """while cond: body."""
-    cond: Expr
-    body: list
+    _fields = ("src", "cond", "body")
+
+    def __init__(self, cond: Expr, body: list, *, src: str = ""):
+        self.src, self.cond, self.body = src, cond, body
 
 
-@dataclass(eq=False)
 class Alloc(Stmt):
     """Storage for a buffer (shared, local or the dynamic arena)."""
-    buffer: Buffer
+    _fields = ("src", "buffer")
+
+    def __init__(self, buffer: Buffer, *, src: str = ""):
+        self.src, self.buffer = src, buffer
 
 
-@dataclass(eq=False)
 class DeclBuffer(Stmt):
     """A buffer view over another's storage."""
-    buffer: Buffer
+    _fields = ("src", "buffer")
+
+    def __init__(self, buffer: Buffer, *, src: str = ""):
+        self.src, self.buffer = src, buffer
 
 
-@dataclass(eq=False)
 class Barrier(Stmt):
     """A barrier: kind "cta" (bar.sync id[, count]) or "warp" (bar.warp.sync)."""
-    kind: str = "cta"    # "cta" -> bar.sync 0; "warp" -> bar.warp.sync
-    id: int = 0
-    count: int | None = None
+    _fields = ("src", "kind", "id", "count")
+
+    def __init__(self, kind: str = "cta", id: int = 0, count: int | None = None, *,
+                 src: str = ""):
+        self.src, self.kind, self.id, self.count = src, kind, id, count
 
 
-@dataclass(eq=False)
 class Mem:
     """A memory operand [ptr] of an instruction."""
-    ptr: Expr
-    offset: int = 0
+    _fields = ("ptr", "offset")
+
+    def __init__(self, ptr: Expr, offset: int = 0):
+        self.ptr, self.offset = ptr, offset
+
+    __repr__ = _fields_repr
 
 
-@dataclass(eq=False)
 class VecOperand:
     """A braced operand list {a, b, ...} of an instruction."""
-    items: tuple
+    _fields = ("items",)
+
+    def __init__(self, items: tuple):
+        self.items = items
+
+    __repr__ = _fields_repr
 
 
-@dataclass(eq=False)
 class Instr(Stmt):
     """One PTX instruction.  `form` names the templates/isa.ptx.j2 macro its `opcode` was
     rendered from (ptxgen.target.forms.opcode; gated by arch like any opcode), or is None for
     a user's raw `pg.ptx[...]` escape.  Operands are Exprs (registers/immediates),
-    Mem, VecOperand, or str labels.  `outs` counts how many leading operands are written."""
-    opcode: str
-    operands: tuple
-    form: str | None = None
-    attrs: dict | None = None
-    outs: int = 0
-    guard: Expr | None = None          # predicate: @p instr
+    Mem, VecOperand, or str labels.  `outs` counts how many leading operands are written;
+    `guard` is the predicate of `@p instr`."""
+    _fields = ("src", "opcode", "operands", "form", "attrs", "outs", "guard")
+
+    def __init__(self, opcode: str, operands: tuple, form: str | None = None,
+                 attrs: dict | None = None, outs: int = 0, guard: Expr | None = None, *,
+                 src: str = ""):
+        self.src, self.opcode, self.operands, self.form = src, opcode, operands, form
+        self.attrs, self.outs, self.guard = attrs, outs, guard
 
 
-@dataclass(eq=False)
 class Comment(Stmt):
     """A `// text` line in the PTX."""
-    text: str
+    _fields = ("src", "text")
+
+    def __init__(self, text: str, *, src: str = ""):
+        self.src, self.text = src, text
 
 
-@dataclass(eq=False)
 class TileCall(Stmt):
     """A tile primitive (pg.tile.<scope>.<op>) as traced: validated by its front end, and
     dispatched to a variant by the tile-lowering pass (passes/tiles.py) once the target and
-    the facts about every index are known."""
-    op: str
-    args: tuple            # BufferRegion / Expr operands, dst first
-    scope: str             # "thread" | "warp" | "warpgroup" | "cta"
-    options: dict = field(default_factory=dict)   # the user's options (dispatch=, cache_hint=)
-    record: Any = None     # what the front end derived from the operands (op-specific)
-    active: tuple = (True, "")   # (ok, reason[, (first, step, count) of the active threads])
+    the facts about every index are known.  `args`: BufferRegion / Expr operands, dst first;
+    `scope`: "thread", "warp", "warpgroup" or "cta"; `options`: the user's (dispatch=,
+    cache_hint=); `record`: what the front end derived from the operands (op-specific);
+    `active`: (ok, reason[, (first, step, count) of the active threads])."""
+    _fields = ("src", "op", "args", "scope", "options", "record", "active")
+
+    def __init__(self, op: str, args: tuple, scope: str, options: dict | None = None,
+                 record: Any = None, active: tuple = (True, ""), *, src: str = ""):
+        self.src, self.op, self.args, self.scope = src, op, args, scope
+        self.options = {} if options is None else options
+        self.record, self.active = record, active
 
 
-@dataclass(eq=False)
 class Lowered(Stmt):
     """A tile op after dispatch: its variant's statements, emitted in a value scope of their
     own under `text`, the tile call as the user wrote it."""
-    text: str
-    body: list
+    _fields = ("src", "text", "body")
+
+    def __init__(self, text: str, body: list, *, src: str = ""):
+        self.src, self.text, self.body = src, text, body
 
 
 # ----------------------------------------------------------------------------------
 # the kernel function
 # ----------------------------------------------------------------------------------
-@dataclass(eq=False)
 class Param:
-    """A kernel parameter: a tensor, a scalar, a shape symbol or a tensor map."""
-    name: str
-    kind: str                 # "tensor" | "scalar" | "symbol" | "tmap"
-    var: Var | None = None    # scalar/symbol value; tensor: the pointer var; tmap: its address
-    buffer: Buffer | None = None   # tensor; tmap: the tensor the map describes
-    spec: Any = None          # tmap: what the runtime encodes (primitives.async_copy.TensorMapSpec)
+    """A kernel parameter: a tensor, a scalar, a shape symbol or a tensor map.  `kind` is
+    "tensor", "scalar", "symbol" or "tmap"; `var` the scalar's or symbol's value (a tensor: its
+    pointer; a tensor map: its address); `buffer` the tensor (a tensor map: the tensor the map
+    describes); `spec` what the runtime encodes for a tensor map
+    (primitives.async_copy.TensorMapSpec)."""
+    _fields = ("name", "kind", "var", "buffer", "spec")
+
+    def __init__(self, name: str, kind: str, var: Var | None = None,
+                 buffer: Buffer | None = None, spec: Any = None):
+        self.name, self.kind, self.var, self.buffer, self.spec = name, kind, var, buffer, spec
+
+    __repr__ = _fields_repr
 
 
-@dataclass(eq=False)
 class PrimFunc:
-    """A traced kernel: its parameters, body and launch geometry."""
-    name: str
-    params: list
-    body: list
-    grid: tuple = (1, 1, 1)
-    block: tuple = (1, 1, 1)
-    dynamic_smem_bytes: int = 0       # the arena size the launch needs
-    dynamic_smem_reserve: int | None = None
-    attrs: dict = field(default_factory=dict)
-    register_buffers: frozenset = frozenset()   # local buffers kept in registers (passes)
+    """A traced kernel: its parameters, body and launch geometry.  `dynamic_smem_bytes` is
+    the arena size the launch needs; `register_buffers` the local buffers kept in registers
+    (passes)."""
+    _fields = ("name", "params", "body", "grid", "block", "dynamic_smem_bytes",
+               "dynamic_smem_reserve", "attrs", "register_buffers")
+
+    def __init__(self, name: str, params: list, body: list, grid: tuple = (1, 1, 1),
+                 block: tuple = (1, 1, 1), dynamic_smem_bytes: int = 0,
+                 dynamic_smem_reserve: int | None = None, attrs: dict | None = None,
+                 register_buffers: frozenset = frozenset()):
+        self.name, self.params, self.body, self.grid, self.block = name, params, body, grid, block
+        self.dynamic_smem_bytes = dynamic_smem_bytes
+        self.dynamic_smem_reserve = dynamic_smem_reserve
+        self.attrs = {} if attrs is None else attrs
+        self.register_buffers = register_buffers
+
+    __repr__ = _fields_repr
 
     def __str__(self):
         try:

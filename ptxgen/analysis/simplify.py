@@ -14,7 +14,7 @@ swizzled address into ADD of the high part plus XOR of the low part.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .facts import FactsMixin, _fold, _nonneg, _trailing_zeros
 from ..errors import TraceError
@@ -99,8 +99,7 @@ class Affine:
         return out
 
 
-@dataclass
-class LoopBounds:
+class LoopBounds(NamedTuple):
     """A serial loop's bounds as the emitter emits them and the facts its variable gets.
     `start` is an Affine when `start_mod` is given (index arithmetic, emitted from its form),
     else a simplified expression; likewise `stop` when `stop_affine`."""

@@ -8,7 +8,7 @@ user's line, instead of surfacing as a hang or a poisoned CUDA context at run ti
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from ..analysis.uniform import uniform_within
 from .context import current, user_src
@@ -23,8 +23,7 @@ def resource_error(msg: str, src: str | None = None) -> ResourceError:
     return ResourceError(f"{src or user_src()}: {msg}")
 
 
-@dataclass(frozen=True)
-class Resources:
+class Resources(NamedTuple):
     """What a kernel (or a part of it) needs, composable like JAX Mosaic's `Resources`.
 
     `a + b`: both are live at once (sizes add).  `a | b`: alternatives that reuse the same
@@ -39,14 +38,13 @@ class Resources:
         return self.smem_static_bytes + self.smem_dynamic_bytes
 
     def __add__(self, other: "Resources") -> "Resources":
-        return Resources(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return Resources(*(a + b for a, b in zip(self, other)))
 
     def __or__(self, other: "Resources") -> "Resources":
-        return Resources(*(max(getattr(self, f.name), getattr(other, f.name))
-                           for f in fields(self)))
+        return Resources(*(max(a, b) for a, b in zip(self, other)))
 
     def as_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = self._asdict()
         d["smem_bytes"] = self.smem_bytes
         return d
 

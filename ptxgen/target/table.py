@@ -6,8 +6,8 @@ same table checks structured forms and raw `pg.ptx[...]` escapes alike.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from ..errors import ArchError
 
@@ -30,8 +30,7 @@ FP4_CVT_ARCHS = frozenset({"sm_100a", "sm_100f", "sm_101a", "sm_103a", "sm_103f"
                            "sm_120a", "sm_121a"})
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A parsed target: arch name, SM number and suffix (the facts below read it)."""
     arch: str          # "sm_90a"
     sm: int            # 90
@@ -55,8 +54,7 @@ def parse_target(arch: str) -> Target:
     return Target(arch, int(arch[3:len(arch) - len(suffix)]), suffix)
 
 
-@dataclass(frozen=True)
-class Gate:
+class Gate(NamedTuple):
     """`prefix` needs sm >= min_sm (or one of `archs`) and PTX >= min_ptx."""
     prefix: str
     min_sm: int = 0
