@@ -181,7 +181,10 @@ class Store(Stmt):
 
     def __init__(self, buffer: Buffer, indices: tuple, value: Expr, cache: str = "", *,
                  src: str = ""):
-        self.src, self.buffer, self.indices, self.value = src, buffer, indices, value
+        self.src = src
+        self.buffer = buffer
+        self.indices = indices
+        self.value = value
         self.cache = cache       # validated store cache modifiers (".cs", ...)
 
 
@@ -190,7 +193,9 @@ class Let(Stmt):
     _fields = ("src", "var", "value", "bounds")
 
     def __init__(self, var: Var, value: Expr, bounds: tuple | None = None, *, src: str = ""):
-        self.src, self.var, self.value = src, var, value
+        self.src = src
+        self.var = var
+        self.value = value
         self.bounds = bounds     # (lo, hi) inclusive facts known at binding (thread ids)
 
 
@@ -201,8 +206,13 @@ class For(Stmt):
 
     def __init__(self, var: Var, start: Expr, stop: Expr, step: Any, kind: str, body: list, *,
                  src: str = ""):
-        self.src, self.var, self.start, self.stop, self.step = src, var, start, stop, step
-        self.kind, self.body = kind, body
+        self.src = src
+        self.var = var
+        self.start = start
+        self.stop = stop
+        self.step = step
+        self.kind = kind
+        self.body = body
 
 
 class If(Stmt):
@@ -210,7 +220,10 @@ class If(Stmt):
     _fields = ("src", "cond", "then", "else_")
 
     def __init__(self, cond: Expr, then: list, else_: list | None = None, *, src: str = ""):
-        self.src, self.cond, self.then, self.else_ = src, cond, then, else_
+        self.src = src
+        self.cond = cond
+        self.then = then
+        self.else_ = else_
 
 
 class While(Stmt):
@@ -218,7 +231,9 @@ class While(Stmt):
     _fields = ("src", "cond", "body")
 
     def __init__(self, cond: Expr, body: list, *, src: str = ""):
-        self.src, self.cond, self.body = src, cond, body
+        self.src = src
+        self.cond = cond
+        self.body = body
 
 
 class Alloc(Stmt):
@@ -226,7 +241,8 @@ class Alloc(Stmt):
     _fields = ("src", "buffer")
 
     def __init__(self, buffer: Buffer, *, src: str = ""):
-        self.src, self.buffer = src, buffer
+        self.src = src
+        self.buffer = buffer
 
 
 class DeclBuffer(Stmt):
@@ -234,7 +250,8 @@ class DeclBuffer(Stmt):
     _fields = ("src", "buffer")
 
     def __init__(self, buffer: Buffer, *, src: str = ""):
-        self.src, self.buffer = src, buffer
+        self.src = src
+        self.buffer = buffer
 
 
 class Barrier(Stmt):
@@ -243,7 +260,10 @@ class Barrier(Stmt):
 
     def __init__(self, kind: str = "cta", id: int = 0, count: int | None = None, *,
                  src: str = ""):
-        self.src, self.kind, self.id, self.count = src, kind, id, count
+        self.src = src
+        self.kind = kind
+        self.id = id
+        self.count = count
 
 
 class Mem:
@@ -251,7 +271,8 @@ class Mem:
     _fields = ("ptr", "offset")
 
     def __init__(self, ptr: Expr, offset: int = 0):
-        self.ptr, self.offset = ptr, offset
+        self.ptr = ptr
+        self.offset = offset
 
     __repr__ = _fields_repr
 
@@ -277,8 +298,13 @@ class Instr(Stmt):
     def __init__(self, opcode: str, operands: tuple, form: str | None = None,
                  attrs: dict | None = None, outs: int = 0, guard: Expr | None = None, *,
                  src: str = ""):
-        self.src, self.opcode, self.operands, self.form = src, opcode, operands, form
-        self.attrs, self.outs, self.guard = attrs, outs, guard
+        self.src = src
+        self.opcode = opcode
+        self.operands = operands
+        self.form = form
+        self.attrs = attrs
+        self.outs = outs
+        self.guard = guard
 
 
 class Comment(Stmt):
@@ -286,7 +312,8 @@ class Comment(Stmt):
     _fields = ("src", "text")
 
     def __init__(self, text: str, *, src: str = ""):
-        self.src, self.text = src, text
+        self.src = src
+        self.text = text
 
 
 class TileCall(Stmt):
@@ -300,9 +327,13 @@ class TileCall(Stmt):
 
     def __init__(self, op: str, args: tuple, scope: str, options: dict | None = None,
                  record: Any = None, active: tuple = (True, ""), *, src: str = ""):
-        self.src, self.op, self.args, self.scope = src, op, args, scope
+        self.src = src
+        self.op = op
+        self.args = args
+        self.scope = scope
         self.options = {} if options is None else options
-        self.record, self.active = record, active
+        self.record = record
+        self.active = active
 
 
 class Lowered(Stmt):
@@ -311,7 +342,9 @@ class Lowered(Stmt):
     _fields = ("src", "text", "body")
 
     def __init__(self, text: str, body: list, *, src: str = ""):
-        self.src, self.text, self.body = src, text, body
+        self.src = src
+        self.text = text
+        self.body = body
 
 
 # ----------------------------------------------------------------------------------
@@ -327,7 +360,11 @@ class Param:
 
     def __init__(self, name: str, kind: str, var: Var | None = None,
                  buffer: Buffer | None = None, spec: Any = None):
-        self.name, self.kind, self.var, self.buffer, self.spec = name, kind, var, buffer, spec
+        self.name = name
+        self.kind = kind
+        self.var = var
+        self.buffer = buffer
+        self.spec = spec
 
     __repr__ = _fields_repr
 
@@ -343,7 +380,11 @@ class PrimFunc:
                  block: tuple = (1, 1, 1), dynamic_smem_bytes: int = 0,
                  dynamic_smem_reserve: int | None = None, attrs: dict | None = None,
                  register_buffers: frozenset = frozenset()):
-        self.name, self.params, self.body, self.grid, self.block = name, params, body, grid, block
+        self.name = name
+        self.params = params
+        self.body = body
+        self.grid = grid
+        self.block = block
         self.dynamic_smem_bytes = dynamic_smem_bytes
         self.dynamic_smem_reserve = dynamic_smem_reserve
         self.attrs = {} if attrs is None else attrs

@@ -23,7 +23,9 @@ def test_statement_constructors_take_src_by_keyword_only():
 def test_positional_order_and_defaults_are_the_fields_order():
     v = pg.var("i")
     f = ir.For(v, ir.const(0), ir.const(4), 1, "serial", [], src="k.py:9")
-    assert [getattr(f, n) for n in ir.For._fields[1:]][3:] == [1, "serial", []]
+    assert (f.var, f.start.value, f.stop.value, f.step, f.kind, f.body, f.src) == \
+        (v, 0, 4, 1, "serial", [], "k.py:9")
+    assert ir.For._fields == ("src", "var", "start", "stop", "step", "kind", "body")
     i = ir.Instr("mov.b32", (v, v))
     assert (i.form, i.attrs, i.outs, i.guard, i.src) == (None, None, 0, None, "")
     assert repr(ir.Mem(v, 8)) == f"Mem(ptr={v!r}, offset=8)"
