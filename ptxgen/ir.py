@@ -401,6 +401,23 @@ class PrimFunc:
             return run_deep(TEXT.func, self)
 
 
+def traced_statements(body):
+    """Every statement of ``body`` and of the loops and branches in it, in no promised order,
+    without descending into Lowered (a tile op's library statements): what the user's trace
+    holds.  Iterative, so a deeply nested kernel costs no recursion."""
+    stack = [body]
+    while stack:
+        for s in stack.pop():
+            yield s
+            t = type(s)
+            if t is For or t is While:
+                stack.append(s.body)
+            elif t is If:
+                stack.append(s.then)
+                if s.else_:
+                    stack.append(s.else_)
+
+
 def walk(body, fn):
     """Visit every statement (pre-order)."""
     for s in body:

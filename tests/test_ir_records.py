@@ -73,3 +73,19 @@ def test_value_records_compare_by_value():
                            "barriers": 2, "tmem_cols": 128, "smem_bytes": 5120}
     assert repr(Resources()) == ("Resources(smem_static_bytes=0, smem_dynamic_bytes=0, "
                                  "barriers=0, tmem_cols=0)")
+
+
+def test_traced_statements_visits_nested_bodies_but_not_lowered_ones():
+    from ptxgen.ir import Comment, For, If, Lowered, While, traced_statements
+    from ptxgen.expr import Const, Var, INT32
+
+    i = Var("i", INT32)
+    c = [Comment(f"c{n}") for n in range(6)]
+    inner = For(i, Const(0, INT32), Const(2, INT32), 1, "serial", [c[2]])
+    branch = If(Const(1, INT32), [inner], [c[3]])
+    loop = While(Const(1, INT32), [branch])
+    hidden = Lowered("tile op", [c[5]])
+    body = [c[0], loop, c[1], hidden, c[4]]
+    got = list(traced_statements(body))
+    assert sorted(map(id, got)) == sorted(map(id, [*body, branch, inner, *c[2:4]]))
+    assert c[5] not in got and len(got) == len(set(map(id, got)))

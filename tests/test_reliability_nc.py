@@ -66,3 +66,18 @@ def test_nc_of_a_read_only_input_is_fine():
     a, b = np.arange(128, dtype=np.float32), np.zeros(128, np.float32)
     ptxsim.run(kk, [a, b])
     assert (a == b).all()
+
+
+def test_a_write_nested_in_loops_and_branches_is_found():
+    """The check walks every loop and branch body, an else_ included."""
+    def k(A: pg.Tensor((128,), "float32")):
+        tx = pg.thread_id(32)
+        v = A.vload([tx * 4], "float32x4", cache_hint="nc")    # at: load
+        for i in pg.serial(2):
+            with pg.if_(tx < 16):
+                pass
+            with pg.else_():
+                for j in pg.serial(2):
+                    A[tx + i + j] = pg.float32(0.0)            # at: store
+
+    fails(lambda: kernel(k), "load", MSG.format(buf="A", w=at("store")), pg.TraceError)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import (BOOL, BinOp, Cast, Const, For, Instr, Let, Load, Not, Select, SpecialReg, Var,
-                  While, If, format_expr)
+from ..ir import (BOOL, BinOp, Cast, Const, Instr, Not, Select, SpecialReg, Var, format_expr,
+                  traced_statements)
 
 _ENUM_LIMIT = 1 << 20        # points enumerated at most
 _THREAD_REGS = ("tid.x", "tid.y", "tid.z", "laneid")
@@ -178,19 +178,8 @@ _OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.fl
 def control_flow_escapes(func) -> bool:
     """Raw PTX that can leave the straight path (ret, trap, branches): reachability is then
     not what the statements say."""
-    stack = [func.body]
-    while stack:
-        for s in stack.pop():
-            t = type(s)
-            if t is Instr and s.opcode.startswith(_CONTROL):
-                return True
-            if t is For or t is While:
-                stack.append(s.body)
-            elif t is If:
-                stack.append(s.then)
-                if s.else_:
-                    stack.append(s.else_)
-    return False
+    return any(type(s) is Instr and s.opcode.startswith(_CONTROL)
+               for s in traced_statements(func.body))
 
 
 def out_of_bounds(ctx: Context, idx, ext, lanes: int = 1):

@@ -5,7 +5,7 @@ every write of the kernel is known."""
 from __future__ import annotations
 
 from ..errors import TraceError
-from ..ir import Buffer, BufferPtr, BufferRegion, For, If, Instr, Mem, Store, TileCall, While
+from ..ir import Buffer, BufferPtr, BufferRegion, Instr, Mem, Store, TileCall, traced_statements
 
 
 def note_nc_load(ctx, buf: Buffer, src: str):
@@ -21,32 +21,23 @@ _WRITES = ("st.", "red.", "atom.", "cp.", "multimem.")
 
 def _check_nc(ctx):
     nc = ctx.nc_loads
-    stack = [ctx.func.body]
-    while stack:
-        for s in stack.pop():
-            t = type(s)
-            wrote = None
-            if t is Store:
-                wrote = s.buffer
-            elif t is TileCall:     # dst first
-                if s.args and isinstance(s.args[0], BufferRegion):
-                    wrote = s.args[0].buffer
-            elif t is Instr:
-                if s.opcode.startswith(_WRITES):
-                    for o in s.operands:
-                        if isinstance(o, Mem):
-                            wrote = o.ptr.buffer if isinstance(o.ptr, BufferPtr) else None
-                            break
-            elif t is For or t is While:
-                stack.append(s.body)
-            elif t is If:
-                stack.append(s.then)
-                if s.else_:
-                    stack.append(s.else_)
-            if wrote is not None and wrote.root.uid in nc:
-                root, src = nc[wrote.root.uid]
-                raise TraceError(
-                    f"{src}: '{root.name}' is loaded through the read-only data path "
-                    f"(cache_hint 'nc', ld.global.nc) but this kernel also writes it (at "
-                    f"{s.src}); that cache is not coherent with the kernel's own writes and may "
-                    f"return stale data: drop the 'nc' hint or write another buffer")
+    for s in traced_statements(ctx.func.body):
+        t = type(s)
+        wrote = None
+        if t is Store:
+            wrote = s.buffer
+        elif t is TileCall:     # dst first
+            if s.args and isinstance(s.args[0], BufferRegion):
+                wrote = s.args[0].buffer
+        elif t is Instr and s.opcode.startswith(_WRITES):
+            for o in s.operands:
+                if isinstance(o, Mem):
+                    wrote = o.ptr.buffer if isinstance(o.ptr, BufferPtr) else None
+                    break
+        if wrote is not None and wrote.root.uid in nc:
+            root, src = nc[wrote.root.uid]
+            raise TraceError(
+                f"{src}: '{root.name}' is loaded through the read-only data path "
+                f"(cache_hint 'nc', ld.global.nc) but this kernel also writes it (at "
+                f"{s.src}); that cache is not coherent with the kernel's own writes and may "
+                f"return stale data: drop the 'nc' hint or write another buffer")
