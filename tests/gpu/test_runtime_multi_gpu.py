@@ -1,5 +1,8 @@
 """One pg.Kernel on two GPUs: it runs on the device of its tensors (in either order, under
 torch.cuda.device(...), from one thread per GPU), bit for bit, and refuses mixed devices.
+Kernels with a per-launch grid take the general launch path; those with constant dims, after
+a first launch on each device, the generated own launch (``own_launch_path``), whose table of
+launch targets is keyed by device: both are run on both devices, and from two threads.
 
 Marked ``gpu``; skipped cleanly with fewer than two CUDA devices or without torch.
 """
@@ -9,7 +12,7 @@ import numpy as np
 import pytest
 
 import ptxgen as pg
-from _affine import N, make_affine
+from _affine import N, make_affine, make_affine_fixed
 from ptxgen.errors import LaunchError
 from ptxgen.runtime import device_count, stats
 
@@ -18,13 +21,35 @@ pytestmark = [pytest.mark.gpu,
 torch = pytest.importorskip("torch")
 
 
-def make_accumulate():
+def make_accumulate(fixed_n=None):
+    """out += x; with ``fixed_n`` (a multiple of 256) constant dims: the generated launch."""
+    if fixed_n is not None:
+        @pg.kernel(grid=(fixed_n // 256,), block=(256,))
+        def accumulate_fixed(out: pg.Tensor((fixed_n,), "float32"),
+                             x: pg.Tensor((fixed_n,), "float32")):
+            i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
+            out[i] = out[i] + x[i]
+        return accumulate_fixed
+
     @pg.kernel(grid=lambda a: ((a["N"] + 255) // 256,), block=(256,))
     def accumulate(out: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32")):
         i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
         with pg.if_(i < N):
             out[i] = out[i] + x[i]
     return accumulate
+
+
+def counting_fast_launch(k):
+    """Wrap the kernel's generated launch (made on its first device) so that each call records
+    whether it launched (True) or left the launch to the general path (False)."""
+    fast, taken = k._fast, []
+    assert fast, "no generated launch was made"
+
+    def counted(args):
+        taken.append(fast(args))
+        return taken[-1]
+    k._fast = counted
+    return taken
 
 
 def inputs(dev, n=100_003, seed=0):
@@ -76,40 +101,78 @@ def test_under_torch_device_contexts():
     assert torch.cuda.current_device() == 0
 
 
-@pytest.mark.parametrize("set_device", [False, True], ids=["no-torch-in-thread", "set_device"])
-def test_two_threads_each_drive_one_gpu(set_device):
-    k = make_accumulate()
-    n, reps = 1 << 16, 300
-    host = {d: np.random.default_rng(d).standard_normal(n).astype(np.float32) for d in (0, 1)}
-    xs = {d: torch.from_numpy(host[d]).to(f"cuda:{d}") for d in (0, 1)}
-    outs = {d: torch.zeros(n, dtype=torch.float32, device=f"cuda:{d}") for d in (0, 1)}
-    for d in (0, 1):
-        torch.cuda.synchronize(d)
-    errors, start = [], threading.Barrier(2)
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_constant_dims_kernel_takes_the_generated_launch_on_both_devices(order):
+    n = 16384
+    k = make_affine_fixed(n)
+    for dev in order:                       # first launch per device: the general path
+        out, x, want = inputs(dev, n)
+        k(out, x, 1.5, -0.25)
+        assert np.array_equal(bits(out), want.view(np.uint32)), f"cuda:{dev}"
+    assert sorted(k._fast_targets) == [0, 1]
+    assert all(t is not None for t in k._fast_targets.values())
+    taken = counting_fast_launch(k)
+    for dev in order * 2:                   # now the generated launch, per device
+        out, x, want = inputs(dev, n, seed=dev + 7)
+        k(out, x, 1.5, -0.25)
+        assert np.array_equal(bits(out), want.view(np.uint32)), f"cuda:{dev}"
+    assert taken == [True] * 4
+    assert sorted(k._launchers) == [0, 1]
 
-    def work(d):
+
+def run_two_threads(k, devices, n, reps=300, set_device=False):
+    """One thread per entry of ``devices`` launching ``k`` (out += x) ``reps`` times on its
+    own tensors; returns (outputs as uint32 bits, the float32 sums made in launch order).
+    A thread's error fails the test; a hung thread fails it after a timeout."""
+    host = [np.random.default_rng(j).standard_normal(n).astype(np.float32)
+            for j in range(len(devices))]
+    xs = [torch.from_numpy(h).to(f"cuda:{d}") for h, d in zip(host, devices)]
+    outs = [torch.zeros(n, dtype=torch.float32, device=f"cuda:{d}") for d in devices]
+    for d in set(devices):
+        torch.cuda.synchronize(d)
+    errors, start = [], threading.Barrier(len(devices), timeout=60)
+
+    def work(j, d):
         try:
             if set_device:
                 torch.cuda.set_device(d)
             start.wait()
             for _ in range(reps):
-                k(outs[d], xs[d])
+                k(outs[j], xs[j])
             if set_device:
                 assert torch.cuda.current_device() == d
         except Exception as e:  # pragma: no cover - reported below
+            start.abort()       # the other threads stop waiting for this one
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(d,)) for d in (0, 1)]
+    threads = [threading.Thread(target=work, args=(j, d), daemon=True)
+               for j, d in enumerate(devices)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(300)
+    assert not any(t.is_alive() for t in threads), "a launching thread hung"
     assert not errors, errors
-    for d in (0, 1):    # the same float32 additions, in launch order (not reps * x: rounding)
+    wants = []
+    for h in host:      # the same float32 additions, in launch order (not reps * x: rounding)
         want = np.zeros(n, np.float32)
         for _ in range(reps):
-            want += host[d]
-        assert np.array_equal(bits(outs[d]), want.view(np.uint32)), f"cuda:{d}"
+            want += h
+        wants.append(want.view(np.uint32))
+    return [bits(o) for o in outs], wants
+
+
+@pytest.mark.parametrize("dims", ["per-launch-grid", "constant"])
+@pytest.mark.parametrize("set_device", [False, True], ids=["no-torch-in-thread", "set_device"])
+def test_two_threads_each_drive_one_gpu(set_device, dims):
+    n = 1 << 16
+    k = make_accumulate(n if dims == "constant" else None)
+    got, wants = run_two_threads(k, (0, 1), n, set_device=set_device)
+    for d, (g, w) in enumerate(zip(got, wants)):
+        assert np.array_equal(g, w), f"cuda:{d}"
+    if dims == "constant":    # each device's first launch offered it the generated launch
+        assert sorted(k._fast_targets) == [0, 1]
+        assert all(t is not None for t in k._fast_targets.values())
 
 
 def test_launch_under_the_other_devices_context_is_refused_then_made_in_ours():
