@@ -69,3 +69,15 @@ def assert_results(results):
         got = xp.asnumpy(got) if not isinstance(got, np.ndarray) else got
         assert same_bits(got, want), f"{name}: result differs from numpy " \
             f"({int(np.sum(np.asarray(got).view(np.uint8) != np.asarray(want).view(np.uint8)))} bytes)"
+
+
+class OnlyCAI:
+    """A device array that speaks only __cuda_array_interface__ (no DLPack), which does not
+    say which device the memory is on: the launch asks the driver (cuPointerGetAttribute)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.t.__cuda_array_interface__

@@ -200,6 +200,25 @@ def test_dlpack_only_object():
     assert torch.equal(y, torch.ones_like(y))
 
 
+def test_array_interface_only_object_asks_the_driver_for_its_device():
+    torch = pytest.importorskip("torch")
+    from ptxgen.runtime import driver
+    from _affine import make_affine
+    from _xp import OnlyCAI
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(4099).astype(np.float32)
+    xt = torch.from_numpy(x).cuda()
+    out = torch.full((4099,), float("nan"), device="cuda")
+    assert driver.pointer_device(out.data_ptr()) == 0
+    k = make_affine()
+    k(OnlyCAI(out), OnlyCAI(xt), 1.5, -0.25)
+    torch.cuda.synchronize()
+    want = x * np.float32(1.5) + np.float32(-0.25)
+    assert np.array_equal(out.cpu().numpy().view(np.uint32), want.view(np.uint32))
+    assert sorted(k._launchers) == [0]
+
+
 def test_bad_arguments_with_torch():
     torch = pytest.importorskip("torch")
     mod, L = _axpy()

@@ -175,6 +175,55 @@ def test_two_threads_each_drive_one_gpu(set_device, dims):
         assert all(t is not None for t in k._fast_targets.values())
 
 
+def cupy_affine(cp, k, dev):
+    """k on cupy arrays made on ``dev`` while cuda:0 is torch's current device: (result as
+    uint32 bits, numpy's float32 result as bits)."""
+    rng = np.random.default_rng(dev + 3)
+    x = rng.standard_normal(70_001).astype(np.float32)
+    with cp.cuda.Device(dev):
+        xc = cp.asarray(x)
+        out = cp.full(x.shape, np.nan, dtype=cp.float32)
+    torch.cuda.set_device(0)
+    k(out, xc, 1.5, -0.25)
+    with cp.cuda.Device(dev):
+        cp.cuda.Device(dev).synchronize()
+        got = cp.asnumpy(out)
+    want = x * np.float32(1.5) + np.float32(-0.25)
+    return got.view(np.uint32), want.view(np.uint32)
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_cupy_arrays_on_both_devices(order):
+    """cupy arrays say their device through DLPack (__dlpack_device__)."""
+    cp = pytest.importorskip("cupy")
+    k = make_affine()
+    for dev in order:
+        got, want = cupy_affine(cp, k, dev)
+        assert np.array_equal(got, want), f"cuda:{dev}"
+    assert sorted(k._launchers) == [0, 1]
+
+
+def test_array_interface_only_objects_launch_where_the_driver_says():
+    """__cuda_array_interface__ alone does not say the device: the launch asks the driver
+    about the pointer, so cuda:1 memory runs on cuda:1 while cuda:0 is current."""
+    from _xp import OnlyCAI
+    from ptxgen.runtime import driver
+
+    k = make_affine()
+    out1, x1, want = inputs(1)
+    assert driver.pointer_device(out1.data_ptr()) == 1
+    torch.cuda.set_device(0)
+    k(OnlyCAI(out1), OnlyCAI(x1), 1.5, -0.25)
+    assert np.array_equal(bits(out1), want.view(np.uint32))
+    assert sorted(k._launchers) == [1] and torch.cuda.current_device() == 0
+    out0, _, _ = inputs(0)
+    with pytest.raises(LaunchError) as ei:
+        k(OnlyCAI(out0), OnlyCAI(x1), 1.5, -0.25)
+    assert str(ei.value) == ("kernel 'affine': argument 'x' is on cuda:1 but argument 'out' "
+                             "is on cuda:0; a launch runs on one device, so move them to the "
+                             "same one")
+
+
 def test_launch_under_the_other_devices_context_is_refused_then_made_in_ours():
     """The launcher does not ask which context is current before a launch: it relies on the
     driver refusing a function of cuda:1 while cuda:0's context is current (counted in

@@ -36,3 +36,15 @@ print(f"constant dims on cuda:0: first launch bit-exact {first}, generated launc
       f"bit-exact {res}")
 ok &= first and taken == [True, True] and all(res)
 print("MULTI_GPU_ON_ONE", "OK" if ok else "FAIL")
+
+# call 2: the cupy helper of the 2-GPU test, on cuda:0
+try:
+    import cupy as cp
+except ImportError:
+    cp = None
+if cp is not None:
+    k = t.make_affine()
+    got, want = t.cupy_affine(cp, k, 0)
+    same = bool(np.array_equal(got, want))
+    print(f"cupy_affine on cuda:0: bit-exact {same}, launchers {sorted(k._launchers)}")
+    print("CUPY_ON_ONE", "OK" if same and sorted(k._launchers) == [0] else "FAIL")
