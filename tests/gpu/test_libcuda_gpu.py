@@ -120,9 +120,9 @@ CHILD = textwrap.dedent(r'''
     import hashlib, json, sys
     import numpy as np
     import torch
-    import ptxgen as pg
     from ptxgen.runtime import Launcher, Module, ParamSpec, compile_ptx, device_arch, driver
     import async_cases as ac
+    from _affine import make_affine
 
     out = {"backend": driver.backend(), "results": {}, "bad": []}
 
@@ -132,14 +132,7 @@ CHILD = textwrap.dedent(r'''
         if not np.array_equal(got.view(np.uint8), np.ascontiguousarray(want).view(np.uint8)):
             out["bad"].append(name)
 
-    N = pg.var("N")
-
-    @pg.kernel(grid=lambda e: ((e["N"] + 255) // 256,), block=(256,))
-    def affine(o: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"),
-               a: pg.float32, b: pg.float32):
-        i = pg.let(pg.cta_id() * 256 + pg.thread_id(256))
-        with pg.if_(i < N):
-            o[i] = x[i] * a + b
+    affine = make_affine()
 
     rng = np.random.default_rng(7)
     x = rng.standard_normal(100_003).astype(np.float32)
@@ -194,7 +187,8 @@ CHILD = textwrap.dedent(r'''
 
 def _child(backend):
     env = dict(os.environ, PTXGEN_DRIVER=backend, PYTHONPATH=os.pathsep.join(
-        [ROOT, os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH", "")]))
+        [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "gpu"),
+         os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
                        cwd=ROOT)
     assert p.returncode == 0, p.stderr[-4000:]
