@@ -111,6 +111,7 @@ class TraceContext:
     def __init__(self, func: PrimFunc):
         self.func = func
         self.bodies = [func.body]
+        self.element_coords = {}    # uid of a pg.tile coords() Var -> (region, dim)
         # uid of a Var or Buffer whose body has closed -> where: a loop var's loop site (str),
         # else (the body's kind, its site, "bound"/"allocated"/"declared") for what a body bound
         self.dead_loop_vars: dict = {}

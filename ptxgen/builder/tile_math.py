@@ -12,12 +12,13 @@ gets a small shared scratch here (warps x outputs of the accumulator dtype).
 from __future__ import annotations
 
 from ..errors import PtxgenError, TraceError
-from ..ir import BufferRegion, Const, Expr, as_expr
+from ..ir import INT32, BufferRegion, Const, Expr, Var, as_expr
 from ..primitives.scope import make_scope
 from ..primitives.tilemath import (ARITY, REDUCE_OPS, MathRecord, ReduceRecord, check_cast,
                                    compute_dtype, scratch_elems)
 from ..primitives.tilemath.compute import bits_of
 from ..primitives.tilemath.ops import F32, is_16bit_float
+from ..primitives.tilemath.rows import coord_vars, reduced_layout
 from . import tile_ops
 from .context import current, fail, user_site
 from .scalar import LocalScalar
@@ -51,15 +52,32 @@ def _check_options(op, scope, options, allowed):
                    f"{', '.join(allowed) or 'no options'}")
 
 
+def _broadcast(ref, r):
+    """(own extents aligned to ref's rank, ref's extents) when register tile `r` repeats
+    along some of ref's dims: extent 1 there, or missing trailing dims (a (rows,) tile
+    against (rows, cols): what a reduction over axis 1 leaves); else None."""
+    own = tuple(r.shape) + (1,) * (len(ref.shape) - len(r.shape))
+    if len(own) != len(ref.shape) or own == tuple(ref.shape):
+        return None
+    if all(e == f or e == 1 for e, f in zip(own, ref.shape)):
+        return own, tuple(ref.shape)
+    return None
+
+
 def _shapes(op, dst, regions):
-    """Ragged operands {arg position: (dim, iteration extent)} after checking shapes."""
+    """Ragged operands {arg position: (dim, iteration extent)} and broadcast register
+    sources {arg position: (own extents, tile extents)} after checking shapes."""
     regs = [(p, r) for p, r in regions if r.buffer.root.scope == "local"]
     ref_pos, ref = regs[0] if regs else (0, dst)
     want = _squeeze(ref.shape)
-    ragged = {}
+    ragged, bcast = {}, {}
     for p, r in regions:
         got = _squeeze(r.shape)
         if got == want:
+            continue
+        b = _broadcast(ref, r) if p != ref_pos and r.buffer.root.scope == "local" else None
+        if b is not None:
+            bcast[p] = b
             continue
         name = "dst" if p == 0 else f"src {p}"
         dim = max([d for d, e in enumerate(r.shape) if e != 1] or [len(r.shape) - 1])
@@ -71,8 +89,9 @@ def _shapes(op, dst, regions):
         raise fail(f"{op} shape mismatch: {'dst' if ref_pos == 0 else 'src ' + str(ref_pos)} "
                    f"{ref} has extents {ref.shape} but {name} {r} has {r.shape}; the operands "
                    f"need one shape (a global/shared operand may be shorter than a register "
-                   f"tile along its last dimension)")
-    return ragged
+                   f"tile along its last dimension; a register source may have extent 1 where "
+                   f"the tile has more, or lack its trailing dims: it repeats along them)")
+    return ragged, bcast
 
 
 def _scalar(x, dt, op):
@@ -118,7 +137,7 @@ def _elementwise(op, scope, dst, srcs, dispatch, options):
             raise TraceError(f"{op}: {r} holds {r.dtype}; of the tile-math ops only cast takes "
                              f"4-bit elements (convert with pg.tile.{scope}.cast first, or view "
                              f"the storage as uint8)")
-    ragged = _shapes(op, d, regions)
+    ragged, bcast = _shapes(op, d, regions)
     pad = options.get("pad")
     short = [p for p in ragged if p > 0]
     if short and pad is None:
@@ -159,7 +178,56 @@ def _elementwise(op, scope, dst, srcs, dispatch, options):
         ct = _typecheck(op, scope, args)
     record_call(op, scope, tuple(args), {},
                 MathRecord(op, ct, tuple(isinstance(a, BufferRegion) for a in args), ragged,
-                           pad, rounding, saturate), dispatch=dispatch)
+                           pad, rounding, saturate, bcast, _coords_used(op, d, args)),
+                dispatch=dispatch)
+
+
+def _coords_used(op, d, args):
+    """(uid, dim, start) of each element coordinate the scalar sources use, checked
+    against the destination tile."""
+    known = current().element_coords
+    used = {}
+    for a in args[1:]:
+        if isinstance(a, Expr):
+            coord_vars(a, known, used)
+    out = []
+    for uid, (region, dim) in sorted(used.items()):
+        if tuple(region.shape) != tuple(d.shape):
+            raise TraceError(f"{op}: the coordinates of {region} ({region.shape}) index a tile "
+                             f"of that shape, but dst {d} has {d.shape}")
+        out.append((uid, dim, region.region[dim][0]))
+    return tuple(out)
+
+
+def coords(scope, tile):
+    """One int32 variable per dimension of `tile`: in a tile op on a tile of that shape,
+    each element's index (the region's start added).  Build masks from them, e.g.
+    `select(s, col > row + off, -inf, s)`."""
+    r = region_of(tile, "coords")
+    ctx = current()
+    out = []
+    for dim, name in zip(range(len(r.shape)), ("row", "col", "z", "w")):
+        v = Var(f"{r.buffer.name}_{name}", INT32)
+        ctx.element_coords[v.uid] = (r, dim)
+        out.append(v)
+    return tuple(out)
+
+
+def reduced(scope, src, axis=1, dtype=None):
+    """A register tile for `src` reduced over `axis`: laid out as src's kept dims, each
+    value in every thread that holds a part of its row (the reduction writes all of them),
+    so it broadcasts back onto src in elementwise ops without moving."""
+    r = region_of(src, "reduced")
+    nd = len(r.shape)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if not axes or any(not isinstance(a, int) or not -nd <= a < nd for a in axes):
+        raise fail(f"reduced: axis {axis!r} is out of range for {r} ({nd} dims)")
+    try:
+        shape, layout = reduced_layout(r, {a % nd for a in axes})
+    except PtxgenError as e:
+        raise located(e) from None
+    return _alloc(user_site(), "rows", None, shape, dtype or r.dtype.name, "local", layout)
+
 
 
 def _typecheck(op, scope, args):
@@ -259,3 +327,5 @@ def _acc_dtype(name, scope, s, d):
 for _op in ARITY:
     tile_ops.register(_op, elementwise(_op))
 tile_ops.register("sum", reduction("sum"))
+tile_ops.register("coords", coords)
+tile_ops.register("reduced", reduced)

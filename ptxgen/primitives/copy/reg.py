@@ -19,7 +19,8 @@ import itertools
 from dataclasses import dataclass, replace
 
 from ...dtypes import dtype as _dtype
-from ...ir import Alloc, Buffer, BufferPtr, Const, Expr, Instr, Let, Load, Var, VecOperand
+from ...ir import (BOOL, Alloc, BinOp, Buffer, BufferPtr, Const, Expr, If, Instr, Let, Load, Var,
+                   VecOperand)
 from .common import (CONTAINERS, Leaf, Side, alignment_ok, digits_offset, element_address,
                      flat_pointer, ld_st_pair, refine, reg_elems)
 from ..registry import register
@@ -86,9 +87,14 @@ def reg_ref(reg: Side, m: int):
     return Load(flat, (Const(buf.elem_offset + m),), buf.dtype)
 
 
-def thread_map(items, scope):
+def thread_map(items, scope, replicate=False):
     """Thread-axis leaves [(extent, {axis: stride})] -> ([(extent, thread stride)] in radix
-    order, innermost first) when they map one-to-one onto the scope's threads; else (None, why)."""
+    order, innermost first) when they map one-to-one onto the scope's threads; else (None, why).
+
+    With `replicate`, the leaves may instead cover only some thread-id bits: every thread
+    that differs from a covered one only in the other bits holds the same elements (a row
+    statistic that the four lanes of a wgmma quad share).  The missing bits are returned
+    as leaves (extent, thread stride, None): digits of the thread id that select no element."""
     import numpy as np
     T = scope.nthreads
     weights = _WEIGHTS[scope.name]
@@ -113,6 +119,8 @@ def thread_map(items, scope):
     vals = np.zeros(1, dtype=np.int64)
     for ext, s in out:
         vals = (vals[:, None] + np.arange(ext, dtype=np.int64) * s).ravel()
+    if replicate and len(vals) < T:
+        return _replicated(out, vals, T, scope)
     if len(vals) != T:
         return None, (f"the register layout spreads the region over {len(vals)} thread(s) but "
                       f"the {scope.name} scope has {T}")
@@ -121,6 +129,35 @@ def thread_map(items, scope):
                       f"threads 0..{T - 1} of the {scope.name} scope")
     out.sort(key=lambda x: x[1])
     return out, ""
+
+
+def _replicated(out, vals, T, scope):
+    """thread_map's result for leaves covering a subset of the thread-id bits: the covered
+    leaves plus one replication leaf per run of uncovered bits (powers of two only)."""
+    def pow2(x):
+        return x > 0 and x & (x - 1) == 0
+    used = 0
+    for ext, s in out:
+        bits = (ext - 1) * s
+        if not (pow2(ext) and pow2(s)) or used & bits:
+            return None, (f"the register layout covers {len(vals)} of the {T} threads of the "
+                          f"{scope.name} scope with thread extents or strides that are not "
+                          f"disjoint powers of 2; a replicated tile needs them")
+        used |= bits
+    if not pow2(T) or used >= T:
+        return None, f"the register layout does not fit the {T} threads of the {scope.name} scope"
+    reps, bit = [], 1
+    while bit < T:
+        if used & bit:
+            bit <<= 1
+            continue
+        run = bit
+        while run < T and not used & run:
+            run <<= 1
+        reps.append((run // bit, bit, None))
+        bit = run
+    full = sorted(list(out) + reps, key=lambda x: x[1])
+    return full, ""
 
 
 def merge_radix(group):
@@ -217,6 +254,7 @@ class RegPlan:
     threads: list     # [(extent, [mem stride])] radix order of the scope's thread id
     sym: list         # [(extent, mem stride Expr)]: register leaves with symbolic strides
     vectors: list     # [(reg m offsets (V), sym digits, first constant mem offset)]
+    replicas: int = 0  # thread-id bits of a replicated source: only their 0 stores
 
     def model(self, tid: int):
         """[(reg m, pre-swizzle mem offset)] moved by thread `tid` (ints only; for tests)."""
@@ -252,12 +290,15 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
             tleaves.append((ext, axes, ms))
         else:
             rleaves.append((ext, rm, ms))
-    tmap, why = thread_map([(e, a) for e, a, _ in tleaves], call.scope)
+    tmap, why = thread_map([(e, a) for e, a, _ in tleaves], call.scope, replicate=reg_is_src)
     if tmap is None:
         return None, why
-    # radix order of thread leaves, with their memory strides
-    order = sorted(range(len(tleaves)), key=lambda i: tmap_stride(tleaves[i][1], call.scope))
-    threads = merge_radix([(tleaves[i][0], [tleaves[i][2]]) for i in order])
+    # radix order of thread leaves, with their memory strides; a replicated tile's other
+    # thread bits move nothing, and only the threads where they are 0 store
+    reps = [(e, ts) for e, ts, *r in tmap if r]
+    order = sorted([(tmap_stride(a, call.scope), e, ms) for e, a, ms in tleaves] +
+                   [(ts, e, 0) for e, ts in reps], key=lambda x: x[0])
+    threads = merge_radix([(e, [ms]) for _, e, ms in order])
     sym = [(e, ms) for e, _, ms in rleaves if isinstance(ms, Expr)]
     ints = [(e, rm, ms) for e, rm, ms in rleaves if not isinstance(ms, Expr)]
     symr = [rm for e, rm, ms in rleaves if isinstance(ms, Expr)]
@@ -289,7 +330,8 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
         if why:
             reasons.append(f"{bits}b: {why}")
             continue
-        return RegPlan(reg, mem, reg_is_src, bits, V, threads, sym, vecs), ""
+        return RegPlan(reg, mem, reg_is_src, bits, V, threads, sym, vecs,
+                       sum((e - 1) * ts for e, ts in reps)), ""
     if len(widths) == 1 and reasons:
         return None, reasons[0].split(": ", 1)[1]
     return None, "; ".join(reasons) or f"no vector width fits {ebits}-bit elements"
@@ -335,6 +377,7 @@ def emit_reg_plan(call, plan: RegPlan, hint=""):
     out.append(Alloc(tmp))
     conts = reg_elems(tmp, 0, n)
     dt = call.dtype
+    moves = []
     for regs, sd, m0 in plan.vectors:
         off = _add(mem.base, toff)
         for d, (_, st) in zip(sd, plan.sym):
@@ -345,10 +388,13 @@ def emit_reg_plan(call, plan: RegPlan, hint=""):
         ld, st = ld_st_pair(ptr, ptr, plan.bits, mem.space, mem.space, conts, hint)
         rr = [reg_ref(reg, r) for r in regs]
         if plan.reg_is_src:
-            out += pack(conts, rr, dt) + [st]
+            moves += pack(conts, rr, dt) + [st]
         else:
-            out += [ld] + unpack(conts, rr, dt)
-    return out
+            moves += [ld] + unpack(conts, rr, dt)
+    if plan.replicas:
+        moves = [If(BinOp("eq", BinOp("and", tid, Const(plan.replicas), tid.dtype), Const(0),
+                          BOOL), moves)]
+    return out + moves
 
 
 def _reg_ok(call):

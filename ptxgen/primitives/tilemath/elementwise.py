@@ -23,6 +23,7 @@ from .compute import Emit, PACKED, convert, packed, packed_form, scalar, unpair
 from .moves import frame, load, storage, store
 from .ops import ELEMENTWISE, F16, F32, is_16bit_float
 from .plan import describe_plan, plan_mem, plan_reg
+from .rows import with_coords
 
 U32 = dtype("uint32")
 
@@ -166,6 +167,9 @@ def emit_elementwise(call, plan, use_pairs=False):
             else:
                 got = load(E, o, plan.mem[pos], rec.pad)
                 vals[pos] = [got[k] for k in range(n)]
+        elif plan.coords:
+            vals[pos] = [with_coords(a, {u: v[k] for u, v in plan.coords.items()})
+                         for k in range(n)]
         else:
             vals[pos] = [a] * n
     dst_regs = [reg_ref(dst.side, m) for m in plan.regs[0]] if dst.reg else None

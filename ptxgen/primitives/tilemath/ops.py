@@ -44,6 +44,8 @@ class MathRecord:
     pad: float | int | None = None
     rounding: str | None = None
     saturate: bool | None = None
+    broadcast: dict = field(default_factory=dict)   # arg -> (own extents, tile extents)
+    coords: tuple = ()                    # (Var uid, tile dim, region start) per coordinate
 
 
 def _fix(scope):

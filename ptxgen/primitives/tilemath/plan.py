@@ -28,6 +28,7 @@ from ..copy.common import (Leaf, Side, analyze_side, base_alignment_ok, digits_o
                            element_address, is_int, refine, split_leaves)
 from ..copy.reg import check_reg_side, mem_aligned, thread_map, tmap_stride
 from ..copy.vec_auto import _coalesce, _stride_key
+from .rows import broadcast_side, coordinate_side
 
 WIDTHS = (128, 64, 32, 16, 8)
 INT32 = _dtype("int32")
@@ -68,6 +69,7 @@ class ElemPlan:
     rounds: int = 1           # mem: serial rounds
     loop_var: Var | None = None
     linear: tuple | None = None   # mem: (i, its value, n / V or None: no guard) by digits of i
+    coords: dict | None = None    # reg: coordinate Var uid -> its value per element
 
     def vector_bits(self, opnds) -> str:
         ws = sorted({a.V * next(o.ebits for o in opnds if o.pos == p)
@@ -88,6 +90,8 @@ def operands(call) -> list:
             region = BufferRegion(a.buffer, tuple((s, full if d == dim else e)
                                                   for d, (s, e) in enumerate(a.region)))
         side = analyze_side(region)
+        if pos in call.record.broadcast:
+            side = broadcast_side(side, *call.record.broadcast[pos])
         out.append(Opnd(pos, side, side.space == "local",
                         None if rag is None else (rag[0], a.region[rag[0]][1])))
     return out
@@ -125,6 +129,14 @@ def plan_reg(call, opnds, vectors=True):
             return None, f"{o.side.buf.name} is in {o.side.space} memory"
     ragged = any(o.ragged for o in opnds)
     sides = [o.side for o in opnds] + ([_logical_side(opnds)] if ragged else [])
+    coords = call.record.coords
+    if coords and (ragged or not opnds[0].reg):
+        return None, ("element coordinates index a register destination tile (not a ragged or "
+                      "memory one)")
+    tile_ext = [e for _, e in opnds[0].side.region.region]
+    C = len(sides)                             # coordinate d's side: C + d
+    sides += [coordinate_side(opnds[0].side, d, tile_ext) for d in range(len(tile_ext))
+              ] if coords else []
     common = refine(sides)
     if common is None:
         return None, "the operands' layouts split the region into incompatible leaves"
@@ -137,21 +149,30 @@ def plan_reg(call, opnds, vectors=True):
             continue
         axes = [col[i].axes for i in ri]
         if any(axes):
-            if any(a != axes[0] for a in axes):
+            held = next(a for a in axes if a)
+            # an operand with no thread axis and no register stride here is the same value
+            # in each of these threads: a broadcast row, or a replicated row statistic
+            if any(a != held and (a or col[i].stride) for a, i in zip(axes, ri)):
                 names = ", ".join(regs[j].side.buf.name for j in range(len(regs)))
                 return None, (f"the register operands ({names}) put the same elements in "
                               f"different threads; give them one thread layout")
-            if any(col[i].stride for i in ri):
-                return None, (f"a register-layout leaf has both a thread stride {axes[0]} and a "
+            if regs[0].pos == 0 and not axes[0]:
+                return None, (f"the destination {regs[0].side.buf.name} holds one value where a "
+                              f"source holds one per thread; reduce across threads with "
+                              f"pg.tile.{call.scope.name}.sum/max/min(dst, src, axis=...)")
+            if any(col[i].stride for i in ri if col[i].axes):
+                return None, (f"a register-layout leaf has both a thread stride {held} and a "
                               f"register stride")
-            tleaves.append((col[0].extent, axes[0], [c.stride for c in col]))
+            tleaves.append((col[0].extent, held, [c.stride for c in col]))
         else:
             rleaves.append((col[0].extent, [c.stride for c in col]))
-    tmap, why = thread_map([(e, a) for e, a, _ in tleaves], call.scope)
+    tmap, why = thread_map([(e, a) for e, a, _ in tleaves], call.scope, replicate=not mems)
     if tmap is None:
         return None, why
-    tleaves.sort(key=lambda t: tmap_stride(t[1], call.scope))
-    threads = [(e, st) for e, _, st in tleaves]        # radix order, innermost first
+    zero = [0] * len(sides)                 # replicated thread bits select no element
+    threads = sorted([(tmap_stride(a, call.scope), e, st) for e, a, st in tleaves] +
+                     [(ts, e, zero) for e, ts, *rep in tmap if rep], key=lambda t: t[0])
+    threads = [(e, st) for _, e, st in threads]         # radix order, innermost first
     prologue = []
     tid = None
     if threads:
@@ -163,10 +184,16 @@ def plan_reg(call, opnds, vectors=True):
     for o in regs:
         s = opnds.index(o)
         m = [o.side.base + sum(d * st[s] for d, (_, st) in zip(dg, rleaves)) for dg in elems]
-        if len(set(m)) != len(m):
+        if len(set(m)) != len(m) and o.pos not in call.record.broadcast:
             return None, (f"the layout of {o.side.buf.name} puts this thread's {len(m)} elements "
                           f"in {len(set(m))} register(s)")
         plan_regs[o.pos] = m
+    cvals = {}
+    for uid, d, start in coords:
+        part = digits_offset(tid, [(e, [st[C + d]]) for e, st in threads], 0) if threads else 0
+        cvals[uid] = [_add(_add(part, start), sum(g * st[C + d] for g, (_, st) in
+                                                   zip(dg, rleaves))) for dg in elems]
+        cvals[uid] = [Const(v) if is_int(v) else v for v in cvals[uid]]
     accesses = {}
     for o in mems:
         s = opnds.index(o)
@@ -175,7 +202,7 @@ def plan_reg(call, opnds, vectors=True):
         if acc is None:
             return None, why
         accesses[o.pos] = acc
-    return ElemPlan("reg", len(elems), prologue, plan_regs, accesses), ""
+    return ElemPlan("reg", len(elems), prologue, plan_regs, accesses, coords=cvals), ""
 
 
 def _reg_access(call, o, s, L, threads, rleaves, elems, tid, prologue, widths):

@@ -272,6 +272,7 @@ def _dst_registers(call, st, coords, axes):
     import numpy as np
     dst, src = call.dst, call.src
     lay, shape = dst.buffer.layout, dst.buffer.shape
+    masks = _covered_bits(analyze_side(dst))
     out = []
     for q, c in enumerate(coords):
         ms = set()
@@ -284,7 +285,10 @@ def _dst_registers(call, st, coords, axes):
                 m = held.pop("m")
             mine = _MINE[call.scope.name](t)
             for ax, val in held.items():
-                if mine.get(ax, 0 if not val else None) != val:
+                have = mine.get(ax, 0 if not val else None)
+                if have is not None and ax in masks:
+                    have &= masks[ax]      # a replicated tile: the other bits share the value
+                if have != val:
                     raise PtxgenError(
                         f"the register dst {dst} puts output {tuple(idx)} in another thread "
                         f"than thread {t} of the {call.scope.name} scope, which computes it; give "
@@ -295,6 +299,21 @@ def _dst_registers(call, st, coords, axes):
                               f"in different threads; give it the source's kept thread axes")
         out.append(ms.pop())
     return out
+
+
+def _covered_bits(side) -> dict:
+    """Per thread axis of a register layout, the id bits it decides, where its leaves are
+    disjoint powers of two (a tile replicated over the other bits); axes without that
+    shape are left out (compared whole)."""
+    bits: dict = {}
+    for lf in side.leaves:
+        for ax, v in lf.axes.items():
+            e = lf.extent
+            if e & (e - 1) or v & (v - 1) or bits.get(ax, 0) & ((e - 1) * v):
+                bits[ax] = None
+            elif bits.get(ax, 0) is not None:
+                bits[ax] = bits.get(ax, 0) | (e - 1) * v
+    return {ax: b for ax, b in bits.items() if b is not None}
 
 
 def _eval(x, t):
