@@ -138,6 +138,8 @@ def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[boo
     try:
         v = _per_thread(ctx, binds, cond)
     except KeyError:
+        if _group_uniform(ctx, binds, cond, n, {}):
+            return True, ""
         return prove_split, "" if prove_split else \
             "the branch condition mixes thread ids with runtime values"
     total = len(v)
@@ -152,6 +154,31 @@ def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[boo
         return False, (f"the branch condition differs between threads {g * n}..{g * n + n - 1} "
                        f"of one group")
     return True, ""
+
+
+def _group_uniform(ctx, binds, e, n, memo) -> bool:
+    """Runtime values combined with thread-id parts that are each the same within every
+    group of n (a warpgroup's rank times 64 plus a parameter) are uniform too."""
+    kind = _classify(binds, e, memo)
+    if kind in ("const", "uniform"):
+        return True
+    if kind == "varying":
+        return False
+    try:
+        v = _per_thread(ctx, binds, e)
+    except KeyError:
+        t = type(e)
+        if t is Var:
+            fact = binds.get(e.uid)
+            return fact is not None and fact[0] == "let" and \
+                _group_uniform(ctx, binds, fact[2], n, memo)
+        kids = {BinOp: lambda: (e.a, e.b), Cast: lambda: (e.a,), Not: lambda: (e.a,),
+                Select: lambda: (e.cond, e.t, e.f)}.get(t)
+        return kids is not None and all(_group_uniform(ctx, binds, k, n, memo) for k in kids())
+    if len(v) % n:
+        return False
+    g = np.asarray(v).reshape(-1, n)
+    return bool(np.all(g.min(axis=1) == g.max(axis=1)))
 
 
 def _per_thread(ctx, binds, cond):

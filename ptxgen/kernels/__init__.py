@@ -1,0 +1,1 @@
+"""Kernels shipped with ptxgen."""

@@ -1,0 +1,263 @@
+"""FlashAttention forward on Hopper (sm_90a), written with ptxgen's tile ops.
+
+    attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False)
+    q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D), as torch SDPA takes them; Hq % Hkv == 0
+    (GQA / MQA: query head h reads K/V head h // (Hq // Hkv), nothing is repeated);
+    bfloat16 / float16; D in {64, 128, 256}; any Sq, Skv >= 1; `causal` is SDPA's
+    is_causal (query i sees keys j <= i); out (B, Hq, Sq, D) in q's dtype; lse (B, Hq, Sq)
+    float32, the natural-log logsumexp of the scaled scores, when asked.
+
+The schedule (one CTA per 128 query rows of one head, three warpgroups):
+    warpgroup 0     producer (24 registers): one thread loads Q once (two 64-row halves,
+                    one mbarrier each), then streams K and V tiles of BN keys through two
+                    TMA rings (K and V have their own, so S = Q K^T starts as soon as K
+                    lands); out-of-range rows and keys are zero-filled by TMA.
+    warpgroups 1,2  consumers (240 registers), 64 query rows each.  Per key tile j:
+                    S = Q K^T (wgmma, A and B from shared memory); the row max and sum are
+                    reductions over the accumulator fragment into a replicated row tile
+                    (tile.reduced); P = exp2(S * scale * log2 e - m), one fma and one ex2
+                    per element with the (rows,) tile broadcast along the columns; O is
+                    rescaled by exp2(m_old - m_new); P is cast to the bf16/f16 A fragment in
+                    registers and O += P V is a register-A wgmma (V as the MN-major B).
+                    The next tile's S = Q K^T is issued before this tile's softmax, so the
+                    tensor cores run while the exponentials do (FlashAttention-3's
+                    intra-warpgroup overlap).  Only tiles that cross the causal diagonal or
+                    the end of the keys are masked, from the fragment's element coordinates.
+    epilogue        O / l cast to the output dtype into a swizzled shared tile, one TMA
+                    store per 64 rows (clipped at Sq); lse = (m + log2 l) ln 2.
+The K/V head of query head h is h // (Hq // Hkv).  Causal CTAs take their key range
+[0, min(Skv, q0 + 128)) only, and the grid runs the longest query tiles first.
+"""
+
+import functools
+import math
+
+import ptxgen as pg
+from ptxgen.errors import LaunchError
+from ptxgen.primitives.tcgen05 import canonical_layout
+
+BM = 128                     # query rows per CTA: two consumer warpgroups x 64
+_BN = {64: 128, 128: 128, 256: 64}      # keys per tile, by head dim (registers, shared)
+_STAGES = {64: 2, 128: 2, 256: 2}
+_DTYPES = ("bfloat16", "float16")
+LOG2E = 1.4426950408889634
+
+
+def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stages=None):
+    """The kernel for one configuration; B, H, S are launch-time symbols.  `group` = Hq / Hkv
+    is a constant: a run-time integer division would be a ptxas subroutine call, and a call
+    makes ptxas drop setmaxnreg and serialize the wgmmas."""
+    BN = BN or _BN[D]
+    stages = stages or _STAGES[D]
+    B, Hq, Hkv, Sq, Skv = (pg.var(n) for n in ("B", "Hq", "Hkv", "Sq", "Skv"))
+    LQ = canonical_layout(64, D, dtype, stages=2)
+    LK = canonical_layout(BN, D, dtype, stages=stages)
+    LV = canonical_layout(D, BN, dtype, major="MN", stages=stages)
+    wg = pg.tile.warpgroup
+    COLS = [(c, d) for c in range(2) for d in range(0, D, 64)]     # (Q half, 64 columns)
+
+    def attention(Q: pg.Tensor((B, Hq, Sq, D), dtype), K: pg.Tensor((B, Hkv, Skv, D), dtype),
+                  V: pg.Tensor((B, Hkv, Skv, D), dtype), O: pg.Tensor((B, Hq, Sq, D), dtype),
+                  LSE: pg.Tensor((B, Hq, pg.var("SqPad")), "float32"), sl2: pg.float32):
+        tx = pg.thread_id(384)
+        qt = pg.let(pg.cta_id(dim="x"))
+        h = pg.let(pg.cta_id(dim="y"))
+        b = pg.let(pg.cta_id(dim="z"))
+        q0 = pg.let(((Sq + BM - 1) // BM - 1 - qt) * BM)      # longest (causal) tiles first
+        hk = pg.let(h // group)
+        kv_end = pg.let(pg.min(Skv, q0 + BM) if causal else Skv)
+        nblk = pg.let((kv_end + BN - 1) // BN)
+        pool = pg.SMEMPool()
+        Qs = pool.alloc((2, 64, D), dtype, align=1024, layout=LQ)
+        Ks = pool.alloc((stages, BN, D), dtype, align=1024, layout=LK)
+        Vs = pool.alloc((stages, D, BN), dtype, align=1024, layout=LV)
+        qbar = pool.alloc_mbarrier(2)
+        kpipe = pg.Pipeline(pool, stages=stages, consumers=2, producer_arrivals=D // 64,
+                            name="kring")
+        vpipe = pg.Pipeline(pool, stages=stages, consumers=2, producer_arrivals=D // 64,
+                            name="vring")
+        pool.commit()
+        with pg.if_(tx == 0):
+            pg.ptx.mbarrier.init(qbar[0], D // 64)       # one TMA box per 64 columns
+            pg.ptx.mbarrier.init(qbar[1], D // 64)
+        kpipe.init()
+        vpipe.init()
+
+        with pg.warpgroup_role(0):
+            pg.setmaxnreg(24, "dec")
+            with pg.if_(tx == 0):
+                for c, d in COLS:
+                    pg.tile.thread.copy_async(Qs[c:c + 1, 0:64, d:d + 64],
+                                              Q[b, h, q0 + 64 * c:q0 + 64 * c + 64, d:d + 64],
+                                              mbar=qbar[c])
+                kp, vp = kpipe.producer(), vpipe.producer()
+                for j in pg.serial(nblk):
+                    kv0 = pg.let(j * BN)
+                    kp.acquire()
+                    for d in range(0, D, 64):
+                        pg.tile.thread.copy_async(Ks[kp.stage:kp.stage + 1, 0:BN, d:d + 64],
+                                                  K[b, hk, kv0:kv0 + BN, d:d + 64], mbar=kp.full)
+                    kp.commit()
+                    vp.acquire()
+                    vt = Vs.permute(0, 2, 1)            # V rows (keys) x D, as it lands
+                    for d in range(0, D, 64):
+                        pg.tile.thread.copy_async(vt[vp.stage:vp.stage + 1, 0:BN, d:d + 64],
+                                                  V[b, hk, kv0:kv0 + BN, d:d + 64], mbar=vp.full)
+                    vp.commit()
+
+        with pg.warpgroup_role(range(1, 3)) as c:
+            pg.setmaxnreg(240, "inc")
+            kc, vc = kpipe.consumer(scope="warpgroup"), vpipe.consumer(scope="warpgroup")
+            s = wg.mma_accumulator((64, BN), "float32")
+            o = wg.mma_accumulator((64, D), "float32")
+            p = wg.mma_a_fragment((64, BN), dtype)
+            m = wg.reduced(s, axis=1)           # running max, scaled to log2 units
+            m_new = wg.reduced(s, axis=1)
+            l = wg.reduced(s, axis=1)           # running sum of exp2(...)
+            t = wg.reduced(s, axis=1)
+            row, col = wg.coords(s)
+            r0 = pg.let(q0 + 64 * c)      # this warpgroup's first query row
+            wg.fill(m, -math.inf)
+            wg.zero(l)
+            wg.zero(o)
+            pg.ptx.mbarrier.try_wait(qbar[c], 0)
+
+            def issue_s():
+                kc.wait()
+                wg.gemm_async(s, Qs[c, 0:64, 0:D], Ks[kc.stage, 0:BN, 0:D],
+                              accumulate=False)
+
+            def softmax(j):
+                """S of key tile j -> P in s (exp2 units), the new max in m_new and the
+                rescale factor exp2(m - m_new) in t; l is rescaled and summed."""
+                kv0 = pg.let(j * BN)
+                edge = kv0 + BN > Skv
+                if causal:
+                    edge = edge | (kv0 + BN > r0 + 1)
+                with pg.if_(edge):               # only tiles at the diagonal / the keys' end
+                    wg.select(s, (col + kv0 >= Skv) | (col + kv0 > row + r0) if causal
+                              else col + kv0 >= Skv, -math.inf, s)
+                wg.max(t, s, axis=1)
+                wg.mul(t, t, sl2)
+                wg.max(m_new, m, t)
+                wg.mul(t, m_new, -1.0)
+                wg.fma(s, s, sl2, t)             # S * scale * log2 e - m_new: one fma
+                wg.exp2(s, s)
+                wg.sub(t, m, m_new)              # log2 of the rescale factor
+                wg.exp2(t, t)
+                wg.mul(l, l, t)
+                wg.mul(m, m_new, 1.0)
+                wg.sum(m_new, s, axis=1)
+                wg.add(l, l, m_new)
+
+            def pv():
+                vc.wait()
+                wg.gemm_async(o, p, Vs[vc.stage, 0:D, 0:BN])
+
+            issue_s()
+            wg.gemm_wait(0)
+            kc.release()
+            softmax(0)
+            wg.cast(p, s)
+            for j in pg.serial(1, nblk):
+                issue_s()                        # S_j on the tensor cores ...
+                pv()                             # ... then O += P_{j-1} V_{j-1}
+                wg.gemm_wait(1)                  # S_j is done (groups finish in order)
+                kc.release()
+                softmax(j)                       # ... while P V runs
+                wg.gemm_wait(0)
+                vc.release()
+                wg.mul(o, o, t)
+                wg.cast(p, s)
+            pv()
+            wg.gemm_wait(0)
+            vc.release()
+            # epilogue: O / l, lse, one TMA store per warpgroup
+            wg.log2(l, l)                       # 1 / l as exp2(-log2 l): rcp.rn would be a
+            wg.mul(t, l, -1.0)                  # subroutine call, and a call makes ptxas drop
+            wg.exp2(t, t)                       # setmaxnreg and serialize the wgmmas
+            wg.mul(o, o, t)
+            wg.add(t, l, m)
+            wg.mul(t, t, math.log(2.0))
+            wg.copy(LSE[b, h, r0:r0 + 64], t)
+            wg.cast(Qs[c, 0:64, 0:D], o)      # this half of Q is read no more
+            pg.ptx.fence.proxy_async()
+            pg.named_barrier(6 + c, 128)    # ids 2, 3: the rings' releases
+            with pg.if_(tx % 128 == 0):
+                for d in range(0, D, 64):
+                    pg.tile.thread.copy_async(O[b, h, r0:r0 + 64, d:d + 64],
+                                              Qs[c:c + 1, 0:64, d:d + 64])
+                pg.tile.thread.async_commit(kind="bulk")
+                pg.tile.thread.async_wait(0, kind="bulk")
+
+    attention.__name__ = (f"attention_{dtype}_d{D}_n{BN}_g{group}" +
+                          ("_causal" if causal else ""))
+    return pg.kernel(attention, grid=lambda a: (-(-a["Sq"] // BM), a["Hq"], a["B"]),
+                     block=(384,))
+
+
+kernel_for = functools.lru_cache(maxsize=None)(make_attention)
+KERNELS = [make_attention()]
+
+
+def _refuse(arg, why):
+    return LaunchError(f"attention: {arg} {why}")
+
+
+def _check(q, k, v):
+    """(B, Hq, Hkv, Sq, Skv, D, dtype name) of valid inputs; a LaunchError naming the
+    argument otherwise."""
+    names = {"torch.bfloat16": "bfloat16", "torch.float16": "float16"}
+    for arg, x in (("q", q), ("k", k), ("v", v)):
+        if not hasattr(x, "is_cuda") or not x.is_cuda:
+            raise _refuse(arg, "must be a CUDA torch tensor")
+        if x.dim() != 4:
+            raise _refuse(arg, f"must be 4-D (B, H, S, D) as torch SDPA takes it, got shape "
+                               f"{tuple(x.shape)}")
+        if str(x.dtype) not in names:
+            raise _refuse(arg, f"is {x.dtype}; attention takes bfloat16 or float16")
+        if not x.is_contiguous():
+            raise _refuse(arg, "is not contiguous; call .contiguous() (TMA reads (B, H, S, D) "
+                               "row-major)")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise _refuse("k/v", f"must have q's dtype {q.dtype}, got {k.dtype} and {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise _refuse("k/v", f"must be on q's device {q.device}, got {k.device} and {v.device}")
+    B, Hq, Sq, D = q.shape
+    if tuple(k.shape) != tuple(v.shape):
+        raise _refuse("v", f"must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+    Bk, Hkv, Skv, Dk = k.shape
+    if Bk != B or Dk != D:
+        raise _refuse("k", f"shape {tuple(k.shape)} does not match q's {tuple(q.shape)} in the "
+                           f"batch or head dimension")
+    if D not in _BN:
+        raise _refuse("q", f"has head dimension {D}; the kernels take D in "
+                           f"{', '.join(map(str, _BN))}")
+    if Hkv == 0 or Hq % Hkv:
+        raise _refuse("k", f"has {Hkv} heads, which do not divide q's {Hq} (GQA needs "
+                           f"Hq % Hkv == 0)")
+    return B, Hq, Hkv, Sq, Skv, D, names[str(q.dtype)]
+
+
+def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
+    """softmax(q k^T * scale [causal mask]) v for torch CUDA tensors (see the module
+    docstring); returns out, or (out, lse) with return_lse."""
+    import torch
+    B, Hq, Hkv, Sq, Skv, D, dt = _check(q, k, v)
+    if out is None:
+        out = torch.empty_like(q)
+    elif (tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype or
+          out.device != q.device or not out.is_contiguous()):
+        raise _refuse("out", f"must be a contiguous {tuple(q.shape)} {q.dtype} tensor on "
+                             f"{q.device}, got {tuple(out.shape)} {out.dtype} on {out.device}"
+                             f"{'' if out.is_contiguous() else ' (not contiguous)'}")
+    pad = -(-Sq // BM) * BM
+    lse = torch.empty((B, Hq, pad), dtype=torch.float32, device=q.device)
+    if B and Hq and Sq:
+        if Skv == 0:
+            out.zero_()
+            lse.fill_(-math.inf)
+        else:
+            sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
+            kernel_for(dt, D, bool(causal), Hq // Hkv)(q, k, v, out, lse, sc * LOG2E)
+    return (out, lse[..., :Sq]) if return_lse else out
