@@ -40,7 +40,45 @@ def row(B, H, S, D, causal, dtype="bfloat16"):
     return tf
 
 
+def variants(S=4096, H=16):
+    """Each schedule option of make_attention against cuDNN, same run (D, causal, BN,
+    ping-pong); a correctness check against SDPA first."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from ptxgen.kernels.attention import LOG2E, make_attention
+    B = max(1, 16384 // S)
+    print(f"{'D':>4} {'causal':>6} {'BN':>4} {'pp':>3} | {'ours':>7} {'cudnn':>7} {'/cudnn':>6} "
+          f"{'maxerr':>8}")
+    for D, BNs in ((64, (128, 192)), (128, (128, 176)), (256, (64, 80))):
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        for causal in (False, True):
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                t_lib = _time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+            flops = 4 * B * H * S * S * D / (2 if causal else 1)
+            for BN in BNs:
+                for pp in (True, False):
+                    try:
+                        kern = make_attention("bfloat16", D, causal, 1, BN=BN, pingpong=pp)
+                        out = torch.full_like(q, float("nan"))
+                        lse = torch.empty(B, H, S, device="cuda")
+                        sl2 = LOG2E / math.sqrt(D)
+                        kern(q, k, v, out, lse, sl2)
+                        err = (out.float() - ref.float()).abs().max().item()
+                        t = _time(lambda: kern(q, k, v, out, lse, sl2))
+                    except Exception as e:       # a variant that does not build or fit
+                        print(f"{D:>4} {str(causal):>6} {BN:>4} {pp:>3} | {type(e).__name__}: "
+                              f"{str(e)[:80]}")
+                        continue
+                    print(f"{D:>4} {str(causal):>6} {BN:>4} {pp:>3} | {flops / t * 1e-9:7.1f} "
+                          f"{flops / t_lib * 1e-9:7.1f} {t_lib / t:6.3f} {err:8.2e}", flush=True)
+
+
 def main(argv):
+    if "--variants" in argv:
+        return variants()
     quick = "--quick" in argv
     configs = [(128, 4096)] if quick else [(D, S) for D in (64, 128, 256)
                                            for S in (1024, 4096, 16384)]

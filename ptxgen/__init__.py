@@ -21,7 +21,8 @@ from .ir import cast, select  # noqa: E402
 from .ir import maximum as max  # noqa: E402,A001
 from .ir import minimum as min  # noqa: E402,A001
 from .builder.control import (block_dim, cta_id, cta_sync, else_, grid_dim, if_,  # noqa: E402
-                              lane_id, launch, let, named_barrier, serial, thread_id,
+                              lane_id, launch, let, named_barrier, named_barrier_arrive,
+                              serial, thread_id,
                               unroll, var,
                               warp_id, warp_sync, warpgroup_id, while_)
 from .builder.kernel import Kernel, ScalarType, debug_bounds, kernel  # noqa: E402

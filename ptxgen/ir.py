@@ -255,7 +255,8 @@ class DeclBuffer(Stmt):
 
 
 class Barrier(Stmt):
-    """A barrier: kind "cta" (bar.sync id[, count]) or "warp" (bar.warp.sync)."""
+    """A barrier: kind "cta" (bar.sync id[, count]), "arrive" (bar.arrive id, count: signal
+    without waiting, the producer side of a named barrier) or "warp" (bar.warp.sync)."""
     _fields = ("src", "kind", "id", "count")
 
     def __init__(self, kind: str = "cta", id: int = 0, count: int | None = None, *,

@@ -154,9 +154,10 @@ def format_stmt(s: Stmt) -> str:
     if t is DeclBuffer:
         return f"{s.buffer.name} = pg.decl_buffer{_fmt_buffer_decl(s.buffer)}"
     if t is Barrier:
-        if s.kind == "cta" and s.count is not None:
+        if s.kind in ("cta", "arrive") and s.count is not None:
             bid = s.id if isinstance(s.id, int) else format_expr(s.id)
-            return f"pg.named_barrier({bid}, {s.count})"
+            fn = "named_barrier" if s.kind == "cta" else "named_barrier_arrive"
+            return f"pg.{fn}({bid}, {s.count})"
         return "pg.cta_sync()" if s.kind == "cta" else "pg.warp_sync()"
     if t is Comment:
         return f"# {s.text}"

@@ -361,9 +361,11 @@ def warp_sync():
     ctx.append(Barrier("warp"))
 
 
-def named_barrier(barrier_id, nthreads: int):
+def named_barrier(barrier_id, nthreads: int, *, arrive: bool = False):
     """bar.sync id, nthreads: a barrier among `nthreads` threads (a multiple of 32), e.g. one
-    warpgroup; id 0 is the CTA barrier of pg.cta_sync()."""
+    warpgroup; id 0 is the CTA barrier of pg.cta_sync().  `arrive=True` is bar.arrive:
+    these threads count towards the barrier without waiting for it (one warpgroup lets
+    another go, as in a ping-pong schedule; `pg.named_barrier_arrive`)."""
     if not isinstance(nthreads, int) or nthreads <= 0 or nthreads % 32:
         raise fail(f"named_barrier needs a thread count that is a positive multiple of 32, "
                    f"got {nthreads!r}")
@@ -375,7 +377,13 @@ def named_barrier(barrier_id, nthreads: int):
     ctx = current()
     if ctx.active_mask or ctx.while_conds:   # whole warps arrive (warp-specialized branches)
         _converged(ctx, f"pg.named_barrier({barrier_id}, {nthreads})", "warp", user_site())
-    ctx.append(Barrier("cta", bid, nthreads))
+    ctx.append(Barrier("arrive" if arrive else "cta", bid, nthreads))
+
+
+def named_barrier_arrive(barrier_id, nthreads: int):
+    """bar.arrive id, nthreads: count towards named barrier `barrier_id` (whose waiters
+    use pg.named_barrier(barrier_id, nthreads)) without waiting."""
+    named_barrier(barrier_id, nthreads, arrive=True)
 
 
 def var(name: str, dtype="int32") -> Var:

@@ -137,6 +137,9 @@ class Codegen(ValueEmitter, MemoryEmitter):
         if s.kind == "cta":
             bid = s.id if isinstance(s.id, int) else self.val(self.an.simplify(s.id))
             self.emit(form("bar_sync", s.count is not None).format(id=bid, n=s.count))
+        elif s.kind == "arrive":
+            bid = s.id if isinstance(s.id, int) else self.val(self.an.simplify(s.id))
+            self.emit(form("bar_arrive").format(id=bid, n=s.count))
         elif s.kind == "warp":
             self.emit(form("bar_warp_sync").format(a="0xffffffff"))
         else:

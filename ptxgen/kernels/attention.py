@@ -29,6 +29,7 @@ The K/V head of query head h is h // (Hq // Hkv).  Causal CTAs take their key ra
 [0, min(Skv, q0 + 128)) only, and the grid runs the longest query tiles first.
 """
 
+import contextlib
 import functools
 import math
 
@@ -41,9 +42,11 @@ _BN = {64: 128, 128: 128, 256: 64}      # keys per tile, by head dim (registers,
 _STAGES = {64: 2, 128: 2, 256: 2}
 _DTYPES = ("bfloat16", "float16")
 LOG2E = 1.4426950408889634
+TURN = 10                    # named barriers 10, 11: the consumers' turns to issue
 
 
-def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stages=None):
+def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stages=None,
+                   pingpong=True):
     """The kernel for one configuration; B, H, S are launch-time symbols.  `group` = Hq / Hkv
     is a constant: a run-time integer division would be a ptxas subroutine call, and a call
     makes ptxas drop setmaxnreg and serialize the wgmmas."""
@@ -154,14 +157,32 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
                 vc.wait()
                 wg.gemm_async(o, p, Vs[vc.stage, 0:D, 0:BN])
 
+            def my_turn():
+                """Ping-pong: the two warpgroups take turns to issue their wgmmas, so one
+                runs its softmax while the other's GEMMs hold the tensor cores."""
+                if pingpong:
+                    pg.named_barrier(TURN + c, 256)
+
+            def their_turn(last=False):
+                if pingpong:
+                    with pg.if_(c == 0) if last else contextlib.nullcontext():
+                        pg.named_barrier_arrive(TURN + 1 - c, 256)
+
+            if pingpong:
+                with pg.if_(c == 1):             # warpgroup 0 issues first
+                    pg.named_barrier_arrive(TURN, 256)
+            my_turn()
             issue_s()
+            their_turn()
             wg.gemm_wait(0)
             kc.release()
             softmax(0)
             wg.cast(p, s)
             for j in pg.serial(1, nblk):
+                my_turn()
                 issue_s()                        # S_j on the tensor cores ...
                 pv()                             # ... then O += P_{j-1} V_{j-1}
+                their_turn()
                 wg.gemm_wait(1)                  # S_j is done (groups finish in order)
                 kc.release()
                 softmax(j)                       # ... while P V runs
@@ -169,7 +190,9 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
                 vc.release()
                 wg.mul(o, o, t)
                 wg.cast(p, s)
+            my_turn()
             pv()
+            their_turn(last=True)                # the arrivals match the turns taken
             wg.gemm_wait(0)
             vc.release()
             # epilogue: O / l, lse, one TMA store per warpgroup
@@ -191,7 +214,7 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
                 pg.tile.thread.async_wait(0, kind="bulk")
 
     attention.__name__ = (f"attention_{dtype}_d{D}_n{BN}_g{group}" +
-                          ("_causal" if causal else ""))
+                          ("_causal" if causal else "") + ("" if pingpong else "_nopp"))
     return pg.kernel(attention, grid=lambda a: (-(-a["Sq"] // BM), a["Hq"], a["B"]),
                      block=(384,))
 
