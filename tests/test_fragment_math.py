@@ -180,3 +180,28 @@ def test_coordinates_of_another_shape_are_refused():
     with pytest.raises(PtxgenError, match=r"the coordinates of other\[0:64, 0:32\] \(\(64, 32\)\) "
                                           r"index a tile of that shape, but dst acc"):
         pg.kernel(k, grid=(1,), block=(128,))
+
+
+def test_ftz_selects_the_flushing_approximation():
+    wg = pg.tile.warpgroup
+
+    def k(X: pg.Tensor((64, 16), "float32"), Y: pg.Tensor((64, 16), "float32")):
+        pg.thread_id(128)
+        acc = wg.mma_accumulator((64, 16), "float32")
+        wg.copy(acc, X)
+        wg.exp2(acc, acc, ftz=True)
+        wg.copy(Y, acc)
+    kern = pg.kernel(k, grid=(1,), block=(128,))
+    ptx = kern.ptx("sm_90a")
+    assert len(re.findall(r"^\s+ex2\.approx\.ftz\.f32 ", ptx, re.M)) == 8
+    assert not re.findall(r"^\s+ex2\.approx\.f32 ", ptx, re.M)
+    x = np.array([[-130.0, -1.5, 0.0, 3.0] * 4] * 64, np.float32)
+    y = np.full_like(x, np.nan)
+    run(kern, [x, y])
+    assert y[0, 0] == 0.0 and np.allclose(y[:, 1:4], np.exp2(x[:, 1:4]), rtol=2e-6)
+    with pytest.raises(PtxgenError, match="exp2: ftz= takes True or False, got 1"):
+        def bad(X: pg.Tensor((64, 16), "float32")):
+            pg.thread_id(128)
+            acc = wg.mma_accumulator((64, 16), "float32")
+            wg.exp2(acc, acc, ftz=1)
+        pg.kernel(bad, grid=(1,), block=(128,))

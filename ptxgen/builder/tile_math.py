@@ -27,6 +27,7 @@ from .tensor import TensorHandle
 from .tile import located, record_call, region_of
 
 _NUMBER = (int, float, bool)
+FTZ_OPS = ("exp", "exp2", "log2", "rsqrt", "silu")      # ops with a .approx.ftz form
 
 
 def _squeeze(shape):
@@ -125,7 +126,8 @@ def _elementwise(op, scope, dst, srcs, dispatch, options):
     n = ARITY[op]
     if len(srcs) != n:
         raise TraceError(f"pg.tile.{scope}.{op} takes dst and {n} source(s), got {len(srcs)}")
-    allowed = ["pad"] + (["rounding", "saturate"] if op == "cast" else [])
+    allowed = ["pad"] + (["rounding", "saturate"] if op == "cast" else []) + \
+        (["ftz"] if op in FTZ_OPS else [])
     _check_options(op, scope, options, allowed)
     d = _operand(dst, "dst", op)
     if not isinstance(d, BufferRegion):
@@ -178,8 +180,19 @@ def _elementwise(op, scope, dst, srcs, dispatch, options):
         ct = _typecheck(op, scope, args)
     record_call(op, scope, tuple(args), {},
                 MathRecord(op, ct, tuple(isinstance(a, BufferRegion) for a in args), ragged,
-                           pad, rounding, saturate, bcast, _coords_used(op, d, args)),
+                           pad, rounding, saturate, bcast, _coords_used(op, d, args),
+                           _ftz(op, options)),
                 dispatch=dispatch)
+
+
+def _ftz(op, options) -> bool:
+    """ftz=True: the special-function approximations flush subnormal inputs and results to
+    zero (.approx.ftz), which is how the unit computes anyway: the non-ftz forms add
+    instructions around it.  For softmax weights below 2^-126 that is what one wants."""
+    v = options.get("ftz", False)
+    if not isinstance(v, bool):
+        raise TraceError(f"{op}: ftz= takes True or False, got {v!r}")
+    return v
 
 
 def _coords_used(op, d, args):

@@ -38,20 +38,25 @@ from ptxgen.errors import LaunchError
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 BM = 128                     # query rows per CTA: two consumer warpgroups x 64
-_BN = {64: 128, 128: 128, 256: 64}      # keys per tile, by head dim (registers, shared)
-_STAGES = {64: 2, 128: 2, 256: 2}
+# keys per tile by (head dim, causal): the widest that fits 240 registers without spills,
+# narrower for causal where the diagonal tile is masked work (benchmarks/RESULTS.md)
+_BN = {(64, False): 128, (64, True): 128, (128, False): 176, (128, True): 128,
+       (256, False): 80, (256, True): 80}
+HEAD_DIMS = (64, 128, 256)
 _DTYPES = ("bfloat16", "float16")
 LOG2E = 1.4426950408889634
 TURN = 10                    # named barriers 10, 11: the consumers' turns to issue
 
 
-def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stages=None,
-                   pingpong=True):
-    """The kernel for one configuration; B, H, S are launch-time symbols.  `group` = Hq / Hkv
+def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stages=2,
+                   pingpong=True, prescale=False):
+    """The kernel for one configuration; B, H, S are launch-time symbols.  `prescale`: the
+    scores are scaled before the mask and the max (one more multiply per score), which a
+    scale <= 0 needs: the fused max(S) * scale and fma(S, scale, -m) assume scale > 0.
+    `group` = Hq / Hkv
     is a constant: a run-time integer division would be a ptxas subroutine call, and a call
     makes ptxas drop setmaxnreg and serialize the wgmmas."""
-    BN = BN or _BN[D]
-    stages = stages or _STAGES[D]
+    BN = BN or _BN[D, causal]
     B, Hq, Hkv, Sq, Skv = (pg.var(n) for n in ("B", "Hq", "Hkv", "Sq", "Skv"))
     LQ = canonical_layout(64, D, dtype, stages=2)
     LK = canonical_layout(BN, D, dtype, stages=stages)
@@ -137,17 +142,23 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
                 edge = kv0 + BN > Skv
                 if causal:
                     edge = edge | (kv0 + BN > r0 + 1)
+                if prescale:                     # scale <= 0: log2 units before the mask
+                    wg.mul(s, s, sl2)
                 with pg.if_(edge):               # only tiles at the diagonal / the keys' end
                     wg.select(s, (col + kv0 >= Skv) | (col + kv0 > row + r0) if causal
                               else col + kv0 >= Skv, -math.inf, s)
                 wg.max(t, s, axis=1)
-                wg.mul(t, t, sl2)
+                if not prescale:                 # max(S) * scale: scale > 0
+                    wg.mul(t, t, sl2)
                 wg.max(m_new, m, t)
                 wg.mul(t, m_new, -1.0)
-                wg.fma(s, s, sl2, t)             # S * scale * log2 e - m_new: one fma
-                wg.exp2(s, s)
+                if prescale:
+                    wg.add(s, s, t)
+                else:
+                    wg.fma(s, s, sl2, t)         # S * scale * log2 e - m_new: one fma
+                wg.exp2(s, s, ftz=True)          # .ftz: no subnormal fix-ups around ex2
                 wg.sub(t, m, m_new)              # log2 of the rescale factor
-                wg.exp2(t, t)
+                wg.exp2(t, t, ftz=True)
                 wg.mul(l, l, t)
                 wg.mul(m, m_new, 1.0)
                 wg.sum(m_new, s, axis=1)
@@ -214,7 +225,8 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
                 pg.tile.thread.async_wait(0, kind="bulk")
 
     attention.__name__ = (f"attention_{dtype}_d{D}_n{BN}_g{group}" +
-                          ("_causal" if causal else "") + ("" if pingpong else "_nopp"))
+                          ("_causal" if causal else "") + ("" if pingpong else "_nopp") +
+                          ("_prescale" if prescale else ""))
     return pg.kernel(attention, grid=lambda a: (-(-a["Sq"] // BM), a["Hq"], a["B"]),
                      block=(384,))
 
@@ -253,9 +265,9 @@ def _check(q, k, v):
     if Bk != B or Dk != D:
         raise _refuse("k", f"shape {tuple(k.shape)} does not match q's {tuple(q.shape)} in the "
                            f"batch or head dimension")
-    if D not in _BN:
+    if D not in HEAD_DIMS:
         raise _refuse("q", f"has head dimension {D}; the kernels take D in "
-                           f"{', '.join(map(str, _BN))}")
+                           f"{', '.join(map(str, HEAD_DIMS))}")
     if Hkv == 0 or Hq % Hkv:
         raise _refuse("k", f"has {Hkv} heads, which do not divide q's {Hq} (GQA needs "
                            f"Hq % Hkv == 0)")
@@ -282,5 +294,6 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
             lse.fill_(-math.inf)
         else:
             sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
-            kernel_for(dt, D, bool(causal), Hq // Hkv)(q, k, v, out, lse, sc * LOG2E)
+            kernel_for(dt, D, bool(causal), Hq // Hkv, prescale=sc <= 0)(
+                q, k, v, out, lse, sc * LOG2E)
     return (out, lse[..., :Sq]) if return_lse else out

@@ -61,14 +61,15 @@ def test_matches_fp64_within_twice_sdpa_error(case, causal, dtype):
     assert (lse.double() - ref_lse).abs().max().item() < 1e-4 * max(1.0, ref_lse.abs().max().item())
 
 
-def test_scale_and_gqa_index_heads_without_copies():
+@pytest.mark.parametrize("scale", [0.3, -0.2, 0.0])
+def test_scale_and_gqa_index_heads_without_copies(scale):
     import torch
     from ptxgen.kernels.attention import attention
     q = torch.randn(1, 8, 100, 64, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(1, 2, 130, 64, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(1, 2, 130, 64, device="cuda", dtype=torch.bfloat16)
-    got = attention(q, k, v, scale=0.3)
-    ref, _ = _ref(q, k, v, False, 0.3)
+    got = attention(q, k, v, scale=scale, causal=True)
+    ref, _ = _ref(q, k, v, True, scale)
     assert (got.double() - ref).abs().max().item() < 2e-2
 
 

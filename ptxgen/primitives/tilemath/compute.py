@@ -87,8 +87,9 @@ def _f32(x: Expr) -> Expr:
 _BINOP = {"add": "add", "sub": "sub", "mul": "mul", "fdiv": "div", "max": "max", "min": "min"}
 
 
-def scalar(E: Emit, op: str, ct, args: list) -> Expr:
-    """The value of `op` on one element's operands (expressions of any dtype), in ct."""
+def scalar(E: Emit, op: str, ct, args: list, ftz: bool = False) -> Expr:
+    """The value of `op` on one element's operands (expressions of any dtype), in ct;
+    `ftz`: the special-function approximations flush subnormals (.approx.ftz)."""
     if op in _BINOP:
         a, b = (convert(x, ct) for x in args)
         return BinOp(_BINOP[op], a, b, ct)
@@ -111,26 +112,27 @@ def scalar(E: Emit, op: str, ct, args: list) -> Expr:
             return E.op("rounded", ("rcp", "f64"), F64, x)
         if op == "rsqrt":   # 1 / sqrt, each correctly rounded: within 1 ulp
             return E.op("rounded", ("rcp", "f64"), F64, E.op("rounded", ("sqrt", "f64"), F64, x))
-    r = _scalar_f32(E, op, _f32(x))
+    r = _scalar_f32(E, op, _f32(x), ftz)
     return convert(r, ct)
 
 
-def _scalar_f32(E: Emit, op: str, x: Expr) -> Expr:
+def _scalar_f32(E: Emit, op: str, x: Expr, ftz: bool = False) -> Expr:
     """The float32 forms; 16-bit operands were widened (exactly) by the caller."""
+    ex2 = ("ex2", "f32", True) if ftz else ("ex2", "f32")
     if op == "exp":      # exp(x) = 2^(x * log2 e): the scale folded into one mul
-        return E.op("approx", ("ex2", "f32"), F32, BinOp("mul", x, Const(LOG2E, F32), F32))
+        return E.op("approx", ex2, F32, BinOp("mul", x, Const(LOG2E, F32), F32))
     if op == "exp2":
-        return E.op("approx", ("ex2", "f32"), F32, x)
+        return E.op("approx", ex2, F32, x)
     if op == "log2":
-        return E.op("approx", ("lg2", "f32"), F32, x)
+        return E.op("approx", ("lg2", "f32", True) if ftz else ("lg2", "f32"), F32, x)
     if op == "sqrt":
         return E.op("rounded", ("sqrt", "f32"), F32, x)
     if op == "rsqrt":
-        return E.op("approx", ("rsqrt", "f32"), F32, x)
+        return E.op("approx", ("rsqrt", "f32", True) if ftz else ("rsqrt", "f32"), F32, x)
     if op == "reciprocal":
         return E.op("rounded", ("rcp", "f32"), F32, x)
     if op == "silu":     # x * 1 / (1 + 2^(-x log2 e))
-        t = E.op("approx", ("ex2", "f32"), F32, BinOp("mul", x, Const(-LOG2E, F32), F32))
+        t = E.op("approx", ex2, F32, BinOp("mul", x, Const(-LOG2E, F32), F32))
         d = E.reg(BinOp("add", t, Const(1.0, F32), F32), F32)
         return BinOp("mul", x, E.op("approx", ("rcp", "f32"), F32, d), F32)
     raise AssertionError(op)

@@ -110,7 +110,7 @@ def _element(E, call, args, dst_dt):
     if op in ("zero", "memset"):
         byte = 0 if op == "zero" else int(args[0].value)
         return _memset_value(E, byte, dst_dt)
-    return convert(scalar(E, op, rec.compute, list(args)), dst_dt)
+    return convert(scalar(E, op, rec.compute, list(args), rec.ftz), dst_dt)
 
 
 def _memset_value(E, byte, dt):

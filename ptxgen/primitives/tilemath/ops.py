@@ -46,6 +46,7 @@ class MathRecord:
     saturate: bool | None = None
     broadcast: dict = field(default_factory=dict)   # arg -> (own extents, tile extents)
     coords: tuple = ()                    # (Var uid, tile dim, region start) per coordinate
+    ftz: bool = False                     # approximations flush subnormals (.approx.ftz)
 
 
 def _fix(scope):
