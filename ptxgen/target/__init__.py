@@ -7,5 +7,5 @@ asks here; nothing here imports anything of ptxgen but `errors`.
 """
 from .table import (CACHE_HINTS, GATES, MAX_PTX, MIN_PTX, MODIFIER_PTX, SMEM_LIMITS,  # noqa: F401
                     TCGEN05_ARCHS, TMEM_COLS, WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, Gate, Target,
-                    cache_modifiers, check_opcode, gate_for, has_opcode, parse_target,
-                    smem_limits, wide_vector_refusal)
+                    arch_specific, cache_modifiers, check_opcode, gate_for, has_opcode,
+                    parse_target, smem_limits, wide_vector_refusal)

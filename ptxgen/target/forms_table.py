@@ -223,11 +223,11 @@ FORMS = {
         'mbarrier.try_wait.parity.shared.b64',
     ('minnctapersm', (), ()):
         '.minnctapersm {n}',
-    ('mma_sync', ('m16n8k16', 'float32', 'bfloat16', 'bfloat16', 'float32'), ()):
+    ('mma_sync', ('m16n8k16', 'f32', 'bf16', 'bf16', 'f32'), ()):
         'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32',
-    ('mma_sync', ('m16n8k16', 'float32', 'float16', 'float16', 'float32'), ()):
+    ('mma_sync', ('m16n8k16', 'f32', 'f16', 'f16', 'f32'), ()):
         'mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32',
-    ('mma_sync', ('m16n8k32', 'int32', 'int8', 'int8', 'int32'), ()):
+    ('mma_sync', ('m16n8k32', 's32', 's8', 's8', 's32'), ()):
         'mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32',
     ('mov', ('b16',), ()):
         'mov.b16 {d}, {a};',
