@@ -29,10 +29,8 @@ def profile(factory, arch="sm_90a"):
         calls[where(frame.f_code)] += 1
         return local
 
-    from ptxgen.target.forms import _COMPILE_AFTER
-
-    for _ in range(_COMPILE_AFTER):   # warm-up: templates, layout plans, forms compiled on
-        factory().ptx(arch)            # their _COMPILE_AFTER-th use: a later build's counts
+    for _ in range(4):     # warm-up: templates, layout plans: a later build's counts
+        factory().ptx(arch)
     sys.settrace(new_frame)
     try:
         factory().ptx(arch)

@@ -12,14 +12,14 @@ kernels), times the kernel's first `ptx()` (the first build of the process), the
 same function again into a fresh Kernel (same grid, block, name, cluster, dynamic smem: only
 process-wide caches carry over; its PTX must be the same text) and takes the median of up to
 30 such later builds.  `import ptxgen` loads the build pipeline, so what the first build
-costs beyond a later one is first-use work (form texts from the disk cache, their format
-functions, first calls).  The runs share one bytecode cache (PYTHONPYCACHEPREFIX,
+costs beyond a later one is first-use work (form texts from the shipped table, first
+calls).  The runs share one bytecode cache (PYTHONPYCACHEPREFIX,
 PYTHONDONTWRITEBYTECODE unset: what an installed package has), filled by a discarded run that
-builds every kernel.  Per kernel, one run starts from an empty form cache directory (a fresh
-install: forms from the shipped seed, or jinja for texts the seed lacks) and `runs` more share
-the cache it filled (the usual case); the ratio columns are first/later of those, "empty" that
-of the first run.  "floor" is the median ratio of as many runs that make and compile every
-form of the seed before the first build: what running the build's code for the first time in
+builds every kernel.  Per kernel, one run starts from an empty cache directory (a fresh
+install: forms from the shipped table, or jinja for texts the table lacks) and `runs` more share
+it (the usual case); the ratio columns are first/later of those, "empty" that
+of the first run.  "floor" is the median ratio of as many runs that make every
+form of the table before the first build: what running the build's code for the first time in
 the process costs by itself (the interpreter's first calls of each function, cold caches, a
 collection of what the imports left in the young generations), none of it ptxgen's first-use
 work.  "2nd" is first over the second build of the process (the first retrace): the steady
@@ -27,7 +27,7 @@ state of "later" comes only after several builds, as CPython's adaptive interpre
 specializes code it has run a few times, which a build of ~170 Python calls (add_one) runs
 once or twice each.  "cold" is first over a later build made after the CPU's caches were
 flushed (a 128 MiB buffer copied just before it; the median of 3): the same warmed code, its
-forms compiled, but its bytecode and data back in DRAM, as they are after `import` in a
+forms made, but its bytecode and data back in DRAM, as they are after `import` in a
 fresh process.  What first/cold leaves above 1x is ptxgen's own first-use work; the rest of
 first/later is the memory hierarchy (a 0.07 ms build runs ~4.5x slower from cold caches).
 """
@@ -91,19 +91,13 @@ arch = ARCH.get(mod, "sm_90a")
 t0 = time.perf_counter()
 k = kernels(mod)[idx]
 t_trace = time.perf_counter() - t0
-if sys.argv[5:] == ["floor"]:      # every form made and compiled before the first build
-    import ast
+if sys.argv[5:] == ["floor"]:      # every form of the table made before the first build
     from ptxgen.target import forms
-    d = forms._disk
-    texts = d.prime() if hasattr(d, "prime") else d.load()   # older trees: the cache file
-    for key in list(texts):
-        name, *rest = ast.literal_eval(key)
-        if name == "<module>":
-            forms._module_format(rest[0])
-            continue
-        f = forms.form(name, *rest[0], **dict(rest[1]))
-        for _ in range(forms._COMPILE_AFTER):
-            f.format(**dict.fromkeys(forms._fields(f), "x"))
+    for key in list(getattr(forms, "FORMS", {})):
+        if key[0] == "<module>":
+            forms.module_format(key[1])
+        else:
+            forms.form(key[0], *key[1], **dict(key[2]))
 t0 = time.perf_counter()
 text = k.ptx(arch)
 first = time.perf_counter() - t0

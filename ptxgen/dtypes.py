@@ -1,8 +1,9 @@
 """Element types: one table, shared by the IR, the emitter and the runtime.
 
 A dtype knows its bit width, its kind (int/uint/float/storage-only float) and, in
-`dt.ptx`, how PTX holds and moves it: register class, arithmetic/cvt type, .param type
-and ld/st type (the `_PTX` table, the one place these are written).  Vector types
+`dt.ptx`, how PTX holds and moves it: register class, arithmetic/cvt type, .param type,
+ld/st type, how instructions spell it as an operand type and how a tensor map names it
+(the `_PTX` table, the one place these are written).  Vector types
 (``float32x4``) are a scalar dtype plus a lane count.
 """
 from __future__ import annotations
@@ -19,6 +20,9 @@ class PtxTypes(NamedTuple):
     arith: str | None   # type of its arithmetic, setp and cvt; None: moved, never computed on
     param: str          # .param / ld.param type of a scalar kernel parameter
     mem: str | None     # ld/st type of one element; None: no single-element form
+    spell: str | None   # its operand type in mma/wgmma/tcgen05 and cvt (s8, e4m3, bf16; a
+    #                     pair of it is spell + "x2"); None: no instruction names it
+    tmap: str | None    # its CUtensorMapDataType name (TMA moves bits: fp8 as UINT8); None: none
 
 
 class DType:
@@ -118,25 +122,34 @@ def dtype(x) -> DType:
 
 
 # ---- PTX facts per scalar dtype -------------------------------------------------------------
-# name: (register class, arithmetic/cvt type, .param type, ld/st type); see PtxTypes.
+# name: (register class, arithmetic/cvt type, .param type, ld/st type, operand type spelling,
+#        tensor-map type); see PtxTypes.
 #   16-bit floats live as bits in b16 registers (and parameters); ints below 32 bits are held
 #   and computed in 32 bits.  ld/st moves bits only, never a float conversion for 16-bit floats;
-#   fp8 moves as u8, fp4 has no single-element form (move packed pairs as uint8).
+#   fp8 moves as u8, fp4 has no single-element form (move packed pairs as uint8).  Tensor maps
+#   move bits too: every 8-bit type is UINT8 and int16 is UINT16 (the driver has no INT8/INT16).
 _PTX = {
-    "bool": ("pred", None, "pred", "u8"),
-    "int8": ("b32", "s32", "s32", "s8"), "int16": ("b32", "s32", "s32", "s16"),
-    "int32": ("b32", "s32", "s32", "s32"), "int64": ("b64", "s64", "s64", "s64"),
-    "uint8": ("b32", "u32", "u32", "u8"), "uint16": ("b32", "u32", "u32", "u16"),
-    "uint32": ("b32", "u32", "u32", "u32"), "uint64": ("b64", "u64", "u64", "u64"),
-    "float16": ("b16", "f16", "b16", "b16"), "bfloat16": ("b16", "bf16", "b16", "b16"),
-    "float32": ("f32", "f32", "f32", "f32"), "float64": ("f64", "f64", "f64", "f64"),
-    "float8_e4m3fn": ("b32", None, "b32", "u8"), "float8_e5m2": ("b32", None, "b32", "u8"),
-    "float4_e2m1fn": ("b32", None, "b32", None),
-    "handle": ("b64", "u64", "b64", "u64"),       # a pointer: address arithmetic is u64
+    "bool": ("pred", None, "pred", "u8", None, "UINT8"),
+    "int8": ("b32", "s32", "s32", "s8", "s8", "UINT8"),
+    "int16": ("b32", "s32", "s32", "s16", "s16", "UINT16"),
+    "int32": ("b32", "s32", "s32", "s32", "s32", "INT32"),
+    "int64": ("b64", "s64", "s64", "s64", "s64", "INT64"),
+    "uint8": ("b32", "u32", "u32", "u8", "u8", "UINT8"),
+    "uint16": ("b32", "u32", "u32", "u16", "u16", "UINT16"),
+    "uint32": ("b32", "u32", "u32", "u32", "u32", "UINT32"),
+    "uint64": ("b64", "u64", "u64", "u64", "u64", "UINT64"),
+    "float16": ("b16", "f16", "b16", "b16", "f16", "FLOAT16"),
+    "bfloat16": ("b16", "bf16", "b16", "b16", "bf16", "BFLOAT16"),
+    "float32": ("f32", "f32", "f32", "f32", "f32", "FLOAT32"),
+    "float64": ("f64", "f64", "f64", "f64", "f64", "FLOAT64"),
+    "float8_e4m3fn": ("b32", None, "b32", "u8", "e4m3", "UINT8"),
+    "float8_e5m2": ("b32", None, "b32", "u8", "e5m2", "UINT8"),
+    "float4_e2m1fn": ("b32", None, "b32", None, "e2m1", None),
+    "handle": ("b64", "u64", "b64", "u64", None, None),   # a pointer: address arithmetic is u64
     # not a tensor dtype (dtype() does not parse it): the byte of two float4_e2m1fn that PTX's
     # e2m1x2 conversions read and write, which must be a .b8 register (ptxas 13.0: "Arguments
     # mismatch for instruction 'cvt'" for a .b16 or .b32 one); see E2M1X2 below
-    "float4_e2m1fn_x2": ("b8", None, "b8", "b8"),
+    "float4_e2m1fn_x2": ("b8", None, "b8", "b8", "e2m1x2", None),
 }
 
 # register class -> (register name prefix, .reg type)
@@ -184,3 +197,13 @@ ALL_SCALARS = tuple(k for k in _SCALARS if k != "handle")
 # first element in the low nibble as in memory): an instruction operand of the tile-math
 # casts only, never a tensor's or a Python value's dtype.
 E2M1X2 = DType("float4_e2m1fn_x2", "storage", 8)
+
+
+@lru_cache(maxsize=None)
+def tensor_map_bytes(data_type: str) -> int | None:
+    """Bytes of one element of a tensor map's CUtensorMapDataType (by name, the `tmap`
+    column), None when no dtype has it."""
+    for name, row in _PTX.items():
+        if row[5] == data_type:
+            return _parse(name).storage_bits // 8
+    return None

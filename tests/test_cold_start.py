@@ -1,8 +1,8 @@
 """Cold start.  `import ptxgen` and a first build of a kernel without tile ops stay off numpy,
-jinja2 (forms on disk), cuda-bindings, the runtime, the primitives and the pools; those load
-on first use, and the names that bring them in still work.  A tile copy's build loads the
-primitives but still not numpy.  First-use shortcuts of the build
-(forms compiled on their 4th use, the arch parsed without a regex) give the same results."""
+jinja2 (forms from the shipped table), cuda-bindings, the runtime, the primitives and the
+pools; those load on first use, and the names that bring them in still work.  A tile copy's
+build loads the primitives but still not numpy.  The arch is parsed without a regex, with
+the same results."""
 import json
 import os
 import subprocess
@@ -33,8 +33,6 @@ def affine(o: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), a: pg.f
 out["trace"] = loaded()
 affine.ptx("sm_90a")
 out["build"] = loaded()
-from ptxgen.target import forms
-out["cache file read"] = forms._disk.file is not None
 out["dir"] = all(n in dir(pg) for n in ("tile", "ptx", "SMEMPool", "TMEMPool"))
 tile = pg.tile
 out["tile"] = callable(tile.warp.copy) and callable(pg.ptx.mbarrier.init)
@@ -61,22 +59,9 @@ def run_child(tmp_path):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def seed_is_current() -> bool:
-    from ptxgen.target import forms
-
-    try:
-        with open(forms.SEED, "rb") as f:
-            return forms.decode(forms.cache_key(), f.read()) is not None
-    except OSError:
-        return False
-
-
 def test_import_and_a_plain_build_load_nothing_heavy(tmp_path):
-    first = run_child(tmp_path)             # an empty cache: forms from the seed, or jinja2
-    if seed_is_current():                   # the seed (read on import) has every form
-        assert first["build"] == [] and not first["cache file read"]
-        assert not os.listdir(tmp_path)     # and nothing was written
     out = run_child(tmp_path)
+    assert not os.listdir(tmp_path)     # a build writes nothing to the cache directory
     assert out["import"] == [] and out["trace"] == [] and out["build"] == []
     # a dataclass compiles its generated methods on every import (~0.3-1 ms a class, 9 ms of
     # a 30 ms import when the IR's records were dataclasses): none on the import path
@@ -95,21 +80,6 @@ def test_unknown_attribute_is_an_attribute_error():
     assert pg.SMEMPool is pg.__getattr__("SMEMPool")
 
 
-def test_a_form_is_compiled_on_its_fourth_use_with_the_same_text():
-    from ptxgen.target.forms import _COMPILE_AFTER, Form
-
-    f = Form("ld.global.v2.f32 {{{d}, {a}}}, [{p}];")
-    want = "ld.global.v2.f32 {%f1, %f2}, [%rd3];"
-    texts = []
-    for i in range(2 * _COMPILE_AFTER):
-        assert (f.format.__name__ == "<lambda>") == (i >= _COMPILE_AFTER)
-        if i % 2:
-            texts.append(f.format("%f1", "%f2", "%rd3"))                   # positional
-        else:
-            texts.append(f.format(d="%f1", a="%f2", p="%rd3", unused=0))   # extras ignored
-    assert set(texts) == {want}
-
-
 def test_parse_target_without_a_regex_reads_every_known_arch():
     import re
 
@@ -126,81 +96,3 @@ def test_parse_target_without_a_regex_reads_every_known_arch():
         except ArchError:
             continue
         raise AssertionError(bad)
-
-
-# ---- the shipped form seed -------------------------------------------------------------------
-def _build_smem_demo():
-    import ptxgen as pg
-
-    @pg.kernel(grid=(1,), block=(128,))
-    def smem_demo(A: pg.Tensor((128,), "float32"), B: pg.Tensor((128,), "float32")):
-        tx = pg.thread_id(128)
-        sm = pg.alloc_shared((128,), "float32")
-        sm[tx] = A[tx]
-        pg.cta_sync()
-        B[tx] = sm[tx] * 2.0
-    return smem_demo.ptx("sm_90a")
-
-
-def test_an_empty_cache_takes_forms_from_a_seed_of_its_key(tmp_path, monkeypatch):
-    from ptxgen.target import forms
-
-    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "rendered"))
-    forms._clear_memory()
-    want = _build_smem_demo()                       # rendered (or seeded): the reference
-    texts = dict(forms._disk.texts)
-    seed = tmp_path / "seed.txt"
-    seed.write_bytes(forms.encode(forms.cache_key(), texts))
-    monkeypatch.setattr(forms, "SEED", str(seed))
-    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "empty"))
-
-    def no_jinja():
-        raise AssertionError("rendered although the seed has the text")
-    monkeypatch.setattr(forms, "_macros", no_jinja)
-    monkeypatch.setattr(forms, "module_template", no_jinja)
-    forms._clear_memory()
-    assert _build_smem_demo() == want
-    forms.flush()
-    assert not os.path.exists(tmp_path / "empty")     # nothing to write: the seed has them
-    forms._clear_memory()
-
-
-def test_a_seed_of_another_key_or_damaged_is_ignored(tmp_path, monkeypatch):
-    from ptxgen.target import forms
-
-    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "a"))
-    forms._clear_memory()
-    want = _build_smem_demo()
-    texts = {k: "bad {x.y}" for k in forms._disk.texts}          # fails the placeholder check
-    for data in (forms.encode("0" * 128, dict(forms._disk.texts)),
-                 forms.encode(forms.cache_key(), texts), b"garbage"):
-        seed = tmp_path / "seed.txt"
-        seed.write_bytes(data)
-        monkeypatch.setattr(forms, "SEED", str(seed))
-        monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / str(len(data))))
-        forms._clear_memory()
-        assert _build_smem_demo() == want
-    forms._clear_memory()
-
-
-def test_the_shipped_seed_matches_the_templates():
-    """Every text of ptxgen/target/forms_seed.txt is what the templates render now; a seed
-    made for other templates (scripts/forms_seed.py not run since) is ignored by design."""
-    import ast
-
-    from ptxgen.target import forms
-
-    with open(forms.SEED, "rb") as f:
-        texts = forms.decode(forms.cache_key(), f.read())
-    if texts is None:
-        import pytest
-
-        pytest.skip("the seed was made for other templates: run scripts/forms_seed.py")
-    assert texts
-    for key, text in texts.items():
-        name, *rest = ast.literal_eval(key)
-        if name == "<module>":
-            assert forms._render_module_format(rest[0]) == text, key
-        else:
-            args, attrs = rest
-            assert str(getattr(forms._macros(), name)(*args, **dict(attrs))).strip() == text, key

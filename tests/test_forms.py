@@ -1,7 +1,8 @@
 """Instruction forms (templates/isa.ptx.j2 through ptxgen.target.forms): the exact text of
-each form family, every library instruction records its form, and the disk cache of
-rendered forms (stale / corrupt / tampered entries, template changes, unwritable
-directories, a fresh process without jinja)."""
+each form family, every library instruction records its form, and the shipped table of
+rendered forms (ptxgen/target/forms_table.py): what the templates render, what
+scripts/forms_seed.py writes, enough for a fresh process to build without jinja, and a form
+it lacks is rendered."""
 import os
 import subprocess
 import sys
@@ -90,66 +91,6 @@ def test_opcode_text(name, args, kw, text):
 ])
 def test_full_form_text(name, args, fields, text):
     assert form(name, *args).format(**fields) == text
-
-
-def _seed_texts():
-    with open(forms.SEED, "rb") as f:
-        texts = forms.decode(forms.cache_key(), f.read())
-    if texts is None:
-        pytest.skip("the seed was made for other templates: run scripts/forms_seed.py")
-    return list(texts.values()) + ["{d}{a}", "x {{{d}}} y", "ret;", "{a} {a}}}{{ {b}",
-                                   "\\n 'q' \"{d}\""]
-
-
-def test_a_compiled_form_is_the_eval_of_its_own_text():
-    """_compiled reuses one code object per shape with the literals swapped in: the same
-    function (instructions and the constants they load, parameters) as an eval of the text's
-    own lambda (which shares equal literals in one constant slot), and the same text as
-    str.format, for every form of the seed."""
-    import dis
-
-    def ops(f):
-        c = f.__code__
-        return [(i.opname, i.argval) for i in dis.get_instructions(c)], c.co_varnames, \
-            c.co_argcount, c.co_flags & 0xffff   # not the __future__ flags of the caller
-
-    for text in _seed_texts():
-        fields = forms._fields(text)
-        got = forms._compiled(text, fields)
-        want = eval(f'lambda {"".join(f + ", " for f in fields)}**_: f{text!r}')
-        assert ops(got) == ops(want), text
-        operands = {f: f"<{i}>" for i, f in enumerate(fields)}
-        assert got(**operands, unused=1) == text.format(**operands), text
-    assert len(forms._SHAPES) < len(_seed_texts()) // 3
-
-
-def test_the_shipped_shapes_cover_the_seed():
-    """form_shapes.py (written with the seed) holds the code of every shape of the seed's
-    forms, as an eval of its lambda compiles it: no form of the seed is compiled at run time."""
-    import dis
-
-    from ptxgen.target import form_shapes
-
-    def ops(c):
-        return [(i.opname, i.argval) for i in dis.get_instructions(c)], c.co_varnames
-    for key, code in form_shapes.SHAPES.items():
-        assert ops(code) == ops(eval(forms.shape_source(*key)).__code__), key
-    for key, text in forms._disk.prime().items():
-        if not key.startswith("('<module>'"):
-            fields = forms._fields(text)
-            assert (forms._shape(text)[0], "".join(f + ", " for f in fields)) in \
-                form_shapes.SHAPES, text
-
-
-def test_plain_is_fields_over_many_texts():
-    """_plain(texts) (the seed's check on import) accepts exactly what _fields accepts."""
-    good = _seed_texts()
-    assert forms._plain(good)
-    for bad in ("{x.y}", "{0}", "{if}", "{_}", "{d!r}", "{d:>4}", "{d", "d}", "{}", "{a[0]}",
-                "{ d}"):
-        with pytest.raises(ValueError):
-            forms._fields(bad)
-        assert not forms._plain([bad]) and not forms._plain(good[:5] + [bad] + good[5:]), bad
 
 
 def test_debug_trap_block_text():
@@ -283,7 +224,7 @@ def test_every_library_instr_records_its_form(monkeypatch):
         except (ArchError, pg.PtxgenError):
             pass
     assert built > 30
-    macros = forms._macros()
+    macros = forms.macros()
     missing = sorted({op for op, f in seen if f is None and op not in user})
     assert missing == [], f"library instructions without a form: {missing}"
     assert all(hasattr(macros, f) for _, f in seen if f is not None)
@@ -298,129 +239,52 @@ def test_every_library_instr_records_its_form(monkeypatch):
                     "tcgen05_cp", "mma_sync"}
 
 
-# ---------------------------------------------------------------- the disk cache
-@pytest.fixture
-def fresh_forms(monkeypatch, tmp_path):
-    """Forms with an empty memory cache and the disk cache in tmp_path/cache, and no seed
-    (its texts would come before the file's)."""
-    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("PTXGEN_DISK_CACHE", raising=False)
-    monkeypatch.setattr(forms, "SEED", str(tmp_path / "no-seed.txt"))
-    forms._clear_memory()
-    yield tmp_path / "cache"
-    monkeypatch.undo()
-    forms.templates_path.cache_clear()
-    forms.environment.cache_clear()
-    forms._macros.cache_clear()
-    forms.module_template.cache_clear()
-    forms._clear_memory()
+# ---------------------------------------------------------------- the shipped table
+def test_the_table_is_what_the_templates_render():
+    assert len(forms.FORMS) > 100
+    for key, text in forms.FORMS.items():
+        if key[0] == "<module>":
+            assert forms.render_module_format(key[1]) == text, key
+        else:
+            name, args, attrs = key
+            assert forms.render_form(name, args, dict(attrs)) == text, key
 
 
-def _cache_file(d):
-    files = sorted(d.glob("forms-*.txt"))
-    assert len(files) == 1, files
-    return files[0]
+def test_regenerating_the_table_gives_the_same_module():
+    """scripts/forms_seed.py --check rebuilds every kernel it covers with an empty table and
+    compares the module it would write with the shipped one (stale after a template edit)."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "forms_seed.py"),
+                        "--check"], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
 
 
-def _render_some():
-    return (opcode("tcgen05_ld", "32x32b", 4),
-            form("ld", "global", "u32").format(d="%r1", a="%rd1"), forms._module_format(False))
-
-
-def test_disk_cache_round_trip(fresh_forms):
-    first = _render_some()
-    assert forms.flush()
-    path = _cache_file(fresh_forms)
-    assert forms.cache_key()[:32] in path.name
-    forms._clear_memory()
-    calls = []
-    real = forms._macros
-    forms._macros = lambda: calls.append(1) or real()
+def test_a_form_the_table_lacks_is_rendered(monkeypatch):
+    key = ("ld", ("global", "u32", 4, ".nc"), ())
+    want = forms.render_form(key[0], key[1], {})
+    monkeypatch.setitem(forms.FORMS, key, "stale text")
+    forms.form.cache_clear()
+    forms.opcode.cache_clear()
     try:
-        assert _render_some() == first
+        assert forms.form("ld", "global", "u32", 4, ".nc") == "stale text"     # the table comes first
+        monkeypatch.delitem(forms.FORMS, key)
+        forms.form.cache_clear()
+        assert forms.form("ld", "global", "u32", 4, ".nc") == want == "ld.global.nc.v4.u32 {d}, [{a}];"
     finally:
-        forms._macros = real
-    assert calls == []          # every text came from the file, no render
-    assert not forms.flush()    # nothing new to write
+        monkeypatch.undo()
+        forms.form.cache_clear()
+        forms.opcode.cache_clear()
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "other key", "bad sha",
-                                    "tampered entry", "keyword field"])
-def test_corrupt_or_stale_cache_is_ignored_and_rebuilt(fresh_forms, damage):
-    first = _render_some()
-    forms.flush()
-    path = _cache_file(fresh_forms)
-    data = path.read_bytes()
-    key = forms.cache_key()
-    texts = forms.decode(key, data)
-    assert texts is not None and forms.encode(key, texts) == data
-    if damage == "garbage":
-        data = b"\x00not a cache file"
-    elif damage == "truncated":
-        data = data[:len(data) // 2]
-    elif damage == "other key":
-        data = forms.encode("0" * 64, texts)
-    elif damage == "bad sha":
-        data = data.replace(b"x4", b"x8")
-    else:   # well-formed files whose entry would smuggle an expression into a form's f-string
-        entry = next(k for k in texts if "'ld'" in k)   # or not compile as a lambda
-        texts[entry] = ("ld.global.u32 {__import__('os').getpid()}, [{a}];"
-                        if damage == "tampered entry" else "ld.global.u32 {if}, [{_}];")
-        data = forms.encode(key, texts)
-    assert data != path.read_bytes()
-    path.write_bytes(data)
-    forms._clear_memory()
-    assert _render_some() == first
-    forms.flush()
-    forms._clear_memory()
-    texts = forms._disk.load()          # the file is whole again
-    assert any("tcgen05_ld" in k for k in texts)
-    assert not any("__import__" in v or "{if}" in v for v in texts.values())
-
-
-def test_templates_change_gives_a_new_key(fresh_forms, tmp_path, monkeypatch):
-    before = forms.cache_key()
-    tdir = tmp_path / "templates"
-    tdir.mkdir()
-    for n in ("isa.ptx.j2", "module.ptx.j2"):
-        (tdir / n).write_text((forms.templates_dir() / n).read_text())
-    with open(tdir / "isa.ptx.j2", "a") as f:
-        f.write('\n{% macro probe_form() -%}\nprobe.form\n{%- endmacro %}\n')
-    monkeypatch.setattr(forms, "templates_path", lambda: str(tdir))
-    forms.environment.cache_clear()
-    forms._macros.cache_clear()
-    forms._clear_memory()
-    assert forms.cache_key() != before
-    assert opcode("probe_form") == "probe.form"
-    forms.flush()
-    assert len(list(fresh_forms.glob("forms-*.txt"))) == 1
-    (tdir / "isa.ptx.j2").write_text((tdir / "isa.ptx.j2").read_text().replace("probe.form",
-                                                                               "probe.changed"))
-    forms.environment.cache_clear()
-    forms._macros.cache_clear()
-    forms._clear_memory()
-    assert opcode("probe_form") == "probe.changed"     # not the stale text of the old key
-    forms.flush()
-    assert len(list(fresh_forms.glob("forms-*.txt"))) == 2
-
-
-@pytest.mark.parametrize("how", ["dir is a file", "disabled"])
-def test_unwritable_or_disabled_cache_still_works(fresh_forms, tmp_path, monkeypatch, how):
-    if how == "disabled":
-        monkeypatch.setenv("PTXGEN_DISK_CACHE", "0")
-    else:
-        (tmp_path / "blocker").write_text("")
-        monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "blocker" / "cache"))
-    forms._clear_memory()
-    assert opcode("tcgen05_wait", "ld") == "tcgen05.wait::ld.sync.aligned"
-
-    @pg.kernel(grid=(1,), block=(32,))
-    def k(A: pg.Tensor((32,), "float32")):
-        tx = pg.thread_id(32)
-        A[tx] = A[tx] + 1.0
-
-    assert "add.rn.f32 %f2, %f1, 0f3F800000;" in k.ptx("sm_90a")
-    assert not forms.flush()
+def test_a_module_format_the_table_lacks_is_rendered(monkeypatch):
+    want = forms.module_format(False)
+    monkeypatch.delitem(forms.FORMS, ("<module>", False))
+    forms.module_format.cache_clear()
+    try:
+        assert forms.module_format(False) == want
+        assert "{{" in want and "{body}" in want and "{tail}" not in want
+    finally:
+        monkeypatch.undo()
+        forms.module_format.cache_clear()
 
 
 # ---------------------------------------------------------------- fresh processes
@@ -428,10 +292,9 @@ _CHILD = r"""
 import sys
 import ptxgen as pg
 assert "jinja2" not in sys.modules, "import ptxgen imported jinja2"
-if sys.argv[1:] == ["no-seed"]:     # the shipped seed (read on import) has these texts
+if sys.argv[1:] == ["no-table"]:    # every form rendered by jinja
     from ptxgen.target import forms
-    forms.SEED = "/nonexistent/forms_seed.txt"
-    forms._clear_memory()
+    forms.FORMS.clear()
 
 @pg.kernel(grid=(1,), block=(128,))
 def k(A: pg.Tensor((128,), "float32"), B: pg.Tensor((128,), "float32")):
@@ -447,16 +310,16 @@ print(text)
 """
 
 
-def test_fresh_process_needs_no_jinja_once_cached(tmp_path):
+def test_fresh_process_builds_from_the_table_without_jinja(tmp_path):
     env = dict(os.environ, PTXGEN_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
-    env.pop("PTXGEN_DISK_CACHE", None)
-    runs = [subprocess.run([sys.executable, "-c", _CHILD, "no-seed"], env=env,
-                           capture_output=True, text=True, check=True).stdout.split("\n", 1)
-            for _ in range(2)]
-    (cold_jinja, cold_ptx), (warm_jinja, warm_ptx) = runs
-    assert cold_jinja == "True"            # the empty cache was filled by rendering
-    assert warm_jinja == "False"           # ... and read back without jinja
-    assert warm_ptx == cold_ptx
+    runs = [subprocess.run([sys.executable, "-c", _CHILD, *arg], env=env, capture_output=True,
+                           text=True, check=True).stdout.split("\n", 1)
+            for arg in ((), ("no-table",))]
+    (table_jinja, table_ptx), (rendered_jinja, rendered_ptx) = runs
+    assert table_jinja == "False"          # every form of the kernel is in the table
+    assert rendered_jinja == "True"        # ... and without it jinja renders the same text
+    assert table_ptx == rendered_ptx
+    assert not os.listdir(tmp_path)        # a build writes no cache of forms
 
 
 def test_import_ptxgen_leaves_jinja_out():

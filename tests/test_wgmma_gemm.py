@@ -422,7 +422,10 @@ def test_register_accumulator_needs_the_warpgroup_scope():
 
 @pytest.mark.parametrize("arch,alt", [
     ("sm_90", "sm_90 without the 'a' suffix has no wgmma"),
-    ("sm_80", "below sm_90a use mma.sync (pg.tile.warp.gemm)"),
+    ("sm_80", "on other targets use mma.sync (pg.tile.warp.gemm)"),
+    ("sm_120a", "on other targets use mma.sync (pg.tile.warp.gemm)"),
+    ("sm_100", "on sm_100a accumulate in tensor memory (TMEMPool(...).alloc((128, N), "
+               "'float32')) for tcgen05.mma"),
     ("sm_100a", "on sm_100a accumulate in tensor memory (TMEMPool(...).alloc((128, N), "
                 "'float32')) for tcgen05.mma"),
 ])

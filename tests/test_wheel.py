@@ -24,7 +24,7 @@ def test_wheel_installs_and_dumps(tmp_path):
 
     names = zipfile.ZipFile(wheels[0]).namelist()
     assert "ptxgen/templates/isa.ptx.j2" in names and "ptxgen/templates/module.ptx.j2" in names
-    assert "ptxgen/target/forms_seed.txt" in names
+    assert "ptxgen/target/forms_table.py" in names
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)

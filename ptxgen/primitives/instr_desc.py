@@ -140,9 +140,9 @@ def decode_instr_desc(value: int, kind) -> dict:
     return out
 
 
-# wgmma's operand type names, a fact of their own (tf32/e4m3/e5m2 exist only in MMA spellings)
-_WGMMA_PTX = {"float16": "f16", "bfloat16": "bf16", _TF32: "tf32", "float32": "f32",
-              "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+def _spell(name: str) -> str:
+    """wgmma's operand type: the dtype's PTX spelling, or tf32 (float32 read as tf32)."""
+    return name if name == _TF32 else _dtype(name).ptx.spell
 
 
 # N step of the dense wgmma shapes per operand kind (PTX ISA 9.7.15.5 shape table: every
@@ -181,4 +181,4 @@ def wgmma_shape(*, N: int, dtype, M: int = 64, d_dtype="float32", b_dtype=None, 
     if ta and a_in_regs:
         raise PtxgenError("wgmma A from registers cannot be MN-major (rule: no imm-trans-a form)")
     k = K_BITS // _dtype("float32" if a == _TF32 else a).bits
-    return f"m64n{N}k{k}", f"{_WGMMA_PTX[d]}.{_WGMMA_PTX[a]}.{_WGMMA_PTX[b]}"
+    return f"m64n{N}k{k}", f"{_spell(d)}.{_spell(a)}.{_spell(b)}"

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import math
 
+from ..dtypes import tensor_map_bytes
 from ..errors import LaunchError
+from ..layout import MMA_SWIZZLES
 
-SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
-_ELEM = {"UINT8": 1, "UINT16": 2, "FLOAT16": 2, "BFLOAT16": 2, "UINT32": 4, "INT32": 4,
-         "FLOAT32": 4, "UINT64": 8, "INT64": 8, "FLOAT64": 8}
+# the span of a swizzled row per TMA swizzle mode (0: none), read from the one swizzle table:
+# its CuTe Swizzle<B, 4, 3> family (128B_base32B is tcgen05's descriptor only)
+SWIZZLE_BYTES = {n: s.row_bytes if s.cute_b else 0 for n, s in MMA_SWIZZLES.items()
+                 if s.cute_b is not None}
 _CACHE_MAX = 256
 
 
@@ -34,7 +37,7 @@ def encode_args(spec, ptr: int, symbols: dict, kernel: str = "") -> dict:
     """The arguments of cuTensorMapEncodeTiled for `spec` over a tensor at `ptr` (enums by
     name, sizes innermost first), or a LaunchError that names the rule and the fix."""
     who = f"kernel '{kernel}': " if kernel else ""
-    eb = _ELEM.get(spec.data_type)
+    eb = tensor_map_bytes(spec.data_type)
     if eb is None:
         raise LaunchError(f"{who}{spec.describe()}: unknown tensor-map data type {spec.data_type}")
     rank = len(spec.box)

@@ -172,6 +172,13 @@ def check_opcode(opcode: str, target: Target, *, feature: str | None = None,
     return need_ptx
 
 
+def arch_specific(target: Target) -> Target:
+    """The arch-specific ('a') target of the same SM where the table has one (sm_100 ->
+    sm_100a), else `target`: what a build for the same GPU could use, for naming the fix."""
+    arch = f"sm_{target.sm}a"
+    return parse_target(arch) if arch in MIN_PTX else target
+
+
 def has_opcode(opcode: str, target: Target) -> bool:
     """Whether `target` has `opcode` by its gate: for choosing between two lowerings."""
     return _has_opcode(opcode, target.arch)

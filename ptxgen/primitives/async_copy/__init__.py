@@ -22,6 +22,7 @@ import pkgutil
 from dataclasses import dataclass
 
 from ...errors import ArchError
+from ...target import has_opcode
 from ..call import Call
 from ..copy import CopyCall
 from ..registry import tile_op
@@ -112,7 +113,7 @@ class CopyAsyncCall(CopyCall):
 def require_cp_async(call, what="copy_async"):
     """Every async op needs sm_80 (cp.async); TMA and bulk copies say sm_90 themselves."""
     target = call.target
-    if target.sm < 80:
+    if not has_opcode("cp.async", target):
         raise ArchError(f"{what} needs sm_80 or newer (cp.async, the oldest asynchronous copy); "
                         f"the target is {target.arch}: use pg.tile.*.copy")
 

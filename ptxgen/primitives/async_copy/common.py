@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Barrier, Buffer, Const, Instr, Load, Mem, SpecialReg
+from ...target import has_opcode
 from ...target.forms import opcode
 from ..copy.common import base_alignment_ok, element_address, flat_pointer
 from ..tcgen05.common import guarded  # noqa: F401  (the elected thread: the scope's thread 0)
@@ -20,7 +21,7 @@ _U64 = _dtype("uint64")
 
 
 def needs_sm90(call, what: str) -> tuple[bool, str]:
-    if call.target.sm >= 90:
+    if has_opcode("cp.async.bulk", call.target):
         return True, ""
     return False, (f"{what} needs sm_90 or newer; the target is {call.target.arch} (the "
                    f"cp_async variant copies global -> shared from sm_80)")

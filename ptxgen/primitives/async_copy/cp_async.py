@@ -14,6 +14,7 @@ scope would arrive once per thread, so it takes the groups instead.
 from __future__ import annotations
 
 from ...ir import Const, Instr, Mem
+from ...target import has_opcode
 from ...target.forms import opcode
 from ..copy.vec_auto import emit_plan, plan_memory_copy
 from ..registry import register
@@ -37,7 +38,7 @@ def _cache(call, bits):
 
 
 def _cp_async_ok(call):
-    if call.target.sm < 80:
+    if not has_opcode("cp.async", call.target):
         return False, f"cp.async needs sm_80 or newer; the target is {call.target.arch}"
     rec = call.record
     if not call.load:

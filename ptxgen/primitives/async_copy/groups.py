@@ -13,6 +13,7 @@ stores then carries no cp.async ones).
 from __future__ import annotations
 
 from ...ir import Const, Instr
+from ...target import has_opcode
 from ...target.forms import opcode
 from ..registry import register
 from .common import guarded, scope_sync
@@ -21,9 +22,10 @@ from .common import guarded, scope_sync
 def _groups_ok(call):
     if call.scope.name == "cluster":
         return False, "copy groups are per thread: call it in the scope that issued the copies"
-    if call.record.kind == "bulk" and call.target.sm < 90:
+    bulk_ok = has_opcode("cp.async.bulk.commit_group", call.target)
+    if call.record.kind == "bulk" and not bulk_ok:
         return False, f"bulk groups need sm_90 or newer; the target is {call.target.arch}"
-    bulk = " and the elected thread's bulk groups" if call.target.sm >= 90 else ""
+    bulk = " and the elected thread's bulk groups" if bulk_ok else ""
     return True, f"cp.async groups of every thread{bulk}"
 
 
@@ -33,7 +35,7 @@ def emit_commit(call):
     kind = call.record.kind
     out = [] if kind == "bulk" else [Instr(opcode("cp_async_commit_group"), (),
                                            form="cp_async_commit_group")]
-    if call.target.sm >= 90 and kind != "cp_async":
+    if has_opcode("cp.async.bulk.commit_group", call.target) and kind != "cp_async":
         out += guarded(call.scope, [Instr(opcode("cp_async_bulk_commit_group"), (),
                                           form="cp_async_bulk_commit_group")])
     return out
@@ -46,7 +48,7 @@ def emit_wait(call):
     n = Const(rec.pending)
     out = [] if rec.kind == "bulk" else [Instr(opcode("cp_async_wait_group"), (n,),
                                                form="cp_async_wait_group")]
-    if call.target.sm >= 90 and rec.kind != "cp_async":
+    if has_opcode("cp.async.bulk.wait_group", call.target) and rec.kind != "cp_async":
         out += guarded(call.scope, [Instr(opcode("cp_async_bulk_wait_group", rec.read), (n,),
                                           form="cp_async_bulk_wait_group")])
     if rec.sync:

@@ -20,20 +20,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...dtypes import ALL_SCALARS, tensor_map_bytes
+from ...dtypes import dtype as _dtype
 from ...errors import LayoutError, PtxgenError
 from ...ir import INT32, BufferRegion, Cast, Const, Expr, Var, as_expr
+from ...layout import MMA_SWIZZLES
 from ...printer import format_expr
 
 MAX_BOX = 256
-MODE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
-REPEAT = {"none": 16, "32B": 256, "64B": 512, "128B": 1024}
+# TMA's swizzle modes, read from the one table: the CuTe Swizzle<B, 4, 3> family (the span
+# of a swizzled row, 0 for none; where the pattern repeats)
+MODE_BYTES = {n: s.row_bytes if s.cute_b else 0 for n, s in MMA_SWIZZLES.items()
+              if s.cute_b is not None}
+REPEAT = {n: MMA_SWIZZLES[n].repeat_bytes for n in MODE_BYTES}
 # dtype name -> CUtensorMapDataType name (the runtime looks the enum up by name)
-DATA_TYPES = {
-    "uint8": "UINT8", "int8": "UINT8", "bool": "UINT8", "float8_e4m3fn": "UINT8",
-    "float8_e5m2": "UINT8", "uint16": "UINT16", "int16": "UINT16", "float16": "FLOAT16",
-    "bfloat16": "BFLOAT16", "uint32": "UINT32", "int32": "INT32", "float32": "FLOAT32",
-    "uint64": "UINT64", "int64": "INT64", "float64": "FLOAT64",
-}
+DATA_TYPES = {n: _dtype(n).ptx.tmap for n in ALL_SCALARS if _dtype(n).ptx.tmap}
 # element types TMA's reduce-add takes (cp.reduce.async.bulk.tensor .add)
 REDUCE_ADD = ("float16", "bfloat16", "float32", "int32", "uint32", "uint64")
 
@@ -57,8 +58,7 @@ class TensorMapSpec:
 
     @property
     def elem_bytes(self) -> int:
-        return {"UINT8": 1, "UINT16": 2, "FLOAT16": 2, "BFLOAT16": 2}.get(self.data_type, 0) \
-            or (8 if "64" in self.data_type else 4)
+        return tensor_map_bytes(self.data_type)
 
     @property
     def box_bytes(self) -> int:

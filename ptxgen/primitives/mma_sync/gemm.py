@@ -168,7 +168,7 @@ def plan_sync(c, a, b, shape: str, fragments=True):
         if t is None:
             return None, why
         tables[which] = t
-    code = opcode("mma_sync", shape, want_c, ta.name, tb.name, want_c)
+    code = opcode("mma_sync", shape, tc.ptx.spell, ta.ptx.spell, tb.ptx.spell, tc.ptx.spell)
     return SyncPlan(shape, code, (M // im, N // in_, K // ik), tables["A"], tables["B"],
                     tables["C"]), ""
 

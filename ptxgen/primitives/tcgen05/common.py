@@ -7,7 +7,8 @@ a kernel cannot forget them:
   * a tcgen05.ld/st whose effect another thread relies on after a later synchronization is
     completed (`tcgen05.wait::ld/st`) and followed by `tcgen05.fence::before_thread_sync`;
   * tcgen05.commit's mbarrier arrive carries an implicit before_thread_sync: nothing to add.
-`FENCES` records this per op; pass `fence=False` to a primitive to leave them out.
+The primitives emit these fences themselves (`fence=False` leaves them out) and
+`check_fences` lints PTX text against the same rules.
 """
 from __future__ import annotations
 
@@ -21,15 +22,6 @@ from ...ir import (Buffer, BufferPtr, BufferRegion, Const, Expr, If, Instr, Load
 from ...printer import format_expr
 
 _U32 = _dtype("uint32")
-
-# op -> (fence::after_thread_sync before it, wait + fence::before_thread_sync after it)
-FENCES = {
-    "gemm_async": (True, False),
-    "tmem_copy": (True, False),
-    "tmem_load": (True, True),
-    "tmem_store": (True, True),
-    "mma_commit": (False, False),      # the commit's arrive is an implicit before_thread_sync
-}
 
 
 @dataclass(eq=False)

@@ -26,14 +26,16 @@ from ...dtypes import E2M1X2, dtype
 from ...errors import TraceError
 from ...ir import BinOp, BOOL, Cast, Const, Expr, VecOperand, int_range
 from .compute import Emit, convert, truth
-from .ops import F16, F32, F64, PTX_FLOAT, ROUNDINGS
+from .ops import F16, F32, F64, ROUNDINGS
 
 U32, U16 = dtype("uint32"), dtype("uint16")
-FP8 = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+FP8 = ("float8_e4m3fn", "float8_e5m2")
 FP4 = "float4_e2m1fn"
-# the PTX type of two elements of each narrow float, as its cvt forms name it
-X2 = {"float8_e4m3fn": "e4m3x2", "float8_e5m2": "e5m2x2", FP4: "e2m1x2"}
-_FT = PTX_FLOAT
+
+
+def pair_type(dt) -> str:
+    """The PTX type of two elements of a narrow float, as its cvt forms name it (e4m3x2)."""
+    return dtype(dt).ptx.spell + "x2"
 
 
 def _kind(dt) -> str:
@@ -45,7 +47,7 @@ def _kind(dt) -> str:
         return "fp8"
     if dt.name == FP4:
         return "fp4"
-    if dt.name in _FT:
+    if dt.is_float:
         return "float"
     return "other"
 
@@ -75,7 +77,7 @@ def check_cast(src, dst, rounding, saturate, scope) -> None:
     if d in ("fp8", "fp4"):
         if rounding not in (None, "rn"):
             raise TraceError(f"cast {pair}: PTX converts to {dst} with round-to-nearest-even "
-                             f"only (cvt.rn.satfinite.{X2[dst.name]}.f32); drop "
+                             f"only (cvt.rn.satfinite.{pair_type(dst)}.f32); drop "
                              f"rounding={rounding!r}")
         if saturate is False:
             raise TraceError(f"cast {pair}: PTX's {'float8' if d == 'fp8' else 'float4'} "
@@ -131,15 +133,15 @@ def cast_value(E: Emit, x: Expr, src, dst, rounding=None, saturate=None) -> Expr
     # narrowing float -> float, or int -> float
     direct = _direct_form(src, dst, saturate)
     if direct:
-        return E.op("convert", (_FT[dst.name], _src_type(src), rnd, bool(saturate)), dst, x)
+        return E.op("convert", (dst.ptx.spell, _src_type(src), rnd, bool(saturate)), dst, x)
     f = _to_f32(E, x, src, rnd, odd=(rnd == "rn"))
     if dst is F32:
         return f
-    return E.op("convert", (_FT[dst.name], "f32", rnd, bool(saturate)), dst, f)
+    return E.op("convert", (dst.ptx.spell, "f32", rnd, bool(saturate)), dst, f)
 
 
 def _src_type(dt) -> str:
-    return _FT[dt.name] if dt.is_float else _ityp(dt)
+    return dt.ptx.spell if dt.is_float else _ityp(dt)
 
 
 def _direct_form(src, dst, saturate) -> bool:
@@ -185,7 +187,7 @@ def _float_to_int(E: Emit, x, src, dst, rnd) -> Expr:
     if src is not F32 and src is not F64:
         x, src = Cast(x, F32), F32
     wide = dtype(("int" if dst.kind == "int" else "uint") + ("64" if dst.bits == 64 else "32"))
-    r = E.op("convert", (_ityp(wide), _FT[src.name], rnd + "i"), wide, x)
+    r = E.op("convert", (_ityp(wide), src.ptx.spell, rnd + "i"), wide, x)
     if dst.bits >= 32:
         return r
     lo, hi = int_range(dst)
@@ -199,7 +201,7 @@ def _float_to_int(E: Emit, x, src, dst, rnd) -> Expr:
 def _fp8_to_f16(E: Emit, x, src) -> Expr:
     """cvt.rn.f16x2.e4m3x2 on the byte in a b16 register; the low half is the value."""
     h = E.op("convert", ("u16", "u32"), F16, x)
-    both = E.op("convert", ("f16x2", FP8[src.name] + "x2", "rn"), U32, h)
+    both = E.op("convert", ("f16x2", pair_type(src), "rn"), U32, h)
     lo, hi = E.tmp(F16), E.tmp(F16)
     E.instr("mov", ("b32",), (VecOperand((lo, hi)), both))
     return lo
@@ -207,7 +209,7 @@ def _fp8_to_f16(E: Emit, x, src) -> Expr:
 
 def _to_fp8(E: Emit, f, dst) -> Expr:
     """cvt.rn.satfinite.e4m3x2.f32 with 0.0 as the upper value; the low byte is the value."""
-    h = E.op("convert", (FP8[dst.name] + "x2", "f32", "rn", True), F16, Const(0.0, F32), f)
+    h = E.op("convert", (pair_type(dst), "f32", "rn", True), F16, Const(0.0, F32), f)
     return E.op("convert", ("u32", "u16"), dst, h)
 
 

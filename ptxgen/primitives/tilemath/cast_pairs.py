@@ -29,7 +29,7 @@ from ...dtypes import dtype
 from ...ir import Const
 from ...target import has_opcode
 from ..copy.reg import reg_ref
-from .cast import FP4, FP8, X2, cast_value, f32_of
+from .cast import FP4, FP8, cast_value, f32_of, pair_type
 from .compute import Emit, convert, unpair
 from .moves import frame, load, load_units, store, store_units, unit_dtype
 from .ops import BF16, F16, F32
@@ -46,7 +46,7 @@ class PairForm:
 
     @property
     def ptx(self) -> str:
-        return X2[self.narrow] if self.narrow else self.name.split(".")[0]
+        return pair_type(self.narrow) if self.narrow else self.name.split(".")[0]
 
 
 FORMS: list = []
@@ -75,7 +75,7 @@ def _sixteen(dt):
         rnd = call.record.rounding
         if rnd not in (None, "rn"):
             return False, f"cvt.{rnd}.*x2 is not used; packed casts round to nearest"
-        if call.target.sm < 80:
+        if not has_opcode(f"cvt.rn.{pair_type(dt)}.f32", call.target):
             return False, f"cvt.rn.{{f16x2,bf16x2}}.f32 need sm_80; the target is {call.target}"
         return True, ""
     return check
@@ -83,7 +83,7 @@ def _sixteen(dt):
 
 def _narrow(name, into: bool):
     """The pair form converting f32 pairs into `name` (into) or `name` pairs to f16x2."""
-    op = f"cvt.rn.satfinite.{X2[name]}.f32" if into else f"cvt.rn.f16x2.{X2[name]}"
+    op = f"cvt.rn.satfinite.{pair_type(name)}.f32" if into else f"cvt.rn.f16x2.{pair_type(name)}"
 
     def check(call, has_from):
         src, dst = _types(call)
@@ -98,9 +98,9 @@ def _narrow(name, into: bool):
 pair_form("f16x2.f32", "to")(_sixteen(F16))
 pair_form("bf16x2.f32", "to")(_sixteen(BF16))
 for _n in (*FP8, FP4):
-    pair_form(f"{X2[_n]}.f32", "to", _n)(_narrow(_n, into=True))
+    pair_form(f"{pair_type(_n)}.f32", "to", _n)(_narrow(_n, into=True))
 for _n in (*FP8, FP4):
-    pair_form(f"f16x2.{X2[_n]}", "from", _n)(_narrow(_n, into=False))
+    pair_form(f"f16x2.{pair_type(_n)}", "from", _n)(_narrow(_n, into=False))
 
 
 @dataclass(frozen=True)

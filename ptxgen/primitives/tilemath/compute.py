@@ -13,11 +13,10 @@ from ...dtypes import dtype
 from ...ir import (Alloc, BinOp, Buffer, BOOL, Cast, Const, Expr, Instr, Load, Select, Store,
                    VecOperand)
 from ...target.forms import opcode
-from .ops import BF16, F16, F32, F64, PTX_FLOAT
+from .ops import BF16, F16, F32, F64
 
 U32 = dtype("uint32")
 LOG2E = 1.4426950408889634       # rounded to float32 when used (0f3FB8AA3B)
-_FT = PTX_FLOAT
 
 
 class Emit:
@@ -98,7 +97,7 @@ def scalar(E: Emit, op: str, ct, args: list, ftz: bool = False) -> Expr:
             a, b, c = (convert(x, ct) for x in args)
             return BinOp("add", BinOp("mul", a, b, ct), c, ct)
         a, b, c = (convert(x, ct) for x in args)
-        return E.op("farith", ("fma", _FT[ct.name]), ct, a, b, c)
+        return E.op("farith", ("fma", ct.ptx.arith), ct, a, b, c)
     if op == "select":
         c, a, b = args
         cond = truth(E, c)

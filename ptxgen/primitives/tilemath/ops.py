@@ -26,8 +26,6 @@ REDUCTIONS = ("sum", "max", "min")
 ROUNDINGS = ("rn", "rz", "rm", "rp")
 
 F16, BF16, F32, F64 = (dtype(n) for n in ("float16", "bfloat16", "float32", "float64"))
-# the PTX type of each float dtype's arithmetic (until dtypes.py holds the dtype -> PTX table)
-PTX_FLOAT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 BOOL, U8 = dtype("bool"), dtype("uint8")
 
 

@@ -29,6 +29,7 @@ from functools import cached_property
 
 from ...errors import PtxgenError
 from ...ir import BufferRegion
+from ...target import has_opcode
 from ..call import Call
 from ..copy.common import Leaf, Side, analyze_side, refine
 from ..copy.reg import check_reg_side, thread_map, tmap_stride
@@ -240,7 +241,7 @@ def _redux_ok(call):
     st, dt = call.structure, call.record.acc
     if not (dt.is_int and dt.bits == 32):
         return False, f"redux.sync reduces 32-bit integers; the accumulator is {dt}"
-    if call.target.sm < 80:
+    if not has_opcode("redux.sync", call.target):
         return False, f"redux.sync needs sm_80; the target is {call.target}"
     if math.prod(l.extent for l in st.lanes) != 32:
         return False, "redux.sync reduces whole warps; the reduced lanes are fewer than 32"

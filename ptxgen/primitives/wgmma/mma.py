@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ...dtypes import dtype as _dtype
 from ...errors import ArchError, LayoutError, PtxgenError
 from ...ir import Alloc, Buffer, BufferRegion, Const, Instr, VecOperand
-from ...target import check_opcode
+from ...target import arch_specific, check_opcode, has_opcode
 from ...target.table import gate_for
 from ...target.forms import opcode
 from .. import instr_desc as idesc
@@ -71,10 +71,12 @@ class WgmmaRecord:
         try:
             check_opcode("wgmma.mma_async", target)
         except ArchError as e:
+            same_gpu = arch_specific(target)
             alt = ("on sm_100a accumulate in tensor memory (TMEMPool(...).alloc((128, N), "
-                   "'float32')) for tcgen05.mma" if target.sm >= 100 else
-                   "sm_90 without the 'a' suffix has no wgmma" if target.sm == 90 else
-                   "below sm_90a use mma.sync (pg.tile.warp.gemm)")
+                   "'float32')) for tcgen05.mma" if has_opcode("tcgen05.mma", same_gpu) else
+                   "sm_90 without the 'a' suffix has no wgmma"
+                   if has_opcode("wgmma.mma_async", same_gpu) else
+                   "on other targets use mma.sync (pg.tile.warp.gemm)")
             raise ArchError(f"{e} (gemm_async into a register accumulator is wgmma, which "
                             f"exists only on sm_90a: build for sm_90a; {alt})") from None
 
