@@ -187,7 +187,10 @@ class Kernel:
 
     def compile(self, arch: str = "sm_90a"):
         """Assemble offline with nvJitLink; no GPU needed."""
-        return _launch_plan().compile_built(self.built(arch), arch, self.resources)
+        res = _launch_plan().compile_built(self.built(arch), arch)
+        res.resources = dict(self.resources, registers=res.registers,
+                             spill_bytes=res.spill_bytes)
+        return res
 
     @property
     def params(self):

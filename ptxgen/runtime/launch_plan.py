@@ -56,12 +56,9 @@ def expected_strides(b):
     return tuple(out)
 
 
-def compile_built(built, arch: str, resources: dict):
-    """Assemble a kernel's build offline (nvJitLink): its CompileResult, whose ``resources``
-    are the kernel's shared/tensor memory with ptxas's registers and spills added."""
-    res = compile_ptx(built.text, arch, name=built.entry, line_origin=built.origin)
-    res.resources = dict(resources, registers=res.registers, spill_bytes=res.spill_bytes)
-    return res
+def compile_built(built, arch: str):
+    """Assemble a kernel's build offline (nvJitLink), its PTX errors pointing at the IR."""
+    return compile_ptx(built.text, arch, name=built.entry, line_origin=built.origin)
 
 
 class LaunchPlan:
