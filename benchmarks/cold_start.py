@@ -82,8 +82,6 @@ if use_gpu:
     new = {m.split(".")[0] if not m.startswith(("cuda.", "ptxgen.")) else ".".join(m.split(".")[:2])
            for m in set(sys.modules) - before}
     info["imported_by_first_launch"] = sorted(new)
-    from ptxgen.runtime import driver as _driver
-    info["driver_binding"] = _driver.backend()
     t = time.perf_counter()
     affine(out, x, 3.0)
     torch.cuda.synchronize()
@@ -109,19 +107,8 @@ print(json.dumps({"parts": parts, "info": info}))
 '''
 
 
-# What `from cuda.bindings import driver` costs a process that has imported torch (the
-# largest part of a warm first launch while ptxgen used it; now PTXGEN_DRIVER=bindings),
-# and what ptxgen's own ctypes binding costs instead, each timed alone in a process of its own.
-CTYPES_IMPORT = r'''
-import sys, time
-import torch
-t = time.perf_counter()
-from ptxgen.runtime import libcuda
-t1 = time.perf_counter()
-libcuda.load()
-t2 = time.perf_counter()
-print((t1 - t) * 1e3, (t2 - t1) * 1e3)
-'''
+# What `from cuda.bindings import driver` costs a process that has imported torch (part of
+# every first launch), timed alone in a process of its own.
 CUDA_IMPORT = r'''
 import sys, time
 import torch
@@ -193,9 +180,7 @@ def main() -> None:
             for _ in range(a.runs):
                 p = subprocess.run([sys.executable, "-c", CUDA_IMPORT], capture_output=True,
                                    text=True, env=env, check=True)
-                q = subprocess.run([sys.executable, "-c", CTYPES_IMPORT], capture_output=True,
-                                   text=True, env=env, check=True)
-                cuda_import.append(tuple(map(float, p.stdout.split() + q.stdout.split())))
+                cuda_import.append(tuple(map(float, p.stdout.split())))
 
     where = f"{info['device']} ({info['arch']}), torch {info['torch']}" if ok else \
         f"CPU only ({why}): PTX for {info['arch']}, compiled offline"
@@ -214,16 +199,13 @@ def main() -> None:
     mods = info["cuda_modules_after_import"]
     print(f"  cuda.* modules loaded by `import ptxgen`: {mods or 'none'}")
     if ok:
-        print(f"  imported by the first launch (warm cache; driver binding "
-              f"{info['driver_binding']}): {', '.join(info['imported_by_first_launch'])}")
+        print(f"  imported by the first launch (warm cache): "
+              f"{', '.join(info['imported_by_first_launch'])}")
         pf = statistics.median(c[0] for c in cuda_import)
         dr = statistics.median(c[1] for c in cuda_import)
-        ci = statistics.median(c[2] for c in cuda_import)
-        co = statistics.median(c[3] for c in cuda_import)
-        print(f"  driver bindings, timed alone after `import torch` (median of {a.runs} "
-              f"processes): ptxgen's ctypes one (the default): import {ci:.2f} ms + opening "
-              f"libcuda {co:.2f} ms; cuda-bindings (PTXGEN_DRIVER=bindings): import "
-              f"cuda.pathfinder {pf:.1f} ms, then cuda.bindings.driver {dr:.1f} ms")
+        print(f"  cuda-bindings, timed alone after `import torch` (median of {a.runs} "
+              f"processes): import cuda.pathfinder {pf:.1f} ms, then cuda.bindings.driver "
+              f"{dr:.1f} ms")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"where": where, "ms": results, "stats": stats}, f, indent=1)

@@ -1,5 +1,7 @@
 """A stand-in for ``cuda.bindings.driver`` with several devices, for launch tests on a machine
 without a GPU (and for timing the Python side of a launch with the driver's cost taken out).
+Each call returns ``(CUresult, *outputs)`` as cuda-bindings' do; the enums and structs that
+need no driver (tensor maps, launch configs) are cuda-bindings' own.
 
 It keeps what the checks under test depend on: a current context per thread (set / push /
 pop), modules and functions that belong to the context they were loaded in (a launch of a
@@ -17,7 +19,7 @@ import threading
 from collections import Counter
 from types import SimpleNamespace
 
-from ptxgen.runtime import libcuda as _libcuda
+from cuda.bindings import driver as _bindings
 
 _ATTR = SimpleNamespace(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="cc_major",
                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="cc_minor",
@@ -41,8 +43,8 @@ class FakeDriver:
     CUdevice_attribute = _ATTR
     CUfunction_attribute = _FATTR
     CUpointer_attribute = _PATTR
-    # types and enums that need no driver: the ctypes binding's (tensor maps, cluster launches)
-    L = _libcuda
+    # types and enums that need no driver: cuda-bindings' (tensor maps, cluster launches)
+    L = _bindings
     CUtensorMapDataType, CUtensorMapInterleave = L.CUtensorMapDataType, L.CUtensorMapInterleave
     CUtensorMapSwizzle, CUtensorMapL2promotion = L.CUtensorMapSwizzle, L.CUtensorMapL2promotion
     CUtensorMapFloatOOBfill, cuuint64_t, cuuint32_t = L.CUtensorMapFloatOOBfill, L.cuuint64_t, \
@@ -214,14 +216,13 @@ class FakeDriver:
                              params),)
 
     def cuLaunchKernelEx(self, c, f, params, extra):
-        """c: a CUlaunchConfig of the ctypes binding; its cluster shape, if any, is noted."""
+        """c: a CUlaunchConfig; its cluster shape, if any, is noted."""
         if c.numAttrs:
-            dim = c._attrs[0].value.clusterDim
+            dim = c.attrs[0].value.clusterDim
             self.cluster_launches.append((dim.x, dim.y, dim.z))
-        stream = c.hStream or 0
         return (self._record("cuLaunchKernelEx", f, c.gridDimX, c.gridDimY, c.gridDimZ,
                              c.blockDimX, c.blockDimY, c.blockDimZ, c.sharedMemBytes,
-                             _value(stream), _value(params)),)
+                             int(c.hStream), params),)
 
     def _record(self, api, f, gx, gy, gz, bx, by, bz, smem, stream, params):
         """One launch as the driver would take it: a Launch recorded, or a refusal (400)."""
@@ -245,26 +246,6 @@ class FakeDriver:
 
     def cuGetErrorString(self, e):
         return (0, b"described")
-
-
-def _value(p) -> int:
-    """A pointer argument's address (a ctypes pointer object, an int or None)."""
-    return getattr(p, "value", p) or 0
-
-
-class FakeRawDriver(FakeDriver):
-    """The stand-in with the ctypes binding's bare launches: ``launch_kernel_raw`` (pointer
-    objects for stream and kernelParams, ``pointer_arg``'s) and ``launch_kernel_ex_raw`` (a
-    ``launch_config_arg`` config), each returning the CUresult as an int."""
-    pointer_arg = staticmethod(_libcuda.pointer_arg)
-    launch_config_arg = staticmethod(_libcuda.launch_config_arg)
-
-    def launch_kernel_raw(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        return self._record("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, smem,
-                            _value(stream), _value(params))
-
-    def launch_kernel_ex_raw(self, config, f, params, extra):
-        return self.cuLaunchKernelEx(config._obj, f, _value(params), extra)[0]   # a byref
 
 
 def install(monkeypatch, fake: FakeDriver) -> FakeDriver:

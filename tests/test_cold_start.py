@@ -96,3 +96,24 @@ def test_parse_target_without_a_regex_reads_every_known_arch():
         except ArchError:
             continue
         raise AssertionError(bad)
+
+
+def test_the_builder_reaches_the_runtime_through_one_lazy_hook():
+    """Compiling and launching are the runtime's (runtime/launch_plan.py): the builder imports
+    it in one place, kernel._launch_plan, which the first compile or launch calls."""
+    import ast
+
+    found = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "ptxgen", "builder"))):
+        if not name.endswith(".py"):
+            continue
+        tree = ast.parse(open(os.path.join(ROOT, "ptxgen", "builder", name)).read())
+        scopes = [(tree, "<module>")] + [(f, f.name) for f in ast.walk(tree)
+                                         if isinstance(f, ast.FunctionDef)]
+        for scope, where in scopes:
+            for node in ast.walk(scope):
+                if isinstance(node, ast.ImportFrom) and "runtime" in \
+                        (node.module or "").split(".")[:1] + [a.name for a in node.names]:
+                    found.append((name, where))
+    # ast.walk of the module also reaches the function's import: both scopes name it
+    assert sorted(set(found)) == [("kernel.py", "<module>"), ("kernel.py", "_launch_plan")]

@@ -208,7 +208,7 @@ def test_call_without_options_after_unload_fails_cleanly(fake):
     fake.cuCtxSetCurrent(fake.ctx_of(0))
     k(x, y, 1.0)
     k(x, y, 1.0)
-    launcher = next(iter(k._launchers.values()))
+    launcher = next(iter(k._plan.launchers.values()))
     launcher.module.unload()
     with pytest.raises(CudaError, match="was unloaded"):
         k(x, y, 1.0)

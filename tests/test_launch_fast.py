@@ -15,17 +15,14 @@ from hypothesis import given, settings, strategies as st
 import ptxgen as pg
 from ptxgen.errors import LaunchError
 from ptxgen.runtime import clear_memory_cache
-from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeRawDriver, FakeTorchTensor, install, \
+from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
     install_fake_torch, register_torch_dtypes, scale_kernel
 
-@pytest.fixture(params=["bindings", "ctypes"])
-def fake(request, tmp_path, monkeypatch):
-    """Both bindings' launches: cuda-bindings' (cuLaunchKernel with ints) and the ctypes
-    one's bare calls (the fast path's cuLaunchKernelEx with a config per stream)."""
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
     clear_memory_cache()
-    cls = FakeDriver if request.param == "bindings" else FakeRawDriver
-    f = install(monkeypatch, cls(archs=((9, 0), (9, 0))))
+    f = install(monkeypatch, FakeDriver(archs=((9, 0), (9, 0))))
     register_torch_dtypes(monkeypatch)
     f.torch_stream = {0: 0, 1: 0}
     install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: f.torch_stream[dev])
@@ -54,12 +51,11 @@ def test_the_fast_path_takes_over_after_the_first_launch(fake):
     k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     k(x, y, 2.0)
-    assert k._fast and k._fast.__name__ == "launch_own_fast" and 0 in k._fast_targets
+    assert k._plan.fast and k._plan.fast.__name__ == "launch_own_fast" and 0 in k._plan.fast_targets
     before = fake.calls.copy()
     for _ in range(5):
-        assert k._fast((x, y, 2.0)) is True
-    launch = "cuLaunchKernelEx" if isinstance(fake, FakeRawDriver) else "cuLaunchKernel"
-    assert dict(fake.calls - before) == {launch: 5}
+        assert k._plan.fast((x, y, 2.0)) is True
+    assert dict(fake.calls - before) == {"cuLaunchKernel": 5}
     want = x.data_ptr().to_bytes(8, "little") + y.data_ptr().to_bytes(8, "little") + \
         np.float32(2.0).tobytes()
     assert fake.launches[-1].params == want and fake.launches[-1].grid == (2, 1, 1)
@@ -71,7 +67,7 @@ def test_each_device_launches_on_its_own(fake):
     a, b = (T(fake, 0), T(fake, 0)), (T(fake, 1), T(fake, 1))
     k(*a, 1.0)
     k(*b, 1.0)
-    assert set(k._fast_targets) == {0, 1} and all(k._fast_targets.values())
+    assert set(k._plan.fast_targets) == {0, 1} and all(k._plan.fast_targets.values())
     for _ in range(3):
         assert record(fake, k, *b, 3.0)[0::5] == (1, s1)
         assert record(fake, k, *a, 3.0)[0::5] == (0, 0)
@@ -84,9 +80,9 @@ def test_what_the_fast_path_declines_the_general_path_does(fake):
     k = scale_kernel()
     x, y = T(fake, 0), T(fake, 0)
     k(x, y, 1.0)
-    f = k._fast
+    f = k._plan.fast
     calls = []
-    k._fast = lambda args: calls.append(args) or f(args)
+    k._plan.fast = lambda args: calls.append(args) or f(args)
     assert record(fake, k, x, y, 1.0, grid=(4,))[2] == (4, 1, 1)
     assert record(fake, k, x, y, s=1.0)[0] == 0
     assert record(fake, k, x.data_ptr(), y.data_ptr(), 1.0, N=256)[0] == 0
@@ -120,9 +116,8 @@ def test_fast_and_general_paths_agree(fake):
     x0 = T(fake, 0)
     fast_k(x0, x0, 1.0)
     plain_k(x0, x0, 1.0)
-    assert fast_k._fast
-    plain_k._fast = None                     # the general path only
-    plain_k._offer_fast = lambda dev, launcher: None
+    assert fast_k._plan.fast
+    plain_k._plan.fast = False               # the general path only
 
     @settings(max_examples=300, deadline=None)
     @given(data=st.data())
@@ -173,9 +168,9 @@ def test_unload_forgets_the_targets(fake):
     x = T(fake, 0)
     k(x, x, 1.0)
     k.unload()
-    assert k._fast_targets == {} and k._fast((x, x, 1.0)) is False
+    assert k._plan.fast_targets == {} and k._plan.fast((x, x, 1.0)) is False
     assert record(fake, k, x, x, 1.0)[0] == 0            # loaded again, and fast again
-    assert k._fast_targets[0]
+    assert k._plan.fast_targets[0]
 
 
 def test_a_new_stream_gets_its_own_launch(fake):
@@ -186,7 +181,7 @@ def test_a_new_stream_gets_its_own_launch(fake):
     for stream in (0, s, 0, s):
         fake.torch_stream[0] = stream
         assert record(fake, k, x, y, 1.0)[5] == stream
-    assert k._fast((x, y, 1.0)) is True
+    assert k._plan.fast((x, y, 1.0)) is True
 
 
 def test_a_refused_fast_launch_runs_in_its_own_context(fake):
@@ -202,16 +197,15 @@ def test_a_refused_fast_launch_runs_in_its_own_context(fake):
     assert record(fake, k, x, y, 2.0)[0] == 1 and fake.current == fake.ctx_of(0)
     assert record(fake, k, x, y, 2.0)[0] == 1 and fake.current == fake.ctx_of(0)
     got = fake.calls - before
-    fast = "cuLaunchKernelEx" if isinstance(fake, FakeRawDriver) else "cuLaunchKernel"
-    refused = {fast: 1}                    # the fast launch, refused once, then ours twice
-    assert got - Counter(refused) == Counter({"cuLaunchKernel": 2, "cuCtxGetCurrent": 4,
-                                              "cuCtxPushCurrent": 2, "cuCtxPopCurrent": 2})
+    # the fast launch, refused once, then ours twice
+    assert got == Counter({"cuLaunchKernel": 3, "cuCtxGetCurrent": 4,
+                           "cuCtxPushCurrent": 2, "cuCtxPopCurrent": 2})
 
 
 def test_a_cluster_kernels_fast_launch_keeps_its_cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
     clear_memory_cache()
-    fake = install(monkeypatch, FakeRawDriver(archs=((9, 0),)))
+    fake = install(monkeypatch, FakeDriver(archs=((9, 0),)))
     register_torch_dtypes(monkeypatch)
     install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: 0)
     N = pg.var("N")
@@ -222,6 +216,6 @@ def test_a_cluster_kernels_fast_launch_keeps_its_cluster(tmp_path, monkeypatch):
 
     x = T(fake, 0)
     pair(x)                                          # the general path's cluster launch
-    assert pair._fast((x,)) is True
+    assert pair._plan.fast((x,)) is True
     assert fake.cluster_launches == [(2, 1, 1)] * 2 and fake.launches[-1].grid == (4, 1, 1)
     assert fake.calls["cuLaunchKernelEx"] == 2

@@ -65,7 +65,7 @@ def test_one_kernel_runs_on_the_device_of_its_tensors(monkeypatch, order):
         k(T(fake, dev), T(fake, dev), 2.0)
     assert [l.device for l in fake.launches] == list(order)
     assert fake.calls["cuModuleLoadData"] == 2         # one module per device, on first use
-    assert sorted(k._launchers) == [0, 1]
+    assert sorted(k._plan.launchers) == [0, 1]
     assert list(k._ptx_cache) == [("sm_90a", False)]   # same arch: one build
     # none was current: device 0's context is left current (the CUDA runtime's default
     # device), device 1's never is (torch's current device must not move to it)
@@ -370,7 +370,7 @@ def test_kernel_uses_the_specialized_bind_for_torch(monkeypatch):
     k = scale_kernel()
     x = T(fake, 1)
     k(x, x, 1.0)
-    assert k._bind.__name__ == "bind_fast" and fake.launches[-1].device == 1
+    assert k._plan.bind.__name__ == "bind_fast" and fake.launches[-1].device == 1
     assert launch_error(k, x, T(fake, 0), 1.0).startswith("kernel 'scale': argument 'x' is on")
 
 

@@ -2,17 +2,17 @@
 
 The build pipeline (passes, emit) is imported with this module, not by the first build:
 every kernel is built, and importing it there made a first `k.ptx()` cost tens of times a
-later one.  The runtime (and with it the CUDA bindings) is imported by the first compile or
-launch: building PTX needs neither."""
+later one.  Compiling and launching are the runtime's (``runtime.launch_plan``), imported by
+the first compile, ``params`` or launch through ``_launch_plan``: building PTX needs neither
+the runtime nor the CUDA bindings."""
 from __future__ import annotations
 
 import operator
-import sys
 from _thread import RLock
 
 from ..dtypes import dtype as _dtype
 from ..emit.codegen import Codegen
-from ..errors import PtxgenError, TraceError
+from ..errors import LaunchError, PtxgenError, TraceError
 from ..ir import PLAIN_INT, Param, PrimFunc, Var
 from ..passes import prepare
 from ..target import parse_target
@@ -38,11 +38,7 @@ class Kernel:
         self.name = name or fn.__name__
         self._ptx_cache: dict = {}
         self._lock = RLock()      # _thread's: threading.RLock is a Python-level wrapper
-        self._launchers: dict = {}   # device (-2 - device with debug_bounds) -> Launcher
-        self._bind = self._binder = None
-        self._fast = None            # the generated launch for torch tensors, no options
-        self._fast_targets: dict = {}   # device -> its Launcher's own_target, once it suits
-        self._fast_key = None        # the dims and dynamic smem the fast launch was made for
+        self._plan = None            # runtime.launch_plan.LaunchPlan, made by the first launch
         # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
         # the body then may not fix gridDim with cta_id(n)
         self._grid_fn = grid if callable(grid) else None
@@ -191,143 +187,39 @@ class Kernel:
 
     def compile(self, arch: str = "sm_90a"):
         """Assemble offline with nvJitLink; no GPU needed."""
-        from ..runtime import compile_ptx
-
-        b = self.built(arch)
-        res = compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
+        res = _launch_plan().compile_built(self.built(arch), arch)
         res.resources = dict(self.resources, registers=res.registers,
                              spill_bytes=res.spill_bytes)
         return res
 
     @property
     def params(self):
-        from ..runtime import ParamSpec
-
-        out = []
-        for p in self.ir.params:
-            if p.kind == "tmap":          # built per launch, never bound (see _tensor_maps)
-                continue
-            if p.kind == "tensor":
-                b = p.buffer
-                shape = tuple(s.name if isinstance(s, Var) else s for s in b.shape)
-                out.append(ParamSpec(p.name, "tensor", b.dtype.name, ".u64", shape,
-                                     _expected_strides(b), b.align))
-            else:
-                out.append(ParamSpec(p.name, p.kind, p.var.dtype.name, "." + p.var.dtype.ptx.param))
-        return out
+        """The runtime's ParamSpecs of the parameters a launch binds."""
+        return _launch_plan().param_specs(self.ir)
 
     def __call__(self, *args, **kw):
         """``k(*args, grid=None, block=None, stream=None, dynamic_smem_bytes=None, **symbols)``:
         launch on the device of the tensor arguments (all on one; raw pointers: the current
         device), in torch's current stream there unless ``stream`` is given.  The first launch
         on a device builds for its arch (once per arch) and loads a module there.  A call with
-        no keywords takes the generated fast launch once there is one (``_offer_fast``)."""
+        no keywords takes the generated fast launch once there is one (``LaunchPlan.fast``)."""
+        plan = self._plan or self._make_plan()
         if not kw:
-            fast = self._fast
+            fast = plan.fast
             if fast and not _DEBUG["bounds"] and fast(args):
                 return
-        self._call(args, kw)
+        plan.call(args, kw, _DEBUG["bounds"])
 
-    def _call(self, args, kw):
-        """The general launch: every option, every argument kind, every error."""
-        grid, block = kw.pop("grid", None), kw.pop("block", None)
-        stream, dynamic_smem_bytes = kw.pop("stream", None), kw.pop("dynamic_smem_bytes", None)
-        values, user, dev = (self._bind or self._make_binder())(args, kw)
-        if dev < 0:
-            dev = _RUNTIME.current_device()
-        key = dev if not _DEBUG["bounds"] else -2 - dev    # debug-bounds builds: keys < 0
-        if block is None and grid is None:
-            launcher = self._launchers.get(key) or self._launcher_for(dev, key)
-            if stream is None and dynamic_smem_bytes is None and self._grid_fn is None:
-                launcher.launch_own(values, user)       # constant dims: resolved once
-                if key >= 0 and dev not in self._fast_targets:
-                    self._offer_fast(dev, launcher)
-            else:
-                launcher.launch(values, user, self._grid_fn or self.ir.grid, self.ir.block,
-                                stream, dynamic_smem_bytes)
-            return
-        self._check_launch_dims(grid, block)
-        launcher = self._launchers.get(key) or self._launcher_for(dev, key)
-        launcher.launch(values, user, (self._grid_fn or self.ir.grid) if grid is None else grid,
-                        self.ir.block if block is None else block, stream, dynamic_smem_bytes)
-
-    def _offer_fast(self, dev: int, launcher):
-        """After a launch with no options on ``dev``: the generated fast launch
-        (runtime.own_launch_path) takes that device's launches from now on if its Launcher
-        has constant dims, packs no tensor maps and shares the dims and dynamic shared memory
-        of the first such device (a device that does not is recorded as None: the general
-        path).  Generated on the first such device, for the tensor type the binder's checks
-        were specialized for (torch's); without those checks the device is recorded as None."""
-        spec = self._binder.specialized_for
-        if spec is None or self._bind == self._binder.bind_device:
-            self._fast_targets[dev] = None       # no torch checks: the general path, asked once
-            return
-        rt = _runtime()
-        own = (launcher._own_dims, launcher.dynamic_smem_bytes)
+    def _make_plan(self):
         with self._lock:
-            if self._fast is None and own[0] is not None and not launcher._builders:
-                self._fast = rt.own_launch_path(self._binder, self._fast_targets, *own, *spec,
-                                                self.name) or False
-                self._fast_key = own
-            ok = self._fast and own == self._fast_key and not launcher._builders
-            self._fast_targets[dev] = rt.own_target(launcher, self._fast) if ok else None
-
-    def _make_binder(self):
-        """One Binder for every device: checks do not depend on where the kernel runs.  With
-        torch imported, its bind is the one generated for torch tensors of this signature."""
-        rt = _runtime()
-        with self._lock:
-            if self._binder is None:
-                self._binder = rt.Binder(self.params, name=self.name,
-                                         resolve=rt.driver.pointer_device)
-            if self._bind is None or self._bind == self._binder.bind_device:
-                self._bind = self._binder.specialize_for_torch() or self._binder.bind_device
-        return self._bind
-
-    def _launcher_for(self, dev: int, key: int):
-        """Build (per arch), assemble (memory/disk cubin cache: a second process loads the
-        cached cubin without any JIT) and load (per device) on the first launch there."""
-        rt = _runtime()
-        with self._lock:
-            launcher = self._launchers.get(key)
-            if launcher is None:
-                arch = rt.device_arch(dev)
-                b = self.built(arch)
-                res = rt.compile_ptx(b.text, arch, name=b.entry, line_origin=b.origin)
-                # nvJitLink compiles relocatable code, which drops whole-program instructions
-                # (setmaxnreg): such a kernel is JIT-compiled from its PTX by the driver
-                code = {"ptx": b.text} if b.codegen.whole_program else {"cubin": res.cubin}
-                mod = rt.Module.load(**code, name=b.entry, line_origin=b.origin, device=dev)
-                f = self.ir        # the arena/pool size is fixed when tracing
-                specs, builders = self._tensor_maps(b)
-                launcher = rt.Launcher(
-                    mod.function(b.entry), self.params + specs, name=self.name,
-                    binder=self._binder,
-                    dynamic_smem_bytes=max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0),
-                    min_dynamic_smem_bytes=f.dynamic_smem_bytes, param_builders=builders,
-                    cluster=self.cluster, grid=self._grid_fn or f.grid, block=f.block)
-                launcher.module = mod
-                self._launchers[key] = launcher
-        if self._bind == self._binder.bind_device and "torch" in sys.modules:
-            self._make_binder()      # torch was imported after the first launch
-        return launcher
-
-    def _tensor_maps(self, built):
-        """(ParamSpecs, per-launch builders) of the tensor-map parameters; a map the build
-        for this arch does not use (no TMA copy chose it) packs zeros."""
-        from ..runtime.tensormap import TensorMapBuilder
-
-        used = built.codegen.func.attrs.get("tensor_maps_used", ())
-        specs, builders = [], []
-        for p in self.ir.params:
-            if p.kind == "tmap":
-                specs.append(_runtime().ParamSpec(p.name, "tmap", "uint8", ".b8", (128,)))
-                builders.append(TensorMapBuilder(p.spec, self.params, kernel=self.name,
-                                                 used=p.var.uid in used))
-        return specs, builders
+            if self._plan is None:
+                self._plan = _launch_plan().LaunchPlan(
+                    self.name, self.ir, self.built, grid_fn=self._grid_fn, cluster=self.cluster,
+                    check_dims=self._check_launch_dims)
+        return self._plan
 
     def _check_launch_dims(self, grid, block):
-        from ..errors import LaunchError
+        """Refuse launch dims other than the traced ones where the body relied on them."""
 
         for what, given, traced, declared in (("block", block, self.ir.block, self._declared[0]),
                                               ("grid", grid, self.ir.grid, self._declared[1])):
@@ -342,10 +234,9 @@ class Kernel:
                         f"scopes); launched with {dims[k]}")
 
     def unload(self):
-        self._fast_targets.clear()
-        for l in self._launchers.values():
-            l.module.unload()
-        self._launchers.clear()
+        """Unload this kernel's modules (a later launch loads them again)."""
+        if self._plan is not None:
+            self._plan.unload()
 
     def __repr__(self):
         return f"<pg.Kernel {self.name}>"
@@ -362,39 +253,16 @@ def _ints(x):
         return x
 
 
-def _expected_strides(b):
-    """The element strides a launch must pass for buffer ``b``: row-major unless a layout
-    says otherwise (then a constant tuple, computed once here rather than per launch)."""
-    from ..runtime.args import ROW_MAJOR
-
-    if b.layout is None:
-        return ROW_MAJOR
-    lay, shape = b.layout, b.shape
-    if not all(isinstance(s, int) for s in shape):
-        return None
-    zero = [0] * len(shape)
-    base = lay.apply(*zero, shape=shape)["m"]
-    out = []
-    for d in range(len(shape)):
-        if shape[d] == 1:
-            out.append(None)
-            continue
-        c = list(zero)
-        c[d] = 1
-        out.append(lay.apply(*c, shape=shape)["m"] - base)
-    return tuple(out)
+_PLAN = []
 
 
-_RUNTIME = None
-
-
-def _runtime():
-    """ptxgen.runtime, imported by the first launch rather than by `import ptxgen`."""
-    global _RUNTIME
-    if _RUNTIME is None:
-        from .. import runtime
-        _RUNTIME = runtime
-    return _RUNTIME
+def _launch_plan():
+    """ptxgen.runtime.launch_plan, imported by the first compile or launch rather than by
+    `import ptxgen`: the one place the builder reaches the runtime."""
+    if not _PLAN:
+        from ..runtime import launch_plan
+        _PLAN.append(launch_plan)
+    return _PLAN[0]
 
 
 class _Built:

@@ -1,14 +1,12 @@
 """Runtime: PTX -> cubin (nvJitLink, offline), module loading, checked launches, caches.
 
-``compile_ptx`` needs no GPU.  ``Module``/``Launcher`` use the CUDA driver through ptxgen's
-ctypes binding of libcuda (``libcuda.py``; cuda-bindings with PTXGEN_DRIVER=bindings, see
-``driver.py``), in the device's primary context so that torch and cupy interoperate.  Nothing
-here loads the driver until a launch needs it; nvJitLink (a compile the disk cache does not
-have) goes through ptxgen's ctypes binding of it (``nvjitlink.py``; cuda-bindings with
-PTXGEN_NVJITLINK=bindings, see ``compile.py``), so neither imports cuda-bindings by default.
+``compile_ptx`` needs no GPU.  ``Module``/``Launcher`` use the CUDA driver in the device's
+primary context, so that torch and cupy interoperate.  Both go through cuda-bindings
+(``cuda.bindings.nvjitlink``, ``cuda.bindings.driver``), imported by the first compile or
+launch that needs it, never by ``import ptxgen``.  ``launch_plan`` is what a ``pg.Kernel``
+calls to be launched (binder, per-device launchers, the generated fast launch).
 Environment: PTXGEN_CACHE_DIR, PTXGEN_DISK_CACHE=0, PTXGEN_DUMP_DIR, PTXGEN_JIT_ISOLATE=1,
-PTXGEN_MEMORY_CACHE_SIZE (cubins kept in memory, default 128), PTXGEN_DRIVER (ctypes |
-bindings), PTXGEN_NVJITLINK (ctypes | bindings).
+PTXGEN_MEMORY_CACHE_SIZE (cubins kept in memory, default 128).
 """
 from .args import Binder, ParamPacker, ParamSpec
 from .cache import reset_stats, stats

@@ -11,11 +11,8 @@ A first launch whose cubin is on disk runs little of this: the log is parsed (an
 compiled) when a figure is first read, which a launch never does, and what only JIT, errors
 or isolation need (subprocess, tempfile, hashlib) is imported there.
 
-nvJitLink is called through ``runtime/nvjitlink.py`` (ctypes) by default, whose import and
-library lookup cost far less than ``cuda.bindings.nvjitlink`` with ``cuda.pathfinder`` (that
-module says how much); ``PTXGEN_NVJITLINK=bindings`` selects cuda-bindings, which is also used
-when the ctypes binding finds no library or one that lacks an entry point (``backend_note``
-says why).  Both have cuda-bindings' calling convention, so ``_nvjitlink`` is one code path.
+nvJitLink is cuda-bindings' ``cuda.bindings.nvjitlink``, imported by the first compile that
+needs it (``cuda.pathfinder`` finds the library of the ``nvidia-nvjitlink`` wheel).
 """
 from __future__ import annotations
 
@@ -209,41 +206,19 @@ def compile_error(ptx: str, arch: str, log: str, *, name: str, line_origin=None,
 
 
 # ---- nvJitLink -----------------------------------------------------------------------------
-BACKENDS = driver.BACKENDS
-backend_note: list = []        # why the ctypes binding was not used, where it was not
-_nj: list = []                 # the binding in use (nvjitlink.NvJitLink or the bindings module)
-_nj_lock = threading.Lock()
-
-
-def _open_nj():
-    want = driver.binding_wanted("PTXGEN_NVJITLINK")
-    if want == "ctypes":
-        from . import nvjitlink
-        try:
-            return nvjitlink.load()
-        except Exception as e:     # no library, or one lacking an entry point: cuda-bindings may
-            backend_note[:] = [f"the ctypes binding of nvJitLink failed ({type(e).__name__}: "
-                               f"{e}); using cuda-bindings"]
-    try:
-        from cuda.bindings import nvjitlink as nj
-    except ImportError as e:
-        raise ImportError(f"nvJitLink could not be loaded: {e}"
-                          + "".join(f"; before that, {n}" for n in backend_note)) from e
-    return nj
+_nj: list = []                 # cuda.bindings.nvjitlink, once imported
 
 
 def _binding():
-    """The nvJitLink binding, chosen on first use (see the module docstring)."""
+    """cuda.bindings.nvjitlink, imported by the first compile that needs it."""
     if not _nj:
-        with _nj_lock:
-            if not _nj:
-                _nj.append(_open_nj())
+        try:
+            from cuda.bindings import nvjitlink
+        except ImportError as e:
+            raise ImportError(f"nvJitLink could not be loaded ({e}); ptxgen compiles through "
+                              f"cuda-bindings: pip install cuda-bindings nvidia-nvjitlink") from e
+        _nj.append(nvjitlink)
     return _nj[0]
-
-
-def nvjitlink_backend() -> str:
-    """"ctypes" or "bindings": the nvJitLink binding this process compiles through."""
-    return "ctypes" if getattr(_binding(), "backend", None) == "ctypes" else "bindings"
 
 
 def _nvjitlink(ptx: bytes, arch: str, options, name: str):
@@ -297,16 +272,12 @@ def _file_stamp(path: str) -> str:
 
 
 def _nvjitlink_stamp() -> str:
-    """path|size|mtime of the nvJitLink library this process uses ("" if unknown): the ctypes
-    binding's file, or where cuda.pathfinder found cuda-bindings' (the same path for the same
-    library, so that entries made through either binding stay current for the other)."""
+    """path|size|mtime of the nvJitLink library this process uses ("" if unknown), where
+    cuda.pathfinder found it for cuda-bindings."""
     try:
-        b = _binding()
-        if getattr(b, "backend", None) == "ctypes":
-            path = b.path
-        else:
-            from cuda.pathfinder import load_nvidia_dynamic_lib
-            path = load_nvidia_dynamic_lib("nvJitLink").abs_path
+        _binding()
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        path = load_nvidia_dynamic_lib("nvJitLink").abs_path
     except Exception:
         return ""
     return _file_stamp(path) if path else ""

@@ -1,24 +1,15 @@
 """Thin layer over the CUDA driver: result checking, primary contexts, device facts, streams,
 and `call` for everything else.  The one set of driver wrappers (bench uses it too).
 
-Which binding: ``runtime/libcuda.py``, a ctypes binding of libcuda with the calling
-convention of ``cuda.bindings.driver`` (each call returns ``(CUresult, *outputs)``), by
-default: loading it takes a process about 2 ms where cuda-bindings took 40 ms or more
-(cuda.pathfinder, then the generated module; libcuda.py says where that was measured).
-``PTXGEN_DRIVER=bindings`` selects cuda-bindings instead (``PTXGEN_DRIVER=ctypes`` is the
-default).  Where the ctypes binding fails for a reason other than there being no libcuda (it
-opens but lacks an entry point it needs), cuda-bindings is used instead and ``backend_note``
-says why; with no libcuda at all there is no fallback (cuda-bindings would find none either).
-``backend()`` names the one in use.
-
-Everything here loads the driver lazily, so that offline use (PTX -> cubin with nvJitLink)
-never needs libcuda, and ``has_gpu()`` can answer False on a machine without one.  Facts that
-cannot change while the process runs (a device's arch and attributes, which device a primary
-context belongs to) are asked once and kept, so launches do not repeat driver queries.
+The binding is cuda-bindings' ``cuda.bindings.driver`` (each call returns ``(CUresult,
+*outputs)``), imported by the first call that needs the driver, never by ``import ptxgen``:
+offline use (PTX -> cubin with nvJitLink) never loads libcuda, and ``has_gpu()`` answers False
+on a machine without one.  Facts that cannot change while the process runs (a device's arch
+and attributes, which device a primary context belongs to) are asked once and kept, so
+launches do not repeat driver queries.
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 
@@ -48,32 +39,8 @@ _driver_version: str | None = None
 last_kernel = [None]                   # name of the last kernel launched (for sync errors)
 
 
-BACKENDS = ("ctypes", "bindings")
-backend_note: list = []              # why the ctypes binding was not used, where it was not
-
-
-def binding_wanted(var: str) -> str:
-    """The binding the environment variable `var` selects (PTXGEN_DRIVER, PTXGEN_NVJITLINK):
-    'ctypes', ptxgen's own and the default, or 'bindings', cuda-bindings'."""
-    want = os.environ.get(var, "").strip().lower() or "ctypes"
-    if want not in BACKENDS:
-        raise ValueError(f"{var}={os.environ[var]!r}: expected 'ctypes' (the default) or "
-                         f"'bindings' (cuda-bindings)")
-    return want
-
-
 def _module():
-    """The driver binding PTXGEN_DRIVER selects, before cuInit (see the module docstring)."""
-    want = binding_wanted("PTXGEN_DRIVER")
-    if want == "ctypes":
-        from . import libcuda
-        try:
-            return libcuda.load()
-        except libcuda.LibcudaNotFound:
-            raise
-        except Exception as e:    # it opened but cannot serve: cuda-bindings may
-            backend_note[:] = [f"the ctypes binding of {libcuda.LIBRARY} failed "
-                               f"({type(e).__name__}: {e}); using cuda-bindings"]
+    """cuda.bindings.driver, imported here so that only a driver call pays for it."""
     from cuda.bindings import driver as d
     return d
 
@@ -92,48 +59,9 @@ def _load():
                     _init_error = f"cuInit failed: {_name(d, err)}"
                 else:
                     _drv = d
-            except Exception as e:  # no libcuda: LibcudaNotFound (cuda-bindings: pathfinder)
-                _init_error = f"the CUDA driver could not be loaded ({type(e).__name__}: {e})" \
-                    + "".join(f"; before that, {n}" for n in backend_note)
+            except Exception as e:  # no libcuda: cuda.pathfinder's DynamicLibNotFoundError
+                _init_error = f"the CUDA driver could not be loaded ({type(e).__name__}: {e})"
     return _drv
-
-
-def backend() -> str | None:
-    """"ctypes" or "bindings": the driver binding this process launches through (None
-    without a usable driver; another name for a stand-in a test installed)."""
-    d = _drv or _load()
-    if d is None:
-        return None
-    b = getattr(d, "backend", None)
-    if b is None:
-        return "bindings" if getattr(d, "__name__", "") == "cuda.bindings.driver" else \
-            type(d).__name__
-    return b
-
-
-def kernel_launch(d):
-    """(launch, pointer_arg, extra) for a Launcher: ``launch(f, gx, gy, gz, bx, by, bz,
-    smem, stream, kernelParams, extra)`` returns the CUresult as an int.  For the ctypes
-    binding it is the bare C function (no Python wrapper, no per-argument conversion), whose
-    pointer arguments (stream, kernelParams) ``pointer_arg(int)`` makes once per launcher
-    and stream; elsewhere pointer_arg is None (ints are passed) and launch unpacks the tuple."""
-    raw = getattr(d, "launch_kernel_raw", None)
-    if raw is not None:
-        return raw, d.pointer_arg, None
-    f = d.cuLaunchKernel
-
-    def launch(*args):
-        return f(*args)[0]
-    return launch, None, 0
-
-
-def kernel_launch_ex(d):
-    """(launch_ex, config_arg) where the binding has a bare C cuLaunchKernelEx (the ctypes
-    one, on a CUDA 12.0+ driver): ``launch_ex(config, f, kernelParams, extra)`` returns the
-    CUresult as an int, ``config_arg(dims, smem, stream, attrs)`` makes its config argument
-    (made once per stream and reused: the launch with the fewest arguments); else None."""
-    raw = getattr(d, "launch_kernel_ex_raw", None)
-    return None if raw is None else (raw, d.launch_config_arg)
 
 
 def drv():

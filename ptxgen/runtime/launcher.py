@@ -14,13 +14,9 @@ another context current asks first until it finds its own current again, so a th
 another device current pays no refused launch each time.  An explicit raw stream handle adds
 cuStreamGetCtx, to check that it belongs to the launch's device.
 
-The launch call is ``driver.kernel_launch``'s: with the ctypes driver (the default) the bare C
-cuLaunchKernel, given the function handle, ints for the dims and pointer objects for the
-stream and kernelParams; those are made once (kernelParams per thread with the parameter
-storage, a stream's per launcher when it is first used), so a steady-state launch is the one
-ctypes call after filling the values.  A Kernel's own launch (``own_launch_path``: constant
-dims, no options) calls the bare cuLaunchKernelEx instead, given a config made once per
-launcher and stream: four arguments for ctypes to pass instead of eleven.
+The launch call is cuda-bindings' cuLaunchKernel, given the function handle, ints for the dims
+and the stream, and the address of the thread's kernelParams array (made once per thread with
+the parameter storage), so a steady-state launch is that one call after filling the values.
 """
 from __future__ import annotations
 
@@ -31,7 +27,7 @@ import threading
 from ..errors import LaunchError
 from . import cache, driver
 from .args import Binder, ParamPacker, ParamSpec
-from .launch_source import OWN_TAIL_EX, SUBMIT_TAIL, compiled, make_submit
+from .launch_source import SUBMIT_TAIL, compiled, make_submit
 
 # The legacy default stream (0), CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) are valid
 # in every context, so they need no device check.
@@ -110,17 +106,10 @@ def _normalize(dims, what: str, kernel: str) -> tuple:
     return t
 
 
-def own_target(launcher, fast) -> tuple | None:
-    """What ``own_launch_path``'s function ``fast`` reads of a Launcher, in one tuple: the
-    Launcher, its stream table (its launch-config table for a cuLaunchKernelEx path),
-    thread-local storage, launch function, function handle and extra argument; None where the
-    Launcher cannot serve that path (a binding without the bare cuLaunchKernelEx)."""
-    L = launcher
-    if not fast.launch_ex:
-        return L, L._streams, L._tls, L._launch, L.fn.handle, L._extra
-    if L._launch_ex is None:
-        return None
-    return L, L._configs, L._tls, L._launch_ex[0], L.fn.handle, None
+def own_target(launcher) -> tuple:
+    """What ``own_launch_path``'s function reads of a Launcher, in one tuple: the Launcher,
+    its thread-local storage, launch function and function handle."""
+    return launcher, launcher._tls, launcher._launch, launcher.fn.handle
 
 
 def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
@@ -133,14 +122,11 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
     returns True when it launched and False for anything it does not take as is (other
     arguments, a device not in ``targets``, every error), for the caller to run the general
     path, which launches or raises the exact error.  One Python call instead of five (call,
-    bind, launch_own, _submit, the dims unpacked): about half of ptxgen's Python per launch.
-    Where the binding has a bare cuLaunchKernelEx the launch is that one, with a config made
-    once per stream (``OWN_TAIL_EX``; ``launch_ex`` on the function says so).  None where the
-    binder cannot specialize the signature."""
+    bind, launch_own, _submit, the dims unpacked).  None where the binder cannot specialize
+    the signature.  ``benchmarks/launch_overhead.py`` times it against the general path."""
     code = binder.check_source(tensor_type, dtype_objects, "return False")
     if code is None:
         return None
-    launch_ex = driver.kernel_launch_ex(driver.drv()) is not None
     env, lines, values = code
     raw = _torch_current_stream()
     env.update(targets=targets, ts=_torch_stream, modules=_modules, raw=raw,
@@ -155,13 +141,11 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
         "    t = targets.get(dev)",
         "    if t is None:",
         "        return False",
-        "    L, sa, tls, launch, handle, extra = t", *stream,
-        (OWN_TAIL_EX if launch_ex else SUBMIT_TAIL).format(
+        "    L, tls, launch, handle = t", *stream,
+        SUBMIT_TAIL.format(
             values=values, launch_dims=", ".join(map(str, dims)), dims="DIMS", smem=int(smem),
             name=repr(name)) + "    return True"]) + "\n"
-    fn = compiled(src, "launch_own_fast", env, name)
-    fn.launch_ex = launch_ex
-    return fn
+    return compiled(src, "launch_own_fast", env, name)
 
 
 class Launcher:
@@ -200,13 +184,8 @@ class Launcher:
             self._bind = binder.bind_device
         self.binder = binder
         d = driver.drv()
-        launch, self._pointer_arg, self._extra = driver.kernel_launch(d)
-        # raw stream handle -> the launch's stream argument (None: the driver takes ints)
-        self._streams = None if self._pointer_arg is None else {0: None}
-        self._launch = launch if cluster is None else _cluster_launch(d, cluster, name)
-        self._launch_ex = driver.kernel_launch_ex(d)   # (launch_ex, config_arg) or None
-        self._cluster_attrs = [] if cluster is None else [_cluster_attribute(d, cluster)]
-        self._configs: dict = {}    # raw stream handle -> own launch's config argument
+        self._launch = d.cuLaunchKernel if cluster is None else \
+            _cluster_launch(d, cluster, name)
         self.packer = ParamPacker(self.params)
         # parameter storage per thread (cuLaunchKernel copies it, so it is free again when the
         # call returns): threads need no lock around fill + launch
@@ -316,7 +295,7 @@ class Launcher:
         here = self._current_ctx()
         if not here[0] and int(here[1]) == self._ctx:
             self._ask_first = False
-            err = self._launch(self.fn.handle, *dims, smem, h, kp, self._extra)
+            err = self._launch(self.fn.handle, *dims, smem, h, kp, 0)[0]
             if err:
                 self._failed(err, dims, smem, h)
         else:
@@ -326,42 +305,14 @@ class Launcher:
         # another device's context (or none) is current in this thread: run in ours, and
         # leave the thread's own one current again (torch's current device stays put)
         with driver.context_scope(self.fn.ctx):
-            err = self._launch(self.fn.handle, *dims, smem, h, kp, self._extra)
+            err = self._launch(self.fn.handle, *dims, smem, h, kp, 0)[0]
         if err:
             self._failed(err, dims, smem, h)
 
     def _storage_of(self, pk):
-        """(pack_into, buffer, kernelParams argument, the packer): the packer is kept so the
-        pointer array that kernelParams addresses lives as long as the storage is used.  The
-        argument is the address, or for the ctypes driver a pointer object made once here."""
-        kp = pk.kernel_params if self._pointer_arg is None else self._pointer_arg(pk.kernel_params)
-        return (pk.struct.pack_into, pk.buffer, kp, pk)
-
-    def _stream_arg(self, h):
-        """A stream's pointer argument for the ctypes driver, kept for the next launches on
-        it (a bounded table: a program that makes streams without end converts each time)."""
-        a = self._pointer_arg(h)
-        if len(self._streams) < 64:
-            self._streams[h] = a
-        return a
-
-    def _own_config(self, h):
-        """The cuLaunchKernelEx config argument of the own launch (own dims, default dynamic
-        shared memory, cluster) on raw stream ``h``, kept for the next launches on it (bounded
-        like the stream table).  Read-only once made: threads share it."""
-        cfg = self._launch_ex[1](self._own_dims, self.dynamic_smem_bytes, h,
-                                 self._cluster_attrs)
-        if len(self._configs) < 64:
-            self._configs[h] = cfg
-        return cfg
-
-    def _stream_of(self, h):
-        """Stream handle ``h`` as this binding's launch takes it (cuLaunchKernel's rare paths
-        after a cuLaunchKernelEx launch)."""
-        if self._streams is None:
-            return h
-        a = self._streams.get(h, False)
-        return self._stream_arg(h) if a is False else a
+        """(pack_into, buffer, kernelParams address, the packer): the packer is kept so the
+        pointer array that kernelParams addresses lives as long as the storage is used."""
+        return (pk.struct.pack_into, pk.buffer, pk.kernel_params, pk)
 
     def _thread_storage(self):
         self._tls.p = p = self._storage_of(ParamPacker(self.params))
@@ -408,7 +359,6 @@ class Launcher:
     def _failed(self, err, dims, smem, h) -> None:
         """Slow path: a CudaError naming the kernel, with what may explain it."""
         g, b = dims[:3], dims[3:]
-        h = getattr(h, "value", h) or 0       # a ctypes pointer argument: its handle
         hint = ""
         module = getattr(self.fn, "module", None)
         if module is not None and not module.loaded:
@@ -422,9 +372,8 @@ class Launcher:
 
 
 def _cluster_launch(d, cluster, name):
-    """cuLaunchKernel's signature over cuLaunchKernelEx with the cluster-dimension attribute
-    (the config and attribute structs of the driver binding `d`, ctypes or cuda-bindings),
-    returning the CUresult as an int; the grid must be a whole number of clusters."""
+    """cuLaunchKernel's signature and result over cuLaunchKernelEx with the cluster-dimension
+    attribute; the grid must be a whole number of clusters."""
     cx, cy, cz = cluster
     attrs = [_cluster_attribute(d, cluster)]  # read-only once made: every thread's launches
     config, as_stream = d.CUlaunchConfig, d.CUstream
@@ -437,14 +386,14 @@ def _cluster_launch(d, cluster, name):
         cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
         cfg.sharedMemBytes = smem
-        cfg.hStream = as_stream(getattr(stream, "value", stream) or 0)
+        cfg.hStream = as_stream(stream)
         cfg.attrs, cfg.numAttrs = attrs, 1
-        return d.cuLaunchKernelEx(cfg, f, params, extra)[0]
+        return d.cuLaunchKernelEx(cfg, f, params, extra)
     return launch
 
 
 def _cluster_attribute(d, cluster):
-    """The CUlaunchAttribute (of binding ``d``) of a cluster launch of shape ``cluster``."""
+    """The CUlaunchAttribute of a cluster launch of shape ``cluster``."""
     attr = d.CUlaunchAttribute()
     attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster

@@ -11,6 +11,7 @@ import threading
 import weakref
 
 from ..errors import CudaError, LaunchError
+from ..target.table import DYNAMIC_SMEM_DEFAULT
 from . import cache, driver
 from .compile import compile_error, dump
 
@@ -127,11 +128,11 @@ class Function:
     def __init__(self, module: Module, handle, entry: str):
         self.module, self.handle, self.entry = module, handle, entry
         self.ctx, self.device = module.ctx, module.device
-        self.max_dynamic_smem = 48 * 1024   # what a launch may use without the opt-in
+        self.max_dynamic_smem = DYNAMIC_SMEM_DEFAULT   # what a launch may use without opting in
         self._lock = threading.Lock()
 
     def ensure_dynamic_smem(self, nbytes: int, kernel: str) -> None:
-        """Opt in to more than 48 KiB of dynamic shared memory, once per new maximum."""
+        """Opt in to more dynamic shared memory than the default, once per new maximum."""
         if nbytes <= self.max_dynamic_smem:
             return
         with self._lock:

@@ -221,6 +221,9 @@ SMEM_LIMITS = {
     101: (227 * 1024, 227 * 1024), 103: (227 * 1024, 227 * 1024), 110: (227 * 1024, 227 * 1024),
     120: (48 * 1024, 99 * 1024), 121: (48 * 1024, 99 * 1024),
 }
+# Dynamic shared memory a launch may use without opting in (cuFuncSetAttribute
+# MAX_DYNAMIC_SHARED_SIZE_BYTES), on every arch (CUDA C++ Programming Guide, shared memory).
+DYNAMIC_SMEM_DEFAULT = 48 * 1024
 
 
 # Registers: 64 Ki 32-bit registers per SM, at most 255 per thread, allocated to a warp in

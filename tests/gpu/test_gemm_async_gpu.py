@@ -155,5 +155,5 @@ def test_kernel_launch_keeps_setmaxnreg():
     D = xp.full((2, 64, 64), np.nan, np.float32)
     k(xp.ptr(dA), xp.ptr(dB), xp.ptr(D))
     xp.sync()
-    (launcher,) = k._launchers.values()
+    (launcher,) = k._plan.launchers.values()
     assert launcher.fn.attribute("NUM_REGS") == 168

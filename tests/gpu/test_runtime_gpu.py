@@ -216,7 +216,7 @@ def test_array_interface_only_object_asks_the_driver_for_its_device():
     torch.cuda.synchronize()
     want = x * np.float32(1.5) + np.float32(-0.25)
     assert np.array_equal(out.cpu().numpy().view(np.uint32), want.view(np.uint32))
-    assert sorted(k._launchers) == [0]
+    assert sorted(k._plan.launchers) == [0]
 
 
 def test_bad_arguments_with_torch():
@@ -437,8 +437,8 @@ def test_kernel_launch_checks_raise_before_the_driver():
     affine(out, x, 2.0, 1.0)                            # builds and loads
     torch.cuda.synchronize()
     assert torch.equal(out, 2 * x + 1)
-    assert affine._bind.__name__ == "bind_fast"         # generated for torch tensors
-    launcher = affine._launchers[torch.cuda.current_device()]
+    assert affine._plan.bind.__name__ == "bind_fast"         # generated for torch tensors
+    launcher = affine._plan.launchers[torch.cuda.current_device()]
     real, calls = launcher._launch, []
     launcher._launch = lambda *a: calls.append(a) or real(*a)
     out.fill_(-1.0)
@@ -523,7 +523,7 @@ def test_kernel_dynamic_smem_override_is_checked():
         pooled(out, dynamic_smem_bytes=smem)
         torch.cuda.synchronize()
         assert (out == 2.0).all(), smem
-    launcher = pooled._launchers[torch.cuda.current_device()]
+    launcher = pooled._plan.launchers[torch.cuda.current_device()]
     assert launcher.min_dynamic_smem_bytes == 1024 and launcher.fn.max_dynamic_smem == 100 * 1024
     real, calls = launcher._launch, []
     launcher._launch = lambda *a: calls.append(a) or real(*a)

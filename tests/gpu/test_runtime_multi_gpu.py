@@ -42,13 +42,13 @@ def make_accumulate(fixed_n=None):
 def counting_fast_launch(k):
     """Wrap the kernel's generated launch (made on its first device) so that each call records
     whether it launched (True) or left the launch to the general path (False)."""
-    fast, taken = k._fast, []
+    fast, taken = k._plan.fast, []
     assert fast, "no generated launch was made"
 
     def counted(args):
         taken.append(fast(args))
         return taken[-1]
-    k._fast = counted
+    k._plan.fast = counted
     return taken
 
 
@@ -77,7 +77,7 @@ def test_same_kernel_bit_exact_on_both_devices(order):
         results.setdefault(dev, bits(out))
     assert np.array_equal(results[0], results[1])
     assert stats()["module_loads"] - loads == 2           # one module per device
-    assert sorted(k._launchers) == [0, 1]
+    assert sorted(k._plan.launchers) == [0, 1]
 
 
 def test_under_torch_device_contexts():
@@ -109,15 +109,15 @@ def test_constant_dims_kernel_takes_the_generated_launch_on_both_devices(order):
         out, x, want = inputs(dev, n)
         k(out, x, 1.5, -0.25)
         assert np.array_equal(bits(out), want.view(np.uint32)), f"cuda:{dev}"
-    assert sorted(k._fast_targets) == [0, 1]
-    assert all(t is not None for t in k._fast_targets.values())
+    assert sorted(k._plan.fast_targets) == [0, 1]
+    assert all(t is not None for t in k._plan.fast_targets.values())
     taken = counting_fast_launch(k)
     for dev in order * 2:                   # now the generated launch, per device
         out, x, want = inputs(dev, n, seed=dev + 7)
         k(out, x, 1.5, -0.25)
         assert np.array_equal(bits(out), want.view(np.uint32)), f"cuda:{dev}"
     assert taken == [True] * 4
-    assert sorted(k._launchers) == [0, 1]
+    assert sorted(k._plan.launchers) == [0, 1]
 
 
 def run_two_threads(k, devices, n, reps=300, set_device=False):
@@ -171,8 +171,8 @@ def test_two_threads_each_drive_one_gpu(set_device, dims):
     for d, (g, w) in enumerate(zip(got, wants)):
         assert np.array_equal(g, w), f"cuda:{d}"
     if dims == "constant":    # each device's first launch offered it the generated launch
-        assert sorted(k._fast_targets) == [0, 1]
-        assert all(t is not None for t in k._fast_targets.values())
+        assert sorted(k._plan.fast_targets) == [0, 1]
+        assert all(t is not None for t in k._plan.fast_targets.values())
 
 
 def cupy_affine(cp, k, dev):
@@ -200,7 +200,7 @@ def test_cupy_arrays_on_both_devices(order):
     for dev in order:
         got, want = cupy_affine(cp, k, dev)
         assert np.array_equal(got, want), f"cuda:{dev}"
-    assert sorted(k._launchers) == [0, 1]
+    assert sorted(k._plan.launchers) == [0, 1]
 
 
 def test_array_interface_only_objects_launch_where_the_driver_says():
@@ -215,7 +215,7 @@ def test_array_interface_only_objects_launch_where_the_driver_says():
     torch.cuda.set_device(0)
     k(OnlyCAI(out1), OnlyCAI(x1), 1.5, -0.25)
     assert np.array_equal(bits(out1), want.view(np.uint32))
-    assert sorted(k._launchers) == [1] and torch.cuda.current_device() == 0
+    assert sorted(k._plan.launchers) == [1] and torch.cuda.current_device() == 0
     out0, _, _ = inputs(0)
     with pytest.raises(LaunchError) as ei:
         k(OnlyCAI(out0), OnlyCAI(x1), 1.5, -0.25)
@@ -252,7 +252,7 @@ def test_mixed_devices_are_refused_naming_both():
     assert str(ei.value) == ("kernel 'affine': argument 'x' is on cuda:1 but argument 'out' "
                              "is on cuda:0; a launch runs on one device, so move them to the "
                              "same one")
-    assert not k._launchers                 # refused before anything was built or loaded
+    assert not k._plan.launchers                 # refused before anything was built or loaded
     assert np.isnan(out0.cpu().numpy()).all()
 
 
