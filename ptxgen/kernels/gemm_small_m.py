@@ -1,0 +1,282 @@
+"""Decode-shaped GEMM on Hopper (sm_90a): D = A @ B^T with a small token count M.
+
+    A (M, K) activations, B (N, K) weights, both row-major (K contiguous); D (M, N) row-major
+    bfloat16 / float16 in, same dtype out;  float8_e4m3fn in, bfloat16 out (per-tensor scales)
+
+Why a separate path: with M <= 256 the general kernel puts the tokens on wgmma's M side (64 rows
+per warpgroup, mostly padding) and makes only N / BN output tiles, fewer than the 132 SMs, so
+the weight stream, which is the whole cost, runs on a fraction of the machine.  Here:
+  * A and B are swapped: each consumer warpgroup computes 64 weight rows x MN tokens with
+    wgmma m64nMNk16 (MN = M rounded up to 8 up to 64, to 64 above), D^T tile in registers;
+  * split-K: every (weight tile, token tile) is cut into S contiguous K ranges, S chosen so that
+    the units fill whole rounds of the persistent grid (one CTA per SM);
+  * the reduction is deterministic: with S > 1 each unit stores its fp32 partial tile to a
+    workspace W (S, M, N) with TMA, and a second kernel sums s = 0 .. S-1 in that fixed order
+    (the same bits every run); with S = 1 the tile goes straight to D;
+  * the weights are read once: their TMA loads carry L2 evict_first, the activations (read by
+    every CTA) evict_last;
+  * the stages are small (128 x BK weights + MN x BK tokens), so the ring is deep (up to 16).
+The epilogue writes the accumulator transposed into shared memory (a permuted view of a
+row-major (MC, 64) tile), then TMA-stores it into D (or W) rows m0.., columns n0..: the TMA
+clips at the matrix edge, so any M, N work; K needs a row pitch that is a multiple of 16 bytes.
+
+    choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
+    make_small_m(dtype, MN, STAGES, ctas, split)   the kernel for one configuration
+    gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None)   torch tensors
+"""
+
+
+import functools
+from typing import NamedTuple
+
+import ptxgen as pg
+from ptxgen.errors import PtxgenError
+from ptxgen.primitives.tcgen05 import canonical_layout
+
+BW = 128                   # weight rows per CTA tile: two consumer warpgroups x 64
+SMEM_BUDGET = 200 * 1024   # ring bytes we allow ourselves (the epilogue tiles come on top)
+MAX_STAGES = 16
+_OUT = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
+_ELEM = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
+
+
+class ConfigError(PtxgenError, ValueError):
+    """A forced small-M configuration that the kernel's rules forbid."""
+
+
+class Config(NamedTuple):
+    """MN: wgmma N (token tile); STAGES: ring depth; splits: K ranges per output tile."""
+    MN: int
+    STAGES: int
+    splits: int
+    reason: str = ""
+
+
+def valid_mn(MN) -> tuple:
+    """(ok, reason) for a token tile width: wgmma's N is a multiple of 8 up to 256, and the
+    epilogue moves 64-column chunks, so above 64 it is a multiple of 64."""
+    if not isinstance(MN, int) or MN < 8 or MN > 256 or MN % 8:
+        return False, f"MN = {MN!r}: wgmma N is a multiple of 8 from 8 to 256"
+    if MN > 64 and MN % 64:
+        return False, f"MN = {MN}: above 64 the epilogue's 64-token chunks need a multiple of 64"
+    return True, ""
+
+
+def stages_for(MN, dtype) -> int:
+    """As many ring stages as SMEM_BUDGET holds (a stage: 128 weight rows + MN token rows of
+    one 128-byte K span)."""
+    return max(2, min(MAX_STAGES, SMEM_BUDGET // ((BW + MN) * 128)))
+
+
+def round_mn(M) -> int:
+    """The token tile for M tokens: M rounded up to 8 up to 64, to 64 up to 256."""
+    if M <= 64:
+        return max(8, -(-M // 8) * 8)
+    return min(256, -(-M // 64) * 64)
+
+
+def best_splits(units, nk, sms, max_splits=16, min_k_blocks=4) -> int:
+    """The split count that fills the most of whole rounds of `sms` CTAs with `units` tiles
+    (ties: the fewest splits, less workspace traffic), keeping >= min_k_blocks K-blocks per
+    split so the ring still streams."""
+    best, best_eff = 1, 0.0
+    for s in range(1, max_splits + 1):
+        if s > 1 and nk // s < min_k_blocks:
+            break
+        u = units * s
+        eff = u / (-(-u // sms) * sms)
+        if eff > best_eff + 0.02:
+            best, best_eff = s, eff
+    return best
+
+
+# The heuristic table: (rule name, applies(M, N, K, tiles, sms), the reason).  The first row
+# that applies decides the split rule; MN and STAGES always come from round_mn / stages_for.
+CONFIG_TABLE = (
+    ("one-split", lambda M, N, K, tiles, nk, sms: nk < 8,
+     "K is under 8 K-blocks: splitting it leaves too little to pipeline per unit"),
+    ("fills-machine", lambda M, N, K, tiles, nk, sms: tiles >= 4 * sms,
+     "at least 4 rounds of tiles: the last round's imbalance is small, no workspace needed"),
+    ("split-k", lambda M, N, K, tiles, nk, sms: True,
+     "fewer tiles than SMs (decode shapes): split K so every SM streams weights; the split "
+     "count fills whole rounds of the grid best (best_splits)"),
+)
+
+
+def choose_config(M, N, K, dtype="bfloat16", sms=132) -> Config:
+    """The configuration the heuristic table gives for this shape (see CONFIG_TABLE)."""
+    MN = round_mn(M)
+    tiles = -(-N // BW) * -(-M // MN)
+    nk = -(-K // (128 // _ELEM[dtype]))
+    for name, applies, why in CONFIG_TABLE:
+        if applies(M, N, K, tiles, nk, sms):
+            splits = best_splits(tiles, nk, sms) if name == "split-k" else 1
+            return Config(MN, stages_for(MN, dtype), splits, f"{name}: {why}")
+    raise AssertionError("the last row always applies")
+
+
+def check_config(cfg, dtype, K) -> None:
+    """Raise ConfigError naming the rule a forced configuration breaks."""
+    ok, why = valid_mn(cfg.MN)
+    if not ok:
+        raise ConfigError(f"config.{why}")
+    if not isinstance(cfg.STAGES, int) or not 2 <= cfg.STAGES <= MAX_STAGES:
+        raise ConfigError(f"config.STAGES = {cfg.STAGES!r}: 2 to {MAX_STAGES} ring stages")
+    ring = cfg.STAGES * (BW + cfg.MN) * 128
+    if ring > SMEM_BUDGET:
+        raise ConfigError(f"config.STAGES = {cfg.STAGES}: the ring needs {ring} bytes of shared "
+                          f"memory, more than {SMEM_BUDGET}; use at most "
+                          f"{stages_for(cfg.MN, dtype)} stages for MN = {cfg.MN}")
+    nk = -(-K // (128 // _ELEM[dtype]))
+    if not isinstance(cfg.splits, int) or not 1 <= cfg.splits <= max(1, nk):
+        raise ConfigError(f"config.splits = {cfg.splits!r}: 1 to {nk} (the K-blocks of "
+                          f"{128 // _ELEM[dtype]} for K = {K}), so every split has work")
+
+
+def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None):
+    """The kernel for one configuration; M, N, K and the split count S (W's first extent) are
+    launch-time symbols.  split=False: D gets the tile (S must be 1); split=True: W (S, M, NW)
+    gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it)."""
+    ok, why = valid_mn(MN)
+    if not ok:
+        raise ConfigError(why)
+    if dtype not in _OUT:
+        raise ConfigError(f"dtype {dtype!r}: bfloat16, float16 or float8_e4m3fn")
+    scaled = dtype.startswith("float8") if scaled is None else scaled
+    promote = dtype.startswith("float8")   # cuBLAS's default: each K-step's sum into fp32
+    out_dt = _OUT[dtype]
+    BK = 128 // _ELEM[dtype]                 # one 128-byte swizzle span of K per stage
+    MC = min(MN, 64)                         # tokens per epilogue chunk
+    st_dt = "float32" if split else out_dt
+    M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
+    ND, S, MW, NW = pg.var("ND"), pg.var("S"), pg.var("MW"), pg.var("NW")
+    LW = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # weights: [2 * stage + half]
+    LX = canonical_layout(MN, BK, dtype, stages=STAGES)       # tokens
+
+    def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
+             D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, MW, NW), "float32"),
+             SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32")):
+        tx = pg.thread_id(384)
+        cta = pg.cta_id(ctas)
+        pool = pg.SMEMPool()
+        Ws = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LW)
+        Xs = pool.alloc((STAGES, MN, BK), dtype, align=1024, layout=LX)
+        Cs = pool.alloc((2, MC, 64), st_dt, align=1024)
+        pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
+        pool.commit()
+        pipe.init()
+        CsT = Cs.permute(0, 2, 1)                       # (2, 64 weight rows, MC tokens)
+        tiles_m = pg.let((M + MN - 1) // MN)
+        tiles = pg.let((N + BW - 1) // BW * tiles_m)
+        nk = pg.let((K + BK - 1) // BK)
+        mine = pg.let((tiles * S - cta + ctas - 1) // ctas)
+
+        def unit(i):
+            """Weight row, token row, split, first K-block and K-block count of this CTA's
+            i-th unit; consecutive CTAs take the token tiles of one weight tile (L2 reuse)."""
+            u = pg.let(cta + i * ctas)
+            s = pg.let(u // tiles)
+            r = pg.let(u % tiles)
+            kb0 = pg.let(s * nk // S)
+            return (pg.let(r // tiles_m * BW), pg.let(r % tiles_m * MN), s, kb0,
+                    pg.let((s + 1) * nk // S - kb0))
+
+        with pg.warpgroup_role(0):
+            pg.setmaxnreg(40, "dec")
+            with pg.if_(tx == 0):
+                prod = pipe.producer()
+                for i in pg.serial(mine):
+                    n0, m0, _, kb0, cnt = unit(i)
+                    for k in pg.serial(cnt):
+                        k0 = pg.let((kb0 + k) * BK)
+                        s = prod.stage
+                        prod.acquire()
+                        for h in range(2):
+                            pg.tile.thread.copy_async(Ws[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
+                                                      B[n0 + 64 * h:n0 + 64 * h + 64, k0:k0 + BK],
+                                                      mbar=prod.full, cache_hint="evict_first")
+                        pg.tile.thread.copy_async(Xs[s:s + 1, 0:MN, 0:BK],
+                                                  A[m0:m0 + MN, k0:k0 + BK], mbar=prod.full,
+                                                  cache_hint="evict_last")
+                        prod.commit()
+
+        with pg.warpgroup_role(range(1, 3)) as c:
+            pg.setmaxnreg(232, "inc")
+            cons = pipe.consumer(scope="warpgroup")
+            done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
+            acc = pg.tile.warpgroup.mma_accumulator((64, MN), "float32")
+            part = pg.tile.warpgroup.mma_accumulator((64, MN), "float32") if promote else acc
+            first_thread = tx % 128 == 0
+
+            def k_step(k, d, accumulate):
+                s = cons.stage
+                cons.wait()
+                pg.tile.warpgroup.gemm_async(d, Ws[2 * s + c, 0:64, 0:BK], Xs[s, 0:MN, 0:BK],
+                                             accumulate=accumulate)
+                cons.advance()
+                pg.tile.warpgroup.gemm_wait(1)
+                with pg.if_(k > 0):
+                    done.release()
+
+            for i in pg.serial(mine):
+                n0, m0, sp, _, cnt = unit(i)
+                if not promote:
+                    for k in pg.serial(cnt):
+                        k_step(k, acc, k > 0)
+                else:
+                    pg.tile.warpgroup.zero(acc)
+                    for k in pg.serial(cnt):
+                        k_step(k, part, False)
+                        pg.tile.warpgroup.gemm_wait(0)
+                        pg.tile.warpgroup.add(acc, acc, part)
+                pg.tile.warpgroup.gemm_wait(0)
+                done.release()
+                if scaled:
+                    pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
+                w0 = pg.let(n0 + 64 * c)
+                for j in range(MN // MC):
+                    with pg.if_(first_thread):
+                        pg.tile.thread.async_wait(0, read=True, kind="bulk")
+                    pg.named_barrier(4 + c, 128)
+                    pg.tile.warpgroup.cast(CsT[c, 0:64, 0:MC], acc[0:64, j * MC:j * MC + MC])
+                    pg.ptx.fence.proxy_async()
+                    pg.named_barrier(4 + c, 128)
+                    with pg.if_(first_thread):
+                        t0 = m0 + j * MC
+                        if split:
+                            pg.tile.thread.copy_async(W[sp:sp + 1, t0:t0 + MC, w0:w0 + 64],
+                                                      Cs[c:c + 1, 0:MC, 0:64])
+                        else:
+                            pg.tile.thread.copy_async(D[t0:t0 + MC, w0:w0 + 64],
+                                                      Cs[c:c + 1, 0:MC, 0:64])
+                        pg.tile.thread.async_commit(kind="bulk")
+            with pg.if_(first_thread):
+                pg.tile.thread.async_wait(0, kind="bulk")
+
+    gemm.__name__ = (f"gemm_small_m_{dtype}_n{MN}_s{STAGES}" + ("_splitk" if split else "") +
+                     ("_scaled" if scaled else ""))
+    return pg.kernel(gemm, grid=(ctas,), block=(384,))
+
+
+def make_reduce(out_dt="bfloat16", ctas=264, threads=256):
+    """D[m, n] = sum over s = 0 .. S-1, in that order, of W[s, m, n] (fp32), rounded once to
+    out_dt: the fixed order makes split-K's result the same bits every run."""
+    M, N, S, NW = pg.var("M"), pg.var("N"), pg.var("S"), pg.var("NW")
+
+    def reduce(W: pg.Tensor((S, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
+        tx = pg.thread_id(threads)
+        b = pg.cta_id(ctas)
+        for e in pg.serial(b * threads + tx, M * N, ctas * threads):
+            m = pg.let(e // N)
+            n = pg.let(e % N)
+            acc = pg.local_scalar("float32", 0.0)
+            for s in pg.serial(S):
+                acc.set(acc + W[s, m, n])
+            D[m, n] = pg.cast(acc, out_dt)
+
+    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}"
+    return pg.kernel(reduce, grid=(ctas,), block=(threads,))
+
+
+kernel_for = functools.lru_cache(maxsize=None)(make_small_m)
+reduce_for = functools.lru_cache(maxsize=None)(make_reduce)
