@@ -40,7 +40,11 @@ _OUT = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16
 _ELEM = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
 
 
-class ConfigError(PtxgenError, ValueError):
+class GemmInputError(PtxgenError, ValueError):
+    """An argument of gemm_small_m that breaks a rule; the message names both."""
+
+
+class ConfigError(GemmInputError):
     """A forced small-M configuration that the kernel's rules forbid."""
 
 
@@ -75,18 +79,26 @@ def round_mn(M) -> int:
     return min(256, -(-M // 64) * 64)
 
 
-def best_splits(units, nk, sms, max_splits=16, min_k_blocks=4) -> int:
-    """The split count that fills the most of whole rounds of `sms` CTAs with `units` tiles
-    (ties: the fewest splits, less workspace traffic), keeping >= min_k_blocks K-blocks per
-    split so the ring still streams."""
-    best, best_eff = 1, 0.0
+LAUNCH_BYTES = 8 << 20      # the reduction's extra launch, as bytes streamed meanwhile
+
+
+def best_splits(M, N, K, elem, MN, sms, max_splits=16, min_k_blocks=4) -> int:
+    """The split count with the least modelled time: the bytes moved (weights once, the
+    activations once per weight tile, and with S > 1 the fp32 workspace written and read
+    back, plus LAUNCH_BYTES for the reduction's launch) over the fraction of the grid's
+    rounds that units fill.  Keeps >= min_k_blocks K-blocks per split so the ring streams."""
+    tiles = -(-N // BW) * -(-M // MN)
+    nk = -(-K // (128 // elem))
+    base = N * K * elem + -(-N // BW) * M * K * elem + M * N * elem
+    best, best_t = 1, None
     for s in range(1, max_splits + 1):
         if s > 1 and nk // s < min_k_blocks:
             break
-        u = units * s
-        eff = u / (-(-u // sms) * sms)
-        if eff > best_eff + 0.02:
-            best, best_eff = s, eff
+        u = tiles * s
+        fill = u / (-(-u // sms) * sms)
+        t = (base + (2 * s * M * N * 4 + LAUNCH_BYTES if s > 1 else 0)) / fill
+        if best_t is None or t < 0.98 * best_t:
+            best, best_t = s, t
     return best
 
 
@@ -98,8 +110,8 @@ CONFIG_TABLE = (
     ("fills-machine", lambda M, N, K, tiles, nk, sms: tiles >= 4 * sms,
      "at least 4 rounds of tiles: the last round's imbalance is small, no workspace needed"),
     ("split-k", lambda M, N, K, tiles, nk, sms: True,
-     "fewer tiles than SMs (decode shapes): split K so every SM streams weights; the split "
-     "count fills whole rounds of the grid best (best_splits)"),
+     "few tiles for the SMs (decode shapes): split K so every SM streams weights; the split "
+     "count minimises bytes moved / grid fill (best_splits: the workspace costs bytes)"),
 )
 
 
@@ -110,7 +122,8 @@ def choose_config(M, N, K, dtype="bfloat16", sms=132) -> Config:
     nk = -(-K // (128 // _ELEM[dtype]))
     for name, applies, why in CONFIG_TABLE:
         if applies(M, N, K, tiles, nk, sms):
-            splits = best_splits(tiles, nk, sms) if name == "split-k" else 1
+            splits = (best_splits(M, N, K, _ELEM[dtype], MN, sms) if name == "split-k"
+                      else 1)
             return Config(MN, stages_for(MN, dtype), splits, f"{name}: {why}")
     raise AssertionError("the last row always applies")
 
@@ -280,3 +293,94 @@ def make_reduce(out_dt="bfloat16", ctas=264, threads=256):
 
 kernel_for = functools.lru_cache(maxsize=None)(make_small_m)
 reduce_for = functools.lru_cache(maxsize=None)(make_reduce)
+
+
+_NAMES = ("bfloat16", "float16", "float8_e4m3fn")
+
+
+@functools.lru_cache(maxsize=None)
+def _device_consts(device):
+    """Per device: the SM count, the scale 1.0 and the unused 1 x 1 x 4 workspace."""
+    import torch
+    return (torch.cuda.get_device_properties(device).multi_processor_count,
+            torch.ones(1, dtype=torch.float32, device=device),
+            torch.zeros((1, 1, 4), dtype=torch.float32, device=device))
+
+
+def _scale(x, name, dev):
+    import torch
+    if x is None:
+        return None
+    if not isinstance(x, torch.Tensor) or x.numel() != 1 or x.dtype != torch.float32:
+        raise GemmInputError(f"{name}: a float32 tensor of one element (a per-tensor scale), "
+                             f"got {getattr(x, 'dtype', type(x).__name__)} of shape "
+                             f"{tuple(getattr(x, 'shape', ()))}")
+    if x.device != dev:
+        raise GemmInputError(f"{name} is on {x.device}, a and b on {dev}: every argument on "
+                             f"one CUDA device")
+    return x.reshape(1)
+
+
+def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
+    """a (M, K) @ b (N, K)^T on torch CUDA tensors (row-major) through the decode path.
+    bfloat16 / float16 give the same dtype; float8_e4m3fn gives bfloat16 times scale_a *
+    scale_b (float32 one-element tensors), each K-step's partial sum promoted to fp32.
+    config: a Config to force (else choose_config's); a rule it breaks raises ConfigError."""
+    import torch
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, torch.Tensor):
+            raise GemmInputError(f"{name}: a torch tensor, got {type(x).__name__}")
+        if x.device.type != "cuda":
+            raise GemmInputError(f"{name} is on {x.device}: gemm_small_m runs on a CUDA "
+                                 f"device; move it with .cuda()")
+    if a.device != b.device:
+        raise GemmInputError(f"a is on {a.device}, b on {b.device}: both on one CUDA device")
+    if a.dtype != b.dtype or str(a.dtype)[6:] not in _NAMES:
+        raise GemmInputError(f"a and b: two bfloat16, float16 or float8_e4m3fn tensors of one "
+                             f"dtype, got {a.dtype} and {b.dtype}")
+    dt = str(a.dtype)[6:]
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
+        raise GemmInputError(f"a (M, K) @ b (N, K)^T: got {tuple(a.shape)} and "
+                             f"{tuple(b.shape)}")
+    if not (a.is_contiguous() and b.is_contiguous()):
+        raise GemmInputError("a and b: row-major (contiguous); call .contiguous()")
+    (M, K), N = a.shape, b.shape[0]
+    if K * a.element_size() % 16:
+        raise GemmInputError(f"K = {K}: a row of {K * a.element_size()} bytes; TMA needs row "
+                             f"pitches that are multiples of 16 bytes (pad K to a multiple "
+                             f"of {16 // a.element_size()})")
+    fp8 = dt.startswith("float8")
+    if not fp8 and (scale_a is not None or scale_b is not None):
+        raise GemmInputError("scale_a / scale_b: only for float8_e4m3fn inputs")
+    sa, sb = _scale(scale_a, "scale_a", a.device), _scale(scale_b, "scale_b", a.device)
+    out_dtype = torch.bfloat16 if fp8 else a.dtype
+    if out is None:
+        out = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    elif (not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N)
+          or out.dtype != out_dtype or not out.is_contiguous() or out.device != a.device):
+        raise GemmInputError(f"out: a contiguous ({M}, {N}) {out_dtype} tensor on {a.device}")
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.zero_()
+    sms, one, no_ws = _device_consts(a.device)
+    cfg = choose_config(M, N, K, dt, sms) if config is None else config
+    if not isinstance(cfg, Config):
+        raise ConfigError(f"config: a gemm_small_m.Config(MN, STAGES, splits), got "
+                          f"{type(cfg).__name__}")
+    check_config(cfg, dt, K)
+    split = cfg.splits > 1
+    sa = one if sa is None else sa
+    sb = one if sb is None else sb
+    kern = kernel_for(dt, cfg.MN, cfg.STAGES, sms, split, fp8)
+    if split:
+        ws = torch.empty((cfg.splits, M, -(-N // 4) * 4), dtype=torch.float32, device=a.device)
+        kern(a, b, out, ws, sa, sb)
+        reduce_for(str(out_dtype)[6:])(ws, out)
+        return out
+    pitch_ok = N % 8 == 0                     # the TMA store needs 16-byte output rows
+    d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=out_dtype, device=a.device)
+    kern(a, b, d, no_ws, sa, sb)
+    if not pitch_ok:
+        out.copy_(d[:, :N])
+    return out
