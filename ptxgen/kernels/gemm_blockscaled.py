@@ -12,8 +12,8 @@ into a fresh fp32 tile `part` (Hopper's fp8 wgmma keeps ~14 mantissa bits of its
 sum, so it is never carried across steps), then the consumers promote it in fp32 on the CUDA
 cores: acc += part * (scale_a[row] * scale_b).  A thread of the wgmma accumulator fragment
 holds two rows (16 * warp + lane / 4 and 8 below) and, per 8 columns j, registers
-4j + 2h + e of row h; the scales are loaded from global (L2) before the step's wait, so
-their latency hides behind the wgmma.
+4j + 2h + e of row h; the next step's scales are loaded from global (L2) while this step
+waits and multiplies, so their latency hides behind the wgmma.
 
     make_blockscaled(STAGES, ctas)                      the kernel
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors
@@ -92,21 +92,29 @@ def make_blockscaled(STAGES=5, ctas=132):
             row = pg.let(16 * (t // 32) + t % 32 // 4)   # this thread's rows: row, row + 8
             av, pv = acc.local(), part.local()   # register 4j + 2h + e: row h, column pair j
 
+            nxt = [pg.local_scalar("float32") for _ in range(3)]   # step k's scales
+
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
                 r0 = pg.let(pg.min(m0 + 64 * c + row, M - 1))     # past M: any valid row
                 r1 = pg.let(pg.min(m0 + 64 * c + row + 8, M - 1))
                 nb = pg.let(n0 // BN)
                 pg.tile.warpgroup.zero(acc)
+
+                def load_scales(k):
+                    for v, x in zip(nxt, (SA[r0, k], SA[r1, k], SB[nb, k])):
+                        v.set(x)
+
+                load_scales(0)
                 for k in pg.serial(nk):
-                    sa0, sa1, sb = pg.let(SA[r0, k]), pg.let(SA[r1, k]), pg.let(SB[nb, k])
+                    f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
+                    load_scales(pg.min(k + 1, nk - 1))      # in flight during this step
                     s = cons.stage
                     cons.wait()
                     pg.tile.warpgroup.gemm_async(part, As[2 * s + c, 0:64, 0:BK],
                                                  Bs[s, 0:BN, 0:BK], accumulate=False)
                     pg.tile.warpgroup.gemm_wait(0)
                     cons.release()
-                    f0, f1 = pg.let(sa0 * sb), pg.let(sa1 * sb)
                     for j in range(BN // 8):
                         for h, f in ((0, f0), (1, f1)):
                             q = 4 * j + 2 * h
