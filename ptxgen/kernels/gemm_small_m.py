@@ -271,28 +271,32 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
 
-def make_reduce(out_dt="bfloat16", ctas=264, threads=256):
-    """D[m, n] = sum over s = 0 .. S-1, in that order, of W[s, m, n] (fp32), rounded once to
-    out_dt: the fixed order makes split-K's result the same bits every run."""
-    M, N, S, NW = pg.var("M"), pg.var("N"), pg.var("S"), pg.var("NW")
+def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
+    """D[m, n] = sum over s = 0 .. splits-1, in that order, of W[s, m, n] (fp32), rounded once
+    to out_dt: the fixed order makes split-K's result the same bits every run.  The split
+    loop is unrolled so a thread's `splits` loads are in flight together (a serial loop
+    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM)."""
+    M, N, NW = pg.var("M"), pg.var("N"), pg.var("NW")
 
-    def reduce(W: pg.Tensor((S, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
+    def reduce(W: pg.Tensor((splits, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
         tx = pg.thread_id(threads)
         b = pg.cta_id(ctas)
         for e in pg.serial(b * threads + tx, M * N, ctas * threads):
             m = pg.let(e // N)
             n = pg.let(e % N)
-            acc = pg.local_scalar("float32", 0.0)
-            for s in pg.serial(S):
-                acc.set(acc + W[s, m, n])
+            parts = [pg.let(W[s, m, n]) for s in range(splits)]
+            acc = parts[0]
+            for p in parts[1:]:
+                acc = pg.let(acc + p)
             D[m, n] = pg.cast(acc, out_dt)
 
-    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}"
+    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}"
     return pg.kernel(reduce, grid=(ctas,), block=(threads,))
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_small_m)
 reduce_for = functools.lru_cache(maxsize=None)(make_reduce)
+_auto_config = functools.lru_cache(maxsize=4096)(choose_config)    # per call: a dict lookup
 
 
 _NAMES = ("bfloat16", "float16", "float8_e4m3fn")
@@ -364,7 +368,7 @@ def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
     if K == 0:
         return out.zero_()
     sms, one, no_ws = _device_consts(a.device)
-    cfg = choose_config(M, N, K, dt, sms) if config is None else config
+    cfg = _auto_config(M, N, K, dt, sms) if config is None else config
     if not isinstance(cfg, Config):
         raise ConfigError(f"config: a gemm_small_m.Config(MN, STAGES, splits), got "
                           f"{type(cfg).__name__}")
@@ -376,7 +380,7 @@ def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
     if split:
         ws = torch.empty((cfg.splits, M, -(-N // 4) * 4), dtype=torch.float32, device=a.device)
         kern(a, b, out, ws, sa, sb)
-        reduce_for(str(out_dtype)[6:])(ws, out)
+        reduce_for(str(out_dtype)[6:], cfg.splits, 8 * sms)(ws, out)
         return out
     pitch_ok = N % 8 == 0                     # the TMA store needs 16-byte output rows
     d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=out_dtype, device=a.device)
