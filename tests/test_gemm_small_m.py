@@ -85,6 +85,9 @@ def _bf16_bits(x):
     ("bfloat16", 5, 130, 200, 8, 2, 2),       # split-K into the workspace + the reduction
     ("bfloat16", 13, 200, 300, 16, 3, 1),     # one CTA, 6 units: the ring wraps across units
     ("float16", 1, 64, 64, 8, 1, 1),          # M = 1, K inside one stage
+    ("float16", 1, 8, 8, 8, 1, 1),            # 1 x 8 x 8: everything past the edges zero
+    ("float16", 3, 64, 256, 8, 2, 1),         # float16 split into the workspace
+    ("float8_e4m3fn", 1, 40, 16, 8, 1, 1),    # fp8, K = 16 of a 128-wide stage
     ("float8_e4m3fn", 20, 130, 500, 32, 2, 2),  # fp8, promoted, scaled, K zero-filled
     ("bfloat16", 70, 64, 128, 128, 1, 1),     # MN 128: two 64-token epilogue chunks
     ("bfloat16", 300, 64, 64, 256, 1, 2),     # M > 256: two token tiles
@@ -115,6 +118,11 @@ def test_choose_config_table(M, N, K, MN, splits):
     assert (cfg.MN, cfg.splits) == (MN, splits)
     assert cfg.STAGES == S.stages_for(MN, "bfloat16")
     assert cfg.reason.startswith("split-k: ")
+
+
+def test_prefers_small_m_up_to_256_tokens():
+    assert [S.prefers_small_m(m, 4096, 4096) for m in (0, 1, 256, 257)] == [False, True, True,
+                                                                            False]
 
 
 def test_choose_config_rows():

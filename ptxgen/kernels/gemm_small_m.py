@@ -115,6 +115,16 @@ CONFIG_TABLE = (
 )
 
 
+SMALL_M_MAX = 256
+
+
+def prefers_small_m(M, N, K) -> bool:
+    """Whether gemm() should take this path: up to SMALL_M_MAX tokens every weight byte is read
+    once here (one token tile), where the general kernel's 128-row tiles pad M to 128 on
+    wgmma's M side and leave SMs idle for N / 256 < 132 tiles."""
+    return 0 < M <= SMALL_M_MAX
+
+
 def choose_config(M, N, K, dtype="bfloat16", sms=132) -> Config:
     """The configuration the heuristic table gives for this shape (see CONFIG_TABLE)."""
     MN = round_mn(M)
