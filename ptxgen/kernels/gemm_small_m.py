@@ -20,6 +20,7 @@ The epilogue writes the accumulator transposed into shared memory (a permuted vi
 row-major (MC, 64) tile), then TMA-stores it into D (or W) rows m0.., columns n0..: the TMA
 clips at the matrix edge, so any M, N work; K needs a row pitch that is a multiple of 16 bytes.
 
+    prefers_small_m(M, N, K)                whether gemm() should route a shape here
     choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
     make_small_m(dtype, MN, STAGES, ctas, split)   the kernel for one configuration
     gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None)   torch tensors
