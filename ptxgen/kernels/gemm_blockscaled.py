@@ -1,0 +1,200 @@
+"""Block-scaled fp8 GEMM on Hopper (sm_90a), DeepSeek-style: D = (A * scale_a) @ (B * scale_b)^T.
+
+    A (M, K), B (N, K) float8_e4m3fn row-major;  D (M, N) bfloat16 row-major
+    scale_a (M, ceil(K/128)) float32:            one scale per row and 128-wide K block
+    scale_b (ceil(N/128), ceil(K/128)) float32:  one scale per 128 x 128 block of B
+
+D[m, n] = sum over K blocks kb of scale_a[m, kb] * scale_b[n // 128, kb] * (A[m, kb] . B[n, kb]).
+The structure is examples/gemm_sm90.py's persistent warp-specialized kernel (a TMA producer
+warpgroup, two consumer warpgroups of 64 rows, 128 x 128 tiles so that a tile's columns share
+one scale_b block), with BK = 128: one K-step is one scale block.  Each step's wgmma sum goes
+into a fresh fp32 tile `part` (Hopper's fp8 wgmma keeps ~14 mantissa bits of its running
+sum, so it is never carried across steps), then the consumers promote it in fp32 on the CUDA
+cores: acc += part * (scale_a[row] * scale_b).  A thread of the wgmma accumulator fragment
+holds two rows (16 * warp + lane / 4 and 8 below) and, per 8 columns j, registers
+4j + 2h + e of row h; the next step's scales are loaded from global (L2) while this step
+waits and multiplies, so their latency hides behind the wgmma.
+
+    make_blockscaled(STAGES, ctas)                      the kernel
+    gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors
+"""
+import functools
+
+import ptxgen as pg
+from ptxgen.primitives.tcgen05 import canonical_layout
+
+from .gemm_small_m import GemmInputError
+
+BM, BN, BK = 128, 128, 128       # BK: fp8 bytes = one 128-byte swizzle span = one scale block
+GROUP_M = 8
+
+
+def make_blockscaled(STAGES=5, ctas=132):
+    """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128))."""
+    dtype, out_dt = "float8_e4m3fn", "bfloat16"
+    M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
+    ND, KB, NB = pg.var("ND"), pg.var("KB"), pg.var("NB")
+    LA = canonical_layout(64, BK, dtype, stages=2 * STAGES)
+    LB = canonical_layout(BN, BK, dtype, stages=STAGES)
+    CB = BN // 64
+    LC = canonical_layout(64, 64, out_dt, stages=2 * CB)
+
+    def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
+             D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((M, KB), "float32"),
+             SB: pg.Tensor((NB, KB), "float32")):
+        tx = pg.thread_id(384)
+        cta = pg.cta_id(ctas)
+        pool = pg.SMEMPool()
+        As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
+        Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
+        Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
+        pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
+        pool.commit()
+        pipe.init()
+        tiles_m = pg.let((M + BM - 1) // BM)
+        tiles_n = pg.let((N + BN - 1) // BN)
+        nk = pg.let((K + BK - 1) // BK)
+        mine = pg.let((tiles_m * tiles_n - cta + ctas - 1) // ctas)
+        per_group = pg.let(GROUP_M * tiles_n)
+
+        def tile_origin(i):
+            t = pg.let(cta + i * ctas)
+            first = pg.let(t // per_group * GROUP_M)
+            rows = pg.let(pg.min(tiles_m - first, GROUP_M))
+            r = pg.let(t % per_group)
+            return pg.let((first + r % rows) * BM), pg.let(r // rows * BN)
+
+        with pg.warpgroup_role(0):
+            pg.setmaxnreg(40, "dec")
+            with pg.if_(tx == 0):
+                prod = pipe.producer()
+                for i in pg.serial(mine):
+                    m0, n0 = tile_origin(i)
+                    for k in pg.serial(nk):
+                        k0 = pg.let(k * BK)
+                        s = prod.stage
+                        prod.acquire()
+                        for h in range(2):
+                            pg.tile.thread.copy_async(As[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
+                                                      A[m0 + 64 * h:m0 + 64 * h + 64, k0:k0 + BK],
+                                                      mbar=prod.full)
+                        pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
+                                                  B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
+                        prod.commit()
+
+        with pg.warpgroup_role(range(1, 3)) as c:
+            pg.setmaxnreg(232, "inc")
+            cons = pipe.consumer(scope="warpgroup")
+            acc = pg.tile.warpgroup.mma_accumulator((64, BN), "float32")
+            part = pg.tile.warpgroup.mma_accumulator((64, BN), "float32")
+            first_thread = tx % 128 == 0
+            t = tx % 128
+            row = pg.let(16 * (t // 32) + t % 32 // 4)   # this thread's rows: row, row + 8
+            av, pv = acc.local(), part.local()   # register 4j + 2h + e: row h, column pair j
+
+            nxt = [pg.local_scalar("float32") for _ in range(3)]   # step k's scales
+
+            for i in pg.serial(mine):
+                m0, n0 = tile_origin(i)
+                r0 = pg.let(pg.min(m0 + 64 * c + row, M - 1))     # past M: any valid row
+                r1 = pg.let(pg.min(m0 + 64 * c + row + 8, M - 1))
+                nb = pg.let(n0 // BN)
+                pg.tile.warpgroup.zero(acc)
+
+                def load_scales(k):
+                    for v, x in zip(nxt, (SA[r0, k], SA[r1, k], SB[nb, k])):
+                        v.set(x)
+
+                load_scales(0)
+                for k in pg.serial(nk):
+                    f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
+                    load_scales(pg.min(k + 1, nk - 1))      # in flight during this step
+                    s = cons.stage
+                    cons.wait()
+                    pg.tile.warpgroup.gemm_async(part, As[2 * s + c, 0:64, 0:BK],
+                                                 Bs[s, 0:BN, 0:BK], accumulate=False)
+                    pg.tile.warpgroup.gemm_wait(0)
+                    cons.release()
+                    for j in range(BN // 8):
+                        for h, f in ((0, f0), (1, f1)):
+                            q = 4 * j + 2 * h
+                            pg.tile.thread.fma(av[q:q + 2], pv[q:q + 2], f, av[q:q + 2])
+                # epilogue: 64 rows x CB boxes of 64 columns through Cs[c]
+                with pg.if_(first_thread):
+                    pg.tile.thread.async_wait(0, read=True, kind="bulk")
+                pg.named_barrier(4 + c, 128)
+                for j in range(CB):
+                    pg.tile.warpgroup.cast(Cs[c * CB + j, 0:64, 0:64],
+                                           acc[0:64, j * 64:j * 64 + 64])
+                pg.ptx.fence.proxy_async()
+                pg.named_barrier(4 + c, 128)
+                with pg.if_(first_thread):
+                    for j in range(CB):
+                        pg.tile.thread.copy_async(
+                            D[m0 + 64 * c:m0 + 64 * c + 64, n0 + j * 64:n0 + j * 64 + 64],
+                            Cs[c * CB + j:c * CB + j + 1, 0:64, 0:64])
+                    pg.tile.thread.async_commit(kind="bulk")
+            with pg.if_(first_thread):
+                pg.tile.thread.async_wait(0, kind="bulk")
+
+    gemm.__name__ = f"gemm_blockscaled_fp8_s{STAGES}"
+    return pg.kernel(gemm, grid=(ctas,), block=(384,))
+
+
+kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
+
+
+@functools.lru_cache(maxsize=None)
+def _sms(device) -> int:
+    import torch
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
+    """(a * scale_a) @ (b * scale_b)^T for float8_e4m3fn a (M, K), b (N, K) on one CUDA device,
+    scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)) contiguous float32;
+    bfloat16 out (M, N).  The scales apply per 128-wide K block, in fp32."""
+    import torch
+    for name, x in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(x, torch.Tensor):
+            raise GemmInputError(f"{name}: a torch tensor, got {type(x).__name__}")
+        if x.device.type != "cuda":
+            raise GemmInputError(f"{name} is on {x.device}: gemm_blockscaled runs on a CUDA "
+                                 f"device; move it with .cuda()")
+        if x.device != a.device:
+            raise GemmInputError(f"{name} is on {x.device}, a on {a.device}: every argument "
+                                 f"on one CUDA device")
+        if x.dim() != 2 or not x.is_contiguous():
+            raise GemmInputError(f"{name}: a contiguous 2-D tensor, got shape "
+                                 f"{tuple(x.shape)}")
+    if a.dtype != torch.float8_e4m3fn or b.dtype != torch.float8_e4m3fn:
+        raise GemmInputError(f"a and b: float8_e4m3fn, got {a.dtype} and {b.dtype}")
+    (M, K), N = a.shape, b.shape[0]
+    if b.shape[1] != K:
+        raise GemmInputError(f"a (M, K) @ b (N, K)^T: got {tuple(a.shape)} and "
+                             f"{tuple(b.shape)}")
+    if K % 16:
+        raise GemmInputError(f"K = {K}: a row of {K} bytes; TMA needs row pitches that are "
+                             f"multiples of 16 bytes (pad K to a multiple of 16)")
+    KB, NB = -(-K // 128), -(-N // 128)
+    for name, x, want in (("scale_a", scale_a, (M, KB)), ("scale_b", scale_b, (NB, KB))):
+        if x.dtype != torch.float32 or tuple(x.shape) != want:
+            raise GemmInputError(f"{name}: float32 of shape {want} (one scale per "
+                                 f"{'row' if name == 'scale_a' else '128 rows'} and 128-wide "
+                                 f"K block), got {x.dtype} of shape {tuple(x.shape)}")
+    if out is None:
+        out = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
+    elif (not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N)
+          or out.dtype != torch.bfloat16 or not out.is_contiguous() or out.device != a.device):
+        raise GemmInputError(f"out: a contiguous ({M}, {N}) bfloat16 tensor on {a.device}")
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.zero_()
+    pitch_ok = N % 8 == 0
+    d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=torch.bfloat16,
+                                         device=a.device)
+    kernel_for(5, _sms(a.device))(a, b, d, scale_a, scale_b)
+    if not pitch_ok:
+        out.copy_(d[:, :N])
+    return out

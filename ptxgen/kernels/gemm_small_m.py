@@ -1,0 +1,401 @@
+"""Decode-shaped GEMM on Hopper (sm_90a): D = A @ B^T with a small token count M.
+
+    A (M, K) activations, B (N, K) weights, both row-major (K contiguous); D (M, N) row-major
+    bfloat16 / float16 in, same dtype out;  float8_e4m3fn in, bfloat16 out (per-tensor scales)
+
+Why a separate path: with M <= 256 the general kernel puts the tokens on wgmma's M side (64 rows
+per warpgroup, mostly padding) and makes only N / BN output tiles, fewer than the 132 SMs, so
+the weight stream, which is the whole cost, runs on a fraction of the machine.  Here:
+  * A and B are swapped: each consumer warpgroup computes 64 weight rows x MN tokens with
+    wgmma m64nMNk16 (MN = M rounded up to 8 up to 64, to 64 above), D^T tile in registers;
+  * split-K: every (weight tile, token tile) is cut into S contiguous K ranges, S chosen so that
+    the units fill whole rounds of the persistent grid (one CTA per SM);
+  * the reduction is deterministic: with S > 1 each unit stores its fp32 partial tile to a
+    workspace W (S, M, N) with TMA, and a second kernel sums s = 0 .. S-1 in that fixed order
+    (the same bits every run); with S = 1 the tile goes straight to D;
+  * the weights are read once: their TMA loads carry L2 evict_first, the activations (read by
+    every CTA) evict_last;
+  * the stages are small (128 x BK weights + MN x BK tokens), so the ring is deep (up to 16).
+The epilogue writes the accumulator transposed into shared memory (a permuted view of a
+row-major (MC, 64) tile), then TMA-stores it into D (or W) rows m0.., columns n0..: the TMA
+clips at the matrix edge, so any M, N work; K needs a row pitch that is a multiple of 16 bytes.
+
+    prefers_small_m(M, N, K)                whether gemm() should route a shape here
+    choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
+    make_small_m(dtype, MN, STAGES, ctas, split)   the kernel for one configuration
+    gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None)   torch tensors
+"""
+
+
+import functools
+from typing import NamedTuple
+
+import ptxgen as pg
+from ptxgen.errors import PtxgenError
+from ptxgen.primitives.tcgen05 import canonical_layout
+
+BW = 128                   # weight rows per CTA tile: two consumer warpgroups x 64
+SMEM_BUDGET = 200 * 1024   # ring bytes we allow ourselves (the epilogue tiles come on top)
+MAX_STAGES = 16
+_OUT = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
+_ELEM = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
+
+
+class GemmInputError(PtxgenError, ValueError):
+    """An argument of gemm_small_m that breaks a rule; the message names both."""
+
+
+class ConfigError(GemmInputError):
+    """A forced small-M configuration that the kernel's rules forbid."""
+
+
+class Config(NamedTuple):
+    """MN: wgmma N (token tile); STAGES: ring depth; splits: K ranges per output tile."""
+    MN: int
+    STAGES: int
+    splits: int
+    reason: str = ""
+
+
+def valid_mn(MN) -> tuple:
+    """(ok, reason) for a token tile width: wgmma's N is a multiple of 8 up to 256, and the
+    epilogue moves 64-column chunks, so above 64 it is a multiple of 64."""
+    if not isinstance(MN, int) or MN < 8 or MN > 256 or MN % 8:
+        return False, f"MN = {MN!r}: wgmma N is a multiple of 8 from 8 to 256"
+    if MN > 64 and MN % 64:
+        return False, f"MN = {MN}: above 64 the epilogue's 64-token chunks need a multiple of 64"
+    return True, ""
+
+
+def stages_for(MN, dtype) -> int:
+    """As many ring stages as SMEM_BUDGET holds (a stage: 128 weight rows + MN token rows of
+    one 128-byte K span)."""
+    return max(2, min(MAX_STAGES, SMEM_BUDGET // ((BW + MN) * 128)))
+
+
+def round_mn(M) -> int:
+    """The token tile for M tokens: M rounded up to 8 up to 64, to 64 up to 256."""
+    if M <= 64:
+        return max(8, -(-M // 8) * 8)
+    return min(256, -(-M // 64) * 64)
+
+
+LAUNCH_BYTES = 8 << 20      # the reduction's extra launch, as bytes streamed meanwhile
+
+
+def best_splits(M, N, K, elem, MN, sms, max_splits=16, min_k_blocks=4) -> int:
+    """The split count with the least modelled time: the bytes moved (weights once, the
+    activations once per weight tile, and with S > 1 the fp32 workspace written and read
+    back, plus LAUNCH_BYTES for the reduction's launch) over the fraction of the grid's
+    rounds that units fill.  Keeps >= min_k_blocks K-blocks per split so the ring streams."""
+    tiles = -(-N // BW) * -(-M // MN)
+    nk = -(-K // (128 // elem))
+    base = N * K * elem + -(-N // BW) * M * K * elem + M * N * elem
+    best, best_t = 1, None
+    for s in range(1, max_splits + 1):
+        if s > 1 and nk // s < min_k_blocks:
+            break
+        u = tiles * s
+        fill = u / (-(-u // sms) * sms)
+        t = (base + (2 * s * M * N * 4 + LAUNCH_BYTES if s > 1 else 0)) / fill
+        if best_t is None or t < 0.98 * best_t:
+            best, best_t = s, t
+    return best
+
+
+# The heuristic table: (rule name, applies(M, N, K, tiles, sms), the reason).  The first row
+# that applies decides the split rule; MN and STAGES always come from round_mn / stages_for.
+CONFIG_TABLE = (
+    ("one-split", lambda M, N, K, tiles, nk, sms: nk < 8,
+     "K is under 8 K-blocks: splitting it leaves too little to pipeline per unit"),
+    ("fills-machine", lambda M, N, K, tiles, nk, sms: tiles >= 4 * sms,
+     "at least 4 rounds of tiles: the last round's imbalance is small, no workspace needed"),
+    ("split-k", lambda M, N, K, tiles, nk, sms: True,
+     "few tiles for the SMs (decode shapes): split K so every SM streams weights; the split "
+     "count minimises bytes moved / grid fill (best_splits: the workspace costs bytes)"),
+)
+
+
+SMALL_M_MAX = 256
+
+
+def prefers_small_m(M, N, K) -> bool:
+    """Whether gemm() should take this path: up to SMALL_M_MAX tokens every weight byte is read
+    once here (one token tile), where the general kernel's 128-row tiles pad M to 128 on
+    wgmma's M side and leave SMs idle for N / 256 < 132 tiles."""
+    return 0 < M <= SMALL_M_MAX
+
+
+def choose_config(M, N, K, dtype="bfloat16", sms=132) -> Config:
+    """The configuration the heuristic table gives for this shape (see CONFIG_TABLE)."""
+    MN = round_mn(M)
+    tiles = -(-N // BW) * -(-M // MN)
+    nk = -(-K // (128 // _ELEM[dtype]))
+    for name, applies, why in CONFIG_TABLE:
+        if applies(M, N, K, tiles, nk, sms):
+            splits = (best_splits(M, N, K, _ELEM[dtype], MN, sms) if name == "split-k"
+                      else 1)
+            return Config(MN, stages_for(MN, dtype), splits, f"{name}: {why}")
+    raise AssertionError("the last row always applies")
+
+
+def check_config(cfg, dtype, K) -> None:
+    """Raise ConfigError naming the rule a forced configuration breaks."""
+    ok, why = valid_mn(cfg.MN)
+    if not ok:
+        raise ConfigError(f"config.{why}")
+    if not isinstance(cfg.STAGES, int) or not 2 <= cfg.STAGES <= MAX_STAGES:
+        raise ConfigError(f"config.STAGES = {cfg.STAGES!r}: 2 to {MAX_STAGES} ring stages")
+    ring = cfg.STAGES * (BW + cfg.MN) * 128
+    if ring > SMEM_BUDGET:
+        raise ConfigError(f"config.STAGES = {cfg.STAGES}: the ring needs {ring} bytes of shared "
+                          f"memory, more than {SMEM_BUDGET}; use at most "
+                          f"{stages_for(cfg.MN, dtype)} stages for MN = {cfg.MN}")
+    nk = -(-K // (128 // _ELEM[dtype]))
+    if not isinstance(cfg.splits, int) or not 1 <= cfg.splits <= max(1, nk):
+        raise ConfigError(f"config.splits = {cfg.splits!r}: 1 to {nk} (the K-blocks of "
+                          f"{128 // _ELEM[dtype]} for K = {K}), so every split has work")
+
+
+def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None):
+    """The kernel for one configuration; M, N, K and the split count S (W's first extent) are
+    launch-time symbols.  split=False: D gets the tile (S must be 1); split=True: W (S, M, NW)
+    gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it)."""
+    ok, why = valid_mn(MN)
+    if not ok:
+        raise ConfigError(why)
+    if dtype not in _OUT:
+        raise ConfigError(f"dtype {dtype!r}: bfloat16, float16 or float8_e4m3fn")
+    scaled = dtype.startswith("float8") if scaled is None else scaled
+    promote = dtype.startswith("float8")   # cuBLAS's default: each K-step's sum into fp32
+    out_dt = _OUT[dtype]
+    BK = 128 // _ELEM[dtype]                 # one 128-byte swizzle span of K per stage
+    MC = min(MN, 64)                         # tokens per epilogue chunk
+    st_dt = "float32" if split else out_dt
+    M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
+    ND, S, MW, NW = pg.var("ND"), pg.var("S"), pg.var("MW"), pg.var("NW")
+    LW = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # weights: [2 * stage + half]
+    LX = canonical_layout(MN, BK, dtype, stages=STAGES)       # tokens
+
+    def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
+             D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, MW, NW), "float32"),
+             SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32")):
+        tx = pg.thread_id(384)
+        cta = pg.cta_id(ctas)
+        pool = pg.SMEMPool()
+        Ws = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LW)
+        Xs = pool.alloc((STAGES, MN, BK), dtype, align=1024, layout=LX)
+        Cs = pool.alloc((2, MC, 64), st_dt, align=1024)
+        pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
+        pool.commit()
+        pipe.init()
+        CsT = Cs.permute(0, 2, 1)                       # (2, 64 weight rows, MC tokens)
+        tiles_m = pg.let((M + MN - 1) // MN)
+        tiles = pg.let((N + BW - 1) // BW * tiles_m)
+        nk = pg.let((K + BK - 1) // BK)
+        mine = pg.let((tiles * S - cta + ctas - 1) // ctas)
+
+        def unit(i):
+            """Weight row, token row, split, first K-block and K-block count of this CTA's
+            i-th unit; consecutive CTAs take the token tiles of one weight tile (L2 reuse)."""
+            u = pg.let(cta + i * ctas)
+            s = pg.let(u // tiles)
+            r = pg.let(u % tiles)
+            kb0 = pg.let(s * nk // S)
+            return (pg.let(r // tiles_m * BW), pg.let(r % tiles_m * MN), s, kb0,
+                    pg.let((s + 1) * nk // S - kb0))
+
+        with pg.warpgroup_role(0):
+            pg.setmaxnreg(40, "dec")
+            with pg.if_(tx == 0):
+                prod = pipe.producer()
+                for i in pg.serial(mine):
+                    n0, m0, _, kb0, cnt = unit(i)
+                    for k in pg.serial(cnt):
+                        k0 = pg.let((kb0 + k) * BK)
+                        s = prod.stage
+                        prod.acquire()
+                        for h in range(2):
+                            pg.tile.thread.copy_async(Ws[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
+                                                      B[n0 + 64 * h:n0 + 64 * h + 64, k0:k0 + BK],
+                                                      mbar=prod.full, cache_hint="evict_first")
+                        pg.tile.thread.copy_async(Xs[s:s + 1, 0:MN, 0:BK],
+                                                  A[m0:m0 + MN, k0:k0 + BK], mbar=prod.full,
+                                                  cache_hint="evict_last")
+                        prod.commit()
+
+        with pg.warpgroup_role(range(1, 3)) as c:
+            pg.setmaxnreg(232, "inc")
+            cons = pipe.consumer(scope="warpgroup")
+            done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
+            acc = pg.tile.warpgroup.mma_accumulator((64, MN), "float32")
+            part = pg.tile.warpgroup.mma_accumulator((64, MN), "float32") if promote else acc
+            first_thread = tx % 128 == 0
+
+            def k_step(k, d, accumulate):
+                s = cons.stage
+                cons.wait()
+                pg.tile.warpgroup.gemm_async(d, Ws[2 * s + c, 0:64, 0:BK], Xs[s, 0:MN, 0:BK],
+                                             accumulate=accumulate)
+                cons.advance()
+                pg.tile.warpgroup.gemm_wait(1)
+                with pg.if_(k > 0):
+                    done.release()
+
+            for i in pg.serial(mine):
+                n0, m0, sp, _, cnt = unit(i)
+                if not promote:
+                    for k in pg.serial(cnt):
+                        k_step(k, acc, k > 0)
+                else:
+                    pg.tile.warpgroup.zero(acc)
+                    for k in pg.serial(cnt):
+                        k_step(k, part, False)
+                        pg.tile.warpgroup.gemm_wait(0)
+                        pg.tile.warpgroup.add(acc, acc, part)
+                pg.tile.warpgroup.gemm_wait(0)
+                done.release()
+                if scaled:
+                    pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
+                w0 = pg.let(n0 + 64 * c)
+                for j in range(MN // MC):
+                    with pg.if_(first_thread):
+                        pg.tile.thread.async_wait(0, read=True, kind="bulk")
+                    pg.named_barrier(4 + c, 128)
+                    pg.tile.warpgroup.cast(CsT[c, 0:64, 0:MC], acc[0:64, j * MC:j * MC + MC])
+                    pg.ptx.fence.proxy_async()
+                    pg.named_barrier(4 + c, 128)
+                    with pg.if_(first_thread):
+                        t0 = m0 + j * MC
+                        if split:
+                            pg.tile.thread.copy_async(W[sp:sp + 1, t0:t0 + MC, w0:w0 + 64],
+                                                      Cs[c:c + 1, 0:MC, 0:64])
+                        else:
+                            pg.tile.thread.copy_async(D[t0:t0 + MC, w0:w0 + 64],
+                                                      Cs[c:c + 1, 0:MC, 0:64])
+                        pg.tile.thread.async_commit(kind="bulk")
+            with pg.if_(first_thread):
+                pg.tile.thread.async_wait(0, kind="bulk")
+
+    gemm.__name__ = (f"gemm_small_m_{dtype}_n{MN}_s{STAGES}" + ("_splitk" if split else "") +
+                     ("_scaled" if scaled else ""))
+    return pg.kernel(gemm, grid=(ctas,), block=(384,))
+
+
+def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
+    """D[m, n] = sum over s = 0 .. splits-1, in that order, of W[s, m, n] (fp32), rounded once
+    to out_dt: the fixed order makes split-K's result the same bits every run.  The split
+    loop is unrolled so a thread's `splits` loads are in flight together (a serial loop
+    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM)."""
+    M, N, NW = pg.var("M"), pg.var("N"), pg.var("NW")
+
+    def reduce(W: pg.Tensor((splits, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
+        tx = pg.thread_id(threads)
+        b = pg.cta_id(ctas)
+        for e in pg.serial(b * threads + tx, M * N, ctas * threads):
+            m = pg.let(e // N)
+            n = pg.let(e % N)
+            parts = [pg.let(W[s, m, n]) for s in range(splits)]
+            acc = parts[0]
+            for p in parts[1:]:
+                acc = pg.let(acc + p)
+            D[m, n] = pg.cast(acc, out_dt)
+
+    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}"
+    return pg.kernel(reduce, grid=(ctas,), block=(threads,))
+
+
+kernel_for = functools.lru_cache(maxsize=None)(make_small_m)
+reduce_for = functools.lru_cache(maxsize=None)(make_reduce)
+_auto_config = functools.lru_cache(maxsize=4096)(choose_config)    # per call: a dict lookup
+
+
+_NAMES = ("bfloat16", "float16", "float8_e4m3fn")
+
+
+@functools.lru_cache(maxsize=None)
+def _device_consts(device):
+    """Per device: the SM count, the scale 1.0 and the unused 1 x 1 x 4 workspace."""
+    import torch
+    return (torch.cuda.get_device_properties(device).multi_processor_count,
+            torch.ones(1, dtype=torch.float32, device=device),
+            torch.zeros((1, 1, 4), dtype=torch.float32, device=device))
+
+
+def _scale(x, name, dev):
+    import torch
+    if x is None:
+        return None
+    if not isinstance(x, torch.Tensor) or x.numel() != 1 or x.dtype != torch.float32:
+        raise GemmInputError(f"{name}: a float32 tensor of one element (a per-tensor scale), "
+                             f"got {getattr(x, 'dtype', type(x).__name__)} of shape "
+                             f"{tuple(getattr(x, 'shape', ()))}")
+    if x.device != dev:
+        raise GemmInputError(f"{name} is on {x.device}, a and b on {dev}: every argument on "
+                             f"one CUDA device")
+    return x.reshape(1)
+
+
+def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
+    """a (M, K) @ b (N, K)^T on torch CUDA tensors (row-major) through the decode path.
+    bfloat16 / float16 give the same dtype; float8_e4m3fn gives bfloat16 times scale_a *
+    scale_b (float32 one-element tensors), each K-step's partial sum promoted to fp32.
+    config: a Config to force (else choose_config's); a rule it breaks raises ConfigError."""
+    import torch
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, torch.Tensor):
+            raise GemmInputError(f"{name}: a torch tensor, got {type(x).__name__}")
+        if x.device.type != "cuda":
+            raise GemmInputError(f"{name} is on {x.device}: gemm_small_m runs on a CUDA "
+                                 f"device; move it with .cuda()")
+    if a.device != b.device:
+        raise GemmInputError(f"a is on {a.device}, b on {b.device}: both on one CUDA device")
+    if a.dtype != b.dtype or str(a.dtype)[6:] not in _NAMES:
+        raise GemmInputError(f"a and b: two bfloat16, float16 or float8_e4m3fn tensors of one "
+                             f"dtype, got {a.dtype} and {b.dtype}")
+    dt = str(a.dtype)[6:]
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
+        raise GemmInputError(f"a (M, K) @ b (N, K)^T: got {tuple(a.shape)} and "
+                             f"{tuple(b.shape)}")
+    if not (a.is_contiguous() and b.is_contiguous()):
+        raise GemmInputError("a and b: row-major (contiguous); call .contiguous()")
+    (M, K), N = a.shape, b.shape[0]
+    if K * a.element_size() % 16:
+        raise GemmInputError(f"K = {K}: a row of {K * a.element_size()} bytes; TMA needs row "
+                             f"pitches that are multiples of 16 bytes (pad K to a multiple "
+                             f"of {16 // a.element_size()})")
+    fp8 = dt.startswith("float8")
+    if not fp8 and (scale_a is not None or scale_b is not None):
+        raise GemmInputError("scale_a / scale_b: only for float8_e4m3fn inputs")
+    sa, sb = _scale(scale_a, "scale_a", a.device), _scale(scale_b, "scale_b", a.device)
+    out_dtype = torch.bfloat16 if fp8 else a.dtype
+    if out is None:
+        out = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    elif (not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N)
+          or out.dtype != out_dtype or not out.is_contiguous() or out.device != a.device):
+        raise GemmInputError(f"out: a contiguous ({M}, {N}) {out_dtype} tensor on {a.device}")
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.zero_()
+    sms, one, no_ws = _device_consts(a.device)
+    cfg = _auto_config(M, N, K, dt, sms) if config is None else config
+    if not isinstance(cfg, Config):
+        raise ConfigError(f"config: a gemm_small_m.Config(MN, STAGES, splits), got "
+                          f"{type(cfg).__name__}")
+    check_config(cfg, dt, K)
+    split = cfg.splits > 1
+    sa = one if sa is None else sa
+    sb = one if sb is None else sb
+    kern = kernel_for(dt, cfg.MN, cfg.STAGES, sms, split, fp8)
+    if split:
+        ws = torch.empty((cfg.splits, M, -(-N // 4) * 4), dtype=torch.float32, device=a.device)
+        kern(a, b, out, ws, sa, sb)
+        reduce_for(str(out_dtype)[6:], cfg.splits, 8 * sms)(ws, out)
+        return out
+    pitch_ok = N % 8 == 0                     # the TMA store needs 16-byte output rows
+    d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=out_dtype, device=a.device)
+    kern(a, b, d, no_ws, sa, sb)
+    if not pitch_ok:
+        out.copy_(d[:, :N])
+    return out

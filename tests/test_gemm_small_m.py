@@ -1,0 +1,196 @@
+"""ptxgen/kernels/gemm_small_m.py on the CPU: the decode-shaped GEMM (A/B swapped, split-K,
+fixed-order reduction, evict-first weight stream) assembles for sm_90a with no spills and the
+forms it was designed around, runs in ptxsim bit for bit against numpy on ragged shapes (split
+and not), and its heuristic table and forced-configuration checks behave as documented."""
+import numpy as np
+import pytest
+
+import gemm_cases as G
+from ptxsim import run
+
+from ptxgen.errors import PtxgenError
+from ptxgen.kernels import gemm_small_m as S
+
+
+def _instrs(k):
+    return "\n".join(ln for ln in k.ptx("sm_90a").splitlines()
+                     if not ln.lstrip().startswith("//"))
+
+
+@pytest.mark.parametrize("dt,MN,split,wgmma", [
+    ("bfloat16", 8, False, "m64n8k16.f32.bf16.bf16"),
+    ("bfloat16", 16, True, "m64n16k16.f32.bf16.bf16"),
+    ("float16", 256, True, "m64n256k16.f32.f16.f16"),
+    ("float8_e4m3fn", 32, True, "m64n32k32.f32.e4m3.e4m3"),
+])
+def test_assembles_without_spills(dt, MN, split, wgmma):
+    k = S.make_small_m(dt, MN=MN, STAGES=S.stages_for(MN, dt), split=split)
+    r = k.compile("sm_90a")
+    assert r.spill_bytes == 0
+    assert r.registers <= 168
+    assert r.resources["smem_bytes"] <= 227 * 1024
+    ptx = _instrs(k)
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.{wgmma}") == 4          # BK / instr K
+    loads = ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx"
+                      "::bytes.L2::cache_hint")
+    assert loads == 3                                  # two weight halves, one token tile
+    assert "createpolicy.fractional.L2::evict_first" in ptx
+    assert "createpolicy.fractional.L2::evict_last" in ptx
+    dims = "3d" if split else "2d"                     # W (S, M, N) fp32, or D (M, N)
+    assert f"cp.async.bulk.tensor.{dims}.global.shared::cta.bulk_group" in ptx
+
+
+def test_reduce_loads_every_split_then_adds_in_order():
+    """The split loop is unrolled: the loads are independent (in flight together), the adds
+    chain s = 0, 1, 2, 3 in that order (the fixed order is what makes it deterministic)."""
+    k = S.make_reduce("bfloat16", 4)
+    assert k.compile("sm_90a").spill_bytes == 0
+    body = _instrs(k)
+    assert body.count("ld.global.f32") == 4
+    assert body.count("add.rn.f32") == 3
+
+
+def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0):
+    """Run the GEMM (and with splits > 1 the reduction) in ptxsim; (got, want) output bits.
+    Outputs and workspace poisoned with NaN first."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, size=(M, K)) / 2
+    b = rng.integers(-3, 4, size=(N, K)) / 2
+    fp8 = dt.startswith("float8")
+    split = splits > 1
+    k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, split=split)
+    ND, NW = -(-N // 8) * 8, -(-N // 4) * 4
+    D = np.full((M, ND), 0x7FC1, np.uint16)
+    W = np.full((splits, M, NW) if split else (1, 1, 4), np.nan, np.float32)
+    sa, sb = np.array([0.5], np.float32), np.array([0.25], np.float32)
+    run(k, [G.encode(a, dt), G.encode(b, dt), D, W, sa, sb],
+        scalars=[M, K, N, ND, *W.shape])
+    if split:
+        assert not np.isnan(W[:, :, :N]).any()        # every split wrote its whole tile
+        out_dt = "bfloat16" if fp8 else dt
+        D = np.full((M, N), 0x7FC1, np.uint16)
+        run(S.make_reduce(out_dt, splits, ctas=2, threads=64), [W, D], scalars=[M, NW, N])
+    ref = (a @ b.T) * (0.125 if fp8 else 1.0)
+    want = ref.astype(np.float16).view(np.uint16) if dt == "float16" else _bf16_bits(ref)
+    return D[:, :N], want
+
+
+def _bf16_bits(x):
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize("dt,M,N,K,MN,splits,ctas", [
+    ("bfloat16", 5, 130, 72, 8, 1, 2),        # M = 5 on wgmma N = 8; N ragged, padded D pitch
+    ("bfloat16", 5, 130, 200, 8, 2, 2),       # split-K into the workspace + the reduction
+    ("bfloat16", 13, 200, 300, 16, 3, 1),     # one CTA, 6 units: the ring wraps across units
+    ("float16", 1, 64, 64, 8, 1, 1),          # M = 1, K inside one stage
+    ("float16", 1, 8, 8, 8, 1, 1),            # 1 x 8 x 8: everything past the edges zero
+    ("float16", 3, 64, 256, 8, 2, 1),         # float16 split into the workspace
+    ("float8_e4m3fn", 1, 40, 16, 8, 1, 1),    # fp8, K = 16 of a 128-wide stage
+    ("float8_e4m3fn", 20, 130, 500, 32, 2, 2),  # fp8, promoted, scaled, K zero-filled
+    ("bfloat16", 70, 64, 128, 128, 1, 1),     # MN 128: two 64-token epilogue chunks
+    ("bfloat16", 300, 64, 64, 256, 1, 2),     # M > 256: two token tiles
+])
+def test_sim_matches_numpy(dt, M, N, K, MN, splits, ctas):
+    got, want = _sim(dt, M, N, K, MN, splits, ctas)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+def test_split_results_do_not_depend_on_the_split_count():
+    """Integer data: every split count sums exactly, so the bits agree with one split."""
+    one, want = _sim("bfloat16", 9, 70, 320, 16, 1, 2)
+    four, _ = _sim("bfloat16", 9, 70, 320, 16, 4, 2)
+    assert (one == want).all() and (four == want).all()
+
+
+@pytest.mark.parametrize("M,N,K,MN,splits", [
+    (1, 4096, 14336, 8, 4),          # 32 weight tiles: split 4 ways -> 128 units on 132 SMs
+    (16, 4096, 14336, 16, 4),
+    (32, 8192, 8192, 32, 2),         # 64 tiles -> 128 units
+    (128, 4096, 14336, 128, 4),
+    (16, 14336, 4096, 16, 1),        # 112 tiles already stream; the workspace would cost more
+    (1000, 4096, 14336, 256, 1),     # 128 tiles (4 token tiles x 32)
+])
+def test_choose_config_table(M, N, K, MN, splits):
+    cfg = S.choose_config(M, N, K, "bfloat16", 132)
+    assert (cfg.MN, cfg.splits) == (MN, splits)
+    assert cfg.STAGES == S.stages_for(MN, "bfloat16")
+    assert cfg.reason.startswith("split-k: ")
+
+
+def test_prefers_small_m_up_to_256_tokens():
+    assert [S.prefers_small_m(m, 4096, 4096) for m in (0, 1, 256, 257)] == [False, True, True,
+                                                                            False]
+
+
+def test_choose_config_rows():
+    assert S.choose_config(16, 4096, 256, "bfloat16", 132).reason.startswith("one-split")
+    big = S.choose_config(256, 131072, 4096, "bfloat16", 132)
+    assert big.splits == 1 and big.reason.startswith("fills-machine")
+    assert S.choose_config(3, 100, 64, "float8_e4m3fn", 132).MN == 8
+
+
+@pytest.mark.parametrize("cfg,msg", [
+    (S.Config(12, 4, 1), "config.MN = 12: wgmma N is a multiple of 8 from 8 to 256"),
+    (S.Config(96, 4, 1), "config.MN = 96: above 64 the epilogue's 64-token chunks need a "
+                         "multiple of 64"),
+    (S.Config(16, 1, 1), "config.STAGES = 1: 2 to 16 ring stages"),
+    (S.Config(256, 8, 1), "config.STAGES = 8: the ring needs 393216 bytes of shared memory, "
+                          "more than 204800; use at most 4 stages for MN = 256"),
+    (S.Config(16, 4, 9), r"config.splits = 9: 1 to 8 \(the K-blocks of 64 for K = 512\), so "
+                         r"every split has work"),
+])
+def test_bad_forced_config(cfg, msg):
+    with pytest.raises(S.ConfigError, match=msg) as e:
+        S.check_config(cfg, "bfloat16", 512)
+    assert isinstance(e.value, PtxgenError)
+
+
+def test_bad_inputs_without_a_gpu():
+    torch = pytest.importorskip("torch")
+    a = torch.zeros(4, 64, dtype=torch.bfloat16)
+    with pytest.raises(S.GemmInputError, match=r"a is on cpu: gemm_small_m runs on a CUDA "
+                                               r"device; move it with \.cuda\(\)"):
+        S.gemm_small_m(a, a)
+    with pytest.raises(S.GemmInputError, match="a: a torch tensor, got ndarray"):
+        S.gemm_small_m(np.zeros((4, 64)), a)
+
+
+# ---------------------------------------------------------------- block-scaled fp8
+def test_blockscaled_assembles_without_spills():
+    from ptxgen.kernels import gemm_blockscaled as BS
+    k = BS.make_blockscaled()
+    r = k.compile("sm_90a")
+    assert r.spill_bytes == 0 and r.registers <= 168
+    ptx = _instrs(k)
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") == 4
+    assert ptx.count("fma.rn.f32") >= 64            # acc += part * scale: 64 per thread
+
+
+@pytest.mark.parametrize("M,N,K,ctas", [
+    (70, 130, 300, 2),         # ragged M, N (padded D), K (a partial last scale block)
+    (130, 64, 256, 1),         # one CTA, two row tiles
+])
+def test_blockscaled_sim_matches_numpy(M, N, K, ctas):
+    """Integer data and power-of-two scales: every product and sum is exact in fp32, so the
+    output is the reference rounded once to bfloat16."""
+    from ptxgen.kernels import gemm_blockscaled as BS
+    rng = np.random.default_rng(1)
+    a = rng.integers(-3, 4, size=(M, K)) / 2
+    b = rng.integers(-3, 4, size=(N, K)) / 2
+    KB, NB = -(-K // 128), -(-N // 128)
+    sa = (2.0 ** rng.integers(-3, 3, size=(M, KB))).astype(np.float32)
+    sb = (2.0 ** rng.integers(-3, 3, size=(NB, KB))).astype(np.float32)
+    ND = -(-N // 8) * 8
+    D = np.full((M, ND), 0x7FC1, np.uint16)
+    run(BS.make_blockscaled(STAGES=3, ctas=ctas),
+        [G.encode(a, "float8_e4m3fn"), G.encode(b, "float8_e4m3fn"), D, sa, sb],
+        scalars=[M, K, N, ND, KB, NB])
+    ref = np.zeros((M, N))
+    for kb in range(KB):
+        ks = slice(kb * 128, kb * 128 + 128)
+        ref += (a[:, ks] @ b[:, ks].T) * sa[:, kb:kb + 1] * np.repeat(sb[:, kb], 128)[None, :N]
+    bad = np.argwhere(D[:, :N] != _bf16_bits(ref))
+    assert bad.size == 0, f"{len(bad)} differ, first at {bad[0]}"
