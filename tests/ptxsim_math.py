@@ -110,10 +110,10 @@ def round_bits(x, fmt, mode="rn", satfinite=False, ftz=False):
         ex = (mq.bit_length() - 1 - mb) + e + bias
         mant = (mq >> (mq.bit_length() - 1 - mb)) - (1 << mb)
         return s | (ex << mb) | mant
-    if ftz:
-        return s
     if mq >= 1 << (mb + 1):                              # rounded up to the next binade
         return s | ((e + 1 + bias) << mb)
+    if ftz:                                              # a subnormal result flushes
+        return s
     return s | mq                                        # subnormal
 
 

@@ -205,3 +205,19 @@ def test_ftz_selects_the_flushing_approximation():
             acc = wg.mma_accumulator((64, 16), "float32")
             wg.exp2(acc, acc, ftz=1)
         pg.kernel(bad, grid=(1,), block=(128,))
+
+
+def test_ftz_keeps_a_result_that_rounds_up_to_a_normal_binade():
+    """ex2.approx.ftz of -1.75e-8 is 1.0 (0.99999998 rounds up), not a flushed 0."""
+    wg = pg.tile.warpgroup
+
+    def k(X: pg.Tensor((64, 8), "float32"), Y: pg.Tensor((64, 8), "float32")):
+        pg.thread_id(128)
+        acc = wg.mma_accumulator((64, 8), "float32")
+        wg.copy(acc, X)
+        wg.exp2(acc, acc, ftz=True)
+        wg.copy(Y, acc)
+    x = np.full((64, 8), -1.753574e-08, np.float32)
+    y = np.zeros_like(x)
+    run(pg.kernel(k, grid=(1,), block=(128,)), [x, y])
+    assert np.all(y == 1.0)
