@@ -338,3 +338,64 @@ def test_helpers_are_registered():
     with pytest.raises(AttributeError, match="raw PTX"):
         pg.ptx.tcgen05.no_such_helper
     assert issubclass(ResourceError, PtxgenError)
+
+
+# ---- direct element access to TMEM is refused at the user's line --------------------------------
+_TMEM_ONLY = (r"which cannot be {what} directly by a thread: TMEM is reached only through "
+              r"tcgen05\.ld/st/cp, i\.e\. pg\.tile\.<scope>\.tmem_load\(regs, acc\[\.\.\.\]\), "
+              r"tmem_store\(acc\[\.\.\.\], regs\) and tmem_copy\(acc\[\.\.\.\], smem\) \(their "
+              r"dispatch picks the tcgen05 shape\), or raw pg\.ptx\['tcgen05\.ld\.\.\.'\] "
+              r"instructions given its TMEM address")
+
+
+def _direct(access, pooled):
+    def k(Out: pg.Tensor((128, 4), "float32")):
+        tx = pg.thread_id(128)
+        if pooled:
+            pool = SMEMPool()
+            slot = pool.alloc((1,), "uint32")
+            pool.commit()
+            tmem = TMEMPool(pool, total_cols=32, tmem_addr=slot)
+            acc = tmem.alloc((128, 32), "float32")
+            tmem.commit()
+        else:
+            slot = pg.alloc_shared((1,), "uint32")
+            with pg.if_(pg.warp_id() == 0):
+                pg.ptx.tcgen05.alloc(slot, 32)
+            pg.cta_sync()
+            acc = pg.decl_buffer((128, 32), "float32", scope="tmem", allocated_addr=0)
+        access(acc, Out, tx)                                   # the line the error names
+        if pooled:
+            tmem.dealloc()
+    return k
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+@pytest.mark.parametrize("access,what", [
+    (lambda acc, Out, tx: Out.__setitem__((tx, 0), acc[tx, 0]), "loaded"),
+    (lambda acc, Out, tx: acc.__setitem__((tx, 0), 1.0), "stored"),
+    (lambda acc, Out, tx: acc.ptr_to([tx, 0]), r"pointed into \(ptr_to\)"),
+    (lambda acc, Out, tx: acc.vload([tx, 0], "float32x4"), r"loaded or stored \(vload/vstore\)"),
+    (lambda acc, Out, tx: acc.vstore([tx, 0], Out.vload([tx, 0], "float32x4")),
+     r"loaded or stored \(vload/vstore\)"),
+])
+def test_direct_tmem_access_is_refused_at_the_users_line(access, what, pooled):
+    line = access.__code__.co_firstlineno
+    with pytest.raises(pg.TraceError, match=rf"test_alloc_tmem\.py:{line}: 'acc' is in tensor "
+                       rf"memory \(TMEM\), " + _TMEM_ONLY.format(what=what)):
+        pg.kernel(_direct(access, pooled), grid=(1,), block=(128,))
+
+
+def test_tmem_regions_still_reach_the_tcgen05_primitives():
+    """Regions (slices) of a TMEM tile are what tmem_load takes: not refused."""
+    from ptxgen.primitives.tmem_layout import register_layout
+
+    def load(acc, Out, tx):
+        regs = pg.alloc_local((128, 32), "float32", layout=register_layout("32x32b", 128, 32))
+        pg.tile.cta.tmem_load(regs, acc[0:128, 0:32])
+        Out[tx, 0] = regs.local()[0]
+
+    ptx = pg.kernel(_direct(load, True), grid=(1,), block=(128,)).ptx("sm_100a")
+    assert "tcgen05.ld.sync.aligned.32x32b.x32.b32" in ptx
+    ok, log = assemble(ptx, "sm_100a")
+    assert ok, log

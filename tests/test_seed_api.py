@@ -10,7 +10,7 @@ import pytest
 import ptxgen as pg
 import ptxsim
 from _asm import assemble
-from ptxgen.layout import S, TileLayout
+from ptxgen.layout import S, TileLayout, laneid
 
 RNG = np.random.default_rng(2002)
 
@@ -330,3 +330,132 @@ def test_tmem_pool_operand_helpers():
 def test_tmem_pool_helper_errors(call, msg):
     with pytest.raises(pg.ResourceError, match=msg):
         _pool_kernel(call)
+
+
+# ---- seed 003 / API.md: dispatch="vec_auto" on a register copy takes vec_auto's reg path --------
+LANE_ROWS = TileLayout(S[(32, 8):(1 @ laneid, 1)])
+
+
+def _reg_round_trip(dtype, force, explain=None):
+    """A -> R (a lane per row) -> B, with dispatch="vec_auto" forced on both copies or not."""
+    kw = {"dispatch": "vec_auto"} if force else {}
+
+    @pg.kernel(grid=(1,), block=(32,), name="reg_round_trip")
+    def k(A: pg.Tensor((32, 8), dtype), B: pg.Tensor((32, 8), dtype)):
+        R = pg.alloc_local((32, 8), dtype, layout=LANE_ROWS)
+        if explain is not None:
+            explain.append(pg.tile.explain("copy", B[:, :], R[:, :], scope="warp", **kw))
+        pg.tile.warp.copy(R[:, :], A[:, :], **kw)
+        pg.tile.warp.copy(B[:, :], R[:, :], **kw)
+    return k
+
+
+def _code(ptx):
+    """The PTX without its comment lines (the forced copies' source lines say dispatch=)."""
+    return [ln for ln in ptx.splitlines() if not ln.strip().startswith("//")]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int8"])
+def test_forcing_vec_auto_on_a_register_copy_takes_its_reg_path(dtype):
+    forced_ex, auto_ex = [], []
+    forced = _reg_round_trip(dtype, True, forced_ex)
+    auto = _reg_round_trip(dtype, False, auto_ex)
+    # the automatic choice names the reg row; forcing vec_auto takes the same path, same code
+    assert auto_ex[0].chosen == "reg" and forced_ex[0].chosen == "vec_auto"
+    row = {r.name: r.reason for r in forced_ex[0]}["vec_auto"]
+    assert row == "reg: " + {r.name: r.reason for r in auto_ex[0]}["reg"]
+    assert row.startswith("reg: 128-bit vectors, 32 thread(s) x ") or dtype == "int8"
+    for arch in ("sm_80", "sm_90a"):
+        ptx = forced.ptx(arch)
+        assert _code(ptx) == _code(auto.ptx(arch))
+        assert "dispatch='vec_auto'" in ptx
+        ok, log = assemble(ptx, arch)
+        assert ok, log
+    a = (RNG.standard_normal((32, 8)) * 8).astype(dtype)
+    b = np.zeros_like(a)
+    ptxsim.run(forced, [a, b])
+    assert np.array_equal(a, b)
+
+
+def test_vec_auto_and_fallback_rows_name_the_reg_row():
+    ex = []
+    _reg_round_trip("float32", False, ex).ptx("sm_90a")
+    rows = {r.name: (r.priority, r.ok, r.reason) for r in ex[0]}
+    assert rows["reg"] == (11, True, "128-bit vectors, 32 thread(s) x 2 vector(s)")
+    assert rows["vec_auto"] == (10, True, "reg: 128-bit vectors, 32 thread(s) x 2 vector(s)")
+    assert rows["fallback"] == (0, False, "moves memory only (local -> global); register "
+                                          "copies use the reg row (vec_auto's reg path)")
+    assert [r.name for r in ex[0]].index("reg") < [r.name for r in ex[0]].index("vec_auto")
+
+
+def test_readme_explain_example_is_the_current_table():
+    """The README's explain output, row for row, as the code prints it now."""
+    import os
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    start = readme.index("copy pg.tile.warp.copy(A_smem[0:32, 0:32], A[0:32, 0:32])")
+    shown = readme[start:readme.index("```", start)].rstrip("\n")
+    got = []
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32, 32), "float32")):
+        A_smem = pg.alloc_shared((32, 32), "float32")
+        got.append(str(pg.tile.explain("copy", A_smem[0:32, 0:32], A[0:32, 0:32], scope="warp")))
+        pg.tile.warp.copy(A_smem[0:32, 0:32], A[0:32, 0:32])
+
+    assert shown == got[0]
+    assert "   reg          11  no  neither side is registers (global -> shared)" in shown
+
+
+def test_forcing_vec_auto_on_a_register_copy_reg_declines_gives_reg_reason():
+    from ptxgen.layout import tid
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32, 8), "float32")):
+        R = pg.alloc_local((32, 8), "float32", layout=TileLayout(S[(32, 8):(1 @ tid, 1)]))
+        pg.tile.warp.copy(R[:, :], A[:, :], dispatch="vec_auto")
+
+    with pytest.raises(pg.DispatchError, match=r"vec_auto: reg: the register layout uses the "
+                       r"tid axis, which does not number the threads of the warp scope"):
+        k.ptx("sm_90a")
+
+
+# ---- seed 000: pg.launch inside the body; thread ids without an extent ---------------------------
+def test_thread_id_without_extent_takes_the_launch_block():
+    @pg.kernel
+    def k(A: pg.Tensor((4, 64), "float32")):
+        pg.launch(grid=(1,), block=(64, 4))
+        tx = pg.thread_id()
+        ty = pg.thread_id(dim="y")
+        A[ty, tx] = pg.cast(ty * 64 + tx, "float32")
+
+    ptx = k.ptx("sm_90a")
+    assert ".maxntid 64, 4, 1" in ptx
+    assert "mov.u32 %r1, %tid.x;" in ptx and re.search(r"mov\.u32 %r\d+, %tid\.y;", ptx)
+    ok, log = assemble(ptx, "sm_90a")
+    assert ok, log
+    a = np.zeros((4, 64), np.float32)
+    ptxsim.run(k, [a])
+    assert np.array_equal(a, np.arange(256, dtype=np.float32).reshape(4, 64))
+
+
+def test_thread_id_without_extent_is_bounded_by_the_decorator_block():
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(A: pg.Tensor((128,), "float32")):
+        tx = pg.thread_id()
+        A[tx] = 1.0
+
+    assert "tx = pg.let(%tid.x)" in str(k.ir)
+    assert k.ir.block == (128, 1, 1)
+
+
+def test_thread_id_without_extent_or_launch_names_the_fix():
+    def k(A: pg.Tensor((128,), "float32")):
+        tx = pg.thread_id()
+        A[tx] = 1.0
+
+    with pytest.raises(pg.TraceError, match=r"test_seed_api\.py:\d+: pg\.thread_id\(dim='x'\) "
+                       r"without an extent takes blockDim\.x from the launch, but nothing gave "
+                       r"it: call pg\.launch\(block=\.\.\.\) before it, give "
+                       r"@pg\.kernel\(block=\.\.\.\), or pass the extent: "
+                       r"pg\.thread_id\(n, dim='x'\)"):
+        pg.kernel(k)

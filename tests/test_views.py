@@ -61,6 +61,37 @@ def test_local_reshape_must_cover_the_span():
         pg.kernel(grid=(1,), block=(32,))(k)
 
 
+def test_local_with_layout_and_no_shape_takes_the_layout_size_not_the_span():
+    """Seed 002: only the explicit-layout= form with no shape infers a 1-D shape, from the
+    layout's logical size (4 here), not its span (7): the layout interprets the shape."""
+    import numpy as np
+    import ptxsim
+
+    got = {}
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32, 7), "float32"), B: pg.Tensor((32, 4), "float32")):
+        lane = pg.lane_id()
+        R = pg.alloc_local((32, 7), "float32", layout=TileLayout(S[(32, 7):(1 @ laneid, 1)]))
+        flat = R.local()
+        for j in pg.unroll(7):
+            flat[j] = A[lane, j]
+        even = R.local(layout=TileLayout(S[4:2]))        # this lane's registers 0, 2, 4, 6
+        got["shape"] = even.shape
+        got["flat"] = flat.shape
+        for j in pg.unroll(4):
+            B[lane, j] = even[j]
+
+    assert got == {"shape": (4,), "flat": (7,)}
+    ptx = k.ptx("sm_90a")
+    assert ".local" not in ptx
+    assert assemble(ptx, "sm_90a")[0]
+    a = np.arange(32 * 7, dtype=np.float32).reshape(32, 7)
+    b = np.zeros((32, 4), np.float32)
+    ptxsim.run(k, [a, b])
+    assert np.array_equal(b, a[:, 0:7:2])
+
+
 def test_swizzled_32x64_f16_indexed_by_lane_and_loop_uses_xor_add():
     lay = ComposeLayout(Swizzle.mma(128, 16), TileLayout(S[(32, 64)]))
 

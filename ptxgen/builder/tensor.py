@@ -243,10 +243,14 @@ class TensorHandle(TensorMeta):
             region = tuple([i if isinstance(i, tuple) else (i, 1) for i in idx])
             return BufferRegion(self.buffer, region)
         b = self.buffer
+        if b.scope == "tmem":
+            raise no_direct_tmem(b, "loaded")
         return Load(b, tuple(idx), b.dtype)
 
     def __setitem__(self, key, value):
         idx, _ = self._indices(key, False)
+        if self.buffer.scope == "tmem":
+            raise no_direct_tmem(self.buffer, "stored")
         store(self.buffer, tuple(idx), value, user_site())
 
     def region(self):
@@ -258,6 +262,8 @@ class TensorHandle(TensorMeta):
 
     def ptr_to(self, indices):
         idx, _ = self._indices(tuple(indices), False)
+        if self.buffer.scope == "tmem":
+            raise no_direct_tmem(self.buffer, "pointed into (ptr_to)")
         return BufferPtr(self.buffer, tuple(idx))
 
     # ---- vector access ----------------------------------------------------------------
@@ -268,6 +274,8 @@ class TensorHandle(TensorMeta):
         if vdt.lanes == 1:
             raise fail(f"vload/vstore need a vector dtype such as {b.dtype}x4, got {vdt}")
         idx, _ = self._indices(tuple(indices), False)
+        if b.scope == "tmem":
+            raise no_direct_tmem(b, "loaded or stored (vload/vstore)")
         last = idx[-1]
         ext = b.shape[-1]
         if isinstance(last, Const) and isinstance(ext, int) and last.value + vdt.lanes > ext:
@@ -346,14 +354,18 @@ class TensorHandle(TensorMeta):
         return _declare(ctx, nb, at)
 
     def local(self, *shape, layout=None):
-        """This thread's registers of a thread-axis local layout (physical order)."""
+        """This thread's registers of a thread-axis local layout (physical order).  Without a
+        shape: the raw span (gaps included), or with layout= that layout's logical size, since
+        the given layout, not the storage, interprets the view's shape (seed 002)."""
         b = self.buffer
         _live(b)
         if b.scope != "local":
             raise fail(f"local() is for local buffers; '{b.name}' is {b.scope}")
         span = b.layout.span("m") if b.layout is not None else b.numel()
+        if layout is not None and not hasattr(layout, "apply"):
+            layout = TileLayout(layout)
         if not shape:
-            shape = (span,)
+            shape = (span,) if layout is None else (layout.size(),)
         if layout is None and math.prod(shape) != span:
             raise fail(f"local{shape} of '{b.name}' has {math.prod(shape)} elements but this "
                        f"thread holds {span}")
@@ -365,6 +377,16 @@ class TensorHandle(TensorMeta):
 
 
 not_a_value(TensorHandle, lambda t: f"'{t.buffer.name}' is a tensor")
+
+
+def no_direct_tmem(b: Buffer, what: str) -> PtxgenError:
+    """Tensor memory has no ld/st/address form a thread can use: say so at the user's line,
+    not later as a buffer without storage."""
+    return fail(f"'{b.name}' is in tensor memory (TMEM), which cannot be {what} directly by a "
+                f"thread: TMEM is reached only through tcgen05.ld/st/cp, i.e. "
+                f"pg.tile.<scope>.tmem_load(regs, {b.name}[...]), tmem_store({b.name}[...], regs) "
+                f"and tmem_copy({b.name}[...], smem) (their dispatch picks the tcgen05 shape), "
+                f"or raw pg.ptx['tcgen05.ld...'] instructions given its TMEM address")
 
 
 def _live(b: Buffer):
