@@ -322,7 +322,8 @@ def test_tmem_pool_operand_helpers():
      r"cta_group=2 but this TMEMPool is cta_group=1"),
     (lambda t: t.alloc_tcgen05_mma_D((64, 256), "float32", M=64),
      r"M=64 with cta_group=1 accumulates in another TMEM datapath layout .* ptxgen does not "
-     r"model; its tcgen05 MMAs use M=128 with cta_group=1"),
+     r"model; it models M=128 with cta_group=1 \(layout D\), M=256 with cta_group=2 \(layout "
+     r"A\), M=128 with cta_group=2 \(layout B\)"),
     (lambda t: t.alloc_tcgen05_mma_D((128, 256), "float16"), r"accumulators are 32-bit"),
     (lambda t: t.alloc_sf((128, 8), "float16"), r"scale factors are 8-bit"),
     (lambda t: t.move_base_to(1024), r"the column must be an int in \[0, 512\]"),
