@@ -355,17 +355,15 @@ class TensorHandle(TensorMeta):
 
     def local(self, *shape, layout=None):
         """This thread's registers of a thread-axis local layout (physical order).  Without a
-        shape: the raw span (gaps included), or with layout= that layout's logical size, since
-        the given layout, not the storage, interprets the view's shape (seed 002)."""
+        shape: the raw span (gaps included); with layout= (the layout interprets the shape),
+        the logical number of elements a thread holds, as TIRx infers it (seed 002)."""
         b = self.buffer
         _live(b)
         if b.scope != "local":
             raise fail(f"local() is for local buffers; '{b.name}' is {b.scope}")
         span = b.layout.span("m") if b.layout is not None else b.numel()
-        if layout is not None and not hasattr(layout, "apply"):
-            layout = TileLayout(layout)
         if not shape:
-            shape = (span,) if layout is None else (layout.size(),)
+            shape = (span if layout is None else _thread_elems(b),)
         if layout is None and math.prod(shape) != span:
             raise fail(f"local{shape} of '{b.name}' has {math.prod(shape)} elements but this "
                        f"thread holds {span}")
@@ -395,6 +393,13 @@ def _live(b: Buffer):
     ctx = _local.ctx
     if ctx is not None and ctx.dead_loop_vars and b.uid in ctx.dead_loop_vars:
         ctx.check_buffer(b)
+
+
+def _thread_elems(b: Buffer) -> int:
+    """Elements one thread holds: the extents of the layout's leaves without a thread axis."""
+    if b.layout is None:
+        return b.numel()
+    return math.prod(e for e, st in b.layout.leaves() if all(a == "m" for a in st))
 
 
 def _last_dim_contiguous(b):
