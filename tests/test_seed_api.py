@@ -460,3 +460,262 @@ def test_thread_id_without_extent_or_launch_names_the_fix():
                        r"@pg\.kernel\(block=\.\.\.\), or pass the extent: "
                        r"pg\.thread_id\(n, dim='x'\)"):
         pg.kernel(k)
+
+
+# ---- seed 002: alloc_tensor / decl_tensor / decl_tmem(ty_args=[pg.Tensor(...)]) -----------------
+def test_dynamic_arena_with_alloc_tensor_and_decl_tensor_views():
+    """Seed 002's dynamic shared memory example, as written there (Tx. -> pg.)."""
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((64,), "float32"), B: pg.Tensor((64,), "float32"),
+          C: pg.Tensor((64,), "float32")):
+        tx = pg.thread_id(64)
+        arena = pg.alloc_tensor(
+            ty_args=[pg.Tensor((128,), "float32", scope="shared.dyn")]
+        )  # the one arena
+        As = pg.decl_tensor(
+            arena.data, ty_args=[pg.Tensor((64,), "float32", scope="shared.dyn")]
+        )  # offset 0
+        Bs = pg.decl_tensor(
+            arena.data, ty_args=[pg.Tensor((64,), "float32", elem_offset=64, scope="shared.dyn")]
+        )  # offset 64
+        As[tx] = A[tx]
+        Bs[tx] = B[tx]
+        pg.cuda.cta_sync()
+        C[tx] = As[tx] + Bs[tx]
+
+    ptx = k.ptx("sm_90a")
+    assert k.ir.dynamic_smem_bytes == 512
+    assert 'arena = pg.alloc_buffer((128,), "float32", scope="shared.dyn")' in ptx
+    assert re.search(r"st\.shared\.f32 \[%r\d+\+256\], %f\d+;", ptx)      # Bs: +64 floats
+    ok, log = assemble(ptx, "sm_90a")
+    assert ok, log
+    a, b = RNG.standard_normal(64).astype(np.float32), RNG.standard_normal(64).astype(np.float32)
+    c = np.zeros(64, np.float32)
+    ptxsim.run(k, [a, b, c])
+    assert np.array_equal(c, a + b)
+
+
+def test_alloc_tensor_is_alloc_buffer_and_decl_tensor_views_keep_the_storage():
+    """Seed 002's declaring example: an alloc_shared tile and a decl_tensor view over it give
+    the same IR as alloc_buffer / decl_buffer (one implementation)."""
+    def body(spelled):
+        def k(A: pg.Tensor((16, 32), "float16", align=16), B: pg.Tensor((16, 32), "float16")):
+            tx = pg.thread_id(32)
+            if spelled:
+                As = pg.alloc_tensor(ty_args=[pg.Tensor((16, 32), "float16", scope="shared")])
+                view = pg.decl_tensor(
+                    As.data, ty_args=[pg.Tensor((16, 32), "float16", scope="shared")])
+            else:
+                As = pg.alloc_buffer((16, 32), "float16", scope="shared")
+                view = pg.decl_buffer((16, 32), "float16", data=As.data)
+            for i in pg.serial(16):
+                As[i, tx] = A[i, tx]
+                B[i, tx] = view[i, tx]
+        return pg.kernel(k, grid=(1,), block=(32,), name="k")
+
+    assert str(body(True).ir) == str(body(False).ir)
+    assert body(True).ptx("sm_90a") == body(False).ptx("sm_90a")
+
+
+def test_decl_tmem_is_decl_buffer_at_a_tmem_address():
+    from ptxgen.primitives.tmem_layout import layout_D, register_layout
+
+    def body(spelled):
+        def k(Out: pg.Tensor((128, 32), "float32")):
+            tx = pg.thread_id(128)
+            warp_id = pg.warp_id()
+            addr = pg.alloc_shared((1,), "uint32")
+            with pg.if_(warp_id == 0):
+                pg.ptx.tcgen05.alloc(pg.address_of(addr), n_cols=512)
+            pg.cta_sync()
+            if spelled:
+                acc = pg.cuda.decl_tmem(addr[0], ty_args=[pg.Tensor(
+                    (128, 512), "float32", scope="tmem", layout=layout_D(128, 512))])
+            else:
+                acc = pg.decl_buffer((128, 512), "float32", scope="tmem", allocated_addr=addr[0],
+                                     layout=layout_D(128, 512))
+            regs = pg.alloc_local((128, 32), "float32", layout=register_layout("32x32b", 128, 32))
+            pg.tile.cta.tmem_load(regs, acc[0:128, 0:32])
+            r = regs.local()
+            for j in pg.unroll(32):
+                Out[tx, j] = r[j]
+            pg.cta_sync()
+            with pg.if_(warp_id == 0):
+                pg.ptx.tcgen05.relinquish_alloc_permit()
+                pg.ptx.tcgen05.dealloc(addr[0], n_cols=512)
+        return pg.kernel(k, grid=(1,), block=(128,), name="k")
+
+    ptx = body(True).ptx("sm_100a")
+    assert ptx == body(False).ptx("sm_100a")
+    assert pg.decl_tmem is pg.cuda.decl_tmem
+    ok, log = assemble(ptx, "sm_100a")
+    assert ok, log
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda A: pg.alloc_tensor(ty_args=pg.Tensor((4,), "float32", scope="shared")),
+     r"alloc_tensor takes ty_args=\[pg\.Tensor\(shape, dtype, scope=\.\.\.\)\] \(one tensor "
+     r"type\), got pg\.Tensor\(\(4,\), float32\)"),
+    (lambda A: pg.alloc_tensor(ty_args=[pg.Tensor((4,), "float32")]),
+     r"alloc_buffer scope must be one of shared, shared\.dyn, local, tmem, got 'global'"),
+    (lambda A: pg.decl_tensor(A.data, ty_args=[pg.Tensor((4,), "float32", scope="shared")]),
+     r"view 'view' declares scope 'shared' over 'global' storage 'A'"),
+    (lambda A: pg.decl_tmem(0, ty_args=[pg.Tensor((128, 4), "float32", scope="shared")]),
+     r"decl_tmem declares tensor memory; the type says scope='shared' \(write scope='tmem'\)"),
+    (lambda A: pg.Tensor((4,), "float32", scope="texture"),
+     r"unknown scope 'texture'; scopes are global, shared"),
+])
+def test_tensor_type_spelling_errors(call, msg):
+    def k(A: pg.Tensor((4,), "float32")):
+        pg.thread_id(32)
+        call(A)
+
+    with pytest.raises(pg.PtxgenError, match=r"test_seed_api\.py:\d+: " + msg):
+        pg.kernel(k, grid=(1,), block=(32,))
+
+
+def test_a_non_global_tensor_type_is_not_a_parameter():
+    def k(A: pg.Tensor((4,), "float32", scope="shared")):
+        pg.thread_id(32)
+
+    with pytest.raises(pg.TraceError, match=r"tensor parameter 'A': parameters live in global "
+                       r"memory; got scope='shared' \(a pg\.Tensor of another scope is a type "
+                       r"argument of pg\.alloc_tensor / pg\.decl_tensor / pg\.decl_tmem\)"):
+        pg.kernel(k, grid=(1,), block=(32,))
+
+
+# ---- seed 002: B[pg.Ramp(base, 1, lanes)] vector access ------------------------------------------
+def test_ramp_index_is_a_vector_load_and_store():
+    """Seed 002: B[Tx.Ramp(tx * 4, 1, 4)] = A[Tx.Ramp(tx * 4, 1, 4)], one float4 each way."""
+    @pg.kernel(grid=(1,), block=(64,))
+    def k(A: pg.Tensor((256,), "float32"), B: pg.Tensor((256,), "float32"),
+          C: pg.Tensor((8, 64), "float16"), D: pg.Tensor((8, 64), "float16")):
+        tx = pg.thread_id(64)
+        B[pg.Ramp(tx * 4, 1, 4)] = A[pg.Ramp(tx * 4, 1, 4)]
+        with pg.if_(tx < 8):
+            D[tx, pg.Ramp(8, 1, 8)] = C[tx, pg.Ramp(8, 1, 8)]        # 2-D: last index
+
+    ptx = k.ptx("sm_90a")
+    moves = re.findall(r"(?:ld|st)\.global\.\S+ [^\n]*", ptx)
+    assert [m.split()[0] for m in moves] == ["ld.global.v4.b32", "st.global.v4.b32"] * 2
+    assert moves[2].endswith("+16];") and moves[3].split()[1].endswith("+16],")   # C[tx, 8:16]
+    ok, log = assemble(ptx, "sm_90a")
+    assert ok, log
+    a = np.arange(256, dtype=np.float32)
+    b = np.zeros_like(a)
+    c = RNG.standard_normal((8, 64)).astype(np.float16)
+    d = np.zeros_like(c)
+    ptxsim.run(k, [a, b, c, d])
+    assert np.array_equal(a, b)
+    assert np.array_equal(d[:, 8:16], c[:, 8:16]) and not d[:, :8].any() and not d[:, 16:].any()
+
+
+def test_ramp_is_the_vload_vstore_form():
+    def body(ramp):
+        def k(A: pg.Tensor((256,), "float32"), B: pg.Tensor((256,), "float32")):
+            tx = pg.thread_id(64)
+            if ramp:
+                B[pg.Ramp(tx * 4, 1, 4)] = A[pg.Ramp(tx * 4, 1, 4)]
+            else:
+                B.vstore([tx * 4], A.vload([tx * 4], "float32x4"))
+        return pg.kernel(k, grid=(1,), block=(64,), name="k")
+
+    assert str(body(True).ir) == str(body(False).ir)
+
+
+@pytest.mark.parametrize("access,msg", [
+    (lambda A, B, tx: A[pg.Ramp(tx * 4, 2, 4)],
+     r"'A': Ramp stride 2 is not supported: vector accesses need unit stride \(Ramp\(base, 1, "
+     r"lanes\)\); load strided elements one by one"),
+    (lambda A, B, tx: A[pg.Ramp(tx * 4, 1, 3)], r"'A': Ramp lanes must be a power of two >= 2"),
+    (lambda A, B, tx: B.__setitem__((pg.Ramp(0, 1, 4), 0), 1.0),
+     r"'B': a Ramp index must be the last one"),
+    (lambda A, B, tx: B.__setitem__((0, pg.Ramp(0, 1, 4)), 1.0),
+     r"'B'\[Ramp\(\.\.\., 4\)\] stores a float32x4 vector; got 1\.0"),
+    (lambda A, B, tx: A[pg.Ramp(254, 1, 4)],
+     r"float32x4 access at index 254 of 'A' runs past the last dimension \(extent 256\)"),
+])
+def test_ramp_errors(access, msg):
+    def k(A: pg.Tensor((256,), "float32"), B: pg.Tensor((4, 4), "float32")):
+        tx = pg.thread_id(64)
+        access(A, B, tx)
+
+    with pytest.raises(pg.TraceError, match=r"test_seed_api\.py:\d+: " + msg):
+        pg.kernel(k, grid=(1,), block=(64,))
+
+
+# ---- seed 002: B.sub[...] --------------------------------------------------------------------------
+def test_sub_views_narrow_step_and_drop():
+    got = {}
+
+    @pg.kernel(grid=(1,), block=(16,))
+    def k(C: pg.Tensor((8, 16), "float32"), D: pg.Tensor((8, 4), "float32")):
+        tx = pg.thread_id(16)
+        blk = C.sub[2:6, 1::4]          # rows 2..5, columns 1, 5, 9, 13
+        row = C.sub[7]                  # row 7 (the dim dropped)
+        col = C.sub[:, 3]               # column 3
+        got["shapes"] = (blk.shape, row.shape, col.shape)
+        i, j = tx // 4, tx % 4
+        D[i, j] = blk[i, j] + row[j]
+        with pg.if_(tx < 8):
+            D[4 + i, j] = col[tx]
+        for r in pg.serial(2):
+            dyn = C.sub[r]              # a symbolic row: a view at r * 16
+            D[6 + r, j] = dyn[15 - j]
+
+    assert got["shapes"] == ((4, 4), (16,), (8,))
+    ptx = k.ptx("sm_90a")
+    assert "blk = pg.decl_buffer((4, 4), \"float32\", scope=\"global\", " \
+           "layout=TileLayout(S[(4, 4):(16, 4)] + 33), data=C.data)" in ptx
+    ok, log = assemble(ptx, "sm_90a")
+    assert ok, log
+    c = np.arange(128, dtype=np.float32).reshape(8, 16)
+    d = np.zeros((8, 4), np.float32)
+    ptxsim.run(k, [c, d])
+    assert np.array_equal(d[:4], c[2:6, 1::4] + c[7, 0:4])
+    assert np.array_equal(d[4:6].reshape(-1), c[:, 3])
+    assert np.array_equal(d[6:8], c[0:2, 15:11:-1])
+
+
+def test_sub_of_a_tmem_tile_reaches_tmem_load():
+    """A column block of a TMEM accumulator as a sub-tensor: its address moves by the columns."""
+    from ptxgen.primitives.tmem_layout import register_layout
+
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(Out: pg.Tensor((128, 32), "float32")):
+        tx = pg.thread_id(128)
+        pool = pg.SMEMPool()
+        tmem_addr = pool.alloc((1,), "uint32")
+        pool.commit()
+        tmem = pg.TMEMPool(pool, total_cols=256, tmem_addr=tmem_addr)
+        acc = tmem.alloc_tcgen05_mma_D((128, 256), "float32")
+        tmem.commit()
+        blk = acc.sub[:, 64:96]
+        regs = pg.alloc_local((128, 32), "float32", layout=register_layout("32x32b", 128, 32))
+        pg.tile.cta.tmem_load(regs, blk[0:128, 0:32])
+        r = regs.local()
+        for j in pg.unroll(32):
+            Out[tx, j] = r[j]
+        tmem.dealloc()
+
+    ptx = k.ptx("sm_100a")
+    assert re.search(r"add\.u32 %r\d+, %r\d+, 64;", ptx)
+    ok, log = assemble(ptx, "sm_100a")
+    assert ok, log
+
+
+@pytest.mark.parametrize("key,msg", [
+    (lambda C, i: C.sub[0, 0, 0], r"'C'\.sub: 3 indices for 2 dimension\(s\)"),
+    (lambda C, i: C.sub[9], r"'C'\.sub: index 9 is out of range for dimension 0 \(extent 8\)"),
+    (lambda C, i: C.sub[2:10], r"'C'\.sub: dim 0 range 2:10 must be constant and inside \[0, 8\)"),
+    (lambda C, i: C.sub[:, 1:9:3], r"'C'\.sub: dim 1 stepped slice 1::3 needs a positive int step "
+                                   r"dividing the extent 16, no stop, and a start in \[0, 3\)"),
+    (lambda C, i: C.sub[i:i + 2], r"'C'\.sub: dim 0 range .* must be constant"),
+])
+def test_sub_errors(key, msg):
+    def k(C: pg.Tensor((8, 16), "float32")):
+        tx = pg.thread_id(16)
+        key(C, tx)
+
+    with pytest.raises(pg.TraceError, match=r"test_seed_api\.py:\d+: " + msg):
+        pg.kernel(k, grid=(1,), block=(16,))
