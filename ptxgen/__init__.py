@@ -32,20 +32,10 @@ from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_scalar,  #
 from .builder.allocate import alloc_buffer, alloc_local, alloc_shared, decl_buffer  # noqa: E402
 # seed 002's spellings of the names above (one implementation each): pg.alloc_tensor /
 # pg.decl_tensor / pg.decl_tmem(addr, ty_args=[pg.Tensor(...)]), B[..., pg.Ramp(i, 1, n)],
-# and the seed's Tx.cuda.* namespace for the two it uses with them
+# and pg.cuda.* for the seed's Tx.cuda.* names
 from .builder.allocate import alloc_tensor, decl_tensor, decl_tmem  # noqa: E402
 from .builder.subview import Ramp  # noqa: E402
-from .builder.control import cta_sync as _cta_sync  # noqa: E402
-
-
-class _Cuda:
-    """pg.cuda: seed 002's Tx.cuda.decl_tmem and Tx.cuda.cta_sync (aliases of pg.decl_tmem,
-    pg.cta_sync)."""
-    decl_tmem = staticmethod(decl_tmem)
-    cta_sync = staticmethod(_cta_sync)
-
-
-cuda = _Cuda()
+from .builder.cuda_names import cuda  # noqa: E402
 from .builder.tensor_meta import address_of, ptr_byte_offset  # noqa: E402
 from .builder.ptx import addr  # noqa: E402
 from .builder.warpgroup import setmaxnreg, warpgroup_role  # noqa: E402

@@ -719,3 +719,45 @@ def test_sub_errors(key, msg):
 
     with pytest.raises(pg.TraceError, match=r"test_seed_api\.py:\d+: " + msg):
         pg.kernel(k, grid=(1,), block=(16,))
+
+
+# ---- seed 002: pg.cuda.* (Tx.cuda.*) ----------------------------------------------------------------
+def test_smem_demo_with_the_seed_cuda_names():
+    """Seed 002's static shared memory example with the launch inside the body."""
+    @pg.kernel
+    def smem_demo(A: pg.Tensor((128,), "float32"), B: pg.Tensor((128,), "float32")):
+        pg.launch(grid=(1,), block=(128,))
+        bx = pg.cuda.block_idx("x")
+        tx = pg.cuda.thread_idx("x")
+        sm = pg.alloc_shared((128,), "float32")  # static shared memory
+        sm[tx] = A[tx]
+        pg.cuda.cta_sync()
+        B[tx] = sm[tx] * pg.float32(2.0) + pg.cast(bx, "float32")
+
+    text = str(smem_demo.ir)
+    assert "tx = pg.let(%tid.x)" in text and "bx = pg.let(%ctaid.x)" in text
+    ptx = smem_demo.ptx("sm_90a")
+    assert ".maxntid 128, 1, 1" in ptx and "bar.sync 0;" in ptx
+    ok, log = assemble(ptx, "sm_90a")
+    assert ok, log
+    a, b = RNG.standard_normal(128).astype(np.float32), np.zeros(128, np.float32)
+    ptxsim.run(smem_demo, [a, b])
+    assert np.array_equal(b, a * 2)
+
+
+@pytest.mark.parametrize("name,msg", [
+    ("LaunchConfig", r"for Tx\.cuda\.LaunchConfig write pg\.launch\(grid=\.\.\., block=\.\.\.\) "
+                     r"in the body, or @pg\.kernel\(grid=\.\.\., block=\.\.\.\)"),
+    ("func_call", r"for Tx\.cuda\.func_call write pg\.ptx\['opcode\.modifiers'\]\(\.\.\.\) "
+                  r"\(inline CUDA C\+\+ is out of scope by design\)"),
+    ("printf", r"it has no 'printf'"),
+])
+def test_other_cuda_names_say_what_to_write(name, msg):
+    def k(A: pg.Tensor((4,), "float32")):
+        pg.thread_id(32)
+        getattr(pg.cuda, name)
+
+    with pytest.raises(pg.TraceAttributeError, match=r"test_seed_api\.py:\d+: pg\.cuda has "
+                       r"decl_tmem, cta_sync, thread_idx and block_idx \(seed 002's Tx\.cuda "
+                       r"names\); " + msg):
+        pg.kernel(k, grid=(1,), block=(32,))
