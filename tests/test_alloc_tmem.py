@@ -401,7 +401,7 @@ def test_tmem_regions_still_reach_the_tcgen05_primitives():
     assert ok, log
 
 
-# ---- seed 002: the CTA-pair accumulator, layout B -------------------------------------------------
+# ---- seed 002: the CTA-pair accumulator, layout B ------------------------------------------------
 def _pair_kernel(N, scope="cta", dtype="float32"):
     from ptxgen.primitives.tmem_layout import datapath_register_layout
 

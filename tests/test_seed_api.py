@@ -644,7 +644,7 @@ def test_ramp_errors(access, msg):
         pg.kernel(k, grid=(1,), block=(64,))
 
 
-# ---- seed 002: B.sub[...] --------------------------------------------------------------------------
+# ---- seed 002: B.sub[...] ------------------------------------------------------------------------
 def test_sub_views_narrow_step_and_drop():
     got = {}
 
@@ -721,7 +721,7 @@ def test_sub_errors(key, msg):
         pg.kernel(k, grid=(1,), block=(16,))
 
 
-# ---- seed 002: pg.cuda.* (Tx.cuda.*) ----------------------------------------------------------------
+# ---- seed 002: pg.cuda.* (Tx.cuda.*) -------------------------------------------------------------
 def test_smem_demo_with_the_seed_cuda_names():
     """Seed 002's static shared memory example with the launch inside the body."""
     @pg.kernel
