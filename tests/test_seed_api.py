@@ -495,6 +495,36 @@ def test_dynamic_arena_with_alloc_tensor_and_decl_tensor_views():
     assert np.array_equal(c, a + b)
 
 
+def test_per_thread_local_example_with_alloc_tensor():
+    """Seed 002's `local` example as written there: a thread-axis local tensor from
+    alloc_tensor, its flat and 2x4 per-lane views, all in registers."""
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32, 8), "float32"), B: pg.Tensor((32, 8), "float32")):
+        lane = pg.lane_id()
+        R = pg.alloc_tensor(
+            ty_args=[
+                pg.Tensor(
+                    (32, 8), "float32", scope="local",
+                    layout=TileLayout(S[(32, 8) : (1 @ laneid, 1)])
+                )
+            ]
+        )
+        R_flat = R.local()       # this lane's 8 local elements, physical order
+        R_2d = R.local(2, 4)     # the same elements, row-major 2x4 reshape
+        for j in pg.unroll(8):
+            R_flat[j] = A[lane, j]
+        for a in pg.unroll(2):
+            for b in pg.unroll(4):
+                B[lane, a * 4 + b] = R_2d[a, b] + 1.0
+
+    ptx = k.ptx("sm_90a")
+    assert ".local" not in ptx
+    a = np.arange(256, dtype=np.float32).reshape(32, 8)
+    b = np.zeros_like(a)
+    ptxsim.run(k, [a, b])
+    assert np.array_equal(b, a + 1)
+
+
 def test_alloc_tensor_is_alloc_buffer_and_decl_tensor_views_keep_the_storage():
     """Seed 002's declaring example: an alloc_shared tile and a decl_tensor view over it give
     the same IR as alloc_buffer / decl_buffer (one implementation)."""
