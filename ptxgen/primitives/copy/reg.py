@@ -20,9 +20,10 @@ from dataclasses import dataclass, replace
 
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, BufferPtr, Const, Expr, Instr, Let, Load, Var, VecOperand
-from .common import (CONTAINERS, Leaf, Side, alignment_ok, cache_modifiers, digits_offset,
-                     element_address, flat_pointer, ld_st_pair, refine, reg_elems)
+from .common import (CONTAINERS, Leaf, Side, alignment_ok, digits_offset, element_address,
+                     flat_pointer, ld_st_pair, refine, reg_elems)
 from ..registry import register
+from .common import cache_modifiers
 from ...target.forms import opcode
 
 WIDTHS = (128, 64, 32, 16, 8)
