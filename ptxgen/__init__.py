@@ -31,6 +31,12 @@ from .builder.cluster import (cluster_id, cluster_sync, cluster_view,  # noqa: E
 from .builder.tensor import (LocalScalar, Tensor, TensorHandle, alloc_scalar,  # noqa: E402
                              local_scalar, shared_scalar)
 from .builder.allocate import alloc_buffer, alloc_local, alloc_shared, decl_buffer  # noqa: E402
+# seed 002's spellings of the names above (one implementation each): pg.alloc_tensor /
+# pg.decl_tensor / pg.decl_tmem(addr, ty_args=[pg.Tensor(...)]), B[..., pg.Ramp(i, 1, n)],
+# and pg.cuda.* for the seed's Tx.cuda.* names
+from .builder.allocate import alloc_tensor, decl_tensor, decl_tmem  # noqa: E402
+from .builder.subview import Ramp  # noqa: E402
+from .builder.cuda_names import cuda  # noqa: E402
 from .builder.tensor_meta import address_of, ptr_byte_offset  # noqa: E402
 from .builder.ptx import addr  # noqa: E402
 from .builder.warpgroup import setmaxnreg, warpgroup_role  # noqa: E402

@@ -338,3 +338,169 @@ def test_helpers_are_registered():
     with pytest.raises(AttributeError, match="raw PTX"):
         pg.ptx.tcgen05.no_such_helper
     assert issubclass(ResourceError, PtxgenError)
+
+
+# ---- direct element access to TMEM is refused at the user's line --------------------------------
+_TMEM_ONLY = (r"which cannot be {what} directly by a thread: TMEM is reached only through "
+              r"tcgen05\.ld/st/cp, i\.e\. pg\.tile\.<scope>\.tmem_load\(regs, acc\[\.\.\.\]\), "
+              r"tmem_store\(acc\[\.\.\.\], regs\) and tmem_copy\(acc\[\.\.\.\], smem\) \(their "
+              r"dispatch picks the tcgen05 shape\), or raw pg\.ptx\['tcgen05\.ld\.\.\.'\] "
+              r"instructions given its TMEM address")
+
+
+def _direct(access, pooled):
+    def k(Out: pg.Tensor((128, 4), "float32")):
+        tx = pg.thread_id(128)
+        if pooled:
+            pool = SMEMPool()
+            slot = pool.alloc((1,), "uint32")
+            pool.commit()
+            tmem = TMEMPool(pool, total_cols=32, tmem_addr=slot)
+            acc = tmem.alloc((128, 32), "float32")
+            tmem.commit()
+        else:
+            slot = pg.alloc_shared((1,), "uint32")
+            with pg.if_(pg.warp_id() == 0):
+                pg.ptx.tcgen05.alloc(slot, 32)
+            pg.cta_sync()
+            acc = pg.decl_buffer((128, 32), "float32", scope="tmem", allocated_addr=0)
+        access(acc, Out, tx)                                   # the line the error names
+        if pooled:
+            tmem.dealloc()
+    return k
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+@pytest.mark.parametrize("access,what", [
+    (lambda acc, Out, tx: Out.__setitem__((tx, 0), acc[tx, 0]), "loaded"),
+    (lambda acc, Out, tx: acc.__setitem__((tx, 0), 1.0), "stored"),
+    (lambda acc, Out, tx: acc.ptr_to([tx, 0]), r"pointed into \(ptr_to\)"),
+    (lambda acc, Out, tx: acc.vload([tx, 0], "float32x4"), r"loaded or stored \(vload/vstore\)"),
+    (lambda acc, Out, tx: acc.vstore([tx, 0], Out.vload([tx, 0], "float32x4")),
+     r"loaded or stored \(vload/vstore\)"),
+])
+def test_direct_tmem_access_is_refused_at_the_users_line(access, what, pooled):
+    line = access.__code__.co_firstlineno
+    with pytest.raises(pg.TraceError, match=rf"test_alloc_tmem\.py:{line}: 'acc' is in tensor "
+                       rf"memory \(TMEM\), " + _TMEM_ONLY.format(what=what)):
+        pg.kernel(_direct(access, pooled), grid=(1,), block=(128,))
+
+
+def test_tmem_regions_still_reach_the_tcgen05_primitives():
+    """Regions (slices) of a TMEM tile are what tmem_load takes: not refused."""
+    from ptxgen.primitives.tmem_layout import register_layout
+
+    def load(acc, Out, tx):
+        regs = pg.alloc_local((128, 32), "float32", layout=register_layout("32x32b", 128, 32))
+        pg.tile.cta.tmem_load(regs, acc[0:128, 0:32])
+        Out[tx, 0] = regs.local()[0]
+
+    ptx = pg.kernel(_direct(load, True), grid=(1,), block=(128,)).ptx("sm_100a")
+    assert "tcgen05.ld.sync.aligned.32x32b.x32.b32" in ptx
+    ok, log = assemble(ptx, "sm_100a")
+    assert ok, log
+
+
+# ---- seed 002: the CTA-pair accumulator, layout B ------------------------------------------------
+def _pair_kernel(N, scope="cta", dtype="float32"):
+    from ptxgen.primitives.tmem_layout import datapath_register_layout
+
+    @pg.kernel(grid=(2,), block=(128,), cluster=(2,))
+    def k(Out: pg.Tensor((64, N), "float32")):
+        pg.thread_id(128)
+        pool = SMEMPool()
+        tmem_addr = pool.alloc((1,), "uint32")
+        pool.commit()
+        tmem_pool = TMEMPool(pool, total_cols=max(32, N // 2), cta_group=2, tmem_addr=tmem_addr)
+        # Layout B: PTX M=128, cta_group=2, 64 logical rows in this CTA (seed 002's spelling)
+        acc = tmem_pool.alloc_tcgen05_mma_D((64, N), dtype, M=128, cta_group=2)
+        tmem_pool.commit()
+        axis = {"cta": "tid", "warpgroup": "tid_in_wg"}[scope]
+        regs = pg.alloc_local((64, N), "float32",
+                              layout=datapath_register_layout(acc.layout, 64, N, "32x32b", axis))
+        getattr(pg.tile, scope).tmem_load(regs, acc[0:64, 0:N])
+        getattr(pg.tile, scope).copy(Out[0:64, 0:N], regs[0:64, 0:N])
+        tmem_pool.dealloc()
+    return k
+
+
+@pytest.mark.parametrize("N,scope", [(64, "cta"), (256, "warpgroup")])
+def test_cta_pair_accumulator_layout_B_loads_and_assembles(N, scope):
+    k = _pair_kernel(N, scope)
+    tiles = [s.buffer for s in k.ir.body if getattr(s, "buffer", None) is not None
+             and s.buffer.scope == "tmem"]
+    lay = tiles[0].layout
+    assert lay.apply(5, N // 2 + 3, shape=(64, N)) == {"m": 0, "TLane": 69, "TCol": 3}
+    ptx = k.ptx("sm_100a")
+    assert f"tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%r2], {max(32, N // 2)};" \
+        in ptx
+    x = N // 2
+    lds = [ln for ln in _body(ptx) if ln.startswith("tcgen05.ld.")]
+    assert len(lds) == 1 and lds[0].startswith(f"tcgen05.ld.sync.aligned.32x32b.x{x}.b32 {{")
+    assert "tcgen05.dealloc.cta_group::2.sync.aligned.b32" in ptx
+    ok, log = assemble(ptx, "sm_100a")
+    assert ok, log
+
+
+def test_cta_pair_accumulator_takes_half_the_columns():
+    got = {}
+
+    def k(Out: pg.Tensor((1,), "float32")):
+        pg.thread_id(128)
+        pool = SMEMPool()
+        slot = pool.alloc((1,), "uint32")
+        pool.commit()
+        t = TMEMPool(pool, total_cols=256, cta_group=2, tmem_addr=slot)
+        d_b = t.alloc_tcgen05_mma_D((64, 256), "float32", M=128, cta_group=2)   # layout B
+        d_a = t.alloc_tcgen05_mma_D((128, 128), "float32", M=256)               # layout A
+        got["tiles"] = list(t.tiles)
+        got["cells"] = (d_b.layout.apply(63, 255, shape=(64, 256)),
+                        d_a.layout.apply(127, 127, shape=(128, 128)))
+        t.commit()
+        t.dealloc()
+
+    pg.kernel(k, grid=(2,), block=(128,), cluster=(2,))
+    assert got["tiles"] == [("d_b", 0, 128), ("d_a", 128, 128)]
+    assert got["cells"] == ({"m": 0, "TLane": 127, "TCol": 127},
+                            {"m": 0, "TLane": 127, "TCol": 127})
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda t: t.alloc_tcgen05_mma_D((128, 256), "float32", M=128, cta_group=2),
+     r"alloc_tcgen05_mma_D: an M=128 cta_group=2 accumulator is \(64, N\) per CTA of the "
+     r"pair; got \(128, 256\)"),
+    (lambda t: t.alloc_tcgen05_mma_D((64, 255), "float32", M=128, cta_group=2),
+     r"alloc_tcgen05_mma_D: layout B: N=255 must be even"),
+    (lambda t: t.alloc_tcgen05_mma_D((32, 256), "float32", M=64, cta_group=2),
+     r"M=64 with cta_group=2 accumulates in another TMEM datapath layout"),
+])
+def test_cta_pair_accumulator_errors(call, msg):
+    def k(Out: pg.Tensor((1,), "float32")):
+        pg.thread_id(128)
+        pool = SMEMPool()
+        slot = pool.alloc((1,), "uint32")
+        pool.commit()
+        call(TMEMPool(pool, total_cols=256, cta_group=2, tmem_addr=slot))
+
+    with pytest.raises(ResourceError, match=msg):
+        pg.kernel(k, grid=(2,), block=(128,), cluster=(2,))
+
+
+def test_layout_B_region_must_cover_all_128_lanes_for_a_warpgroup():
+    from ptxgen.primitives.tmem_layout import register_layout
+
+    def k(Out: pg.Tensor((64, 64), "float32")):
+        pg.thread_id(128)
+        pool = SMEMPool()
+        slot = pool.alloc((1,), "uint32")
+        pool.commit()
+        t = TMEMPool(pool, total_cols=32, cta_group=2, tmem_addr=slot)
+        acc = t.alloc_tcgen05_mma_D((64, 64), "float32", M=128, cta_group=2)
+        t.commit()
+        regs = pg.alloc_local((64, 32), "float32", layout=register_layout("32x32b", 64, 32))
+        pg.tile.cta.tmem_load(regs, acc[0:64, 0:32])     # one column half: lanes 0..63 only
+        t.dealloc()
+
+    with pytest.raises(PtxgenError, match=r"tmem_load: a cta reads 128 TMEM lanes; the region "
+                       r"has 64 rows"):
+        pg.kernel(k, grid=(2,), block=(128,), cluster=(2,))

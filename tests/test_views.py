@@ -61,6 +61,46 @@ def test_local_reshape_must_cover_the_span():
         pg.kernel(grid=(1,), block=(32,))(k)
 
 
+def test_local_with_layout_and_no_shape_takes_the_logical_size_not_the_span():
+    """Seed 002: without layout=, local() is the raw span (7 registers here, gaps included);
+    the explicit-layout= form with no shape infers the logical size a thread holds (4)."""
+    import numpy as np
+    import ptxsim
+
+    got = {}
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((32, 4), "float32"), B: pg.Tensor((32, 4), "float32")):
+        lane = pg.lane_id()
+        R = pg.alloc_local((32, 4), "float32", layout=TileLayout(S[(32, 4):(1 @ laneid, 2)]))
+        flat = R.local()                                  # registers 0..6
+        for j in pg.unroll(4):
+            flat[2 * j] = A[lane, j]
+        elems = R.local(layout=TileLayout(S[4:2]))        # R's 4 elements, registers 0, 2, 4, 6
+        got["shapes"] = (flat.shape, elems.shape)
+        for j in pg.unroll(4):
+            B[lane, j] = elems[j] * 2.0
+
+    assert got["shapes"] == ((7,), (4,))
+    ptx = k.ptx("sm_90a")
+    assert ".local" not in ptx
+    assert assemble(ptx, "sm_90a")[0]
+    a = np.arange(32 * 4, dtype=np.float32).reshape(32, 4)
+    b = np.zeros((32, 4), np.float32)
+    ptxsim.run(k, [a, b])
+    assert np.array_equal(b, 2 * a)
+
+
+def test_local_with_a_layout_of_another_size_and_no_shape_says_so():
+    def k(A: pg.Tensor((32,), "float32")):
+        R = pg.alloc_local((32, 4), "float32", layout=TileLayout(S[(32, 4):(1 @ laneid, 2)]))
+        R.local(layout=TileLayout(S[7]))
+
+    with pytest.raises(pg.TraceError, match=r"test_views\.py:\d+: 'R_local': layout "
+                       r"TileLayout\(S\[7:1\]\) has 7 elements but the shape \(4,\) has 4"):
+        pg.kernel(k, grid=(1,), block=(32,))
+
+
 def test_swizzled_32x64_f16_indexed_by_lane_and_loop_uses_xor_add():
     lay = ComposeLayout(Swizzle.mma(128, 16), TileLayout(S[(32, 64)]))
 

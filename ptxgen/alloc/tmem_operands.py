@@ -6,8 +6,13 @@ as that instruction reads it, so the caller never writes a TLane/TCol layout for
     sf = tmem.alloc_sf((128, 4), "uint8")                          # scale factors
     tmem.move_base_to(0)                                           # reuse columns from 0
 
-Only the datapath layout ptxgen's tcgen05 MMAs use is modelled (M = 128, cta_group::1:
-layout D); asking for another one is an error that says so rather than a wrong layout.
+The accumulator's datapath layout follows (M, cta_group) as the PTX ISA tables it: layout D
+(M = 128, cta_group::1, what ptxgen's tcgen05 MMAs use), and the per-CTA halves of a CTA pair,
+layout A (M = 256: (128, N)) and layout B (M = 128: (64, N) in N/2 columns, the column halves
+on lanes 0..63 and 64..127).  Asking for another one is an error that says so rather than a
+wrong layout.
+
+    acc = tmem.alloc_tcgen05_mma_D((64, 256), "float32", M=128, cta_group=2)   # layout B
 """
 from __future__ import annotations
 
@@ -15,30 +20,35 @@ from ..builder.context import assigned_name
 from ..builder.resources import resource_error
 from ..builder.tensor import TensorHandle
 from ..dtypes import dtype as _dtype
+from ..errors import LayoutError
+from ..primitives.tmem_layout import ACCUMULATOR_LAYOUTS, accumulator_layout
 
 
 class TMEMOperands:
     """Mixin of TMEMPool (needs alloc, cta_group, total_cols, tiles, status, _cols)."""
 
     def alloc_tcgen05_mma_D(self, shape, dtype="float32", M=128, cta_group=None, name=None):
-        """The accumulator D of an M-row tcgen05.mma: (M, N) 32-bit elements in layout D."""
+        """The accumulator D of an M-row tcgen05.mma: this CTA's (M / cta_group, N) 32-bit
+        elements in the datapath layout of (M, cta_group) (D, A or B)."""
         what = "alloc_tcgen05_mma_D"
         cg = self.cta_group if cta_group is None else cta_group
         if cg != self.cta_group:
             raise resource_error(f"{what}: cta_group={cg} but this TMEMPool is "
                                  f"cta_group={self.cta_group}; a kernel uses one granularity")
-        if (M, cg) != (128, 1):
-            raise resource_error(
-                f"{what}: M={M} with cta_group={cg} accumulates in another TMEM datapath "
-                f"layout (PTX ISA 'Data path layout organization'), which ptxgen does not "
-                f"model; its tcgen05 MMAs use M=128 with cta_group=1 (layout D: row m in lane m)")
         dt = _dtype(dtype)
         if dt.bits != 32:
             raise resource_error(f"{what}: accumulators are 32-bit (float32 or int32); got {dt}")
         shape = tuple(shape)
-        if len(shape) != 2 or shape[0] != M:
-            raise resource_error(f"{what}: an M={M} accumulator is ({M}, N); got {shape}")
-        return self.alloc(shape, dt, name=name or _name(what))
+        rows = ACCUMULATOR_LAYOUTS.get((M, cg), (None, M // max(cg, 1)))[1]
+        if len(shape) != 2 or shape[0] != rows or not isinstance(shape[1], int):
+            per = " per CTA of the pair" if cg == 2 else ""
+            raise resource_error(f"{what}: an M={M} cta_group={cg} accumulator is ({rows}, N)"
+                                 f"{per}; got {shape}")
+        try:
+            _, _, layout = accumulator_layout(M, cg, shape[1])
+        except LayoutError as e:
+            raise resource_error(f"{what}: {e}") from None
+        return self.alloc(shape, dt, layout=layout, name=name or _name(what))
 
     def alloc_tcgen05_mma_C(self, shape, dtype="float32", M=128, cta_group=None, name=None):
         """The accumulator input C: tcgen05.mma accumulates in place, so C is D's tile."""

@@ -1,6 +1,11 @@
 """Allocations and views in the builder: alloc_buffer/alloc_shared/alloc_local, and
 decl_buffer (a view over existing storage, or an allocation when it has no data=).  Each
-checks its scope, shape and bounds at the user's line and returns a TensorHandle."""
+checks its scope, shape and bounds at the user's line and returns a TensorHandle.
+
+Seed 002 spells them with a tensor type, ty_args=[pg.Tensor(shape, dtype, scope=...)]:
+alloc_tensor is alloc_buffer, decl_tensor(data, ...) is decl_buffer(..., data=data) and
+decl_tmem(addr, ...) is decl_buffer(..., scope="tmem", allocated_addr=addr) (one
+implementation each; the type only carries the arguments)."""
 from __future__ import annotations
 
 import math
@@ -8,7 +13,7 @@ import math
 from ..dtypes import dtype as _dtype
 from ..analysis.offsets import byte_offset, min_offset
 from ..ir import Alloc, Buffer, BufferPtr
-from .tensor import TensorHandle, _declare, make_buffer
+from .tensor import Tensor, TensorHandle, _declare, make_buffer
 from .tensor_meta import check_one_layout, strided_layout
 from .tmem_view import tmem_address, tmem_layout
 from .context import Site, assigned_name, current, fail, user_site
@@ -125,3 +130,40 @@ def _check_view_bounds(b: Buffer, root: Buffer):
         raise fail(f"view '{b.name}' covers bytes [{start}, {end}) but its storage "
                    f"'{root.name}' " + ("starts at byte 0 (an address below the base)"
                                         if start < 0 else f"has {total} bytes"))
+
+
+# ---- seed 002's spellings: a tensor type instead of keyword arguments -------------------------
+def _ty(what: str, ty_args) -> Tensor:
+    if not (isinstance(ty_args, (list, tuple)) and len(ty_args) == 1 and
+            isinstance(ty_args[0], Tensor)):
+        raise fail(f"{what} takes ty_args=[pg.Tensor(shape, dtype, scope=...)] (one tensor "
+                   f"type), got {ty_args!r}")
+    return ty_args[0]
+
+
+def alloc_tensor(ty_args=None, name=None):
+    """New storage of the type `ty_args[0]`: pg.alloc_buffer with its fields."""
+    t = _ty("alloc_tensor", ty_args)
+    return _alloc(user_site(), "buf", name, t.shape, t.dtype, t.scope, t.layout, t.align,
+                  t.elem_offset, t.byte_offset)
+
+
+def decl_tensor(data, ty_args=None, name=None):
+    """A view of the type `ty_args[0]` over `data` (a tensor's .data or .ptr_to([...])):
+    pg.decl_buffer(..., data=data).  A type left at scope "global" takes the storage's."""
+    t = _ty("decl_tensor", ty_args)
+    return decl_buffer(t.shape, t.dtype, data=data, elem_offset=t.elem_offset, layout=t.layout,
+                       scope=None if t.scope == "global" else t.scope,
+                       byte_offset=t.byte_offset, align=t.given_align, name=name)
+
+
+def decl_tmem(addr, ty_args=None, name=None):
+    """A tensor-memory view at TMEM address `addr` (or a column offset into this kernel's
+    allocation) of the type `ty_args[0]`: pg.decl_buffer(..., scope="tmem",
+    allocated_addr=addr)."""
+    t = _ty("decl_tmem", ty_args)
+    if t.scope not in ("tmem", "global"):
+        raise fail(f"decl_tmem declares tensor memory; the type says scope={t.scope!r} (write "
+                   f"scope='tmem')")
+    return decl_buffer(t.shape, t.dtype, layout=t.layout, scope="tmem", allocated_addr=addr,
+                       name=name)

@@ -107,6 +107,21 @@ def fail(msg: str) -> TraceError:
     return TraceError(f"{where}: {msg}")
 
 
+def launch_extent(ctx, which: str, dim: str) -> int:
+    """blockDim/gridDim.<dim> as the launch gave it (pg.launch in the body, the decorator, or
+    an earlier id that declared it), for an id asked without an extent (pg.thread_id())."""
+    k = "xyz".find(dim) if isinstance(dim, str) and len(dim) == 1 else -1
+    if k < 0:
+        raise fail(f"dim must be 'x', 'y' or 'z', got {dim!r}")
+    seen = ctx.block_set if which == "block" else ctx.grid_set
+    if k not in seen:
+        fn = "thread_id" if which == "block" else "cta_id"
+        raise fail(f"pg.{fn}(dim={dim!r}) without an extent takes {which}Dim.{dim} from the "
+                   f"launch, but nothing gave it: call pg.launch({which}=...) before it, give "
+                   f"@pg.kernel({which}=...), or pass the extent: pg.{fn}(n, dim={dim!r})")
+    return (ctx.func.block if which == "block" else ctx.func.grid)[k]
+
+
 class TraceContext:
     def __init__(self, func: PrimFunc):
         self.func = func

@@ -10,7 +10,7 @@ from ..expr import _INT32_VALUES
 from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
                   Var, While, as_expr, format_expr)
 from ..errors import TraceError
-from .context import (_local, check_live_expr, current, fail,
+from .context import (_local, check_live_expr, current, fail, launch_extent,
                       outside_kernel, user_site)
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
@@ -91,9 +91,12 @@ GOOD_BLOCKS: dict = {}     # decorator block/grid tuples already checked -> thei
 GOOD_GRIDS: dict = {}
 
 
-def thread_id(n: int, dim: str = "x") -> Var:
-    """Declare blockDim.<dim> = n and return %tid.<dim> (bounded to [0, n))."""
+def thread_id(n: int | None = None, dim: str = "x") -> Var:
+    """Declare blockDim.<dim> = n and return %tid.<dim> (bounded to [0, n)); without n, n is
+    the launch's blockDim.<dim> (pg.launch in the body or the decorator)."""
     at = user_site()
+    if n is None:
+        n = launch_extent(current(), "block", dim)
     ctx = _set_extent("block", dim, n, at)
     return _let(ctx, at, f"t{dim}", SpecialReg(f"tid.{dim}"), (0, n - 1))
 

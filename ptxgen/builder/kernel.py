@@ -87,6 +87,11 @@ class Kernel:
                 if isinstance(ann, str):
                     ann = param_from_annotation(pname, ann, fn, src)
                 if isinstance(ann, Tensor):
+                    if ann.scope != "global":
+                        raise TraceError(f"{src}: tensor parameter '{pname}': parameters live "
+                                         f"in global memory; got scope={ann.scope!r} (a "
+                                         f"pg.Tensor of another scope is a type argument of "
+                                         f"pg.alloc_tensor / pg.decl_tensor / pg.decl_tmem)")
                     for s in ann.shape:
                         if isinstance(s, Var):
                             symbols.setdefault(s.uid, s)

@@ -1,30 +1,34 @@
 """Tensors in the builder: parameters, views, element access (allocations: allocate.py).
 
 A `TensorHandle` wraps an ir.Buffer and turns Python indexing into Load/Store
-statements; every view (view/permute/local/decl_buffer) is metadata only.
+statements; every view (view/permute/local/sub/decl_buffer) is metadata only.  Buffers are
+made in buffers.py; B[..., Ramp(i, 1, n)] and B.sub[...] (seed 002) in subview.py.
 """
 from __future__ import annotations
 
 import math
 
-from ..dtypes import DType, dtype as _dtype
+from ..dtypes import dtype as _dtype
 from ..target import cache_modifiers
 from ..errors import LOCATED, PtxgenError
 from ..layout import S, TileLayout, row_major_strides
-from ..analysis.offsets import min_offset
 from ..analysis.simplify import Analyzer
 from ..ir import (Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES, Store,
                   Var, as_expr, not_a_value)
 from .tensor_meta import TensorMeta, check_one_layout, strided_layout
+from .buffers import _check_align, _live, make_buffer  # noqa: F401  (make_buffer: re-exported)
+from .subview import Ramp, SubIndexer, ramp_access, ramp_not_last
 from .nc_hazard import note_nc_load
 from .context import (Site, _local, assigned_name, check_live_expr,
                       current, fail, outside_kernel, user_site)
 
 
 class Tensor:
-    """Annotation for a tensor parameter: pg.Tensor(shape, dtype, layout=..., ...)."""
+    """A tensor type: the annotation of a tensor parameter (global memory), or the type
+    argument of pg.alloc_tensor / pg.decl_tensor / pg.decl_tmem (ty_args=[pg.Tensor(...)],
+    seed 002), any scope: pg.Tensor(shape, dtype, layout=..., scope=..., ...)."""
 
-    def __init__(self, shape, dtype, layout=None, elem_offset=0, byte_offset=None, align=16,
+    def __init__(self, shape, dtype, layout=None, elem_offset=0, byte_offset=None, align=None,
                  scope="global", strides=None):
         try:   # made in an annotation, outside any trace: errors say the line themselves
             self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
@@ -34,11 +38,12 @@ class Tensor:
                                                                         "pg.Tensor")
             self.elem_offset = elem_offset
             self.byte_offset = byte_offset
-            self.align = align
+            self.given_align = align          # None: a view keeps its storage's alignment
+            self.align = 16 if align is None else align
             self.scope = scope
-            _check_align(align)
-            if scope != "global":
-                raise PtxgenError(f"tensor parameters live in global memory; got scope={scope!r}")
+            _check_align(self.align)
+            if scope not in SCOPES:
+                raise PtxgenError(f"unknown scope {scope!r}; scopes are {', '.join(SCOPES)}")
             for s in self.shape:
                 if isinstance(s, bool) or not (isinstance(s, int) and s > 0) and \
                         not isinstance(s, Var):
@@ -52,78 +57,6 @@ class Tensor:
 
     def __repr__(self):
         return f"pg.Tensor({self.shape}, {self.dtype})"
-
-
-def _check_align(align):
-    if not isinstance(align, int) or align <= 0 or align & (align - 1):
-        raise PtxgenError(f"align must be a power of two in bytes, got {align!r}")
-
-
-def _resolve_offset(dt: DType, elem_offset, byte_offset, name):
-    if byte_offset is None:
-        return elem_offset
-    if not (isinstance(elem_offset, int) and elem_offset == 0):
-        raise fail(f"'{name}': give elem_offset or byte_offset, not both")
-    bits = dt.bits
-    if isinstance(byte_offset, int):
-        if (byte_offset * 8) % bits:
-            raise fail(f"'{name}': byte_offset={byte_offset} is not a whole number of {dt} elements")
-        return byte_offset * 8 // bits
-    return as_expr(byte_offset) * 8 // bits
-
-
-def _check_layout(layout, shape, name):
-    if layout is None:
-        return None
-    if isinstance(layout, str):
-        if layout == "default":
-            return None
-        raise fail(f"'{name}': unknown layout {layout!r}")
-    if not hasattr(layout, "apply"):
-        layout = TileLayout(layout)
-    size = layout.size()
-    n = math.prod(shape) if all(isinstance(s, int) for s in shape) else None
-    if n is not None and size != n:
-        raise fail(f"'{name}': layout {layout!r} has {size} elements but the shape "
-                   f"{tuple(shape)} has {n}")
-    return layout
-
-
-def make_buffer(name, shape, dt, scope, layout=None, elem_offset=0, byte_offset=None, align=16,
-                data=None, param=False) -> Buffer:
-    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if not isinstance(dt, DType):      # parameters and views pass a DType already
-        dt = _dtype(dt)
-    if not isinstance(align, int) or align <= 0 or align & (align - 1):
-        _check_align(align)    # raises; the test is repeated here to save a call per buffer
-    if scope not in SCOPES:
-        raise fail(f"unknown scope {scope!r}; scopes are {', '.join(SCOPES)}")
-    for s in shape:
-        if isinstance(s, bool) or not (isinstance(s, int) and s > 0 or isinstance(s, Expr)):
-            raise fail(f"'{name}': shape entries must be positive ints, got {s!r}")
-    if layout is not None:
-        layout = _check_layout(layout, shape, name)
-    if byte_offset is not None:
-        elem_offset = _resolve_offset(dt, elem_offset, byte_offset, name)
-    if data is None and (layout is not None or type(elem_offset) is int and elem_offset < 0):
-        _check_start(name, layout, elem_offset)
-    return Buffer(name, shape, dt, scope, layout, elem_offset, align, data, param)
-
-
-def _check_start(name, layout, elem_offset):
-    """A buffer that owns its storage (a parameter, an allocation) addresses it from element 0:
-    elem_offset plus the layout's smallest offset must not be negative (an address before
-    the base); views are checked against their storage in decl_buffer."""
-    lo = 0 if layout is None else min_offset(layout)
-    if lo is None or type(elem_offset) is not int:
-        return
-    if elem_offset + lo < 0:
-        what = (f"elem_offset {elem_offset} is" if layout is None or lo == 0 else
-                f"its layout reaches offset {lo}" + (f" (with elem_offset {elem_offset}: "
-                                                     f"{elem_offset + lo})" if elem_offset else ""))
-        raise fail(f"'{name}': {what} before the start of its storage (an address below the "
-                   f"base); make elem_offset at least {-lo}"
-                   + (" or use non-negative strides" if lo < 0 else ""))
 
 
 class TensorHandle(TensorMeta):
@@ -202,6 +135,8 @@ class TensorHandle(TensorMeta):
                     has_slice = True
                     out.append(self._slice(k, ext, len(out)))
                     continue
+                if type(k) is Ramp:
+                    raise ramp_not_last(b)
                 if isinstance(k, TensorHandle) or isinstance(k, float):
                     raise fail(f"'{b.name}': index {len(out)} must be an integer expression, "
                                f"got {k!r}")
@@ -238,15 +173,27 @@ class TensorHandle(TensorMeta):
         return (start if isinstance(start, int) else as_expr(start), extent)
 
     def __getitem__(self, key):
+        if type(key if type(key) is not tuple else key[-1] if key else None) is Ramp:
+            return self.vload(*ramp_access(self.buffer, key))
         idx, has_slice = self._indices(key)
         if has_slice:
             region = tuple([i if isinstance(i, tuple) else (i, 1) for i in idx])
             return BufferRegion(self.buffer, region)
         b = self.buffer
+        if b.scope == "tmem":
+            raise no_direct_tmem(b, "loaded")
         return Load(b, tuple(idx), b.dtype)
 
     def __setitem__(self, key, value):
+        if type(key if type(key) is not tuple else key[-1] if key else None) is Ramp:
+            idx, vdt = ramp_access(self.buffer, key)
+            if not (isinstance(value, Expr) and value.dtype is _dtype(vdt)):
+                raise fail(f"'{self.buffer.name}'[Ramp(..., {vdt.split('x')[-1]})] stores a "
+                           f"{vdt} vector; got {value!r} (load one with a Ramp index)")
+            return self.vstore(idx, value)
         idx, _ = self._indices(key, False)
+        if self.buffer.scope == "tmem":
+            raise no_direct_tmem(self.buffer, "stored")
         store(self.buffer, tuple(idx), value, user_site())
 
     def region(self):
@@ -258,6 +205,8 @@ class TensorHandle(TensorMeta):
 
     def ptr_to(self, indices):
         idx, _ = self._indices(tuple(indices), False)
+        if self.buffer.scope == "tmem":
+            raise no_direct_tmem(self.buffer, "pointed into (ptr_to)")
         return BufferPtr(self.buffer, tuple(idx))
 
     # ---- vector access ----------------------------------------------------------------
@@ -268,6 +217,8 @@ class TensorHandle(TensorMeta):
         if vdt.lanes == 1:
             raise fail(f"vload/vstore need a vector dtype such as {b.dtype}x4, got {vdt}")
         idx, _ = self._indices(tuple(indices), False)
+        if b.scope == "tmem":
+            raise no_direct_tmem(b, "loaded or stored (vload/vstore)")
         last = idx[-1]
         ext = b.shape[-1]
         if isinstance(last, Const) and isinstance(ext, int) and last.value + vdt.lanes > ext:
@@ -307,6 +258,14 @@ class TensorHandle(TensorMeta):
         return mods
 
     # ---- views (metadata only) --------------------------------------------------------
+    @property
+    def sub(self) -> "SubIndexer":
+        """B.sub[...]: a sub-tensor view (seed 002): `a:b` narrows a dim, `s::k` keeps every
+        k-th element from s, an index drops the dim, `:` (or a missing trailing entry) keeps
+        it.  Unlike B[a:b] (a region, for tile ops) it is a tensor, indexed from 0."""
+        _live(self.buffer)
+        return SubIndexer(self)
+
     def view(self, *shape, layout=None, dtype=None):
         b = self.buffer
         _live(b)
@@ -346,14 +305,16 @@ class TensorHandle(TensorMeta):
         return _declare(ctx, nb, at)
 
     def local(self, *shape, layout=None):
-        """This thread's registers of a thread-axis local layout (physical order)."""
+        """This thread's registers of a thread-axis local layout (physical order).  Without a
+        shape: the raw span (gaps included); with layout= (the layout interprets the shape),
+        the logical number of elements a thread holds, as TIRx infers it (seed 002)."""
         b = self.buffer
         _live(b)
         if b.scope != "local":
             raise fail(f"local() is for local buffers; '{b.name}' is {b.scope}")
         span = b.layout.span("m") if b.layout is not None else b.numel()
         if not shape:
-            shape = (span,)
+            shape = (span if layout is None else _thread_elems(b),)
         if layout is None and math.prod(shape) != span:
             raise fail(f"local{shape} of '{b.name}' has {math.prod(shape)} elements but this "
                        f"thread holds {span}")
@@ -367,12 +328,21 @@ class TensorHandle(TensorMeta):
 not_a_value(TensorHandle, lambda t: f"'{t.buffer.name}' is a tensor")
 
 
-def _live(b: Buffer):
-    """Reject a handle whose buffer was allocated in a body that has ended (outside a trace
-    the metadata is still readable)."""
-    ctx = _local.ctx
-    if ctx is not None and ctx.dead_loop_vars and b.uid in ctx.dead_loop_vars:
-        ctx.check_buffer(b)
+def no_direct_tmem(b: Buffer, what: str) -> PtxgenError:
+    """Tensor memory has no ld/st/address form a thread can use: say so at the user's line,
+    not later as a buffer without storage."""
+    return fail(f"'{b.name}' is in tensor memory (TMEM), which cannot be {what} directly by a "
+                f"thread: TMEM is reached only through tcgen05.ld/st/cp, i.e. "
+                f"pg.tile.<scope>.tmem_load(regs, {b.name}[...]), tmem_store({b.name}[...], regs) "
+                f"and tmem_copy({b.name}[...], smem) (their dispatch picks the tcgen05 shape), "
+                f"or raw pg.ptx['tcgen05.ld...'] instructions given its TMEM address")
+
+
+def _thread_elems(b: Buffer) -> int:
+    """Elements one thread holds: the extents of the layout's leaves without a thread axis."""
+    if b.layout is None:
+        return b.numel()
+    return math.prod(e for e, st in b.layout.leaves() if all(a == "m" for a in st))
 
 
 def _last_dim_contiguous(b):

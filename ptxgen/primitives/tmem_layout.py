@@ -8,7 +8,10 @@ primitives and checked by a numpy model of mma + ld (tests/test_tcgen05_layout.p
 
 Layout D (cta_group::1, M = 128, 32-bit accumulator): lane = m, column = n, one column per
 element; a warp w can only reach lanes 32*(w % 4) .. 32*(w % 4) + 31.  TMEM addresses are
-`lane << 16 | column`.
+`lane << 16 | column`.  With cta_group::2 each CTA of the pair holds its M / 2 rows: Layout A
+(M = 256) is D's organization over the CTA's 128 rows; Layout B (M = 128, dense A) puts the
+CTA's (64, N) half with columns 0..N/2-1 in lanes 0..63 and columns N/2..N-1 in lanes 64..127
+(row m in lane m and m + 64), N/2 columns wide (PTX ISA "Data path layout organization").
 
 Fragments (per warp, relative to the instruction's address; t = lane of the thread, j = its
 register; `.xN` repeats the x1 pattern N times along columns):
@@ -39,6 +42,33 @@ def layout_D(M: int = 128, N: int = 256) -> TileLayout:
     if not (isinstance(N, int) and 0 < N <= TMEM_COLS):
         raise LayoutError(f"layout D: N={N!r} must be in 1..{TMEM_COLS} columns")
     return TileLayout(S[(M, N):(1 @ TLane, 1 @ TCol)])
+
+
+def layout_B(N: int) -> TileLayout:
+    """Layout B: this CTA's (64, N) 32-bit half of an M = 128 cta_group::2 accumulator; the
+    column halves fold onto the two 64-lane halves, so it takes N / 2 columns."""
+    if not (isinstance(N, int) and N > 0 and N % 2 == 0 and N // 2 <= TMEM_COLS):
+        raise LayoutError(f"layout B: N={N!r} must be even, its N/2 columns in 1..{TMEM_COLS}")
+    return TileLayout(S[(64, (2, N // 2)):(1 @ TLane, (64 @ TLane, 1 @ TCol))])
+
+
+# (M, cta_group) of a dense tcgen05.mma -> (PTX ISA layout id, rows this CTA holds); the ones
+# ptxgen models.  M=64 (E/F), M=32 (G) and sparse A with cta_group::2 (C) are not.
+ACCUMULATOR_LAYOUTS = {(128, 1): ("D", 128), (256, 2): ("A", 128), (128, 2): ("B", 64)}
+
+
+def accumulator_layout(M: int, cta_group: int, N: int) -> tuple:
+    """(layout id, this CTA's rows, TileLayout) of the 32-bit accumulator of an M x N
+    tcgen05.mma with `cta_group`; LayoutError for a datapath layout not modelled."""
+    key = (M, cta_group)
+    if key not in ACCUMULATOR_LAYOUTS:
+        have = ", ".join(f"M={m} with cta_group={g} (layout {ACCUMULATOR_LAYOUTS[m, g][0]})"
+                         for m, g in ACCUMULATOR_LAYOUTS)
+        raise LayoutError(f"M={M} with cta_group={cta_group} accumulates in another TMEM "
+                          f"datapath layout (PTX ISA 'Data path layout organization'), which "
+                          f"ptxgen does not model; it models {have}")
+    name, rows = ACCUMULATOR_LAYOUTS[key]
+    return name, rows, layout_B(N) if name == "B" else layout_D(128, N)
 
 
 def default_layout(shape, dt) -> tuple:
@@ -160,6 +190,26 @@ def register_layout(shape_name: str, rows: int, ncols: int, axis="tid", max_regs
             table[at + (0,)] = 32 * w + np.arange(32)[:, None]
             table[at + (1,)] = reg + np.arange(n)[None, :]
             reg += n
+    return _fit_layout(table, Axis.get(axis))
+
+
+def datapath_register_layout(tmem_layout, rows: int, cols: int, shape_name: str = "32x32b",
+                             axis="tid", max_regs=128):
+    """The register layout that reads a (rows, cols) TMEM tile laid out by `tmem_layout` (any
+    datapath layout: D, A, B) with .`shape_name`: each element goes to the thread and register
+    the fragment delivers its (lane, column) cell to, over the tile's physical lanes x columns
+    (Layout B's (64, N) tile is a (128, N/2) image)."""
+    import numpy as np
+    r, c = index_grid(rows, cols)
+    o = tmem_layout.apply(r, c, shape=(rows, cols))
+    lane, col = (per_element(o.get(a, 0), r) for a in ("TLane", "TCol"))
+    if np.any(per_element(o.get("m", 0), r)):
+        raise LayoutError("only 32-bit-per-cell TMEM tiles are modelled")
+    lanes, ncols = int(lane.max()) + 1, int(col.max()) + 1
+    phys = register_layout(shape_name, lanes, ncols, axis, max_regs)
+    p = phys.apply(lane, col, shape=(lanes, ncols))
+    table = np.stack([per_element(p.get(Axis.get(axis).name, 0), r),
+                      per_element(p["m"], r)], axis=1).reshape(rows, cols, 2)
     return _fit_layout(table, Axis.get(axis))
 
 

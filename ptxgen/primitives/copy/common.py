@@ -20,10 +20,16 @@ from ...analysis.offsets import byte_offset
 from ...target.forms import opcode
 from ...layout import row_major_strides
 from ...target import WIDE_VECTOR_BITS, WIDE_VECTOR_GATE
+from ...target import cache_modifiers as target_cache_modifiers
 
 _U8 = _dtype("uint8")
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "tmem": "tmem"}
+
+
+def cache_modifiers(call) -> tuple[bool, str]:
+    """(ok, '.nc.L1::..') from options['cache_hint'] (str or list); global loads only."""
+    return target_cache_modifiers("load", call.options.get("cache_hint"), call.src_side.space)
 
 
 @dataclass

@@ -16,13 +16,14 @@ from ...ir import Alloc, Buffer, BinOp, Const, For, If, Instr, Let, Load, Mem, V
 from ...target.forms import opcode
 from ..registry import evaluate, register
 from .common import digits_offset, element_address, flat_pointer, refine
-from .vec_auto import cache_modifiers
+from .common import cache_modifiers
 
 
 def _is_fallback(call):
     s, d = call.spaces()
     if s not in ("global", "shared") or d not in ("global", "shared"):
-        return False, f"moves memory only ({s} -> {d}); register copies use vec_auto's reg path"
+        return False, (f"moves memory only ({s} -> {d}); register copies use the reg row "
+                       f"(vec_auto's reg path)")
     if uint_of(call.dtype.bits) is None:
         return False, f"{call.dtype} elements are not byte addressable; view the region as uint8"
     ok, why = cache_modifiers(call)

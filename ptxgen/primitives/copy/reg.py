@@ -1,4 +1,4 @@
-"""reg: registers <-> global/shared, partitioned by the register layout.
+"""reg: registers <-> global/shared, partitioned by the register layout (vec_auto's reg path).
 
 One side is a `local` buffer whose layout names, per element, the thread that holds it
 (thread-axis strides such as `1 @ laneid`) and its register ("m" offset).  So nothing is
@@ -24,7 +24,7 @@ from ...ir import (BOOL, Alloc, BinOp, Buffer, BufferPtr, Const, Expr, If, Instr
 from .common import (CONTAINERS, Leaf, Side, alignment_ok, digits_offset, element_address,
                      flat_pointer, ld_st_pair, refine, reg_elems)
 from ..registry import register
-from .vec_auto import cache_modifiers
+from .common import cache_modifiers
 from ...target.forms import opcode
 
 WIDTHS = (128, 64, 32, 16, 8)
@@ -397,7 +397,8 @@ def emit_reg_plan(call, plan: RegPlan, hint=""):
     return out + moves
 
 
-def _reg_ok(call):
+def reg_ok(call):
+    """(ok, reason) of the reg path; vec_auto's forced reg path asks the same."""
     ok, hint = cache_modifiers(call)
     if not ok:
         return False, hint
@@ -409,7 +410,9 @@ def _reg_ok(call):
                   f"vector(s)")
 
 
-@register("copy", "reg", 9, when=[_reg_ok])
+# Above vec_auto (10), so the automatic choice of a register copy names this row; vec_auto's
+# reg path (taken when forced with dispatch="vec_auto") is this same plan and emission.
+@register("copy", "reg", 11, when=[reg_ok])
 def emit_reg(call):
     """Registers <-> memory, vectors as wide as the register layout and alignment allow."""
     return emit_reg_plan(call, call.plan(plan_reg)[0], cache_modifiers(call)[1])

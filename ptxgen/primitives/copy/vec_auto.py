@@ -1,6 +1,6 @@
-"""vec_auto: the widest correct vector copy between global and shared memory (gmem_smem).
+"""vec_auto: the widest correct vector copy, by two paths.
 
-global/shared on both sides, no register side.  The partition is
+gmem_smem: global/shared on both sides, no register side.  The partition is
 synthesized from the scope: the driving side's (global's) canonical order, i.e.
 leaves sorted by stride, is cut into [outer, threads, vec]; the other side follows
 the same logical leaves (regrouped, not re-sorted).  The vector is the widest of
@@ -9,7 +9,9 @@ and keeps every other stride, both region starts, elem_offsets, view offsets and
 declared base alignments multiples of itself, as proven by the simplifier.  It emits
 one serial loop over `outer` (never unrolled): one ld + one st per round.
 
-A copy with a register side is the `reg` variant's (reg.py).
+reg: a register side; the partition is the register layout's (reg.py, the plan and emission
+of the `reg` variant, which ranks above vec_auto so the automatic choice names that row).
+The path is here so that forcing dispatch="vec_auto" keeps working for register copies.
 """
 from __future__ import annotations
 
@@ -17,16 +19,13 @@ from dataclasses import dataclass
 
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer, Const, Expr, For, Let, Var
-from ...target import cache_modifiers as target_cache_modifiers
 from ..registry import register
-from .common import (CONTAINERS, base_alignment_ok, const_offset, digits_offset, divisible,
-                     element_address, flat_pointer, is_int, ld_st_pair, refine, reg_elems,
-                     split_leaves)
+from .common import (CONTAINERS, base_alignment_ok, cache_modifiers, const_offset,
+                     digits_offset, divisible, element_address, flat_pointer, is_int, ld_st_pair,
+                     refine, reg_elems, split_leaves)
+from .reg import emit_reg, reg_ok
 
 MEMORY = ("global", "shared")
-def cache_modifiers(call) -> tuple[bool, str]:
-    """(ok, '.nc.L1::..') from options['cache_hint'] (str or list); global loads only."""
-    return target_cache_modifiers("load", call.options.get("cache_hint"), call.src_side.space)
 
 
 @dataclass
@@ -160,9 +159,12 @@ def emit_plan(call, plan: Plan, load_mod="", move=None):
 
 def _is_vec_auto(call):
     s, d = call.spaces()
+    if "local" in (s, d):
+        ok, why = reg_ok(call)
+        return ok, f"reg: {why}"
     if s not in MEMORY or d not in MEMORY:
         return False, (f"gmem_smem: moves between global and shared memory; this copy is "
-                       f"{s} -> {d} (a register side is the reg variant's)")
+                       f"{s} -> {d}; reg: needs a register side")
     ok, why = cache_modifiers(call)
     if not ok:
         return False, why
@@ -174,5 +176,7 @@ def _is_vec_auto(call):
 
 @register("copy", "vec_auto", 10, when=[_is_vec_auto])
 def emit_vec_auto(call):
-    """The widest correct vector copy between global and shared memory."""
+    """The widest correct vector copy: the reg path for a register side, else gmem_smem."""
+    if "local" in call.spaces():
+        return emit_reg(call)
     return emit_plan(call, call.plan(plan_memory_copy)[0], cache_modifiers(call)[1])

@@ -75,24 +75,34 @@ def plan_tmem_io(op, r, t, scope, block, fence=True, dispatch=None, max_regs=128
     if scope == "cta" and (nthreads != 128 or block[1] * block[2] != 1):
         raise PtxgenError(f"{op} at cta scope needs a 1-D block of 128 threads (one per TMEM "
                           f"lane); use the warpgroup scope in larger blocks")
-    want = 32 if scope == "warp" else 128
-    if rows not in ((16, 32) if scope == "warp" else (128,)):
-        raise PtxgenError(f"{op}: a {scope} reads {want} TMEM lanes; the region has {rows} "
-                          f"rows")
     if not all(isinstance(s, int) for s in r.starts):
         raise PtxgenError(f"{op}: register region {r} needs constant starts (registers "
                           f"are numbered at build time)")
+    lanes, cols = _extent(t)
+    want = 32 if scope == "warp" else 128
+    if lanes not in ((16, 32) if scope == "warp" else (128,)):
+        got = f"{rows} rows" + ("" if lanes == rows else f" on {lanes} lanes")
+        raise PtxgenError(f"{op}: a {scope} reads {want} TMEM lanes; the region has {got}")
     table = _element_table(r, t, scope)
     why = {}
     for sh in TL.SHAPES:
         if dispatch is None or dispatch == sh:
-            why[sh] = fragment_plan(table, sh, scope, rows, t.shape[-1], max_regs)
+            why[sh] = fragment_plan(table, sh, scope, lanes, cols, max_regs)
     if not any(p for p, _ in why.values()):
         raise PtxgenError(f"{op}: no tcgen05 shape delivers the register layout "
                           f"{r.buffer.layout!r}: " + "; ".join(
                               f"{sh}: {w}" for sh, (_, w) in why.items()) +
                           " (build it with tmem_layout.register_layout(shape, rows, cols))")
     return IoRecord(table, why, max_regs, fence)
+
+
+def _extent(t):
+    """(lanes, columns) the TMEM region covers: its (rows, columns) in layout D, (128, N/2)
+    for layout B's (64, N), a CTA pair's M=128 half."""
+    import numpy as np
+    i, j = index_grid(t.shape[-2], t.shape[-1])
+    lane, col, _ = C.tmem_cell(t, i, j)
+    return int(np.max(per_element(lane, i))) + 1, int(np.max(per_element(col, i))) + 1
 
 
 def _element_table(r, t, scope):
@@ -154,11 +164,11 @@ def fragment_plan(table, shape_name, scope, rows, cols, max_regs=128):
 
 def _shape_plan(call, shape_name):
     """The fragment plan of `shape_name` (traced already unless dispatch forced another)."""
-    rec, t = call.record, call.args[1]
+    rec = call.record
     if shape_name in rec.plans:
         return rec.plans[shape_name]
-    return fragment_plan(rec.table, shape_name, call.scope.name, t.shape[-2], t.shape[-1],
-                         rec.max_regs)
+    lanes, cols = _extent(call.args[1])
+    return fragment_plan(rec.table, shape_name, call.scope.name, lanes, cols, rec.max_regs)
 
 
 def _fits(shape_name):
