@@ -176,6 +176,13 @@ kernel_for = functools.lru_cache(maxsize=None)(make_gemm)     # one kernel per c
 
 
 KERNELS = [make_gemm()]           # what run_all dumps (bf16, BN 256, 4 stages, 132 CTAs)
+
+
+def dump(dtype: str = "bfloat16", BN: int = 256, STAGES: int = 4, ctas: int = 132,
+         scaled: bool = False, promote: int = 0) -> list:
+    """`ptxgen dump ptxgen.kernels.gemm --kernel-args dtype=float8_e4m3fn,BN=192,scaled=True,
+    promote=1`: the kernel of that configuration."""
+    return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote)]
 DTYPES = ("bfloat16", "float16", "float8_e4m3fn")
 
 

@@ -103,6 +103,13 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
 KERNELS = [make(8192), make(1000), make(1001)]
 
 
+def dump(n: int = 8192, dtype: str = "bfloat16", per_thread: int = 16,
+         early_weight: bool = True, weighted: bool = True) -> list:
+    """`ptxgen dump ptxgen.kernels.rmsnorm --kernel-args n=4096,dtype=float32`: the kernel of
+    that configuration."""
+    return [make(n, dtype, per_thread, early_weight, weighted)]
+
+
 def rmsnorm_plan(x: Meta, weight: Meta | None = None, out: Meta | None = None) -> tuple:
     """(rows, N, out written in place) for x (..., N) and weight (N,) or None, or the
     ArgumentError naming the argument; the rules of `rmsnorm`, over metadata only."""

@@ -163,6 +163,12 @@ DTYPES = ("float16", "bfloat16", "float32")
 KERNELS = [make(8192, "float32"), make(1000, "bfloat16"), make(50000, "float16")]
 
 
+def dump(n: int = 8192, dtype: str = "float32", per_thread: int = 16) -> list:
+    """`ptxgen dump ptxgen.kernels.softmax --kernel-args n=4096,dtype=bfloat16`: the kernel
+    of that configuration."""
+    return [make(n, dtype, per_thread)]
+
+
 def softmax_plan(x: Meta, out: Meta | None = None) -> tuple:
     """(rows, N, out written in place) for x (..., N), or the ArgumentError naming the
     argument; the rules of `softmax`, over metadata only."""
