@@ -189,3 +189,20 @@ def test_gemm_paths_are_registered_units():
     assert [name for name, _, _ in G._PATHS][-1] == "sm90"
     p = gemm_plan(T((8, 64)), T((8, 64)))
     assert G._choose(p, "cuda:0")[0] == "sm90"
+
+
+def _readme_block(after: str) -> str:
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index("```python\n", text.index(after)) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+def test_readme_tour_runs_as_pasted(tmp_path):
+    code = _readme_block("## 30-second tour")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path, env={**__import__("os").environ,
+                                          "PYTHONPATH": str(__import__("pathlib").Path(
+                                              __file__).resolve().parents[1])})
+    assert r.returncode == 0, r.stderr
+    assert ".entry smem_demo(" in r.stdout

@@ -138,3 +138,20 @@ def test_torch_op_refusals():
     with pytest.raises(pg.PtxgenError, match=r"^pg.torch_op: name must be 'namespace::op', "
                                              r"got 'touch'$"):
         pg.torch_op(touch, name="touch", mutates_args=("y",))
+
+
+def test_readme_torch_op_recipe_runs_as_pasted():
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index("```python\n", text.index("Your own kernel as a torch op")) + 10
+    env: dict = {}
+    exec(compile(text[start:text.index("```", start)], "README.md", "exec"), env)
+    assert str(torch.ops.mylib.scale.default._schema) == \
+        "mylib::scale(Tensor x, Tensor(a1!) y, float s) -> ()"
+    rec = Recorder()
+    with FakeTensorMode():
+        x = torch.empty(300, device="cuda")
+        g = torch.compile(env["f"].__wrapped__ if hasattr(env["f"], "__wrapped__") else
+                          env["f"]._torchdynamo_orig_callable, fullgraph=True, backend=rec)
+        assert g(x).shape == (300,)
+    assert "torch.ops.mylib.scale.default(sin, y, 2.0)" in rec.code[0]
