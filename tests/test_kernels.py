@@ -184,11 +184,16 @@ def test_gemm_knob_refusals():
         gemm_plan(a, a, STAGES=0)
 
 
-def test_gemm_paths_are_registered_units():
+def test_gemm_paths_are_registered_units(monkeypatch):
     G = sys.modules["ptxgen.kernels.gemm"]      # the module (the package's `gemm` is the wrapper)
-    assert [name for name, _, _ in G._PATHS][-1] == "sm90"
-    p = gemm_plan(T((8, 64)), T((8, 64)))
-    assert G._choose(p, "cuda:0")[0] == "sm90"
+    assert G._PATHS[-1][0] == "sm90" and G._PATHS[-1][2] is G._sm90_kernel
+    monkeypatch.setattr(G, "_PATHS", [])
+    G.path("small_m", lambda p, d: (p.M <= 64, f"M = {p.M} > 64"))(lambda *a: None)
+    with pytest.raises(ArgumentError) as e:
+        G._choose(gemm_plan(T((128, 64)), T((8, 64))), "cuda:0")
+    assert str(e.value) == "gemm: no path takes this call: small_m: M = 128 > 64"
+    name, run, prepared = G._choose(gemm_plan(T((8, 64)), T((8, 64))), "cuda:0")
+    assert name == "small_m" and prepared is None
 
 
 def _readme_block(after: str) -> str:

@@ -242,25 +242,28 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
 
 
 # ---- paths: the first whose predicate accepts a plan computes it --------------------------
-_PATHS: list = []        # (name, accepts(plan, device) -> (ok, reason), run)
+_PATHS: list = []        # (name, accepts(plan, device) -> (ok, reason), prepare, run)
 
 
-def path(name: str, accepts):
-    """Register a gemm path: `accepts(plan, device)` returns (ok, reason); the decorated
-    `run(plan, a, b, scale_a, scale_b, out)` computes into out (contiguous, the result's
-    shape and dtype) and returns it.  Paths registered earlier are asked first."""
+def path(name: str, accepts, prepare=None):
+    """Register a gemm path.  `accepts(plan, device)` returns (ok, reason); `prepare(plan,
+    device)` makes what the path needs for every call of that plan (its kernel: chosen once,
+    memoized with the plan); the decorated `run(plan, prepared, a, b, scale_a, scale_b, out)`
+    computes into out (contiguous, the result's shape and dtype) and returns it.  Paths
+    registered earlier are asked first."""
     def register(run):
-        _PATHS.append((name, accepts, run))
+        _PATHS.append((name, accepts, prepare, run))
         return run
     return register
 
 
 def _choose(plan: GemmPlan, device) -> tuple:
+    """(name, run, prepared) of the first path that accepts the plan."""
     reasons = []
-    for name, accepts, run in _PATHS:
+    for name, accepts, prepare, run in _PATHS:
         ok, why = accepts(plan, device)
         if ok:
-            return name, run
+            return name, run, prepare(plan, device) if prepare else None
         reasons.append(f"{name}: {why}")
     raise ArgumentError("gemm: no path takes this call: " + "; ".join(reasons))
 
@@ -285,9 +288,9 @@ def _sms(device) -> int:
     return _torch.torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _sm90_config(plan: GemmPlan, device) -> tuple:
-    """(dtype, BN, STAGES, CTAs, scaled, promote): the kernel_for arguments of a plan.
-    BN: 256 (192 for promoted fp8), or 128 when wide tiles would leave SMs idle."""
+def _sm90_kernel(plan: GemmPlan, device):
+    """The persistent kernel of a plan: BN 256 (192 for promoted fp8), or 128 when wide
+    tiles would leave SMs idle (small M * N); one CTA per SM."""
     sms = _sms(device)
     scaled = plan.dtype.startswith("float8")
     promote = 1 if scaled and not plan.fast_accum else 0
@@ -296,7 +299,7 @@ def _sm90_config(plan: GemmPlan, device) -> tuple:
         wide = 192 if promote else 256          # promoted fp8: two fp32 tiles fit BN <= 192
         BN = wide if -(-plan.M // BM) * -(-plan.N // wide) >= sms else 128
     STAGES = plan.STAGES or (4 if BN >= 192 else 5)
-    return plan.dtype, BN, STAGES, sms, scaled, promote
+    return kernel_for(plan.dtype, BN, STAGES, sms, scaled, promote)
 
 
 def _padded_k(t, K_pad):
@@ -308,25 +311,24 @@ def _padded_k(t, K_pad):
     return z.view(t.dtype)
 
 
-@path("sm90", lambda plan, device: (True, ""))
-def _run_sm90(plan: GemmPlan, a, b, scale_a, scale_b, out):
+@path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
+def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
-    torch = _torch.torch
-    M, N, K = plan.M, plan.N, plan.K
+    N = plan.N
     a, b = a.contiguous(), b.contiguous()
-    if plan.K_pad != K:
+    if plan.K_pad != plan.K:
         a, b = _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
     if a.data_ptr() % 16:                      # a view at an odd offset: TMA needs 16 bytes
         a = a.clone()
     if b.data_ptr() % 16:
         b = b.clone()
-    pitch_ok = N % 8 == 0 and out.data_ptr() % 16 == 0   # the TMA store: 16-byte rows
-    d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=out.dtype, device=a.device)
-    one = _unit_scale(a.device)
-    sa = one if scale_a is None else scale_a.reshape(1)
-    sb = one if scale_b is None else scale_b.reshape(1)
-    kernel_for(*_sm90_config(plan, a.device))(a, b, d, sa, sb)
-    if not pitch_ok:
+    d = out
+    if N % 8 or out.data_ptr() % 16:           # the TMA store: 16-byte rows
+        d = out.new_empty((plan.M, -(-N // 8) * 8))
+    one = _unit_scale(a.device) if scale_a is None or scale_b is None else None
+    kernel(a, b, d, one if scale_a is None else scale_a.reshape(1),
+           one if scale_b is None else scale_b.reshape(1))
+    if d is not out:
         out.copy_(d[:, :N])
     return out
 
@@ -335,19 +337,17 @@ _PLANS: dict = {}
 
 
 def _meta(t):
-    return meta_of(t) if hasattr(t, "is_contiguous") else t
-
-
-def _key(t):
-    return None if t is None else (t.shape, t.dtype, t.device, t.is_contiguous())
+    return None if t is None else meta_of(t) if hasattr(t, "is_contiguous") else t
 
 
 def _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key):
-    """gemm_plan of the tensors and the path chosen for it, memoized under their metadata."""
-    p = gemm_plan(_meta(a), _meta(b), scale_a if scale_a is None else _meta(scale_a),
-                  scale_b if scale_b is None else _meta(scale_b),
-                  out if out is None else _meta(out), fast_accum, BN, STAGES)
-    entry = (p, _choose(p, a.device)[1])
+    """gemm_plan of the tensors, the result's torch dtype and the path chosen for them,
+    memoized under their metadata."""
+    p = gemm_plan(_meta(a), _meta(b), _meta(scale_a), _meta(scale_b), _meta(out),
+                  fast_accum, BN, STAGES)
+    _, run, prepared = _choose(p, a.device)
+    torch = _torch.torch
+    entry = (p, torch.bfloat16 if p.out_dtype != p.dtype else a.dtype, run, prepared)
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -368,23 +368,29 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     if compiling():
         return traced("gemm", (a, b), out, scale_a=scale_a, scale_b=scale_b,
                       fast_accum=fast_accum, BN=BN, STAGES=STAGES)
-    try:
-        key = (_key(a), _key(b), _key(scale_a), _key(scale_b), _key(out), fast_accum, BN,
-               STAGES)
+    try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
+        key = (a.shape, a.dtype, a.get_device(), a.is_contiguous(),
+               b.shape, b.dtype, b.get_device(), b.is_contiguous(),
+               None if out is None else (out.shape, out.dtype, out.get_device(),
+                                         out.is_contiguous()),
+               None if scale_a is None else (scale_a.shape, scale_a.dtype,
+                                             scale_a.get_device()),
+               None if scale_b is None else (scale_b.shape, scale_b.dtype,
+                                             scale_b.get_device()),
+               fast_accum, BN, STAGES)
     except AttributeError:          # not a tensor: the rules name the argument
         key = None
     entry = _PLANS.get(key) if key is not None else None
     if entry is None:
         entry = _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key)
-    p, run = entry
-    res = out if p.direct and out is not None else _torch.torch.empty(
-        (p.M, p.N), dtype=_torch.torch.bfloat16 if p.out_dtype != p.dtype else a.dtype,
-        device=a.device)
+    p, out_dtype, run, prepared = entry
+    res = out if p.direct and out is not None else \
+        _torch.torch.empty((p.M, p.N), dtype=out_dtype, device=a.device)
     if p.M and p.N:
         if p.K == 0:
             res.zero_()
         else:
-            run(p, a, b, scale_a, scale_b, res)
+            run(p, prepared, a, b, scale_a, scale_b, res)
     if out is not None and not p.direct:
         out.copy_(res)
         return out

@@ -140,12 +140,13 @@ def _meta(t):
 
 
 def _plan(x, weight, out, key):
-    """rmsnorm_plan of the tensors, with the kernel, memoized under their metadata."""
+    """rmsnorm_plan of the tensors, with the kernel and whether x is already (rows, N),
+    memoized under their metadata."""
     m = _meta(x)
     rows, n, direct = rmsnorm_plan(m, None if weight is None else _meta(weight),
                                    None if out is None else _meta(out))
     plan = (make(n, m.dtype, weighted=weight is not None) if rows and n else None, rows, n,
-            direct)
+            direct, len(m.shape) == 2 and m.contiguous)
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -160,25 +161,36 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     torch.compile it is torch.ops.ptxgen.rmsnorm."""
     if compiling():
         return traced("rmsnorm", (x, weight), out, eps=eps)
-    try:
-        key = (x.shape, x.dtype, x.device, x.is_contiguous(),
-               None if weight is None else (weight.shape, weight.dtype, weight.device),
-               None if out is None else (out.shape, out.dtype, out.device, out.is_contiguous()))
+    try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
+        key = (x.shape, x.dtype, x.get_device(), x.is_contiguous(),
+               None if weight is None else (weight.shape, weight.dtype, weight.get_device()),
+               None if out is None else (out.shape, out.dtype, out.get_device(),
+                                         out.is_contiguous()))
     except AttributeError:          # not a tensor: the rules name the argument
         key = None
     plan = _PLANS.get(key) if key is not None and not knobs else None
     if plan is None:
         plan = _plan(x, weight, out, key if not knobs else None)
-    k, rows, n, direct = plan
+    k, rows, n, direct, flat = plan
+    if out is not None and out.data_ptr() % 16:     # vector stores need aligned rows
+        direct = False
     y = out if direct and out is not None else x.new_empty(x.shape)
     if k is not None:
         if knobs:
             k = make(n, str(x.dtype)[6:], weighted=weight is not None, **knobs)
+        if x.data_ptr() % 16:                       # a view at an odd offset
+            x, flat = x.contiguous().clone(), len(x.shape) == 2
+        if not flat:
+            x, y2 = x.contiguous().view(rows, n), y.view(rows, n)
+        else:                                       # already (rows, N) and row-major
+            y2 = y
         if weight is None:
-            k(x.contiguous().view(rows, n), y.view(rows, n), float(eps))
+            k(x, y2, float(eps))
         else:
-            k(x.contiguous().view(rows, n), weight.contiguous(), y.view(rows, n), float(eps))
-    if not direct:
+            if weight.data_ptr() % 16 or not weight.is_contiguous():
+                weight = weight.contiguous().clone()
+            k(x, weight, y2, float(eps))
+    if out is not None and y is not out:
         out.copy_(y)
         return out
     return y

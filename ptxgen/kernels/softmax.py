@@ -185,11 +185,13 @@ _PLANS: dict = {}
 
 
 def _plan(x, out, key):
-    """softmax_plan of the tensors, with the kernel, memoized under their metadata."""
+    """softmax_plan of the tensors, with the kernel and whether x is already (rows, N),
+    memoized under their metadata."""
     m = meta_of(x) if hasattr(x, "is_contiguous") else x
     om = None if out is None else meta_of(out) if hasattr(out, "is_contiguous") else out
     rows, n, direct = softmax_plan(m, om)
-    plan = (make(n, m.dtype) if rows and n else None, rows, n, direct)
+    plan = (make(n, m.dtype) if rows and n else None, rows, n, direct,
+            len(m.shape) == 2 and m.contiguous)
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -203,21 +205,28 @@ def softmax(x, out=None, **knobs):
     (per_thread=).  Inside torch.compile it is torch.ops.ptxgen.softmax."""
     if compiling():
         return traced("softmax", (x,), out)
-    try:
-        key = (x.shape, x.dtype, x.device, x.is_contiguous(), None if out is None else
-               (out.shape, out.dtype, out.device, out.is_contiguous()))
+    try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
+        key = (x.shape, x.dtype, x.get_device(), x.is_contiguous(), None if out is None else
+               (out.shape, out.dtype, out.get_device(), out.is_contiguous()))
     except AttributeError:          # not a tensor: the rules name the argument
         key = None
     plan = _PLANS.get(key) if key is not None and not knobs else None
     if plan is None:
         plan = _plan(x, out, key if not knobs else None)
-    k, rows, n, direct = plan
+    k, rows, n, direct, flat = plan
+    if out is not None and out.data_ptr() % 16:     # vector stores need aligned rows
+        direct = False
     y = out if direct and out is not None else x.new_empty(x.shape)
     if k is not None:
         if knobs:
             k = make(n, str(x.dtype)[6:], **knobs)
-        k(x.contiguous().view(rows, n), y.view(rows, n))
-    if not direct:
+        if x.data_ptr() % 16:                       # a view at an odd offset
+            x, flat = x.contiguous().clone(), len(x.shape) == 2
+        if flat:                                    # already (rows, N) and row-major
+            k(x, y)
+        else:
+            k(x.contiguous().view(rows, n), y.view(rows, n))
+    if out is not None and y is not out:
         out.copy_(y)
         return out
     return y
