@@ -155,3 +155,121 @@ def test_readme_torch_op_recipe_runs_as_pasted():
                           env["f"]._torchdynamo_orig_callable, fullgraph=True, backend=rec)
         assert g(x).shape == (300,)
     assert "torch.ops.mylib.scale.default(sin, y, 2.0)" in rec.code[0]
+
+
+# ---- the eager wrappers on CPU tensors, kernels replaced by torch stand-ins ----------------
+class StandIn:
+    """A kernel stand-in: checks what a launch would get ((rows, N) row-major, 16-byte
+    aligned tensors; the grid) and computes the kernel's result with torch."""
+
+    def __init__(self, fn, calls):
+        self.fn, self.calls = fn, calls
+
+    def __call__(self, *args, grid=None):
+        for t in args:
+            if isinstance(t, torch.Tensor) and t.dim():
+                assert t.is_contiguous() and t.data_ptr() % 16 == 0
+        self.calls.append((tuple(tuple(t.shape) if isinstance(t, torch.Tensor) else t
+                                 for t in args), grid))
+        self.fn(*args)
+
+
+@pytest.fixture
+def cpu_as_cuda(monkeypatch):
+    """The wrappers' eager path on CPU tensors: the rules see cpu as cuda:0 and each kernel
+    is a StandIn; returns the list of launches."""
+    import sys
+    from ptxgen.kernels import _checks
+    S, R, G = (sys.modules[f"ptxgen.kernels.{m}"] for m in ("softmax", "rmsnorm", "gemm"))
+    calls = []
+
+    def meta(t):
+        m = _checks.meta_of(t)
+        return m._replace(device="cuda:0") if m.device == "cpu" else m
+
+    def sm(x, y):
+        y.copy_(torch.softmax(x.float(), -1).to(y.dtype))
+
+    def rms(x, *rest):
+        w, y, eps = rest if len(rest) == 3 else (None, *rest)
+        r = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+        y.copy_(r if w is None else r * w.float())
+
+    def mm(a, b, d, sa, sb):
+        r = (a.float() @ b.float().T) * (sa.item() * sb.item())
+        d[:, :b.shape[0]].copy_(r.to(d.dtype))
+
+    for mod in (S, R, G):
+        monkeypatch.setattr(mod, "meta_of", meta)
+        monkeypatch.setattr(mod, "_PLANS", {})
+    monkeypatch.setattr(S, "make", lambda n, dtype, **kw: StandIn(sm, calls))
+    monkeypatch.setattr(R, "make", lambda n, dtype, **kw: StandIn(rms, calls))
+    monkeypatch.setattr(G, "_PATHS", [("sm90", lambda p, d: (True, ""),
+                                       lambda p, d: StandIn(mm, calls), G._run_sm90)])
+    monkeypatch.setattr(G, "_unit_scale", lambda dev: torch.ones(1))
+    return calls
+
+
+def _same(got, want):
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_softmax_eager_path(cpu_as_cuda):
+    x = torch.randn(2, 3, 40)
+    _same(softmax(x), torch.softmax(x, -1))
+    assert cpu_as_cuda[-1] == (((6, 40), (6, 40)), (6,))      # viewed as (rows, N)
+    x2 = torch.randn(5, 64)
+    _same(softmax(x2), torch.softmax(x2, -1))
+    assert cpu_as_cuda[-1] == (((5, 64), (5, 64)), (5,))
+    nc = torch.randn(64, 10).T                                  # non-contiguous x
+    _same(softmax(nc), torch.softmax(nc, -1))
+    out = torch.full((64, 10), float("nan")).T                  # non-contiguous out
+    assert softmax(nc, out=out) is out
+    _same(out, torch.softmax(nc, -1))
+    odd = torch.randn(1, 65)[:, 1:]                             # an unaligned view
+    _same(softmax(odd), torch.softmax(odd, -1))
+    off = torch.randn(200)[1:129].view(2, 64)                   # contiguous at a 4-byte offset
+    _same(softmax(off), torch.softmax(off, -1))
+    n = len(cpu_as_cuda)
+    for shape in ((0, 8), (3, 0), (2, 0, 5)):
+        e = torch.randn(shape)
+        assert softmax(e).shape == torch.softmax(e, -1).shape
+    assert len(cpu_as_cuda) == n                                # nothing launched
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rmsnorm_eager_path(cpu_as_cuda, dtype):
+    x = torch.randn(2, 3, 32).to(dtype)
+    w = (torch.rand(32) + 0.5).to(dtype)
+    ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5))
+    _same(rmsnorm(x, w, 1e-5), (ref * w.float()).to(dtype))
+    assert cpu_as_cuda[-1] == (((6, 32), (32,), (6, 32), 1e-5), (6,))
+    _same(rmsnorm(x, None, 1e-5), ref.to(dtype))
+    assert cpu_as_cuda[-1] == (((6, 32), (6, 32), 1e-5), (6,))
+    out = torch.empty(3, 2, 32, dtype=dtype).transpose(0, 1)   # non-contiguous (2, 3, 32)
+    assert rmsnorm(x, w, 1e-5, out=out) is out
+    _same(out, (ref * w.float()).to(dtype))
+    assert rmsnorm(torch.randn(0, 32).to(dtype), w).shape == (0, 32)
+
+
+def test_gemm_eager_path(cpu_as_cuda):
+    def ints(*s, dtype=torch.bfloat16):
+        return torch.randint(-2, 3, s).to(dtype)
+
+    a, b = ints(30, 7), ints(203, 7)                 # K padded to 8, N padded to 208
+    want = (a.float() @ b.float().T).to(torch.bfloat16)
+    _same(gemm(a, b), want)
+    assert cpu_as_cuda[-1][0][:3] == ((30, 8), (203, 8), (30, 208))
+    out = torch.full((203, 30), float("nan"), dtype=torch.bfloat16).T   # non-contiguous out
+    assert gemm(a, b, out) is out
+    _same(out, want)
+    a8, b8 = ints(16, 32, dtype=torch.float8_e4m3fn), ints(24, 32, dtype=torch.float8_e4m3fn)
+    sa, sb = torch.tensor([0.5]), torch.tensor(0.25)
+    r = gemm(a8, b8, scale_a=sa, scale_b=sb)
+    assert r.dtype == torch.bfloat16
+    _same(r, (a8.float() @ b8.float().T * 0.125).to(torch.bfloat16))
+    n = len(cpu_as_cuda)
+    assert gemm(ints(0, 16), ints(5, 16)).shape == (0, 5)
+    z = gemm(ints(4, 0), ints(5, 0))
+    assert z.shape == (4, 5) and not z.float().abs().sum()
+    assert len(cpu_as_cuda) == n

@@ -271,8 +271,8 @@ def _choose(plan: GemmPlan, device) -> tuple:
 _ONES: dict = {}
 
 
-def _unit_scale(device):
-    """The scale 1.0 as a device tensor, made once per device (not a fill kernel per call);
+def _unit_scale(device: int):
+    """The scale 1.0 on CUDA device `device`, made once per device (not a fill kernel per call);
     one made while a CUDA graph is being captured belongs to that graph and is not kept."""
     t = _ONES.get(device)
     if t is None:
@@ -325,7 +325,7 @@ def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     d = out
     if N % 8 or out.data_ptr() % 16:           # the TMA store: 16-byte rows
         d = out.new_empty((plan.M, -(-N // 8) * 8))
-    one = _unit_scale(a.device) if scale_a is None or scale_b is None else None
+    one = _unit_scale(a.get_device()) if scale_a is None or scale_b is None else None
     kernel(a, b, d, one if scale_a is None else scale_a.reshape(1),
            one if scale_b is None else scale_b.reshape(1))
     if d is not out:
@@ -384,8 +384,7 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     if entry is None:
         entry = _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key)
     p, out_dtype, run, prepared = entry
-    res = out if p.direct and out is not None else \
-        _torch.torch.empty((p.M, p.N), dtype=out_dtype, device=a.device)
+    res = out if p.direct and out is not None else a.new_empty((p.M, p.N), dtype=out_dtype)
     if p.M and p.N:
         if p.K == 0:
             res.zero_()

@@ -146,7 +146,7 @@ def _plan(x, weight, out, key):
     rows, n, direct = rmsnorm_plan(m, None if weight is None else _meta(weight),
                                    None if out is None else _meta(out))
     plan = (make(n, m.dtype, weighted=weight is not None) if rows and n else None, rows, n,
-            direct, len(m.shape) == 2 and m.contiguous)
+            direct, len(m.shape) == 2 and m.contiguous, (rows,))
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -171,7 +171,7 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     plan = _PLANS.get(key) if key is not None and not knobs else None
     if plan is None:
         plan = _plan(x, weight, out, key if not knobs else None)
-    k, rows, n, direct, flat = plan
+    k, rows, n, direct, flat, grid = plan     # grid: the kernels' own (M,), made once
     if out is not None and out.data_ptr() % 16:     # vector stores need aligned rows
         direct = False
     y = out if direct and out is not None else x.new_empty(x.shape)
@@ -185,11 +185,11 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
         else:                                       # already (rows, N) and row-major
             y2 = y
         if weight is None:
-            k(x, y2, float(eps))
+            k(x, y2, float(eps), grid=grid)
         else:
             if weight.data_ptr() % 16 or not weight.is_contiguous():
                 weight = weight.contiguous().clone()
-            k(x, weight, y2, float(eps))
+            k(x, weight, y2, float(eps), grid=grid)
     if out is not None and y is not out:
         out.copy_(y)
         return out

@@ -191,7 +191,7 @@ def _plan(x, out, key):
     om = None if out is None else meta_of(out) if hasattr(out, "is_contiguous") else out
     rows, n, direct = softmax_plan(m, om)
     plan = (make(n, m.dtype) if rows and n else None, rows, n, direct,
-            len(m.shape) == 2 and m.contiguous)
+            len(m.shape) == 2 and m.contiguous, (rows,))
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -213,7 +213,7 @@ def softmax(x, out=None, **knobs):
     plan = _PLANS.get(key) if key is not None and not knobs else None
     if plan is None:
         plan = _plan(x, out, key if not knobs else None)
-    k, rows, n, direct, flat = plan
+    k, rows, n, direct, flat, grid = plan     # grid: the kernels' own (M,), made once
     if out is not None and out.data_ptr() % 16:     # vector stores need aligned rows
         direct = False
     y = out if direct and out is not None else x.new_empty(x.shape)
@@ -223,9 +223,9 @@ def softmax(x, out=None, **knobs):
         if x.data_ptr() % 16:                       # a view at an odd offset
             x, flat = x.contiguous().clone(), len(x.shape) == 2
         if flat:                                    # already (rows, N) and row-major
-            k(x, y)
+            k(x, y, grid=grid)
         else:
-            k(x.contiguous().view(rows, n), y.view(rows, n))
+            k(x.contiguous().view(rows, n), y.view(rows, n), grid=grid)
     if out is not None and y is not out:
         out.copy_(y)
         return out
