@@ -183,6 +183,8 @@ def dump(dtype: str = "bfloat16", BN: int = 256, STAGES: int = 4, ctas: int = 13
     """`ptxgen dump ptxgen.kernels.gemm --kernel-args dtype=float8_e4m3fn,BN=192,scaled=True,
     promote=1`: the kernel of that configuration."""
     return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote)]
+
+
 DTYPES = ("bfloat16", "float16", "float8_e4m3fn")
 
 
@@ -236,8 +238,8 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
     (M, K), N = a.shape, b.shape[0]
     out_dtype = "bfloat16" if scaled else a.dtype
     direct = out is None or out_tensor("gemm", out, (M, N), out_dtype, a.device)
-    per16 = 1 if scaled else 2                  # bytes per element
-    K_pad = -(-K * per16 // 16) * 16 // per16   # TMA: row pitches are multiples of 16 bytes
+    es = 1 if scaled else 2                     # bytes per element
+    K_pad = -(-K * es // 16) * 16 // es         # TMA: row pitches are multiples of 16 bytes
     return GemmPlan(M, N, K, a.dtype, out_dtype, direct, K_pad, bool(fast_accum), BN, STAGES)
 
 
