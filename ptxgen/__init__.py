@@ -48,9 +48,6 @@ def __getattr__(name):
         from .torch_op import torch_op
         globals()["torch_op"] = torch_op
         return torch_op
-    if name == "kernels":        # the shipped kernels (imports torch where it is installed)
-        import importlib
-        return importlib.import_module(".kernels", __name__)
     if name not in _ON_FIRST_USE:
         raise AttributeError(f"module 'ptxgen' has no attribute '{name}'")
     from .builder.tile import tile
@@ -68,7 +65,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | _ON_FIRST_USE | {"torch_op", "kernels"})
+    return sorted(set(globals()) | _ON_FIRST_USE | {"torch_op"})
 
 
 
