@@ -273,3 +273,23 @@ def test_gemm_eager_path(cpu_as_cuda):
     z = gemm(ints(4, 0), ints(5, 0))
     assert z.shape == (4, 5) and not z.float().abs().sum()
     assert len(cpu_as_cuda) == n
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_aot_eager_functionalizes_the_out_ops(dynamic):
+    """aot_autograd over the fake implementations: the _out ops' mutations are
+    functionalized, with static and symbolic shapes."""
+    def f(a, b, w):
+        h = gemm(a * 2, b)
+        out = torch.empty_like(h)
+        rmsnorm(h, w, out=out)
+        o2 = torch.empty_like(h)
+        softmax(out + 1, out=o2)
+        return softmax(o2)
+
+    with FakeTensorMode():
+        a = torch.empty(64, 64, device="cuda", dtype=torch.bfloat16)
+        b = torch.empty(32, 64, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(32, device="cuda", dtype=torch.bfloat16)
+        r = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=dynamic)(a, b, w)
+        assert r.shape == (64, 32) and r.dtype == torch.bfloat16
