@@ -1,4 +1,4 @@
-"""TFLOP/s of examples/gemm_sm90.py against cuBLAS (torch.matmul, torch._scaled_mm) and a
+"""TFLOP/s of ptxgen.kernels.gemm against cuBLAS (torch.matmul, torch._scaled_mm) and a
 Triton matmul, in the same run, for the shapes of issue #16; each result is checked against
 the library's first.
 
@@ -88,7 +88,7 @@ def rel_err(x, ref):
 def main(argv=None):
     import torch
 
-    from gemm_sm90 import gemm
+    from ptxgen.kernels import gemm
     from grid_stride_variants import timeit
 
     ap = argparse.ArgumentParser()

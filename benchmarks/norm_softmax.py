@@ -1,4 +1,4 @@
-"""rmsnorm and softmax (examples/) against torch's own kernels, in the same run.
+"""rmsnorm and softmax (ptxgen.kernels) against torch's own kernels, in the same run.
 
     python benchmarks/norm_softmax.py [--quick] [--json out.json]
 
@@ -11,6 +11,7 @@ time over ours (>= 1.0: at least as fast); `ulp` is the largest difference from 
 output in ulps of the dtype (both round float32 math once: 0-2 expected).
 """
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -53,7 +54,7 @@ def row(op, dt, shape, variant, ms, nbytes, best_torch, err):
 
 def run_rmsnorm(shapes, results):
     import torch
-    import rmsnorm as RMS
+    RMS = importlib.import_module("ptxgen.kernels.rmsnorm")   # the module, not the wrapper
     F = torch.nn.functional
     eps = 1e-6
     for m, n in shapes:
@@ -90,7 +91,7 @@ def run_rmsnorm(shapes, results):
 
 def run_softmax(shapes, dtypes, results):
     import torch
-    import softmax as SM
+    SM = importlib.import_module("ptxgen.kernels.softmax")
     for m, n in shapes:
         for dt in dtypes:
             tdt = getattr(torch, dt)

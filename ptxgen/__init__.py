@@ -51,6 +51,10 @@ _ON_FIRST_USE = {"tile", "ptx", "Resources", "SMEMPool", "TMEMPool", "Pipeline",
 
 
 def __getattr__(name):
+    if name == "torch_op":       # imports torch when called, never with `import ptxgen`
+        from .torch_op import torch_op
+        globals()["torch_op"] = torch_op
+        return torch_op
     if name not in _ON_FIRST_USE:
         raise AttributeError(f"module 'ptxgen' has no attribute '{name}'")
     from .builder.tile import tile
@@ -68,7 +72,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | _ON_FIRST_USE)
+    return sorted(set(globals()) | _ON_FIRST_USE | {"torch_op"})
 
 
 

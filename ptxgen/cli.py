@@ -34,12 +34,31 @@ def _where(e: BaseException, path: str) -> str:
     return mine or other or path
 
 
-def load_kernels(spec: str):
-    """Kernels defined in a Python file: `file.py` (all) or `file.py:name`."""
-    from .builder.kernel import Kernel
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def parse_kernel_args(text: str | None) -> dict:
+    """`--kernel-args n=4096,dtype=bfloat16` -> {"n": 4096, "dtype": "bfloat16"}: each value
+    a Python literal where it reads as one, else the text."""
+    import ast
+
+    out: dict = {}
+    for item in filter(None, (text or "").split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip().isidentifier():
+            raise _fail(f"--kernel-args takes name=value pairs separated by commas, got {item!r}")
+        try:
+            out[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _import_file(path: str):
+    """The module of a Python file, imported under a private name (its folder on sys.path
+    while it runs); every failure is the CLI's one line, at the file's line."""
     from .errors import PtxgenError
 
-    path, _, want = spec.partition(":")
     if not os.path.exists(path):
         raise _fail(f"no such file: {path}")
     if os.path.isdir(path):
@@ -69,21 +88,84 @@ def load_kernels(spec: str):
         raise _fail(f"{_where(e, path)}: importing it raised {type(e).__name__}: {e}") from None
     finally:
         sys.path.pop(0)
-    found: dict[int, tuple[str, Kernel]] = {}
-    for attr, v in vars(mod).items():
-        if isinstance(v, Kernel):
-            found.setdefault(id(v), (attr, v))
-        elif isinstance(v, (list, tuple)):
-            for k in v:
-                if isinstance(k, Kernel):
-                    found.setdefault(id(k), (k.name, k))
-    kernels = list(found.values())
+    return mod
+
+
+def _import_module(name: str):
+    """An installed module by its dotted name (`ptxgen.kernels.softmax`)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and name.startswith(e.name):
+            raise _fail(f"no such file or module: {name}") from None
+        raise _fail(f"{name}: importing it raised ModuleNotFoundError: {e}") from None
+    except Exception as e:   # noqa: BLE001  (one line, whatever the module raised)
+        raise _fail(f"{name}: importing it raised {type(e).__name__}: {e}") from None
+
+
+def _as_kernels(value, what: str) -> list:
+    """A Kernel or a list/tuple of them (what a factory or a dump() hook returns)."""
+    from .builder.kernel import Kernel
+
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if not items or not all(isinstance(k, Kernel) for k in items):
+        raise _fail(f"{what} returned {type(value).__name__}, not a @pg.kernel or a list of "
+                    f"them")
+    return [(k.name, k) for k in items]
+
+
+def _call(fn, kwargs: dict, what: str):
+    from .errors import PtxgenError
+
+    try:
+        return fn(**kwargs)
+    except PtxgenError as e:
+        raise _fail(f"{what}: {e}") from None
+    except Exception as e:   # noqa: BLE001  (a factory's own refusal, e.g. a bad size)
+        raise _fail(f"{what} raised {type(e).__name__}: {e}") from None
+
+
+def load_kernels(spec: str, kernel_args: dict | None = None):
+    """Kernels of a Python file or an importable module: `file.py` / `pkg.module` (all: its
+    `dump(**kernel_args)` hook when it has one and arguments are given, else its KERNELS
+    list and module-level kernels), or `...:name` (that kernel, or the factory `name`
+    called with the kernel arguments)."""
+    from .builder.kernel import Kernel
+
+    path, _, want = spec.partition(":")
+    if not path.endswith(".py") and not os.path.exists(path) and _MODULE.match(path):
+        mod, where = _import_module(path), path
+    else:
+        mod, where = _import_file(path), path
+    if want and callable(getattr(mod, want, None)) and \
+            not isinstance(getattr(mod, want), Kernel):
+        return _as_kernels(_call(getattr(mod, want), kernel_args or {}, f"{want}()"),
+                           f"{want}()")
+    if kernel_args:
+        hook = getattr(mod, "dump", None)
+        if not callable(hook):
+            raise _fail(f"--kernel-args needs a factory (`{where}:<factory>`) or a dump() "
+                        f"hook in {where}, which has none")
+        kernels = _as_kernels(_call(hook, kernel_args, f"{where}: dump()"), "dump()")
+    else:
+        found: dict[int, tuple[str, Kernel]] = {}
+        for attr, v in vars(mod).items():
+            if isinstance(v, Kernel):
+                found.setdefault(id(v), (attr, v))
+            elif isinstance(v, (list, tuple)):
+                for k in v:
+                    if isinstance(k, Kernel):
+                        found.setdefault(id(k), (k.name, k))
+        kernels = list(found.values())
     if want:
-        kernels = [(a, k) for a, k in kernels if want in (a, k.name)]
-        if not kernels:
-            raise _fail(f"no kernel named {want!r} in {path}")
+        chosen = [(a, k) for a, k in kernels if want in (a, k.name)]
+        if not chosen:
+            names = sorted({k.name for _, k in kernels})
+            raise _fail(f"no kernel named {want!r} in {where}; " +
+                        (f"it defines {', '.join(names)}" if names else "it defines none"))
+        kernels = chosen
     if not kernels:
-        raise _fail(f"{path} defines no @pg.kernel")
+        raise _fail(f"{where} defines no @pg.kernel")
     return kernels
 
 
@@ -108,8 +190,9 @@ def _plan(args, out: Path) -> list:
     """(spec, kernel) of every kernel to dump, after checking that no two of them would
     write the same file (kernels of one name from different files, or from one file)."""
     jobs, seen = [], {}
+    kernel_args = parse_kernel_args(getattr(args, "kernel_args", None))
     for spec in args.files:
-        for attr, k in load_kernels(spec):
+        for attr, k in load_kernels(spec, kernel_args):
             prev = seen.get(k.name)
             if prev is not None:
                 raise _fail(f"kernels '{prev[1]}' ({prev[0]}) and '{attr}' ({spec.partition(':')[0]}) "
@@ -197,9 +280,16 @@ def main(argv=None) -> int:
 
         return bench_main(argv[1:])
     ap = argparse.ArgumentParser(prog="ptxgen", description="tile-level kernels -> PTX")
+    from .version import __version__
+    ap.add_argument("--version", action="version", version=f"ptxgen {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("dump", help="write each kernel's PTX (and cubin/SASS) to a folder")
-    d.add_argument("files", nargs="+", help="file.py or file.py:kernel")
+    d.add_argument("files", nargs="+",
+                   help="file.py[:kernel] or an importable module[:kernel] "
+                        "(ptxgen.kernels.softmax); :name may be a factory")
+    d.add_argument("--kernel-args", default=None, metavar="K=V,...",
+                   help="arguments of the factory named by :name, or of the module's dump() "
+                        "hook (e.g. n=4096,dtype=bfloat16)")
     d.add_argument("--arch", action="append", default=None,
                    help="target (repeatable), e.g. sm_80, sm_90a, sm_100a; default sm_90a")
     d.add_argument("-o", "--out", default="out", help="output folder (default out/)")

@@ -52,3 +52,54 @@ def test_console_script_runs():
     r = subprocess.run([sys.executable, "-m", "ptxgen.cli", "dump", "--help"], capture_output=True,
                        text=True)
     assert r.returncode == 0 and "--arch" in r.stdout
+
+
+def test_version(capsys):
+    from ptxgen.version import __version__
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"ptxgen {__version__}\n"
+
+
+def test_dump_unknown_kernel_lists_the_kernels_found(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["dump", f"{ROOT / 'examples' / 'add_one.py'}:nope", "-o", str(tmp_path)])
+    assert str(e.value).endswith(
+        "add_one.py; it defines add_one_col_major, add_one_row_major, add_one_row_stride_16, "
+        "add_one_shifted")
+
+
+def test_dump_a_module_path_writes_its_default_kernels(tmp_path):
+    assert main(["dump", "ptxgen.kernels.softmax", "-o", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "softmax_bfloat16_1000_t64.ptx", "softmax_float32_8192_t512.ptx",
+        "softmax_online_float16_50000_t1024.ptx"]
+    assert ".entry softmax_float32_8192_t512(" in \
+        (tmp_path / "softmax_float32_8192_t512.ptx").read_text()
+
+
+def test_dump_factory_arguments(tmp_path):
+    assert main(["dump", "ptxgen.kernels.rmsnorm", "--kernel-args",
+                 "n=4096,dtype=float32,weighted=False", "-o", str(tmp_path / "a")]) == 0
+    assert [p.name for p in (tmp_path / "a").iterdir()] == [
+        "rmsnorm_float32_4096_t256_noweight.ptx"]
+    assert main(["dump", "ptxgen.kernels.softmax:make", "--kernel-args", "n=77,dtype=bfloat16",
+                 "-o", str(tmp_path / "b")]) == 0
+    assert [p.name for p in (tmp_path / "b").iterdir()] == ["softmax_bfloat16_77_t32.ptx"]
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["ptxgen.kernels.nope"], "ptxgen dump: no such file or module: ptxgen.kernels.nope"),
+    ([str(ROOT / "examples" / "add_one.py"), "--kernel-args", "n=1"],
+     f"ptxgen dump: --kernel-args needs a factory (`{ROOT / 'examples' / 'add_one.py'}:"
+     f"<factory>`) or a dump() hook in {ROOT / 'examples' / 'add_one.py'}, which has none"),
+    (["ptxgen.kernels.softmax", "--kernel-args", "4096"],
+     "ptxgen dump: --kernel-args takes name=value pairs separated by commas, got '4096'"),
+    (["ptxgen.kernels.softmax", "--kernel-args", "size=3"],
+     "ptxgen dump: ptxgen.kernels.softmax: dump() raised TypeError: dump() got an unexpected "
+     "keyword argument 'size'"),
+])
+def test_dump_module_and_argument_errors(tmp_path, argv, msg):
+    with pytest.raises(SystemExit) as e:
+        main(["dump", *argv, "-o", str(tmp_path)])
+    assert str(e.value) == msg

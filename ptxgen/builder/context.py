@@ -19,6 +19,10 @@ from ..ir import (Alloc, BinOp, BufferPtr, Cast, Const, DeclBuffer, Let, Load, N
 # entry like "benchmarks/.."); match that spelling as well as the normalized one.
 _PKG_DIRS = tuple({os.path.dirname(os.path.dirname(__file__)) + os.sep,
                    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep})
+# ptxgen/kernels/ is kernel source written with the builder as a user writes it: its lines
+# name the kernels' registers and locate their trace errors, as they did in examples/.
+_KERNEL_DIRS = tuple(os.path.join(d, "ptxgen", "kernels") + os.sep
+                     for d in {os.path.dirname(p[:-1]) for p in _PKG_DIRS})
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
 
@@ -35,8 +39,8 @@ def is_library(filename: str) -> bool:
     functools, ...), never the user's line; installed packages (site-packages) may be."""
     pkg = _IS_PKG.get(filename)
     if pkg is None:
-        pkg = filename.startswith(_PKG_DIRS) or filename.startswith(_STDLIB) and \
-            "-packages" + os.sep not in filename
+        pkg = filename.startswith(_PKG_DIRS) and not filename.startswith(_KERNEL_DIRS) or \
+            filename.startswith(_STDLIB) and "-packages" + os.sep not in filename
         _IS_PKG[filename] = pkg
     return pkg
 

@@ -34,7 +34,8 @@ import functools
 import math
 
 import ptxgen as pg
-from ptxgen.errors import LaunchError
+from ._checks import ArgumentError, meta_of, out_tensor, same_device, tensor
+from ._torch import compiling, traced
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 BM = 128                     # query rows per CTA: two consumer warpgroups x 64
@@ -232,68 +233,81 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_attention)
-KERNELS = [make_attention()]
+KERNELS = [make_attention()]     # what run_all dumps: bf16, D 128, non-causal, no GQA
 
 
-def _refuse(arg, why):
-    return LaunchError(f"attention: {arg} {why}")
+def dump(dtype: str = "bfloat16", D: int = 128, causal: bool = False, group: int = 1) -> list:
+    """`ptxgen dump ptxgen.kernels.attention --kernel-args D=64,causal=True,group=4`: the
+    kernel of that configuration."""
+    return [kernel_for(dtype, D, causal, group)]
 
 
-def _check(q, k, v):
-    """(B, Hq, Hkv, Sq, Skv, D, dtype name) of valid inputs; a LaunchError naming the
-    argument otherwise."""
-    names = {"torch.bfloat16": "bfloat16", "torch.float16": "float16"}
-    for arg, x in (("q", q), ("k", k), ("v", v)):
-        if not hasattr(x, "is_cuda") or not x.is_cuda:
-            raise _refuse(arg, "must be a CUDA torch tensor")
-        if x.dim() != 4:
-            raise _refuse(arg, f"must be 4-D (B, H, S, D) as torch SDPA takes it, got shape "
-                               f"{tuple(x.shape)}")
-        if str(x.dtype) not in names:
-            raise _refuse(arg, f"is {x.dtype}; attention takes bfloat16 or float16")
-        if not x.is_contiguous():
-            raise _refuse(arg, "is not contiguous; call .contiguous() (TMA reads (B, H, S, D) "
-                               "row-major)")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise _refuse("k/v", f"must have q's dtype {q.dtype}, got {k.dtype} and {v.dtype}")
-    if not (q.device == k.device == v.device):
-        raise _refuse("k/v", f"must be on q's device {q.device}, got {k.device} and {v.device}")
+def attention_plan(q, k, v, out=None):
+    """(B, Hq, Hkv, Sq, Skv, D, dtype) of valid inputs (Meta tuples: the rules read nothing
+    else); an ArgumentError naming the argument otherwise."""
+    op, dts = "attention", ("bfloat16", "float16")
+    q, k, v = (tensor(op, n, m, dtypes=dts, dim=4) for n, m in (("q", q), ("k", k), ("v", v)))
+    same_device(op, ("q", q), ("k", k), ("v", v))
+    for name, m in (("q", q), ("k", k), ("v", v)):
+        if not m.contiguous:
+            raise ArgumentError(f"attention: {name} is not contiguous; call .contiguous() (TMA "
+                                f"reads (B, H, S, D) row-major)")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ArgumentError(f"attention: k and v must have q's dtype {q.dtype}, got {k.dtype} "
+                            f"and {v.dtype}")
     B, Hq, Sq, D = q.shape
-    if tuple(k.shape) != tuple(v.shape):
-        raise _refuse("v", f"must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+    if k.shape != v.shape:
+        raise ArgumentError(f"attention: v must have k's shape {k.shape}, got {v.shape}")
     Bk, Hkv, Skv, Dk = k.shape
-    if Bk != B or Dk != D:
-        raise _refuse("k", f"shape {tuple(k.shape)} does not match q's {tuple(q.shape)} in the "
-                           f"batch or head dimension")
+    if (Bk, Dk) != (B, D):
+        raise ArgumentError(f"attention: k has shape {k.shape}, which does not match q's "
+                            f"{q.shape} in the batch or head dimension")
     if D not in HEAD_DIMS:
-        raise _refuse("q", f"has head dimension {D}; the kernels take D in "
-                           f"{', '.join(map(str, HEAD_DIMS))}")
+        raise ArgumentError(f"attention: q has head dimension {D}; the kernels take D in "
+                            f"{', '.join(map(str, HEAD_DIMS))}")
     if Hkv == 0 or Hq % Hkv:
-        raise _refuse("k", f"has {Hkv} heads, which do not divide q's {Hq} (GQA needs "
-                           f"Hq % Hkv == 0)")
-    return B, Hq, Hkv, Sq, Skv, D, names[str(q.dtype)]
+        raise ArgumentError(f"attention: k has {Hkv} heads, which do not divide q's {Hq} "
+                            f"(GQA needs Hq % Hkv == 0)")
+    if out is not None:
+        out_tensor(op, out, q.shape, q.dtype, q.device)
+        if not out.contiguous:
+            raise ArgumentError("attention: out is not contiguous; pass a contiguous out (the "
+                                "kernel stores rows with TMA) or none")
+    return B, Hq, Hkv, Sq, Skv, D, q.dtype
 
 
 def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     """softmax(q k^T * scale [causal mask]) v for torch CUDA tensors (see the module
-    docstring); returns out, or (out, lse) with return_lse."""
+    docstring); returns out, or (out, lse) with return_lse.  Inside torch.compile it is
+    torch.ops.ptxgen.attention."""
+    if compiling():
+        o, lse = (traced("attention", (q, k, v), out, causal=bool(causal), scale=scale)
+                  if out is None else (out, traced_out_lse(q, k, v, out, causal, scale)))
+        return (o, lse) if return_lse else o
     import torch
-    B, Hq, Hkv, Sq, Skv, D, dt = _check(q, k, v)
+    metas = [meta_of(x) if hasattr(x, "is_contiguous") else x for x in (q, k, v, out)]
+    B, Hq, Hkv, Sq, Skv, D, dt = attention_plan(*metas)
     if out is None:
         out = torch.empty_like(q)
-    elif (tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype or
-          out.device != q.device or not out.is_contiguous()):
-        raise _refuse("out", f"must be a contiguous {tuple(q.shape)} {q.dtype} tensor on "
-                             f"{q.device}, got {tuple(out.shape)} {out.dtype} on {out.device}"
-                             f"{'' if out.is_contiguous() else ' (not contiguous)'}")
     pad = -(-Sq // BM) * BM
     lse = torch.empty((B, Hq, pad), dtype=torch.float32, device=q.device)
     if B and Hq and Sq:
-        if Skv == 0:
+        if Skv == 0:                     # an empty softmax: no weight, no value
             out.zero_()
             lse.fill_(-math.inf)
         else:
             sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
             kernel_for(dt, D, bool(causal), Hq // Hkv, prescale=sc <= 0)(
                 q, k, v, out, lse, sc * LOG2E)
-    return (out, lse[..., :Sq]) if return_lse else out
+    if not return_lse:
+        return out
+    return out, (lse if pad == Sq else lse[..., :Sq].contiguous())
+
+
+def traced_out_lse(q, k, v, out, causal, scale):
+    return torch_ops().attention_out(q, k, v, out, causal=bool(causal), scale=scale)
+
+
+def torch_ops():
+    from ._torch import torch
+    return torch.ops.ptxgen

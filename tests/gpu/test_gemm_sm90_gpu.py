@@ -1,4 +1,4 @@
-"""examples/gemm_sm90.py on the H200: bit-exact on integer data (every dtype, ragged shapes, a
+"""ptxgen.kernels.gemm (through its demo examples/gemm_sm90.py) on the H200: bit-exact on integer data (every dtype, ragged shapes, a
 padded output pitch, CTAs with several tiles), and on random normal data as accurate as
 cuBLAS against an fp64 reference; outputs poisoned with NaN first."""
 import os
@@ -33,14 +33,17 @@ def test_as_accurate_as_cublas(example):
     assert not bad, bad
 
 
-def test_bad_inputs(example):
+def test_ragged_k_and_bad_inputs(example):
+    """K = 36 (72-byte rows, not TMA's 16-byte pitch) is zero-padded and computed; a float32
+    input is refused, naming the argument."""
     import torch
-    a = torch.zeros(64, 36, dtype=torch.bfloat16, device="cuda")
-    with pytest.raises(ValueError, match=r"K = 36: a row of 72 bytes; TMA needs row pitches "
-                                         r"that are multiples of 16 bytes \(pad K to a "
-                                         r"multiple of 8\)"):
-        example.gemm(a, a)
-    with pytest.raises(TypeError, match="gemm takes two bfloat16, float16 or float8_e4m3fn"):
+
+    from ptxgen.kernels import ArgumentError
+    a = torch.randint(-2, 3, (64, 36), device="cuda").to(torch.bfloat16)
+    torch.testing.assert_close(example.gemm(a, a), (a.float() @ a.float().T).to(torch.bfloat16),
+                               rtol=0, atol=0)
+    with pytest.raises(ArgumentError, match=r"^gemm: a has dtype float32; it takes bfloat16, "
+                                            r"float16, float8_e4m3fn$"):
         example.gemm(a.float(), a.float())
 
 

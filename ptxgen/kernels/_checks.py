@@ -1,0 +1,82 @@
+"""The argument rules of the shipped kernels' wrappers, as plain functions over tensor metadata.
+
+A tensor is described by a ``Meta`` tuple (shape, dtype name, device text, contiguous), so the
+rules run (and are tested) without torch; the wrappers build the Meta of their torch tensors
+once per distinct metadata and memoize what the rules return, which is why no rule here may
+read anything but its arguments.  Every refusal is an ArgumentError naming the argument.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..errors import LaunchError
+
+
+class ArgumentError(LaunchError, ValueError):
+    """A wrapper's argument that the kernel cannot take; the message names the argument and
+    the fix.  A ValueError too, as torch's own refusals of bad shapes are."""
+
+
+class Meta(NamedTuple):
+    """What the rules read of a tensor: shape, dtype name ("bfloat16", "float8_e4m3fn", ...),
+    device ("cuda:0", "cpu") and whether it is row-major contiguous."""
+    shape: tuple
+    dtype: str
+    device: str
+    contiguous: bool = True
+
+
+def meta_of(t) -> Meta:
+    """The Meta of a torch tensor; anything else is refused by ``tensor`` with its name."""
+    return Meta(tuple(t.shape), str(t.dtype).rpartition(".")[2], str(t.device),
+                t.is_contiguous())
+
+
+def tensor(op: str, name: str, m, *, dtypes, min_dim: int = 1, dim: int | None = None) -> Meta:
+    """Rules every tensor argument shares: a tensor on a CUDA device, of an accepted dtype,
+    with the rank the op needs (0-d tensors have no dimension to work over)."""
+    if not isinstance(m, Meta):
+        raise ArgumentError(f"{op}: {name} must be a torch tensor, got {type(m).__name__}")
+    if not m.device.startswith("cuda"):
+        raise ArgumentError(f"{op}: {name} is on {m.device}; ptxgen kernels run on CUDA "
+                            f"tensors (move it with {name}.cuda())")
+    if m.dtype not in dtypes:
+        raise ArgumentError(f"{op}: {name} has dtype {m.dtype}; it takes "
+                            f"{', '.join(dtypes)}")
+    if dim is not None and len(m.shape) != dim:
+        raise ArgumentError(f"{op}: {name} must be {dim}-D, got shape {m.shape}")
+    if len(m.shape) < min_dim:
+        raise ArgumentError(f"{op}: {name} is a {len(m.shape)}-d tensor; it needs at least "
+                            f"{min_dim} dimension{'s' * (min_dim > 1)} (shape (..., N))")
+    return m
+
+
+def same_device(op: str, first: tuple, *others) -> None:
+    """(name, Meta) pairs, None for an absent optional one: all on the first one's device."""
+    for o in others:
+        if o is not None and o[1].device != first[1].device:
+            raise ArgumentError(f"{op}: {o[0]} is on {o[1].device} but {first[0]} is on "
+                                f"{first[1].device}; put every tensor on one device")
+
+
+def out_tensor(op: str, out, shape: tuple, dtype: str, device: str) -> bool:
+    """``out=`` must have the result's exact shape, dtype and device (torch would resize a
+    wrong shape; a kernel cannot, and a silent resize hides a bug).  True when it is
+    contiguous (written in place), False when the result is written through a copy."""
+    if not isinstance(out, Meta):
+        raise ArgumentError(f"{op}: out must be a torch tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape):
+        raise ArgumentError(f"{op}: out has shape {out.shape}, the result has shape "
+                            f"{tuple(shape)}; pass an out of that shape or none")
+    if out.dtype != dtype:
+        raise ArgumentError(f"{op}: out has dtype {out.dtype}, the result is {dtype}")
+    if out.device != device:
+        raise ArgumentError(f"{op}: out is on {out.device}, the inputs on {device}")
+    return out.contiguous
+
+
+def numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,120 @@
+"""The shipped kernels as torch custom ops in the namespace `ptxgen`.
+
+Each wrapper is two ops: `ptxgen::<name>` (functional: allocates its result) and
+`ptxgen::<name>_out` (writes `out`, declared mutated so functionalization keeps the write).
+Their fake implementations run the wrapper's rules over the fake tensors' metadata and
+allocate nothing on a device, so torch.compile traces them and a bad argument is refused at
+trace time with the eager message; the real implementations are the eager wrappers (which
+launch on torch's current stream, so CUDA-graph capture records them).
+"""
+from typing import Optional
+
+from . import _torch
+from ._checks import meta_of
+from .attention import attention, attention_plan
+from .gemm import gemm, gemm_plan
+from .rmsnorm import rmsnorm, rmsnorm_plan
+from .softmax import softmax, softmax_plan
+
+_registered: list = []
+
+
+def _m(t):
+    return None if t is None else meta_of(t)
+
+
+def register() -> bool:
+    """Register the ops once, where torch is installed; True when they are registered."""
+    torch = _torch.torch
+    if torch is None:
+        return False
+    if _registered:
+        return True
+    Tensor = torch.Tensor
+    op, lib = torch.library.custom_op, "ptxgen::"
+
+    @op(lib + "softmax", mutates_args=())
+    def softmax_op(x: Tensor) -> Tensor:
+        return softmax(x)
+
+    @softmax_op.register_fake
+    def _(x):
+        softmax_plan(meta_of(x))
+        return x.new_empty(x.shape)
+
+    @op(lib + "softmax_out", mutates_args=("out",))
+    def softmax_out(x: Tensor, out: Tensor) -> None:
+        softmax(x, out=out)
+
+    @softmax_out.register_fake
+    def _(x, out):
+        softmax_plan(meta_of(x), meta_of(out))
+
+    @op(lib + "rmsnorm", mutates_args=())
+    def rmsnorm_op(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6) -> Tensor:
+        return rmsnorm(x, weight, eps)
+
+    @rmsnorm_op.register_fake
+    def _(x, weight=None, eps=1e-6):
+        rmsnorm_plan(meta_of(x), _m(weight))
+        return x.new_empty(x.shape)
+
+    @op(lib + "rmsnorm_out", mutates_args=("out",))
+    def rmsnorm_out(x: Tensor, weight: Optional[Tensor], out: Tensor,
+                    eps: float = 1e-6) -> None:
+        rmsnorm(x, weight, eps, out=out)
+
+    @rmsnorm_out.register_fake
+    def _(x, weight, out, eps=1e-6):
+        rmsnorm_plan(meta_of(x), _m(weight), meta_of(out))
+
+    @op(lib + "gemm", mutates_args=())
+    def gemm_op(a: Tensor, b: Tensor, scale_a: Optional[Tensor] = None,
+                scale_b: Optional[Tensor] = None, fast_accum: bool = False,
+                BN: Optional[int] = None, STAGES: Optional[int] = None) -> Tensor:
+        return gemm(a, b, scale_a=scale_a, scale_b=scale_b, fast_accum=fast_accum, BN=BN,
+                    STAGES=STAGES)
+
+    @gemm_op.register_fake
+    def _(a, b, scale_a=None, scale_b=None, fast_accum=False, BN=None, STAGES=None):
+        p = gemm_plan(meta_of(a), meta_of(b), _m(scale_a), _m(scale_b), None, fast_accum,
+                      BN, STAGES)
+        return a.new_empty((p.M, p.N), dtype=torch.bfloat16 if p.out_dtype != p.dtype
+                           else a.dtype)
+
+    @op(lib + "gemm_out", mutates_args=("out",))
+    def gemm_out(a: Tensor, b: Tensor, out: Tensor, scale_a: Optional[Tensor] = None,
+                 scale_b: Optional[Tensor] = None, fast_accum: bool = False,
+                 BN: Optional[int] = None, STAGES: Optional[int] = None) -> None:
+        gemm(a, b, out, scale_a=scale_a, scale_b=scale_b, fast_accum=fast_accum, BN=BN,
+             STAGES=STAGES)
+
+    @gemm_out.register_fake
+    def _(a, b, out, scale_a=None, scale_b=None, fast_accum=False, BN=None, STAGES=None):
+        gemm_plan(meta_of(a), meta_of(b), _m(scale_a), _m(scale_b), meta_of(out), fast_accum,
+                  BN, STAGES)
+
+    @op(lib + "attention", mutates_args=())
+    def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = False,
+                     scale: Optional[float] = None) -> tuple[Tensor, Tensor]:
+        return attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+
+    @attention_op.register_fake
+    def _(q, k, v, causal=False, scale=None):
+        B, Hq, _, Sq, _, _, _ = attention_plan(meta_of(q), meta_of(k), meta_of(v))
+        return q.new_empty(q.shape), q.new_empty((B, Hq, Sq), dtype=torch.float32)
+
+    @op(lib + "attention_out", mutates_args=("out",))
+    def attention_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, causal: bool = False,
+                      scale: Optional[float] = None) -> Tensor:
+        return attention(q, k, v, causal=causal, scale=scale, out=out, return_lse=True)[1]
+
+    @attention_out.register_fake
+    def _(q, k, v, out, causal=False, scale=None):
+        B, Hq, _, Sq, _, _, _ = attention_plan(meta_of(q), meta_of(k), meta_of(v),
+                                               meta_of(out))
+        return q.new_empty((B, Hq, Sq), dtype=torch.float32)
+
+    _registered.extend([softmax_op, softmax_out, rmsnorm_op, rmsnorm_out, gemm_op, gemm_out,
+                        attention_op, attention_out])
+    return True

@@ -1,0 +1,29 @@
+"""The torch side of the shipped kernels' wrappers, imported only where torch is installed.
+
+`compiling` is torch.compiler.is_compiling itself, so that Dynamo, tracing a wrapper, folds
+it to True and takes `traced` (the kernel as its custom op, which Dynamo keeps in the
+graph), while an eager call pays one flag read and launches directly: torch's dispatcher
+costs more host time than a small kernel's whole launch.  Without torch it is always False.
+"""
+try:
+    import torch
+except (ImportError, OSError):   # CPU-only installs (or a torch whose libraries are missing)
+    torch = None
+
+
+def _never() -> bool:
+    return False
+
+
+compiling = torch.compiler.is_compiling if torch is not None else _never
+
+
+def traced(name: str, args: tuple, out, **kw):
+    """The call of wrapper `name` inside torch.compile: torch.ops.ptxgen.<name>, or with
+    out= the mutating torch.ops.ptxgen.<name>_out, whose fake and real implementations run
+    the wrapper's checks (at trace and at run time)."""
+    ops = torch.ops.ptxgen
+    if out is None:
+        return getattr(ops, name)(*args, **kw)
+    getattr(ops, name + "_out")(*args, out, **kw)
+    return out

@@ -1,0 +1,398 @@
+"""A persistent, warp-specialized Hopper GEMM (sm_90a): D = A @ B^T, fp32 accumulation.
+
+    from ptxgen.kernels import gemm
+    d = gemm(a, b)                          # a (M, K) @ b (N, K)^T, as torch's a @ b.T
+    gemm(a8, b8, scale_a=sa, scale_b=sb)    # float8_e4m3fn in, bfloat16 out (torch._scaled_mm)
+    gemm(a, b, out=d)                       # out: (M, N) of the result's dtype
+
+dtypes: bfloat16 / float16 in, the same dtype out; float8_e4m3fn in, bfloat16 out (scale_a,
+scale_b: one-element float32 tensors, optional).  Shapes: a (M, K), b (N, K), any M, N, K >= 0
+(a K whose rows are not a multiple of 16 bytes is zero-padded: TMA's pitch rule); empty
+dimensions give an empty (or, for K = 0, a zero) result.  Also `torch.ops.ptxgen.gemm(a, b)`
+(a torch custom op: torch.compile and CUDA graphs).  Needs an sm_90 GPU (the H200).
+Speed on the H200 (benchmarks/RESULTS.md, session of 2026-12-02): bf16 8192^3 at 749.9
+TFLOP/s, 1.015x cuBLAS; fp8 8192^3 (fp32-promoted, cuBLAS's accuracy) 0.854x _scaled_mm,
+with fast accumulation 1.001x.
+
+The kernel (one CTA per SM, 384 threads, every CTA walks the output tiles t = cta, cta + G, ..):
+    warpgroup 0     producer (40 registers): thread 0 waits until a ring stage is free and
+                    issues two TMA loads (A 128 x BK, B BN x BK) that complete its full barrier
+    warpgroups 1,2  consumers (232 registers): each owns 64 rows of the 128 x BN tile, waits
+                    for a stage, multiplies it with wgmma m64nBNk16 (gemm_async) and keeps one
+                    group in flight: the stage read by the previous group is released after
+                    gemm_wait(1).  Epilogue: cast the accumulator to the output dtype into a
+                    128B-swizzled shared tile (per 64 x 128 half), fence the async proxy, and
+                    one thread stores it with TMA (clipped at the matrix edge).
+Ring and tiles come from one SMEMPool: STAGES x (A 16 KiB + B 32 KiB) + 2 x 16 KiB epilogue.
+Tiles are visited in groups of GROUP_M tile rows (the same B columns stay in L2).  A tile
+at the edge is zero-filled by TMA on load and clipped on store, so any M, N work; K only
+needs a row pitch that is a multiple of 16 bytes (TMA's rule).
+"""
+import functools
+from typing import NamedTuple
+
+import ptxgen as pg
+from ptxgen.primitives.tcgen05 import canonical_layout
+
+from . import _torch
+from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, tensor
+from ._torch import compiling, traced
+
+BM = 128                 # CTA tile rows: two consumer warpgroups x 64
+GROUP_M = 8              # tile rows per rasterization group
+_IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
+
+
+def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0):
+    """The kernel for one configuration; M, N, K are launch-time symbols.  `promote` = P > 0
+    (fp8): wgmma accumulates P K-steps (of 128) into a partial tile, which is then added to
+    the fp32 accumulator, because Hopper's fp8 wgmma keeps only ~14 mantissa bits of its
+    running sum; P = 1 is what cuBLAS does unless use_fast_accum (measured: the same error
+    against fp64).  Two 64 x BN fp32 tiles fit the 232 registers for BN = 128 only."""
+    out_dt = _IN[dtype]
+    if promote and BN > 192:
+        raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN <= 192 fits the "
+                         f"consumers' 232 registers, BN = {BN} does not")
+    elem = 1 if dtype.startswith("float8") else 2
+    BK = 128 // elem                          # one 128-byte swizzle span of K per stage
+    M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
+    ND = pg.var("ND")                         # D's row length: N, or N padded to 8 (TMA pitch)
+    LA = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # [2 * stage + half]
+    LB = canonical_layout(BN, BK, dtype, stages=STAGES)
+    if BN % 64 or not 64 <= BN <= 256:
+        raise ValueError(f"BN = {BN}: a multiple of 64 up to 256 (64-column store boxes)")
+    boxes = BN // 64                          # 64-column TMA store boxes per warpgroup
+    CB = boxes if boxes <= 3 else 2           # boxes per epilogue pass (shared: CB x 8 KiB)
+    LC = canonical_layout(64, 64, out_dt, stages=2 * CB)
+
+    def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
+             D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((1,), pg.float32),
+             SB: pg.Tensor((1,), pg.float32)):
+        tx = pg.thread_id(384)
+        cta = pg.cta_id(ctas)
+        pool = pg.SMEMPool()
+        As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
+        Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
+        Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
+        pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
+        pool.commit()
+        pipe.init()
+        tiles_m = pg.let((M + BM - 1) // BM)
+        tiles_n = pg.let((N + BN - 1) // BN)
+        nk = pg.let((K + BK - 1) // BK)
+        mine = pg.let((tiles_m * tiles_n - cta + ctas - 1) // ctas)
+        per_group = pg.let(GROUP_M * tiles_n)
+
+        def tile_origin(i):
+            """Row and column of the i-th tile of this CTA, grouped GROUP_M tile rows at a time."""
+            t = pg.let(cta + i * ctas)
+            first = pg.let(t // per_group * GROUP_M)
+            rows = pg.let(pg.min(tiles_m - first, GROUP_M))
+            r = pg.let(t % per_group)
+            return pg.let((first + r % rows) * BM), pg.let(r // rows * BN)
+
+        with pg.warpgroup_role(0):
+            pg.setmaxnreg(40, "dec")
+            with pg.if_(tx == 0):
+                prod = pipe.producer()
+                for i in pg.serial(mine):
+                    m0, n0 = tile_origin(i)
+                    for k in pg.serial(nk):
+                        k0 = pg.let(k * BK)
+                        s = prod.stage
+                        prod.acquire()
+                        for h in range(2):
+                            pg.tile.thread.copy_async(As[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
+                                                      A[m0 + 64 * h:m0 + 64 * h + 64, k0:k0 + BK],
+                                                      mbar=prod.full)
+                        pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
+                                                  B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
+                        prod.commit()
+
+        with pg.warpgroup_role(range(1, 3)) as c:
+            pg.setmaxnreg(232, "inc")
+            cons = pipe.consumer(scope="warpgroup")
+            done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
+            acc = pg.tile.warpgroup.mma_accumulator((64, BN), "float32")
+            part = pg.tile.warpgroup.mma_accumulator((64, BN), "float32") if promote else acc
+            first_thread = tx % 128 == 0
+
+            def k_step(k, d, accumulate):
+                """Multiply stage k into d; once the previous step's group is done, release
+                its stage."""
+                s = cons.stage
+                cons.wait()
+                pg.tile.warpgroup.gemm_async(d, As[2 * s + c, 0:64, 0:BK], Bs[s, 0:BN, 0:BK],
+                                             accumulate=accumulate)
+                cons.advance()
+                pg.tile.warpgroup.gemm_wait(1)
+                with pg.if_(k > 0):
+                    done.release()
+
+            for i in pg.serial(mine):
+                m0, n0 = tile_origin(i)
+                if not promote:
+                    for k in pg.serial(nk):
+                        k_step(k, acc, k > 0)
+                else:       # every `promote` K-steps: the partial sum into fp32
+                    pg.tile.warpgroup.zero(acc)
+                    for k in pg.serial(nk):
+                        k_step(k, part, k % promote != 0)
+                        with pg.if_((k % promote == promote - 1) | (k == nk - 1)):
+                            pg.tile.warpgroup.gemm_wait(0)
+                            pg.tile.warpgroup.add(acc, acc, part)
+                pg.tile.warpgroup.gemm_wait(0)
+                done.release()
+                if scaled:                              # fp8: per-tensor dequantization
+                    pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
+                # epilogue: 64 rows x CB boxes of 64 columns per pass through Cs[c]
+                for h in range(boxes // CB):
+                    with pg.if_(first_thread):
+                        pg.tile.thread.async_wait(0, read=True, kind="bulk")
+                    pg.named_barrier(4 + c, 128)
+                    for j in range(CB):
+                        col = (h * CB + j) * 64
+                        pg.tile.warpgroup.cast(Cs[c * CB + j, 0:64, 0:64],
+                                               acc[0:64, col:col + 64])
+                    pg.ptx.fence.proxy_async()
+                    pg.named_barrier(4 + c, 128)
+                    with pg.if_(first_thread):
+                        for j in range(CB):
+                            col = (h * CB + j) * 64
+                            pg.tile.thread.copy_async(
+                                D[m0 + 64 * c:m0 + 64 * c + 64, n0 + col:n0 + col + 64],
+                                Cs[c * CB + j:c * CB + j + 1, 0:64, 0:64])
+                        pg.tile.thread.async_commit(kind="bulk")
+            with pg.if_(first_thread):
+                pg.tile.thread.async_wait(0, kind="bulk")
+
+    name = (f"gemm_sm90_{dtype}_n{BN}_s{STAGES}" + ("_scaled" if scaled else "") +
+            (f"_p{promote}" if promote else ""))
+    gemm.__name__ = name
+    return pg.kernel(gemm, grid=(ctas,), block=(384,))
+
+
+kernel_for = functools.lru_cache(maxsize=None)(make_gemm)     # one kernel per configuration
+
+
+KERNELS = [make_gemm()]           # what run_all dumps (bf16, BN 256, 4 stages, 132 CTAs)
+
+
+def dump(dtype: str = "bfloat16", BN: int = 256, STAGES: int = 4, ctas: int = 132,
+         scaled: bool = False, promote: int = 0) -> list:
+    """`ptxgen dump ptxgen.kernels.gemm --kernel-args dtype=float8_e4m3fn,BN=192,scaled=True,
+    promote=1`: the kernel of that configuration."""
+    return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote)]
+
+
+DTYPES = ("bfloat16", "float16", "float8_e4m3fn")
+
+
+class GemmPlan(NamedTuple):
+    """What the rules decided for one call's metadata: sizes, dtypes, whether out is written
+    in place, K padded to TMA's 16-byte pitch (or K), and the knobs the paths read."""
+    M: int
+    N: int
+    K: int
+    dtype: str
+    out_dtype: str
+    direct: bool
+    K_pad: int
+    fast_accum: bool
+    BN: int | None
+    STAGES: int | None
+
+
+def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | None = None,
+              out: Meta | None = None, fast_accum: bool = False, BN=None, STAGES=None):
+    """The GemmPlan of a (M, K) @ b (N, K)^T, or the ArgumentError naming the argument; the
+    rules of `gemm`, over metadata only."""
+    tensor("gemm", "a", a, dtypes=DTYPES, dim=2)
+    tensor("gemm", "b", b, dtypes=DTYPES, dim=2)
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s is not None:
+            tensor("gemm", name, s, dtypes=("float32",), min_dim=0)
+    same_device("gemm", ("a", a), ("b", b), scale_a and ("scale_a", scale_a),
+                scale_b and ("scale_b", scale_b))
+    if a.dtype != b.dtype:
+        raise ArgumentError(f"gemm: a is {a.dtype} but b is {b.dtype}; give both one dtype")
+    if a.shape[1] != b.shape[1]:
+        raise ArgumentError(f"gemm computes a (M, K) @ b (N, K)^T: b has K = {b.shape[1]}, a "
+                            f"has K = {a.shape[1]} (got {a.shape} and {b.shape})")
+    scaled = a.dtype.startswith("float8")
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s is None:
+            continue
+        if not scaled:
+            raise ArgumentError(f"gemm: {name} scales float8_e4m3fn inputs; a and b are "
+                                f"{a.dtype} (drop {name})")
+        if any(d != 1 for d in s.shape):
+            raise ArgumentError(f"gemm: {name} must hold one element (a per-tensor scale), "
+                                f"got shape {s.shape}")
+    if BN is not None and (BN % 64 or not 64 <= BN <= 256 or
+                           scaled and not fast_accum and BN > 192):
+        raise ArgumentError(f"gemm: BN = {BN}: a multiple of 64 up to 256 (192 for float8 "
+                            f"without fast_accum: two fp32 tiles must fit the registers)")
+    if STAGES is not None and not 1 <= STAGES <= 8:
+        raise ArgumentError(f"gemm: STAGES = {STAGES}: 1 to 8 ring stages")
+    (M, K), N = a.shape, b.shape[0]
+    out_dtype = "bfloat16" if scaled else a.dtype
+    direct = out is None or out_tensor("gemm", out, (M, N), out_dtype, a.device)
+    es = 1 if scaled else 2                     # bytes per element
+    K_pad = -(-K * es // 16) * 16 // es         # TMA: row pitches are multiples of 16 bytes
+    return GemmPlan(M, N, K, a.dtype, out_dtype, direct, K_pad, bool(fast_accum), BN, STAGES)
+
+
+# ---- paths: the first whose predicate accepts a plan computes it --------------------------
+_PATHS: list = []        # (name, accepts(plan, device) -> (ok, reason), prepare, run)
+
+
+def path(name: str, accepts, prepare=None):
+    """Register a gemm path.  `accepts(plan, device)` returns (ok, reason); `prepare(plan,
+    device)` makes what the path needs for every call of that plan (its kernel: chosen once,
+    memoized with the plan); the decorated `run(plan, prepared, a, b, scale_a, scale_b, out)`
+    computes into out (contiguous, the result's shape and dtype) and returns it.  Paths
+    registered earlier are asked first."""
+    def register(run):
+        _PATHS.append((name, accepts, prepare, run))
+        return run
+    return register
+
+
+def _choose(plan: GemmPlan, device) -> tuple:
+    """(name, run, prepared) of the first path that accepts the plan."""
+    reasons = []
+    for name, accepts, prepare, run in _PATHS:
+        ok, why = accepts(plan, device)
+        if ok:
+            return name, run, prepare(plan, device) if prepare else None
+        reasons.append(f"{name}: {why}")
+    raise ArgumentError("gemm: no path takes this call: " + "; ".join(reasons))
+
+
+_ONES: dict = {}
+
+
+def _unit_scale(device: int):
+    """The scale 1.0 on CUDA device `device`, made once per device (not a fill kernel per call);
+    one made while a CUDA graph is being captured belongs to that graph and is not kept."""
+    t = _ONES.get(device)
+    if t is None:
+        torch = _torch.torch
+        t = torch.ones(1, dtype=torch.float32, device=device)
+        if not torch.cuda.is_current_stream_capturing():
+            _ONES[device] = t
+    return t
+
+
+@functools.lru_cache(maxsize=None)
+def _sms(device) -> int:
+    return _torch.torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _sm90_kernel(plan: GemmPlan, device):
+    """The persistent kernel of a plan: BN 256 (192 for promoted fp8), or 128 when wide
+    tiles would leave SMs idle (small M * N); one CTA per SM."""
+    sms = _sms(device)
+    scaled = plan.dtype.startswith("float8")
+    promote = 1 if scaled and not plan.fast_accum else 0
+    BN = plan.BN
+    if BN is None:
+        wide = 192 if promote else 256          # promoted fp8: two fp32 tiles fit BN <= 192
+        BN = wide if -(-plan.M // BM) * -(-plan.N // wide) >= sms else 128
+    STAGES = plan.STAGES or (4 if BN >= 192 else 5)
+    return kernel_for(plan.dtype, BN, STAGES, sms, scaled, promote)
+
+
+def _padded_k(t, K_pad):
+    """t (R, K) copied into zeros (R, K_pad): the extra K columns add nothing to a @ b^T."""
+    torch = _torch.torch
+    es = t.element_size()
+    z = torch.zeros((t.shape[0], K_pad * es), dtype=torch.uint8, device=t.device)
+    z.view(t.dtype)[:, :t.shape[1]].copy_(t)
+    return z.view(t.dtype)
+
+
+@path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
+def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
+    """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
+    N = plan.N
+    a, b = a.contiguous(), b.contiguous()
+    if plan.K_pad != plan.K:
+        a, b = _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
+    if a.data_ptr() % 16:                      # a view at an odd offset: TMA needs 16 bytes
+        a = a.clone()
+    if b.data_ptr() % 16:
+        b = b.clone()
+    d = out
+    if N % 8 or out.data_ptr() % 16:           # the TMA store: 16-byte rows
+        d = out.new_empty((plan.M, -(-N // 8) * 8))
+    one = _unit_scale(a.get_device()) if scale_a is None or scale_b is None else None
+    kernel(a, b, d, one if scale_a is None else scale_a.reshape(1),
+           one if scale_b is None else scale_b.reshape(1))
+    if d is not out:
+        out.copy_(d[:, :N])
+    return out
+
+
+_PLANS: dict = {}
+
+
+def _meta(t):
+    return None if t is None else meta_of(t) if hasattr(t, "is_contiguous") else t
+
+
+def _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key):
+    """gemm_plan of the tensors, the result's torch dtype and the path chosen for them,
+    memoized under their metadata."""
+    p = gemm_plan(_meta(a), _meta(b), _meta(scale_a), _meta(scale_b), _meta(out),
+                  fast_accum, BN, STAGES)
+    _, run, prepared = _choose(p, a.device)
+    torch = _torch.torch
+    entry = (p, torch.bfloat16 if p.out_dtype != p.dtype else a.dtype, run, prepared)
+    if key is not None:
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        _PLANS[key] = entry
+    return entry
+
+
+def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=None,
+         STAGES=None):
+    """a (M, K) @ b (N, K)^T on CUDA tensors.  bfloat16 / float16 give the same dtype;
+    float8_e4m3fn gives bfloat16, times scale_a * scale_b (float32 tensors of one element,
+    as torch._scaled_mm takes them), accumulated as exactly as cuBLAS's default (each
+    K-step's partial sum promoted to fp32, on 128 x 192 tiles) unless `fast_accum`
+    (wgmma's own fp8 accumulation, 128 x 256 tiles: cuBLAS's use_fast_accum=True).
+    `out` (checked: (M, N), the result's dtype, a's device) is written and returned.
+    BN: 256 (192 for promoted fp8), or 128 when wide tiles would leave SMs idle (small
+    M * N).  Inside torch.compile it is torch.ops.ptxgen.gemm."""
+    if compiling():
+        return traced("gemm", (a, b), out, scale_a=scale_a, scale_b=scale_b,
+                      fast_accum=fast_accum, BN=BN, STAGES=STAGES)
+    try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
+        key = (a.shape, a.dtype, a.get_device(), a.is_contiguous(),
+               b.shape, b.dtype, b.get_device(), b.is_contiguous(),
+               None if out is None else (out.shape, out.dtype, out.get_device(),
+                                         out.is_contiguous()),
+               None if scale_a is None else (scale_a.shape, scale_a.dtype,
+                                             scale_a.get_device()),
+               None if scale_b is None else (scale_b.shape, scale_b.dtype,
+                                             scale_b.get_device()),
+               fast_accum, BN, STAGES)
+    except AttributeError:          # not a tensor: the rules name the argument
+        key = None
+    entry = _PLANS.get(key) if key is not None else None
+    if entry is None:
+        entry = _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key)
+    p, out_dtype, run, prepared = entry
+    res = out if p.direct and out is not None else a.new_empty((p.M, p.N), dtype=out_dtype)
+    if p.M and p.N:
+        if p.K == 0:
+            res.zero_()
+        else:
+            run(p, prepared, a, b, scale_a, scale_b, res)
+    if out is not None and not p.direct:
+        out.copy_(res)
+        return out
+    return res

@@ -1,0 +1,196 @@
+"""RMSNorm over the last dimension of a (..., N) float32 / bfloat16 / float16 tensor.
+
+    from ptxgen.kernels import rmsnorm
+    y = rmsnorm(x, weight, eps=1e-6)    # x * rsqrt(mean(x^2, -1) + eps) * weight
+    rmsnorm(x, None)                    # no weight (torch.nn.functional.rms_norm's weight=None)
+    rmsnorm(x, weight, out=y)           # out: x's shape and dtype
+
+    y[..., :] = x[..., :] * rsqrt(mean(x[..., :]^2) + eps) * weight
+
+dtypes: float32, bfloat16, float16; weight (N,) of x's dtype or None; float32 arithmetic,
+one rounding to the output dtype.  Shapes: any (..., N) with N up to 65536 (a row lives in
+registers); empty dimensions give an empty result; a 0-d x is refused.
+Also `torch.ops.ptxgen.rmsnorm(x, weight, eps)` (a torch custom op: torch.compile and CUDA
+graphs).  Speed on the H200 (benchmarks/RESULTS.md, session of 2026-12-02): bf16
+8192 x 8192 at 1.50x torch's throughput (3806 GB/s).
+
+One CTA per row.  The row lives in registers: a float32 tile of P >= N elements laid out
+(R, T, V):(V, 1 @ tid, 1), so thread t holds R vectors of V consecutive elements (16-byte
+loads when N is a multiple of the vector width; a row of other lengths is read element by
+element, which is what its alignment allows).  x is read once and y written once:
+
+    cast   xr <- x[i, 0:N]   (pad 0: a ragged row is a shorter memory operand)
+    mul    sq <- xr * xr;    sum ss <- sq (lanes by shfl.sync.bfly, warps through shared)
+    fma    ss <- ss * (1/N) + eps;   rsqrt ss <- ss      (thread scope: one register)
+    mul    xr <- xr * ss[0];  cast wr <- weight;  mul xr <- xr * wr
+    cast   y[i, 0:N] <- xr   (cvt.rn.bf16x2.f32 pairs, 16-byte stores)
+
+Kernels are built per (N, dtype, weighted) and cached (`make`).
+"""
+from functools import lru_cache
+
+import ptxgen as pg
+from ptxgen.layout import S, TileLayout, tid
+
+from ._checks import ArgumentError, Meta, meta_of, numel, out_tensor, same_device, tensor
+from ._torch import compiling, traced
+
+M = pg.var("M")
+DTYPES = ("float32", "bfloat16", "float16")
+_BITS = {"float32": 32, "bfloat16": 16, "float16": 16}
+MAX_N = 1024 * 64           # threads x registers per thread (plan's limits)
+
+
+def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16):
+    """(V, T, R): vector width (16-byte accesses when n allows), threads (about
+    n / per_thread, 32..1024), vectors per thread."""
+    V = next(v for v in (128 // bits, 4, 2, 1) if n % v == 0 and v <= 128 // bits)
+    T = 32
+    while T < 1024 and T * per_thread < n:
+        T *= 2
+    R = -(-n // (T * V))
+    if R * V > max_per_thread:
+        raise ValueError(f"rows of {n} elements do not fit in registers ({R * V} per thread)")
+    return V, T, R
+
+
+@lru_cache(maxsize=None)
+def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bool = True,
+         weighted: bool = True):
+    """The kernel for rows of n elements; `per_thread` sets the block size (n / per_thread
+    threads), `early_weight` loads the weight row before the reduction (overlapping it);
+    `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps))."""
+    V, T, R = plan(n, per_thread, bits=_BITS[dtype])
+    P = R * T * V
+    lay = TileLayout(S[(R, T, V):(V, 1 @ tid, 1)])
+
+    def body(x, weight, y, eps):
+        pg.thread_id(T)
+        row = pg.cta_id()
+        t = pg.tile.cta
+        xr = pg.alloc_local((P,), "float32", layout=lay)
+        sq = pg.alloc_local((P,), "float32", layout=lay)
+        ss = pg.alloc_local((1,), "float32")
+        wr = pg.alloc_local((P,), "float32", layout=lay) if weight is not None else None
+        pad = {"pad": 0.0} if P != n else {}
+        t.cast(xr, x[row, 0:n], **pad)
+        if early_weight and weight is not None:
+            t.cast(wr, weight[0:n], **pad)
+        t.mul(sq, xr, xr)
+        t.sum(ss, sq)
+        pg.tile.thread.fma(ss, ss, 1.0 / n, eps)
+        pg.tile.thread.rsqrt(ss, ss)
+        t.mul(xr, xr, ss[0])
+        if weight is not None:
+            if not early_weight:
+                t.cast(wr, weight[0:n], **pad)
+            t.mul(xr, xr, wr)
+        t.cast(y[row, 0:n], xr)
+
+    if weighted:
+        def rmsnorm(x: pg.Tensor((M, n), dtype), weight: pg.Tensor((n,), dtype),
+                    y: pg.Tensor((M, n), dtype), eps: pg.float32):
+            body(x, weight, y, eps)
+    else:
+        def rmsnorm(x: pg.Tensor((M, n), dtype), y: pg.Tensor((M, n), dtype),
+                    eps: pg.float32):
+            body(x, None, y, eps)
+    name = f"rmsnorm_{dtype}_{n}_t{T}{'' if early_weight else '_late'}"
+    return pg.kernel(rmsnorm, grid=lambda a: (a["M"],), block=(T,),
+                     name=name + ("" if weighted else "_noweight"))
+
+
+KERNELS = [make(8192), make(1000), make(1001)]
+
+
+def dump(n: int = 8192, dtype: str = "bfloat16", per_thread: int = 16,
+         early_weight: bool = True, weighted: bool = True) -> list:
+    """`ptxgen dump ptxgen.kernels.rmsnorm --kernel-args n=4096,dtype=float32`: the kernel of
+    that configuration."""
+    return [make(n, dtype, per_thread, early_weight, weighted)]
+
+
+def rmsnorm_plan(x: Meta, weight: Meta | None = None, out: Meta | None = None) -> tuple:
+    """(rows, N, out written in place) for x (..., N) and weight (N,) or None, or the
+    ArgumentError naming the argument; the rules of `rmsnorm`, over metadata only."""
+    tensor("rmsnorm", "x", x, dtypes=DTYPES)
+    n = x.shape[-1]
+    if weight is not None:
+        tensor("rmsnorm", "weight", weight, dtypes=DTYPES)
+        same_device("rmsnorm", ("x", x), ("weight", weight))
+        if tuple(weight.shape) != (n,) or weight.dtype != x.dtype:
+            raise ArgumentError(f"rmsnorm: weight must be ({n},) {x.dtype} like x's last "
+                                f"dimension, got {weight.shape} {weight.dtype}")
+    direct = out is None or out_tensor("rmsnorm", out, x.shape, x.dtype, x.device)
+    if n > MAX_N:
+        raise ArgumentError(f"rmsnorm: x's rows have {n} elements; a row must fit in one "
+                            f"CTA's registers ({MAX_N} elements at most)")
+    rows = numel(x.shape[:-1])
+    if rows >= 2 ** 31:
+        raise ArgumentError(f"rmsnorm: x has {rows} rows; a launch takes fewer than 2^31 "
+                            f"(split x)")
+    return rows, n, direct
+
+
+_PLANS: dict = {}
+
+
+def _meta(t):
+    return meta_of(t) if hasattr(t, "is_contiguous") else t
+
+
+def _plan(x, weight, out, key):
+    """rmsnorm_plan of the tensors, with the kernel and whether x is already (rows, N),
+    memoized under their metadata."""
+    m = _meta(x)
+    rows, n, direct = rmsnorm_plan(m, None if weight is None else _meta(weight),
+                                   None if out is None else _meta(out))
+    plan = (make(n, m.dtype, weighted=weight is not None) if rows and n else None, rows, n,
+            direct, len(m.shape) == 2 and m.contiguous, (rows,))
+    if key is not None:
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
+    """RMSNorm over the last dimension of x (..., N) float32 / bfloat16 / float16 on a CUDA
+    device, times weight (N,) of x's dtype (or none), into `out` when given (checked: x's
+    shape, dtype and device).  `knobs` go to `make` (per_thread=, early_weight=).  Inside
+    torch.compile it is torch.ops.ptxgen.rmsnorm."""
+    if compiling():
+        return traced("rmsnorm", (x, weight), out, eps=eps)
+    try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
+        key = (x.shape, x.dtype, x.get_device(), x.is_contiguous(),
+               None if weight is None else (weight.shape, weight.dtype, weight.get_device()),
+               None if out is None else (out.shape, out.dtype, out.get_device(),
+                                         out.is_contiguous()))
+    except AttributeError:          # not a tensor: the rules name the argument
+        key = None
+    plan = _PLANS.get(key) if key is not None and not knobs else None
+    if plan is None:
+        plan = _plan(x, weight, out, key if not knobs else None)
+    k, rows, n, direct, flat, grid = plan     # grid: the kernels' own (M,), made once
+    if out is not None and out.data_ptr() % 16:     # vector stores need aligned rows
+        direct = False
+    y = out if direct and out is not None else x.new_empty(x.shape)
+    if k is not None:
+        if knobs:
+            k = make(n, str(x.dtype)[6:], weighted=weight is not None, **knobs)
+        if x.data_ptr() % 16:                       # a view at an odd offset
+            x, flat = x.contiguous().clone(), len(x.shape) == 2
+        if not flat:
+            x, y2 = x.contiguous().view(rows, n), y.view(rows, n)
+        else:                                       # already (rows, N) and row-major
+            y2 = y
+        if weight is None:
+            k(x, y2, float(eps), grid=grid)
+        else:
+            if weight.data_ptr() % 16 or not weight.is_contiguous():
+                weight = weight.contiguous().clone()
+            k(x, weight, y2, float(eps), grid=grid)
+    if out is not None and y is not out:
+        out.copy_(y)
+        return out
+    return y

@@ -1,0 +1,240 @@
+"""ptxgen.kernels inside PyTorch on the H200: torch.library.opcheck of every op,
+torch.compile(fullgraph=True) and mode="reduce-overhead" (CUDA graphs) against eager,
+pg.torch_op under fullgraph, a bare kernel call graph-breaking cleanly, graph replay of the
+TMA GEMM, and the wrappers' strictness (out=, empty dimensions, N-D, dtypes, refusals)."""
+import pytest
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+import ptxgen as pg  # noqa: E402
+from ptxgen.kernels import ArgumentError, gemm, rmsnorm, softmax  # noqa: E402
+
+
+def _ints(*shape, dtype=torch.bfloat16):
+    """Small integers: products and sums are exact in fp32, so results compare bit for bit."""
+    return torch.randint(-2, 3, shape, device="cuda").to(dtype)
+
+
+def _rms_ref(x, w, eps):
+    y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+    return (y if w is None else y * w.float()).to(x.dtype)
+
+
+def _close(got, want, dtype):
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=2e-5, atol=1e-6)
+    else:      # one rounding of float32 arithmetic each: within one ulp of the dtype
+        torch.testing.assert_close(got.float(), want.float(), rtol=torch.finfo(dtype).eps,
+                                   atol=torch.finfo(dtype).eps * 1e-3)
+
+
+# ---- opcheck -------------------------------------------------------------------------------
+def _opcheck_cases():
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 1000, device="cuda", dtype=torch.bfloat16)
+    w = torch.rand(1000, device="cuda", dtype=torch.bfloat16) + 0.5
+    xf = torch.randn(4, 256, device="cuda")
+    a, b = _ints(300, 64), _ints(200, 64)
+    a8, b8 = _ints(128, 64, dtype=torch.float8_e4m3fn), _ints(96, 64, dtype=torch.float8_e4m3fn)
+    s = torch.tensor([0.5], device="cuda")
+    ops = torch.ops.ptxgen
+    return [
+        (ops.softmax.default, (x,), {}),
+        (ops.softmax.default, (xf,), {}),
+        (ops.softmax_out.default, (x, torch.empty_like(x)), {}),
+        (ops.rmsnorm.default, (x, w), {"eps": 1e-5}),
+        (ops.rmsnorm.default, (xf, None), {}),
+        (ops.rmsnorm_out.default, (x, w, torch.empty_like(x)), {}),
+        (ops.gemm.default, (a, b), {}),
+        (ops.gemm.default, (a8, b8, s, s), {}),
+        (ops.gemm_out.default, (a, b, torch.empty(300, 200, device="cuda",
+                                                  dtype=torch.bfloat16)), {}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_opcheck(case):
+    op, args, kwargs = _opcheck_cases()[case]
+    torch.library.opcheck(op, args, kwargs)
+
+
+# ---- torch.compile -------------------------------------------------------------------------
+def _model(a, b, w):
+    h = torch.relu(gemm(a, b)) + 1.0
+    h = rmsnorm(h, w, 1e-6)
+    h = h * 0.5
+    return softmax(h).float().sum(-1, keepdim=True) * softmax(h)
+
+
+def _model_inputs():
+    torch.manual_seed(1)
+    return _ints(256, 128), _ints(512, 128), torch.rand(512, device="cuda").to(torch.bfloat16)
+
+
+def test_compile_fullgraph_matches_eager():
+    args = _model_inputs()
+    want = _model(*args)
+    got = torch.compile(_model, fullgraph=True)(*args)
+    torch.testing.assert_close(got, want)      # inductor may fuse the torch ops around ours
+
+
+def test_compile_fullgraph_calls_the_ops_directly():
+    args = _model_inputs()
+
+    def f(a, b, w):
+        h = torch.ops.ptxgen.gemm(a, b)
+        return torch.ops.ptxgen.softmax(torch.ops.ptxgen.rmsnorm(h * 2, w) + 1)
+
+    want = f(*args)
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(*args), want)
+
+
+def test_reduce_overhead_matches_eager():
+    args = _model_inputs()
+    want = _model(*args)
+    f = torch.compile(_model, mode="reduce-overhead", fullgraph=True)
+    for _ in range(4):                      # warm-up, record, then replays
+        got = f(*args)
+    torch.testing.assert_close(got, want)
+    a2 = _ints(256, 128)                    # new data through the same graph
+    torch.testing.assert_close(f(a2, *args[1:]), _model(a2, *args[1:]))
+
+
+def test_cuda_graph_replay_of_the_tma_gemm():
+    """Tensor maps are kernel parameters frozen into the graph: replay with the captured
+    buffers' new contents is correct (maps are keyed on pointer, shape and strides)."""
+    a, b = _ints(300, 128), _ints(200, 128)
+    out = torch.empty(300, 200, device="cuda", dtype=torch.bfloat16)
+    gemm(a, b, out)                         # build and load outside capture
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        gemm(a, b, out)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        gemm(a, b, out)
+    for _ in range(3):
+        a.copy_(_ints(300, 128))
+        b.copy_(_ints(200, 128))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, (a.float() @ b.float().T).to(torch.bfloat16),
+                                   rtol=0, atol=0)
+
+
+def test_torch_op_user_kernel_fullgraph():
+    N = pg.var("N")
+
+    @pg.kernel(grid=lambda a: ((a["N"] + 127) // 128,), block=(128,), name="gpu_scale_by")
+    def scale_by(x: pg.Tensor((N,), pg.float32), y: pg.Tensor((N,), pg.float32),
+                 s: pg.float32):
+        i = pg.let(pg.cta_id() * 128 + pg.thread_id(128))
+        with pg.if_(i < N):
+            y[i] = x[i] * s
+
+    op = pg.torch_op(scale_by, name="ptxgen_gpu_test::scale_by", mutates_args=("y",))
+
+    def f(x):
+        y = torch.empty_like(x)
+        op(torch.sin(x), y, 3.0)
+        return y + 1
+
+    x = torch.randn(1000, device="cuda")
+    want = torch.sin(x) * 3.0 + 1
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(x), want)
+    torch.testing.assert_close(torch.compile(f, mode="reduce-overhead")(x), want)
+
+
+def test_bare_kernel_graph_breaks_and_runs():
+    N = pg.var("N")
+
+    @pg.kernel(grid=lambda a: ((a["N"] + 127) // 128,), block=(128,), name="gpu_add_one")
+    def add_one(x: pg.Tensor((N,), pg.float32), y: pg.Tensor((N,), pg.float32)):
+        i = pg.let(pg.cta_id() * 128 + pg.thread_id(128))
+        with pg.if_(i < N):
+            y[i] = x[i] + 1.0
+
+    def f(x):
+        y = torch.empty_like(x)
+        add_one(x * 2, y)
+        return y * 3
+
+    x = torch.randn(777, device="cuda")
+    torch.testing.assert_close(torch.compile(f)(x), (x * 2 + 1) * 3)
+
+
+# ---- the wrappers, as strict as torch ------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_rmsnorm_dtypes_and_nd(dtype, weighted):
+    torch.manual_seed(2)
+    x = torch.randn(2, 3, 1000, device="cuda", dtype=dtype)
+    w = (torch.rand(1000, device="cuda") + 0.5).to(dtype) if weighted else None
+    _close(rmsnorm(x, w, 1e-5), _rms_ref(x, w, 1e-5), dtype)
+    _close(torch.ops.ptxgen.rmsnorm(x, w, 1e-5), _rms_ref(x, w, 1e-5), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_softmax_nd_matches_torch(dtype):
+    x = torch.randn(2, 3, 4, 1000, device="cuda", dtype=dtype)
+    _close(softmax(x), torch.softmax(x.float(), -1).to(dtype), dtype)
+
+
+def test_noncontiguous_inputs_and_out_are_written():
+    x = torch.randn(64, 200, device="cuda")[:, ::2]          # non-contiguous input
+    out = torch.full((100, 64), float("nan"), device="cuda").T    # non-contiguous out
+    r = softmax(x, out=out)
+    assert r is out
+    _close(out, torch.softmax(x, -1), torch.float32)
+    w = torch.rand(100, device="cuda") + 0.5
+    out2 = torch.full((100, 64), float("nan"), device="cuda").T
+    assert rmsnorm(x, w, 1e-6, out=out2) is out2
+    _close(out2, _rms_ref(x, w, 1e-6), torch.float32)
+    a, b = _ints(128, 64), _ints(96, 64)
+    d = torch.full((96, 128), float("nan"), device="cuda", dtype=torch.bfloat16).T
+    assert gemm(a.T.contiguous().T, b, d) is d                 # a non-contiguous too
+    torch.testing.assert_close(d, (a.float() @ b.float().T).to(torch.bfloat16), rtol=0, atol=0)
+
+
+def test_empty_dimensions_give_empty_results():
+    for shape in ((0, 16), (16, 0), (2, 0, 8)):
+        x = torch.randn(shape, device="cuda")
+        assert softmax(x).shape == torch.softmax(x, -1).shape
+        assert rmsnorm(x, None).shape == x.shape
+    e = gemm(_ints(0, 16), _ints(5, 16))
+    assert e.shape == (0, 5)
+    z = gemm(_ints(4, 0), _ints(5, 0))
+    assert z.shape == (4, 5) and not z.float().abs().sum()
+
+
+@pytest.mark.parametrize("K", [1, 7, 100])
+def test_gemm_any_k(K):
+    a, b = _ints(33, K), _ints(17, K)
+    torch.testing.assert_close(gemm(a, b), (a.float() @ b.float().T).to(torch.bfloat16),
+                               rtol=0, atol=0)
+
+
+def test_refusals_name_the_argument():
+    x = torch.randn(4, 8, device="cuda")
+    with pytest.raises(ArgumentError, match=r"^softmax: x is a 0-d tensor"):
+        softmax(torch.tensor(1.0, device="cuda"))
+    with pytest.raises(ArgumentError, match=r"^softmax: out has shape \(4, 9\)"):
+        softmax(x, out=torch.empty(4, 9, device="cuda"))
+    with pytest.raises(ArgumentError, match=r"^rmsnorm: out has dtype float16"):
+        rmsnorm(x, None, out=torch.empty(4, 8, device="cuda", dtype=torch.float16))
+    with pytest.raises(ArgumentError, match=r"^rmsnorm: weight is on cpu"):
+        rmsnorm(x, torch.ones(8))
+    with pytest.raises(ArgumentError, match=r"^gemm: a is on cpu"):
+        gemm(torch.zeros(8, 8, dtype=torch.bfloat16), _ints(8, 8))
+    with pytest.raises(ArgumentError, match=r"^gemm: out has shape \(8, 8\)"):
+        gemm(_ints(8, 16), _ints(4, 16), torch.empty(8, 8, device="cuda", dtype=torch.bfloat16))
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_mixed_devices_are_refused():
+    with pytest.raises(ArgumentError, match=r"^gemm: b is on cuda:1 but a is on cuda:0"):
+        gemm(_ints(8, 16), _ints(8, 16).to("cuda:1"))
+    with pytest.raises(ArgumentError, match=r"^softmax: out is on cuda:1, the inputs on cuda:0"):
+        softmax(torch.randn(2, 8, device="cuda"), out=torch.empty(2, 8, device="cuda:1"))

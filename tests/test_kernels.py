@@ -1,0 +1,213 @@
+"""ptxgen.kernels without torch or a GPU: the package imports, its kernels dump PTX, and the
+wrappers' rules (plain functions over (shape, dtype, device, contiguous)) refuse every bad
+argument by name and plan every good one."""
+import subprocess
+import sys
+
+import pytest
+
+import ptxgen as pg
+from ptxgen.kernels import ArgumentError
+from ptxgen.kernels._checks import Meta
+from ptxgen.kernels.gemm import gemm_plan
+from ptxgen.kernels.rmsnorm import rmsnorm_plan
+from ptxgen.kernels.softmax import softmax_plan
+
+CUDA = "cuda:0"
+
+
+def T(shape, dtype="bfloat16", device=CUDA, contiguous=True):
+    return Meta(tuple(shape), dtype, device, contiguous)
+
+
+def test_package_exports_and_help_text():
+    from ptxgen.kernels import gemm, rmsnorm, softmax
+    for f, what in ((gemm, "TFLOP/s"), (rmsnorm, "GB/s"), (softmax, "torch.softmax")):
+        assert what in f.__doc__ and "H200" in f.__doc__ and "dtypes:" in f.__doc__
+    assert "attention" in dir(pg.kernels)
+    assert pg.kernels.gemm is gemm
+
+
+def test_import_needs_no_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"          # import torch fails
+            "from ptxgen.kernels import gemm, rmsnorm, softmax\n"
+            "from ptxgen.kernels.softmax import make\n"
+            "assert '.entry softmax_float32_1024' in make(1024).ptx('sm_90a')\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.parametrize("mod, name", [("gemm", "gemm_sm90_bfloat16_n256_s4"),
+                                       ("rmsnorm", "rmsnorm_bfloat16_8192_t512"),
+                                       ("softmax", "softmax_float32_8192_t512")])
+def test_module_kernels_build(mod, name):
+    import importlib
+    m = importlib.import_module(f"ptxgen.kernels.{mod}")
+    names = [k.name for k in m.KERNELS]
+    assert name in names
+    assert f".entry {name}(" in m.KERNELS[names.index(name)].ptx("sm_90a")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_rmsnorm_kernels_for_every_dtype_with_and_without_weight(dtype):
+    from ptxgen.kernels.rmsnorm import make
+    k = make(1024, dtype)
+    assert [p.name for p in k.params if p.kind != "symbol"] == ["x", "weight", "y", "eps"]
+    ptx = make(1024, dtype, weighted=False).ptx("sm_90a")
+    assert f".entry rmsnorm_{dtype}_1024_t64_noweight(" in ptx
+    nw = make(1024, dtype, weighted=False)
+    assert [p.name for p in nw.params if p.kind != "symbol"] == ["x", "y", "eps"]
+    if dtype == "float32":       # 16-byte loads of 4 floats
+        assert "ld.global.v4.u32 " in ptx and "st.global.v4.u32 " in ptx
+
+
+# ---- softmax ------------------------------------------------------------------------------
+def test_softmax_plans_the_last_dimension_of_any_rank():
+    assert softmax_plan(T((2, 3, 1000))) == (6, 1000, True)
+    assert softmax_plan(T((7,), "float32")) == (1, 7, True)
+    assert softmax_plan(T((0, 5), "float16")) == (0, 5, True)        # empty: nothing to launch
+    assert softmax_plan(T((4, 0))) == (4, 0, True)
+    assert softmax_plan(T((2, 8)), T((2, 8), contiguous=False)) == (2, 8, False)
+
+
+@pytest.mark.parametrize("x, out, msg", [
+    (T(()), None, "softmax: x is a 0-d tensor; it needs at least 1 dimension (shape (..., N))"),
+    (T((4, 8), device="cpu"), None, "softmax: x is on cpu; ptxgen kernels run on CUDA tensors "
+                                    "(move it with x.cuda())"),
+    (T((4, 8), "int32"), None, "softmax: x has dtype int32; it takes float16, bfloat16, "
+                               "float32"),
+    (T((4, 8)), T((4, 9)), "softmax: out has shape (4, 9), the result has shape (4, 8); pass "
+                           "an out of that shape or none"),
+    (T((4, 8)), T((4, 8), "float32"), "softmax: out has dtype float32, the result is bfloat16"),
+    (T((4, 8)), T((4, 8), device="cuda:1"), "softmax: out is on cuda:1, the inputs on cuda:0"),
+    (T((4, 8)), T((4, 8), device="cpu"), "softmax: out is on cpu, the inputs on cuda:0"),
+    ([1.0, 2.0], None, "softmax: x must be a torch tensor, got list"),
+    (T((4, 8)), "y", "softmax: out must be a torch tensor, got str"),
+])
+def test_softmax_refusals_name_the_argument(x, out, msg):
+    with pytest.raises(ArgumentError) as e:
+        softmax_plan(x, out)
+    assert str(e.value) == msg
+    assert isinstance(e.value, pg.PtxgenError) and isinstance(e.value, ValueError)
+
+
+# ---- rmsnorm ------------------------------------------------------------------------------
+def test_rmsnorm_plans():
+    assert rmsnorm_plan(T((2, 3, 64), "float32"), T((64,), "float32")) == (6, 64, True)
+    assert rmsnorm_plan(T((5, 64), "float16")) == (5, 64, True)          # no weight
+    assert rmsnorm_plan(T((0, 64)), T((64,))) == (0, 64, True)
+    assert rmsnorm_plan(T((3, 65536))) == (3, 65536, True)
+
+
+@pytest.mark.parametrize("x, w, out, msg", [
+    (T(()), None, None, "rmsnorm: x is a 0-d tensor; it needs at least 1 dimension (shape "
+                        "(..., N))"),
+    (T((4, 8), "float64"), None, None, "rmsnorm: x has dtype float64; it takes float32, "
+                                       "bfloat16, float16"),
+    (T((4, 8)), T((8,), "float32"), None, "rmsnorm: weight must be (8,) bfloat16 like x's last "
+                                          "dimension, got (8,) float32"),
+    (T((4, 8)), T((4, 8)), None, "rmsnorm: weight must be (8,) bfloat16 like x's last "
+                                 "dimension, got (4, 8) bfloat16"),
+    (T((4, 8)), T((8,), device="cpu"), None, "rmsnorm: weight is on cpu; ptxgen kernels run "
+                                             "on CUDA tensors (move it with weight.cuda())"),
+    (T((4, 8)), T((8,), device="cuda:1"), None, "rmsnorm: weight is on cuda:1 but x is on "
+                                                "cuda:0; put every tensor on one device"),
+    (T((4, 8)), None, T((8, 4)), "rmsnorm: out has shape (8, 4), the result has shape (4, 8); "
+                                 "pass an out of that shape or none"),
+    (T((2, 65537)), None, None, "rmsnorm: x's rows have 65537 elements; a row must fit in one "
+                                "CTA's registers (65536 elements at most)"),
+])
+def test_rmsnorm_refusals_name_the_argument(x, w, out, msg):
+    with pytest.raises(ArgumentError) as e:
+        rmsnorm_plan(x, w, out)
+    assert str(e.value) == msg
+
+
+# ---- gemm ---------------------------------------------------------------------------------
+def test_gemm_plans():
+    p = gemm_plan(T((300, 203)), T((160, 203)))
+    assert (p.M, p.N, p.K, p.out_dtype, p.direct, p.K_pad) == (300, 160, 203, "bfloat16",
+                                                                True, 208)
+    p = gemm_plan(T((64, 64), "float8_e4m3fn"), T((32, 64), "float8_e4m3fn"),
+                  T((1,), "float32"), T((), "float32"), T((64, 32), contiguous=False))
+    assert (p.out_dtype, p.direct, p.K_pad) == ("bfloat16", False, 64)
+    p = gemm_plan(T((0, 16)), T((5, 16)))
+    assert (p.M, p.N, p.K) == (0, 5, 16)
+    assert gemm_plan(T((4, 0), "float16"), T((5, 0), "float16")).K_pad == 0
+
+
+@pytest.mark.parametrize("args, msg", [
+    ((T((8,)), T((8, 8))), "gemm: a must be 2-D, got shape (8,)"),
+    ((T(()), T((8, 8))), "gemm: a must be 2-D, got shape ()"),
+    ((T((8, 8)), T((2, 8, 8))), "gemm: b must be 2-D, got shape (2, 8, 8)"),
+    ((T((8, 8), "float32"), T((8, 8))), "gemm: a has dtype float32; it takes bfloat16, "
+                                        "float16, float8_e4m3fn"),
+    ((T((8, 8)), T((8, 8), "float16")), "gemm: a is bfloat16 but b is float16; give both one "
+                                        "dtype"),
+    ((T((8, 16)), T((8, 8))), "gemm computes a (M, K) @ b (N, K)^T: b has K = 8, a has K = 16 "
+                              "(got (8, 16) and (8, 8))"),
+    ((T((8, 8), device="cpu"), T((8, 8))), "gemm: a is on cpu; ptxgen kernels run on CUDA "
+                                          "tensors (move it with a.cuda())"),
+    ((T((8, 8)), T((8, 8), device="cuda:1")), "gemm: b is on cuda:1 but a is on cuda:0; put "
+                                              "every tensor on one device"),
+    ((T((8, 8)), T((8, 8)), T((1,), "float32")), "gemm: scale_a scales float8_e4m3fn inputs; a "
+                                                 "and b are bfloat16 (drop scale_a)"),
+    ((T((8, 16), "float8_e4m3fn"), T((8, 16), "float8_e4m3fn"), None, T((2,), "float32")),
+     "gemm: scale_b must hold one element (a per-tensor scale), got shape (2,)"),
+    ((T((8, 16), "float8_e4m3fn"), T((8, 16), "float8_e4m3fn"), T((1,), "bfloat16")),
+     "gemm: scale_a has dtype bfloat16; it takes float32"),
+    ((T((8, 16), "float8_e4m3fn"), T((8, 16), "float8_e4m3fn"), T((1,), "float32", "cpu")),
+     "gemm: scale_a is on cpu; ptxgen kernels run on CUDA tensors (move it with "
+     "scale_a.cuda())"),
+    ((T((8, 8)), T((4, 8)), None, None, T((8, 8))), "gemm: out has shape (8, 8), the result "
+                                                     "has shape (8, 4); pass an out of that "
+                                                     "shape or none"),
+    ((T((8, 16), "float8_e4m3fn"), T((4, 16), "float8_e4m3fn"), None, None,
+      T((8, 4), "float8_e4m3fn")), "gemm: out has dtype float8_e4m3fn, the result is bfloat16"),
+])
+def test_gemm_refusals_name_the_argument(args, msg):
+    with pytest.raises(ArgumentError) as e:
+        gemm_plan(*args)
+    assert str(e.value) == msg
+
+
+def test_gemm_knob_refusals():
+    a = T((8, 64))
+    with pytest.raises(ArgumentError, match=r"^gemm: BN = 96: a multiple of 64 up to 256"):
+        gemm_plan(a, a, BN=96)
+    f8 = T((8, 64), "float8_e4m3fn")
+    with pytest.raises(ArgumentError, match=r"^gemm: BN = 256: .*192 for float8 without "):
+        gemm_plan(f8, f8, BN=256)
+    assert gemm_plan(f8, f8, BN=256, fast_accum=True).BN == 256
+    with pytest.raises(ArgumentError, match=r"^gemm: STAGES = 0: 1 to 8 ring stages"):
+        gemm_plan(a, a, STAGES=0)
+
+
+def test_gemm_paths_are_registered_units(monkeypatch):
+    G = sys.modules["ptxgen.kernels.gemm"]      # the module (the package's `gemm` is the wrapper)
+    assert G._PATHS[-1][0] == "sm90" and G._PATHS[-1][2] is G._sm90_kernel
+    monkeypatch.setattr(G, "_PATHS", [])
+    G.path("small_m", lambda p, d: (p.M <= 64, f"M = {p.M} > 64"))(lambda *a: None)
+    with pytest.raises(ArgumentError) as e:
+        G._choose(gemm_plan(T((128, 64)), T((8, 64))), "cuda:0")
+    assert str(e.value) == "gemm: no path takes this call: small_m: M = 128 > 64"
+    name, run, prepared = G._choose(gemm_plan(T((8, 64)), T((8, 64))), "cuda:0")
+    assert name == "small_m" and prepared is None
+
+
+def _readme_block(after: str) -> str:
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index("```python\n", text.index(after)) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+def test_readme_tour_runs_as_pasted(tmp_path):
+    code = _readme_block("## 30-second tour")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path, env={**__import__("os").environ,
+                                          "PYTHONPATH": str(__import__("pathlib").Path(
+                                              __file__).resolve().parents[1])})
+    assert r.returncode == 0, r.stderr
+    assert ".entry smem_demo(" in r.stdout

@@ -1,0 +1,295 @@
+"""ptxgen.kernels with torch but no GPU: the custom ops are registered with their schemas, and
+torch.compile(fullgraph=True) traces the wrappers and pg.torch_op ops over fake CUDA tensors
+(their fake implementations run the wrappers' rules, so a bad argument is refused at trace
+time with the eager message).  Skipped where torch is not installed (CPU CI)."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptxgen as pg  # noqa: E402
+from ptxgen.kernels import ArgumentError, gemm, rmsnorm, softmax  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+
+class Recorder:
+    """A torch.compile backend that keeps the FX graph's code and runs nothing on a device."""
+
+    def __init__(self):
+        self.code = []
+
+    def __call__(self, gm, example_inputs):
+        self.code.append(gm.code)
+        return gm.forward
+
+
+def test_ops_are_registered_with_their_schemas():
+    ops = torch.ops.ptxgen
+    assert str(ops.softmax.default._schema) == "ptxgen::softmax(Tensor x) -> Tensor"
+    assert str(ops.softmax_out.default._schema) == \
+        "ptxgen::softmax_out(Tensor x, Tensor(a1!) out) -> ()"
+    assert str(ops.rmsnorm.default._schema).startswith(
+        "ptxgen::rmsnorm(Tensor x, Tensor? weight=None, float eps=")
+    assert str(ops.gemm.default._schema).startswith(
+        "ptxgen::gemm(Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None, "
+        "bool fast_accum=False")
+    for name in ("rmsnorm_out", "gemm_out"):
+        assert "Tensor(a2!) out" in str(getattr(ops, name).default._schema)
+
+
+def test_eager_refusals_name_the_argument():
+    with pytest.raises(ArgumentError, match=r"^softmax: x is on cpu; ptxgen kernels run on "
+                                            r"CUDA tensors \(move it with x.cuda\(\)\)$"):
+        softmax(torch.zeros(2, 3))
+    with pytest.raises(ArgumentError, match=r"^rmsnorm: x must be a torch tensor, got list$"):
+        rmsnorm([1.0], None)
+    with FakeTensorMode():
+        x = torch.empty(4, 8, device="cuda", dtype=torch.bfloat16)
+        with pytest.raises(ArgumentError, match=r"^softmax: x is a 0-d tensor"):
+            softmax(torch.empty((), device="cuda"))
+        with pytest.raises(ArgumentError, match=r"^softmax: out has shape \(4, 9\)"):
+            softmax(x, out=torch.empty(4, 9, device="cuda", dtype=torch.bfloat16))
+        with pytest.raises(ArgumentError, match=r"^rmsnorm: out has dtype float32, the result "
+                                                r"is bfloat16$"):
+            rmsnorm(x, None, out=torch.empty(4, 8, device="cuda"))
+        with pytest.raises(ArgumentError, match=r"^gemm: b is on cpu"):
+            gemm(x, torch.empty(8, 8, dtype=torch.bfloat16))
+
+
+def test_fullgraph_compile_keeps_the_ops_between_torch_ops():
+    def f(a, b, w):
+        h = gemm(a * 2, b)
+        h = rmsnorm(h.float(), None)
+        h = rmsnorm(h.to(torch.bfloat16), w, 1e-5)
+        out = torch.empty_like(h)
+        softmax(h + 1, out=out)
+        return softmax(out).sum(-1)
+
+    rec = Recorder()
+    with FakeTensorMode():
+        a = torch.empty(64, 64, device="cuda", dtype=torch.bfloat16)
+        b = torch.empty(32, 64, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(32, device="cuda", dtype=torch.bfloat16)
+        r = torch.compile(f, fullgraph=True, backend=rec)(a, b, w)
+        assert r.shape == (64,) and r.dtype == torch.bfloat16
+    code = rec.code[0]
+    for op in ("torch.ops.ptxgen.gemm(", "torch.ops.ptxgen.rmsnorm(float_1, None, eps = 1e-06)",
+               "torch.ops.ptxgen.rmsnorm(to, l_w_, eps = 1e-05)",
+               "torch.ops.ptxgen.softmax_out(add, out)", "torch.ops.ptxgen.softmax(out)"):
+        assert op in code, code
+
+
+def test_fake_results_have_the_eager_shapes_and_dtypes():
+    with FakeTensorMode():
+        a8 = torch.empty(48, 64, device="cuda", dtype=torch.float8_e4m3fn)
+        b8 = torch.empty(40, 64, device="cuda", dtype=torch.float8_e4m3fn)
+        s = torch.empty(1, device="cuda")
+        d = torch.ops.ptxgen.gemm(a8, b8, s, s)
+        assert d.shape == (48, 40) and d.dtype == torch.bfloat16
+        x = torch.empty(2, 3, 100, device="cuda", dtype=torch.float16)
+        assert torch.ops.ptxgen.rmsnorm(x).shape == (2, 3, 100)
+        assert torch.ops.ptxgen.softmax(x).dtype == torch.float16
+
+
+def test_compile_refuses_at_trace_time_with_the_eager_message():
+    with FakeTensorMode():
+        x = torch.empty((), device="cuda")
+        with pytest.raises(Exception, match=r"softmax: x is a 0-d tensor"):
+            torch.compile(lambda t: softmax(t), fullgraph=True, backend=Recorder())(x)
+
+
+def test_torch_op_of_a_user_kernel_traces_under_fullgraph():
+    N = pg.var("N")
+
+    @pg.kernel(grid=lambda a: ((a["N"] + 127) // 128,), block=(128,), name="scale_by")
+    def scale_by(x: pg.Tensor((N,), pg.float32), y: pg.Tensor((N,), pg.float32),
+                 s: pg.float32):
+        i = pg.let(pg.cta_id() * 128 + pg.thread_id(128))
+        with pg.if_(i < N):
+            y[i] = x[i] * s
+
+    op = pg.torch_op(scale_by, name="ptxgen_test::scale_by", mutates_args=("y",))
+    assert str(torch.ops.ptxgen_test.scale_by.default._schema) == \
+        "ptxgen_test::scale_by(Tensor x, Tensor(a1!) y, float s) -> ()"
+
+    def f(x):
+        y = torch.empty_like(x)
+        op(x + 1, y, 2.0)
+        return y * 3
+
+    rec = Recorder()
+    with FakeTensorMode():
+        x = torch.empty(1000, device="cuda")
+        assert torch.compile(f, fullgraph=True, backend=rec)(x).shape == (1000,)
+    assert "torch.ops.ptxgen_test.scale_by.default(add, y, 2.0)" in rec.code[0]
+
+
+def test_torch_op_refusals():
+    @pg.kernel(grid=(1,), block=(32,), name="touch")
+    def touch(y: pg.Tensor((32,), pg.float32)):
+        t = pg.thread_id(32)
+        y[t] = 1.0
+
+    with pytest.raises(pg.PtxgenError, match=r"^pg.torch_op: mutates_args names 'z', which is "
+                                             r"not a tensor parameter of kernel 'touch' \(its "
+                                             r"tensors: y\)$"):
+        pg.torch_op(touch, name="ptxgen_test::touch", mutates_args=("z",))
+    with pytest.raises(pg.PtxgenError, match=r"^pg.torch_op: kernel 'touch' returns nothing; "):
+        pg.torch_op(touch, name="ptxgen_test::touch")
+    with pytest.raises(pg.PtxgenError, match=r"^pg.torch_op: name must be 'namespace::op', "
+                                             r"got 'touch'$"):
+        pg.torch_op(touch, name="touch", mutates_args=("y",))
+
+
+def test_readme_torch_op_recipe_runs_as_pasted():
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index("```python\n", text.index("Your own kernel as a torch op")) + 10
+    env: dict = {}
+    exec(compile(text[start:text.index("```", start)], "README.md", "exec"), env)
+    assert str(torch.ops.mylib.scale.default._schema) == \
+        "mylib::scale(Tensor x, Tensor(a1!) y, float s) -> ()"
+    rec = Recorder()
+    with FakeTensorMode():
+        x = torch.empty(300, device="cuda")
+        g = torch.compile(env["f"].__wrapped__ if hasattr(env["f"], "__wrapped__") else
+                          env["f"]._torchdynamo_orig_callable, fullgraph=True, backend=rec)
+        assert g(x).shape == (300,)
+    assert "torch.ops.mylib.scale.default(sin, y, 2.0)" in rec.code[0]
+
+
+# ---- the eager wrappers on CPU tensors, kernels replaced by torch stand-ins ----------------
+class StandIn:
+    """A kernel stand-in: checks what a launch would get ((rows, N) row-major, 16-byte
+    aligned tensors; the grid) and computes the kernel's result with torch."""
+
+    def __init__(self, fn, calls):
+        self.fn, self.calls = fn, calls
+
+    def __call__(self, *args, grid=None):
+        for t in args:
+            if isinstance(t, torch.Tensor) and t.dim():
+                assert t.is_contiguous() and t.data_ptr() % 16 == 0
+        self.calls.append((tuple(tuple(t.shape) if isinstance(t, torch.Tensor) else t
+                                 for t in args), grid))
+        self.fn(*args)
+
+
+@pytest.fixture
+def cpu_as_cuda(monkeypatch):
+    """The wrappers' eager path on CPU tensors: the rules see cpu as cuda:0 and each kernel
+    is a StandIn; returns the list of launches."""
+    import sys
+    from ptxgen.kernels import _checks
+    S, R, G = (sys.modules[f"ptxgen.kernels.{m}"] for m in ("softmax", "rmsnorm", "gemm"))
+    calls = []
+
+    def meta(t):
+        m = _checks.meta_of(t)
+        return m._replace(device="cuda:0") if m.device == "cpu" else m
+
+    def sm(x, y):
+        y.copy_(torch.softmax(x.float(), -1).to(y.dtype))
+
+    def rms(x, *rest):
+        w, y, eps = rest if len(rest) == 3 else (None, *rest)
+        r = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+        y.copy_(r if w is None else r * w.float())
+
+    def mm(a, b, d, sa, sb):
+        r = (a.float() @ b.float().T) * (sa.item() * sb.item())
+        d[:, :b.shape[0]].copy_(r.to(d.dtype))
+
+    for mod in (S, R, G):
+        monkeypatch.setattr(mod, "meta_of", meta)
+        monkeypatch.setattr(mod, "_PLANS", {})
+    monkeypatch.setattr(S, "make", lambda n, dtype, **kw: StandIn(sm, calls))
+    monkeypatch.setattr(R, "make", lambda n, dtype, **kw: StandIn(rms, calls))
+    monkeypatch.setattr(G, "_PATHS", [("sm90", lambda p, d: (True, ""),
+                                       lambda p, d: StandIn(mm, calls), G._run_sm90)])
+    monkeypatch.setattr(G, "_unit_scale", lambda dev: torch.ones(1))
+    return calls
+
+
+def _same(got, want):
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_softmax_eager_path(cpu_as_cuda):
+    x = torch.randn(2, 3, 40)
+    _same(softmax(x), torch.softmax(x, -1))
+    assert cpu_as_cuda[-1] == (((6, 40), (6, 40)), (6,))      # viewed as (rows, N)
+    x2 = torch.randn(5, 64)
+    _same(softmax(x2), torch.softmax(x2, -1))
+    assert cpu_as_cuda[-1] == (((5, 64), (5, 64)), (5,))
+    nc = torch.randn(64, 10).T                                  # non-contiguous x
+    _same(softmax(nc), torch.softmax(nc, -1))
+    out = torch.full((64, 10), float("nan")).T                  # non-contiguous out
+    assert softmax(nc, out=out) is out
+    _same(out, torch.softmax(nc, -1))
+    odd = torch.randn(1, 65)[:, 1:]                             # an unaligned view
+    _same(softmax(odd), torch.softmax(odd, -1))
+    off = torch.randn(200)[1:129].view(2, 64)                   # contiguous at a 4-byte offset
+    _same(softmax(off), torch.softmax(off, -1))
+    n = len(cpu_as_cuda)
+    for shape in ((0, 8), (3, 0), (2, 0, 5)):
+        e = torch.randn(shape)
+        assert softmax(e).shape == torch.softmax(e, -1).shape
+    assert len(cpu_as_cuda) == n                                # nothing launched
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rmsnorm_eager_path(cpu_as_cuda, dtype):
+    x = torch.randn(2, 3, 32).to(dtype)
+    w = (torch.rand(32) + 0.5).to(dtype)
+    ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5))
+    _same(rmsnorm(x, w, 1e-5), (ref * w.float()).to(dtype))
+    assert cpu_as_cuda[-1] == (((6, 32), (32,), (6, 32), 1e-5), (6,))
+    _same(rmsnorm(x, None, 1e-5), ref.to(dtype))
+    assert cpu_as_cuda[-1] == (((6, 32), (6, 32), 1e-5), (6,))
+    out = torch.empty(3, 2, 32, dtype=dtype).transpose(0, 1)   # non-contiguous (2, 3, 32)
+    assert rmsnorm(x, w, 1e-5, out=out) is out
+    _same(out, (ref * w.float()).to(dtype))
+    assert rmsnorm(torch.randn(0, 32).to(dtype), w).shape == (0, 32)
+
+
+def test_gemm_eager_path(cpu_as_cuda):
+    def ints(*s, dtype=torch.bfloat16):
+        return torch.randint(-2, 3, s).to(dtype)
+
+    a, b = ints(30, 7), ints(203, 7)                 # K padded to 8, N padded to 208
+    want = (a.float() @ b.float().T).to(torch.bfloat16)
+    _same(gemm(a, b), want)
+    assert cpu_as_cuda[-1][0][:3] == ((30, 8), (203, 8), (30, 208))
+    out = torch.full((203, 30), float("nan"), dtype=torch.bfloat16).T   # non-contiguous out
+    assert gemm(a, b, out) is out
+    _same(out, want)
+    a8, b8 = ints(16, 32, dtype=torch.float8_e4m3fn), ints(24, 32, dtype=torch.float8_e4m3fn)
+    sa, sb = torch.tensor([0.5]), torch.tensor(0.25)
+    r = gemm(a8, b8, scale_a=sa, scale_b=sb)
+    assert r.dtype == torch.bfloat16
+    _same(r, (a8.float() @ b8.float().T * 0.125).to(torch.bfloat16))
+    n = len(cpu_as_cuda)
+    assert gemm(ints(0, 16), ints(5, 16)).shape == (0, 5)
+    z = gemm(ints(4, 0), ints(5, 0))
+    assert z.shape == (4, 5) and not z.float().abs().sum()
+    assert len(cpu_as_cuda) == n
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_aot_eager_functionalizes_the_out_ops(dynamic):
+    """aot_autograd over the fake implementations: the _out ops' mutations are
+    functionalized, with static and symbolic shapes."""
+    def f(a, b, w):
+        h = gemm(a * 2, b)
+        out = torch.empty_like(h)
+        rmsnorm(h, w, out=out)
+        o2 = torch.empty_like(h)
+        softmax(out + 1, out=o2)
+        return softmax(o2)
+
+    with FakeTensorMode():
+        a = torch.empty(64, 64, device="cuda", dtype=torch.bfloat16)
+        b = torch.empty(32, 64, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(32, device="cuda", dtype=torch.bfloat16)
+        r = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=dynamic)(a, b, w)
+        assert r.shape == (64, 32) and r.dtype == torch.bfloat16
