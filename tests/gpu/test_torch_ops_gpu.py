@@ -8,7 +8,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 import ptxgen as pg  # noqa: E402
-from ptxgen.kernels import ArgumentError, gemm, rmsnorm, softmax  # noqa: E402
+from ptxgen.kernels import ArgumentError, attention, gemm, rmsnorm, softmax  # noqa: E402
 
 
 def _ints(*shape, dtype=torch.bfloat16):
@@ -38,6 +38,8 @@ def _opcheck_cases():
     a, b = _ints(300, 64), _ints(200, 64)
     a8, b8 = _ints(128, 64, dtype=torch.float8_e4m3fn), _ints(96, 64, dtype=torch.float8_e4m3fn)
     s = torch.tensor([0.5], device="cuda")
+    q = torch.randn(1, 4, 77, 64, device="cuda", dtype=torch.bfloat16)
+    kv = torch.randn(1, 2, 130, 64, device="cuda", dtype=torch.bfloat16)
     ops = torch.ops.ptxgen
     return [
         (ops.softmax.default, (x,), {}),
@@ -50,10 +52,13 @@ def _opcheck_cases():
         (ops.gemm.default, (a8, b8, s, s), {}),
         (ops.gemm_out.default, (a, b, torch.empty(300, 200, device="cuda",
                                                   dtype=torch.bfloat16)), {}),
+        (ops.attention.default, (q, kv, kv), {"causal": True}),
+        (ops.attention.default, (q, kv, kv), {"scale": 0.2}),
+        (ops.attention_out.default, (q, kv, kv, torch.empty_like(q)), {}),
     ]
 
 
-@pytest.mark.parametrize("case", range(9))
+@pytest.mark.parametrize("case", range(12))
 def test_opcheck(case):
     op, args, kwargs = _opcheck_cases()[case]
     torch.library.opcheck(op, args, kwargs)
@@ -64,7 +69,9 @@ def _model(a, b, w):
     h = torch.relu(gemm(a, b)) + 1.0
     h = rmsnorm(h, w, 1e-6)
     h = h * 0.5
-    return softmax(h).float().sum(-1, keepdim=True) * softmax(h)
+    qkv = h.view(2, 2, 64, 128) * 0.25          # (B, H, S, D) from the 256 x 512 tile
+    att = attention(qkv, qkv.flip(2).contiguous(), qkv, causal=True)
+    return softmax(h).float().sum(-1, keepdim=True) * softmax(h) + att.reshape(256, 512)
 
 
 def _model_inputs():
