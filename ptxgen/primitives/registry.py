@@ -277,8 +277,10 @@ def evaluate(op: str, call, forced: str | None = None) -> Explanation:
 
 def dispatch(op: str, call, forced: str | None = None) -> Variant:
     """The first accepting variant by priority; the full table is built only on failure."""
-    for v in variants(op, call):
-        if forced is not None and v.name != forced or v.forced_only and forced is None:
+    d = _OPS.get(op)
+    for v in d.variants if d is not None else ():
+        if forced is not None and v.name != forced or v.forced_only and forced is None \
+                or not v.applies(call):
             continue
         if v.judge(call)[0]:
             return v
