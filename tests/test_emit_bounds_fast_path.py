@@ -8,12 +8,14 @@ from ptxgen.emit import memory
 
 
 def _exceptions_in(fn, build):
-    """How many exceptions were raised inside the function `fn` while `build()` ran."""
-    code, seen = fn.__code__, []
+    """(calls of the function `fn`, the exceptions raised inside it) while `build()` ran."""
+    code, seen, calls = fn.__code__, [], []
 
     def tracer(frame, event, arg):
         if frame.f_code is not code:
             return None
+        calls.append(1)
+
         def local(frame, event, arg):
             if event == "exception":
                 seen.append(arg[0])
@@ -25,7 +27,7 @@ def _exceptions_in(fn, build):
         build()
     finally:
         sys.settrace(None)
-    return seen
+    return len(calls), seen
 
 
 def test_constant_and_bounded_indices_raise_nothing():
@@ -36,9 +38,10 @@ def test_constant_and_bounded_indices_raise_nothing():
             B[n] = A[n, 3] + 1.0
         B[lane] = A[lane, 7]
 
-    calls = []
-    assert _exceptions_in(memory.MemoryEmitter._known_in_bounds, lambda: calls.append(k.ptx("sm_90a"))) == []
-    assert "ld.global.f32" in calls[0]
+    out = []
+    raised = _exceptions_in(memory.MemoryEmitter._known_in_bounds,
+                            lambda: out.append(k.ptx("sm_90a")))
+    assert raised == (34, []) and "ld.global.f32" in out[0]   # 17 loads, 17 stores
 
 
 def test_known_in_bounds_verdicts():
