@@ -6,7 +6,12 @@ round-robin (every kernel sees the same machine phases), a calibration loop is t
 same rounds, and each kernel's Python bytecodes and Python calls per build are reported: those
 counts are deterministic, so they are the figures to compare across runs and machines (same
 Python).  A call costs about as much as five bytecodes here, so both matter.  The
-larger examples check every element of their MMA operand layouts while tracing."""
+larger examples check every element of their MMA operand layouts while tracing.
+
+    python benchmarks/emit_speed.py --against /tmp/old [pairs rounds]
+
+compares build+emit with another tree (a `git worktree` of an older commit), in processes
+that alternate between the two trees in one session."""
 import os
 import statistics
 import sys
@@ -137,8 +142,81 @@ def report(named, rounds):
           f"(best {min(render) * 1e6:.1f})")
 
 
+def unrolled_1000():
+    """A 1,000-statement unrolled body: register loads and stores at constant indices, the
+    shape whose per-access bounds check the exact out-of-bounds test made slower."""
+    @pg.kernel(grid=(1,), block=(32,))
+    def unrolled(A: pg.Tensor((1024,), "float32"), B: pg.Tensor((1024,), "float32")):
+        pg.lane_id()
+        for n in range(1000):
+            B[n] = A[n] + 1.0
+    return unrolled
+
+
+_CHILD = """
+import json, os, statistics, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path[:0] = [os.path.join({tree!r}, "examples"), {tree!r}, os.path.join({tree!r}, "benchmarks")]
+sys.argv = ["emit_speed"]
+import emit_speed
+import ptxgen as pg
+{unrolled}
+named = [(n, f, emit_speed.ARCH) for n, f in emit_speed.factories()]
+named += list(emit_speed.larger_examples()) + [("unrolled 1000", unrolled_1000, emit_speed.ARCH)]
+for _, f, arch in named:
+    f().ptx(arch)
+out = {{n: [] for n, _, _ in named}}
+for _ in range({rounds}):
+    for n, f, arch in named:
+        t0 = time.perf_counter()
+        f().ptx(arch)
+        out[n].append(time.perf_counter() - t0)
+print(json.dumps({{n: [statistics.median(v), min(v)] for n, v in out.items()}}))
+"""
+
+
+def compare(old_tree, pairs=8, rounds=5):
+    """Build+emit (trace included) of every example here against `old_tree`'s, in fresh
+    processes that alternate old, new, old, new, ... in the same session, so both trees see
+    the same machine phases.  Per kernel: the median over the processes of each process's
+    median build, and the best build of all (on a shared machine the best is the steadier
+    figure: other load only ever adds time)."""
+    import inspect
+    import json
+    import subprocess
+
+    here = os.path.join(HERE, "..")
+    unrolled = inspect.getsource(unrolled_1000)     # the same kernel, traced by each tree
+    times = {"old": {}, "new": {}}
+    for _ in range(pairs):
+        for label, tree in (("old", old_tree), ("new", here)):
+            code = _CHILD.format(tree=os.path.abspath(tree), rounds=rounds, unrolled=unrolled)
+            res = subprocess.run([sys.executable, "-c", code], cwd=tree, check=True,
+                                 capture_output=True, text=True)
+            for n, t in json.loads(res.stdout.splitlines()[-1]).items():
+                times[label].setdefault(n, []).append(t)
+    med = statistics.median
+    ratios, best = [], []
+    print(f"{'kernel':<40} {'old us':>8} {'new us':>8} {'new/old':>8} {'old best':>9} "
+          f"{'new best':>9} {'new/old':>8}")
+    for n in times["new"]:
+        if n not in times["old"]:
+            continue
+        o, w = (med([t[0] for t in times[k][n]]) * 1e6 for k in ("old", "new"))
+        bo, bw = (min(t[1] for t in times[k][n]) * 1e6 for k in ("old", "new"))
+        if n != "unrolled 1000":
+            ratios.append(w / o)
+            best.append(bw / bo)
+        print(f"{n:<40} {o:>8.0f} {w:>8.0f} {w / o:>8.3f} {bo:>9.0f} {bw:>9.0f} {bw / bo:>8.3f}")
+    print(f"median new/old over the {len(ratios)} examples: {med(ratios):.3f} (medians), "
+          f"{med(best):.3f} (best builds); {pairs} processes per tree, alternating, "
+          f"{rounds} builds each")
+
+
 def main():
     warnings.simplefilter("ignore")
+    if len(sys.argv) > 2 and sys.argv[1] == "--against":
+        return compare(sys.argv[2], *map(int, sys.argv[3:]))
     print(f"Seed examples and tile copies ({ARCH}), 60 rounds:")
     report([(name, f, ARCH) for name, f in factories()], 60)
     print("\nLarger examples, 10 rounds:")

@@ -4,7 +4,8 @@ A front end validates a call against what tracing knows (operands, dtypes, exten
 active threads, live variables, the kernel's pools) and records it as an `ir.TileCall`
 with its *record* (what the op derived from the operands); the variant is chosen at build
 time by the tile-lowering pass (passes/tiles.py).  `copy` is the front end here; the
-tcgen05 ops' are in builder/tcgen05.py, registered in `tile_ops`.  `pg.tile.explain` runs a
+others are in builder/ (async_copy, mma, mma_sync, tcgen05, tile_math), each attached to
+its op's declaration through `tile_ops.register`.  `pg.tile.explain` runs a
 front end on a scratch body and dispatch's table on its call: nothing is appended.
 """
 from __future__ import annotations
@@ -115,7 +116,7 @@ class _Scope:
                 raise AttributeError(op)
             raise TraceAttributeError(f"{user_src()}: pg.tile.{self.name} has no primitive "
                                       f"{op!r}; the primitives are copy, "
-                                      f"{', '.join(sorted(tile_ops._OPS))}")
+                                      f"{', '.join(sorted(tile_ops.names()))}")
         return partial(fn, self.name)   # C-level: a wrong argument fails at the user's line
 
 
@@ -135,8 +136,9 @@ def facts_analyzer(ctx) -> Analyzer:
 def explain(op, *args, scope="cta", arch=None, dispatch=None, **options):
     """Every variant of `op` for this call: accepted, or why not; the chosen one marked.
     `arch` is the target the variants are judged for (default: the record's, else the op's)."""
-    fn, spec = tile_ops.get(op), _declared_ops().get(op)
-    if fn is None or spec is None:
+    spec = _declared_ops().get(op)
+    fn = spec and spec.front
+    if fn is None:
         raise fail(f"explain knows the ops: {', '.join(_declared_ops())} (got {op!r})")
     ctx = current()
     scratch: list = []

@@ -39,7 +39,7 @@ def _stride_mul(ext, stride):
 
 class AddressEmitter:
     """Mixin for Codegen: byte offsets and addresses (needs self.an, self.base, self.known,
-    self.val/affine_val and the register counters of ValueEmitter)."""
+    self.val and the register counters of ValueEmitter)."""
 
     def _root(self, buf):
         r = buf if buf.data is None else buf.root
@@ -190,7 +190,7 @@ class AddressEmitter:
                 if g != 1:
                     for t in aff.terms.values():
                         t[1] //= g
-                v = self.affine_val(aff)
+                v = self.val(aff.to_expr())
             counts = self.reg_counts
             lines = self.lines
             scope = self._scope_keys[-1]

@@ -113,7 +113,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         var = s.var
         aff, value = self.an.let_form(s.value)
         self._impure = False
-        v = self.val(value) if aff is None else self.affine_val(aff)
+        v = self.val(value) if aff is None else self.val(aff.to_expr())
         if v[0] != "%" or self._impure:
             r = self.new_reg(reg_class(var.dtype))
             self.emit(form("mov", self._mov_type(var.dtype)).format(d=r, a=v))
@@ -201,9 +201,9 @@ class Codegen(ValueEmitter, MemoryEmitter):
         wide = var.dtype.bits == 64
         ty, cls = ("s64", "b64") if wide else ("s32", "b32")
         i = self.new_reg(cls)
-        start = self.affine_val(lb.start) if lb.start_mod is not None else self.val(lb.start)
+        start = self.val(lb.start.to_expr()) if lb.start_mod is not None else self.val(lb.start)
         self.emit(form("mov", cls).format(d=i, a=start))
-        stop = self.affine_val(lb.stop) if lb.stop_affine else self.val(lb.stop)
+        stop = self.val(lb.stop.to_expr()) if lb.stop_affine else self.val(lb.stop)
         top, end = self.label("for"), self.label("endfor")
         self.place(top)
         step = s.step if isinstance(s.step, int) else self.val(an.simplify(s.step))

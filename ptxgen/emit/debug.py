@@ -32,7 +32,7 @@ class BoundsChecks:
             try:
                 lo = hi = aff.const
                 for atom, c in aff.terms.values():
-                    r = vb[atom.uid] if type(atom) is Var else an.bounds(atom)
+                    r = vb.get(atom.uid, _NO_FACTS) if type(atom) is Var else an.bounds(atom)
                     if c > 0:
                         lo += c * r[0]
                         if top:
@@ -45,7 +45,7 @@ class BoundsChecks:
                 eo = buf.elem_offset * nb
                 if lo >= eo and (not top or hi + (lanes - 1) * nb < eo + ext * nb):
                     return
-            except (TypeError, KeyError, AttributeError):
+            except TypeError:     # a bound that is not known (None)
                 pass
         last = len(indices) - 1
         for d, (idx, ext) in enumerate(zip(indices, buf.shape)):
@@ -134,6 +134,9 @@ class BoundsChecks:
         r = self.new_reg("b64")
         # one tail entry per line: the message symbols are numbered by the tail's length
         self.tail += form("debug_trap_block").format(l=label, r=r, name=sym).split("\n")
+
+
+_NO_FACTS = (None, None)     # a variable without facts: its bounds are unknown
 
 
 def _leaf_op_bounds(e, vb):

@@ -223,23 +223,30 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         return vec
 
     def _known_in_bounds(self, buf, indices, lanes) -> bool:
-        """The facts' variable bounds put every index (and the vector's last lane) inside
-        the buffer; otherwise check_indices decides, exactly where it must.  Tested in line:
-        an unknown bound (None) fails its compare with a TypeError, an index that is not a
-        variable has no uid, a symbolic extent is inf."""
+        """Constant indices and variables whose facts bound them inside the buffer (and the
+        vector's last lane) need no more; otherwise check_indices decides, exactly where it
+        must.  A constant is told by its type, so the common paths raise nothing; an
+        unknown bound (None) fails its compare with a TypeError.  A symbolic extent is inf
+        (`_plan`)."""
         if not indices:
             return lanes == 1
+        vb = self.an._bounds
         try:
-            vb = self.an._bounds
-            exts = self._exts[buf.uid]
-            k = 0
-            for idx in indices:
-                b = vb[idx.uid]
-                if b[0] < 0 or b[1] >= exts[k]:
+            for idx, ext in zip(indices, self._exts[buf.uid]):
+                t = type(idx)
+                if t is Var:
+                    b = vb.get(idx.uid)
+                    if b is None:
+                        return False
+                    lo, hi = b
+                elif t is Const:
+                    lo = hi = idx.value
+                else:
                     return False
-                k += 1
-            return b[1] + lanes <= exts[k - 1]      # the vector's lanes run along the last dim
-        except (TypeError, KeyError, AttributeError):
+                if lo < 0 or hi >= ext:
+                    return False
+            return hi + lanes <= ext      # the vector's lanes run along the last dimension
+        except TypeError:
             return False
 
     def store(self, buf, indices, value, cache=""):

@@ -5,9 +5,10 @@ Pure sub-expressions are cached per lexical scope, so a value computed once in a
 block is reused by later statements of the block and its children.  Values that
 read memory or mutable registers are never cached.
 
-val/affine_val/_term_val run once per value, so they write out what new_reg and remember
-do (each such line says which): the helper calls would add ~5% to a build's Python calls,
-a tracked figure (benchmarks/emit_speed.py).
+val runs once per value, so it writes out what new_reg and remember do (each such line says
+which): the helper calls would add to a build's Python calls, a tracked figure
+(benchmarks/emit_speed.py).  An affine form is emitted as val(aff.to_expr()): a walk of its
+own measured no faster (benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -37,20 +38,6 @@ def wrap_int(v: int, dt: DType) -> int:
     bits = dt.bits
     v &= (1 << bits) - 1
     return v - (1 << bits) if dt.kind == "int" and v >> (bits - 1) else v
-
-
-def _wrapped(aff):
-    """A copy of an affine form with every coefficient and the constant wrapped to its type
-    (zero terms dropped): two's complement add and multiply are exact mod 2^bits."""
-    from ..analysis.simplify import Affine
-
-    dt = aff.dtype
-    terms = {}
-    for k, (atom, c) in aff.terms.items():
-        c = wrap_int(c, dt)
-        if c:
-            terms[k] = [atom, c]
-    return Affine(dt, terms, wrap_int(aff.const, dt))
 
 
 _CMP_OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
@@ -124,133 +111,6 @@ class ValueEmitter(ConvertEmitter):
             r = self._emit_expr(e)
         if not self._impure:   # remember(), inline
             self.known[key] = r
-            self._scope_keys[-1].append(key)
-        self._impure |= saved
-        return r
-
-    def affine_val(self, aff) -> str:
-        """Operand of an affine form: what val(aff.to_expr()) gives, without building the
-        expression.  to_expr's chain is ((t1 + t2) - t3) + const with t = atom or
-        atom * |coef|; walking it here emits the same instructions under the same value-table
-        keys (a later val() of the same expression hits), in one call instead of a val and
-        _int_binop recursion per node."""
-        dt = aff.dtype
-        if dt.bits < 32:     # narrow ints re-extend after each op: the general path
-            return self.val(aff.to_expr())
-        dn = dt.name
-        # per node of the chain, bottom-up: (atom, coef, key of its term, key of the node)
-        chain = []
-        nk = None
-        for k, (atom, c) in aff.terms.items():
-            if c:
-                if atom.dtype is not dt:   # a widened atom: to_expr casts it
-                    return self.val(aff.to_expr())
-                if c > 0:
-                    if c == 1:
-                        tk = k
-                    elif c in _SAFE_IMM:
-                        tk = ("mul", k, ("c", c, dn), dn)
-                    else:    # folded past the type's range: the value is mod 2^bits
-                        return self.affine_val(_wrapped(aff))
-                    nk = tk if nk is None else ("add", nk, tk, dn)
-                else:
-                    if c == -1:
-                        tk = k
-                    elif c in _SAFE_IMM:
-                        tk = ("mul", k, ("c", -c, dn), dn)
-                    else:
-                        return self.affine_val(_wrapped(aff))
-                    nk = ("sub", ("c", 0, dn) if nk is None else nk, tk, dn)
-                chain.append((atom, c, tk, nk))
-        const = aff.const
-        if nk is None:
-            return str(const) if const in _SAFE_IMM else str(wrap_int(const, dt))
-        if const:   # the constant's node (no atom)
-            if const not in _SAFE_IMM:
-                return self.affine_val(_wrapped(aff))
-            chain.append((None, const, None,
-                          ("add" if const > 0 else "sub", nk, ("c", abs(const), dn), dn)))
-        known = self.known
-        r = known.get(chain[-1][3])   # val() looks the top node up first, descends on a miss
-        if r is not None:
-            return r
-        # node 1 = atom0 * c0 + (term 1 or const), c0 > 1 not a power of 2, is a mad (which
-        # does not look node 0 up)
-        n = len(chain)
-        c0 = chain[0][1]
-        mad = c0 > 1 and c0 & (c0 - 1) and n > 1 and chain[1][1] > 0
-        start = n - 1
-        while start and not (mad and start == 1):
-            r = known.get(chain[start - 1][3])
-            if r is not None:
-                break
-            start -= 1
-        saved, self._impure = self._impure, False
-        ty, cls, prefix = _INT_REGS.get(dt) or _int_regs(dt)
-        counts, lines, scope = self.reg_counts, self.lines, self._scope_keys[-1]
-        if start == 0:       # node 0: term 0, or 0 - term 0
-            atom, c, tk, key = chain[0]
-            r = self._term_val(atom, c if c > 0 else -c, tk, ty, cls)
-            if c < 0:
-                counts[cls] = i = counts[cls] + 1   # new_reg, inline
-                b, r = r, prefix + str(i)
-                lines.append("    " + form("binary", "sub", ty).format(d=r, a="0", b=b))
-                if not self._impure:
-                    known[key] = r
-                    scope.append(key)
-            start = 1
-        elif start == 1 and mad:
-            x = self.val(chain[0][0])   # before term 1, as in _int_binop's mad
-            atom, c, tk, key = chain[1]
-            b = str(c) if atom is None else self._term_val(atom, c, tk, ty, cls)
-            counts[cls] = i = counts[cls] + 1
-            r = prefix + str(i)
-            lines.append("    " + form("ternary", "mad.lo", ty).format(d=r, a=x, b=c0, c=b))
-            if not self._impure:
-                known[key] = r
-                scope.append(key)
-            start = 2
-        var_reg = self.var_reg
-        for atom, c, tk, key in chain[start:]:   # node j = node j-1 +/- term j
-            m = c if c > 0 else -c
-            if atom is None:
-                b = str(m)
-            elif m == 1 and type(atom) is Var:   # val() raises for an unbound variable
-                b = var_reg.get(atom.uid) or self.val(atom)
-            else:
-                b = self._term_val(atom, m, tk, ty, cls)
-            counts[cls] = i = counts[cls] + 1
-            a, r = r, prefix + str(i)
-            lines.append("    " + form("binary", "add" if c > 0 else "sub", ty)
-                         .format(d=r, a=a, b=b))
-            if not self._impure:
-                known[key] = r
-                scope.append(key)
-        self._impure |= saved
-        return r
-
-    def _term_val(self, atom, m: int, key, ty: str, cls: str) -> str:
-        """Operand of the chain term atom * m (m > 0), as val() of that product would be
-        (cls, the register class, is also the bNN type of a shl).  A variable's register is
-        read inline; val() of an unbound one raises."""
-        if m == 1:
-            return type(atom) is Var and self.var_reg.get(atom.uid) or self.val(atom)
-        known = self.known
-        r = known.get(key)
-        if r is not None:
-            return r
-        saved, self._impure = self._impure, False
-        a = type(atom) is Var and self.var_reg.get(atom.uid) or self.val(atom)
-        counts = self.reg_counts            # new_reg, inline
-        counts[cls] = n = counts[cls] + 1
-        r = _PREFIX[cls] + str(n)
-        if m & (m - 1) == 0:
-            self.lines.append("    " + form("binary", "shl", cls).format(
-                d=r, a=a, b=m.bit_length() - 1))
-        else:
-            self.lines.append("    " + form("binary", "mul.lo", ty).format(d=r, a=a, b=m))
-        if not self._impure:                # remember, inline
-            known[key] = r
             self._scope_keys[-1].append(key)
         self._impure |= saved
         return r

@@ -7,4 +7,4 @@ from __future__ import annotations
 from . import async_copy, copy, mma_sync, tcgen05, tilemath  # noqa: F401  (declare their ops and register their variants)
 from .call import Call
 from .registry import (TileOp, dispatch, evaluate, lower_tile, make_call, register,  # noqa: F401
-                       tile_op, tile_ops, variants)
+                       predicate, tile_op, tile_ops, variants)

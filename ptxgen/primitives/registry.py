@@ -1,17 +1,25 @@
-"""Dispatch registry: variants of a tile op, each a small registered unit.
+"""Dispatch registry: each tile op declared once, with the variants dispatch chooses from.
 
-A variant has a name, a priority and predicates; each predicate returns
-(ok, reason).  Dispatch tries variants by priority (or the one forced with
-`dispatch="name"`); when none applies the error lists every variant's reason, and
-`explain` returns the same table for a call that succeeds, marking the chosen one.
+A `TileOp` is the one declaration of an op: the Call class its variants see, the gate the
+call needs (`requires(call)`: it sees the record, so one op can gate each instruction family
+on its own arch), its variants, and its trace-time front end.  Three calls fill it, in any
+import order (each creates the declaration the first time it names the op):
 
-Every tile op (copy, the tcgen05 ops, and those to come) is declared once with `tile_op`:
-the Call class its variants see and the gate the call needs, `requires(call)` (it sees the
-record, so one op can gate each of its instruction families on its own arch).  A variant
-registered with `record=Cls` is a candidate only for calls whose record is a Cls: the front
-end picks the family (gemm_async: wgmma for a register accumulator, tcgen05 for TMEM),
-dispatch picks the variant within it.  `lower_tile` is the one build-time entry: a traced
-TileCall in, the statements of its chosen variant out.
+- `tile_op(name, call=Cls, requires=gate)` (primitives/): the record class and the gate;
+- `@register(op, name, priority, when=[pred, ...])` (primitives/): a variant;
+- `builder.tile_ops.register(name, fn)` (builder/): the front end `pg.tile.<scope>.<name>`
+  (primitives never import builder, so builder attaches it: `TileOp.front`).
+
+A variant has a name, a priority and predicates; each predicate returns (ok, reason) and
+is a rule with a name (`predicate(name, fn)`, or a plain function: its __name__), which
+explain's rows carry.  A predicate that raises rejects its variant with a row that names the
+rule and the error; the other variants are still tried.  Dispatch tries variants by priority
+(or the one forced with `dispatch="name"`); when none applies the error lists every
+variant's reason, and `explain` returns the same table for a call that succeeds, marking the
+chosen one.  A variant registered with `record=Cls` is a candidate only for calls whose
+record is a Cls: the front end picks the family (gemm_async: wgmma for a register
+accumulator, tcgen05 for TMEM), dispatch picks the variant within it.  `lower_tile` is the
+one build-time entry: a traced TileCall in, the statements of its chosen variant out.
 """
 from __future__ import annotations
 
@@ -21,6 +29,33 @@ from typing import Callable
 
 from ..errors import DispatchError, PtxgenError
 from .call import Call
+
+
+class predicate:
+    """A named rule: `predicate("aligned_16B", fn)`; `fn(call)` returns (ok, reason).  The
+    name is what explain's rows and a raising rule's reason show."""
+    __slots__ = ("name", "fn")
+
+    def __init__(self, name: str, fn: Callable):
+        self.name = name
+        self.fn = fn
+
+    def __call__(self, call):
+        return self.fn(call)
+
+    def __repr__(self):
+        return f"predicate({self.name!r})"
+
+
+def rule_name(pred) -> str:
+    """A predicate's name: its own, or a plain function's __name__ without the underscore."""
+    name = getattr(pred, "name", None)
+    if isinstance(name, str):
+        return name
+    return getattr(pred, "__name__", type(pred).__name__).lstrip("_") or "predicate"
+
+
+ACTIVE_RULE = "all_active"     # the rule of the scope's threads being active (Variant.check)
 
 
 @dataclass
@@ -38,57 +73,83 @@ class Variant:
     def applies(self, call) -> bool:
         return self.record is None or isinstance(call.record, self.record)
 
-    def check(self, call) -> tuple[bool, str]:
+    def judge(self, call) -> tuple[bool, str, str]:
+        """(accepted?, reason, rule): the rule that rejected, or the last that gave a reason.
+        A predicate that raises rejects, its reason naming the error."""
         ok, why = call.all_active
         if not ok:
             if not self.handles_partial:
-                return False, why
+                return False, why, ACTIVE_RULE
             if call.narrowed is None:
                 return False, (f"{why}; which threads are active is not a build-time "
                                f"progression the same in every instance, so the call cannot "
-                               f"run on them alone")
-        last = ""
+                               f"run on them alone"), ACTIVE_RULE
+        last, rule = "", ""
         for pred in self.predicates:
-            ok, why = pred(call)
+            try:
+                ok, why = pred(call)
+            except Exception as e:   # noqa: BLE001 (a broken rule must not stop dispatch)
+                name = rule_name(pred)
+                return False, f"{name} raised {type(e).__name__}: {e}", name
             if not ok:
-                return False, why
-            last = why or last
-        return True, last or "accepted"
+                return False, why, rule_name(pred)
+            if why:
+                last, rule = why, rule_name(pred)
+        return True, last or "accepted", rule
+
+    def check(self, call) -> tuple[bool, str]:
+        return self.judge(call)[:2]
 
 
-_REGISTRY: dict[str, list[Variant]] = {}
+@dataclass(eq=False)
+class TileOp:
+    """The one declaration of a tile op: the Call class its variants see; `requires(call)`,
+    a check the call needs before any variant is asked (an ArchError that names the target
+    and the fix); the target `pg.tile.explain` judges for by default; its variants by
+    priority; its front end (attached by builder/tile_ops).  `declared`: tile_op named it
+    (a name with only a front end, such as mma_accumulator, records no call of its own)."""
+    name: str
+    call: type = Call
+    requires: Callable | None = None
+    explain_arch: str = "sm_90a"
+    variants: list = field(default_factory=list)
+    front: Callable | None = None
+    declared: bool = False
+
+
+_OPS: dict[str, TileOp] = {}
+
+
+def declaration(name: str) -> TileOp:
+    """The declaration of `name`, created empty the first time any of the three calls names
+    it (a variant module may be imported before its op's tile_op)."""
+    op = _OPS.get(name)
+    if op is None:
+        op = _OPS[name] = TileOp(name)
+    return op
 
 
 def register(op: str, name: str, priority: int, *, when=(), forced_only=False,
              handles_partial=False, record=None):
-    """Decorator for the emit function of a variant (`record`: see the module docstring)."""
+    """Decorator for the emit function of a variant of `op` (`when`: its predicates, plain
+    functions or `predicate(name, fn)`; `record`: see the module docstring).  A variant of
+    the same name replaces the earlier one."""
     def deco(fn):
         v = Variant(op, name, priority, list(when), fn, forced_only, handles_partial,
                     (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "", record)
-        variants = [x for x in _REGISTRY.get(op, []) if x.name != name]
-        variants.append(v)
-        variants.sort(key=lambda x: -x.priority)
-        _REGISTRY[op] = variants
+        d = declaration(op)
+        d.variants = sorted([x for x in d.variants if x.name != name] + [v],
+                            key=lambda x: -x.priority)
         return fn
     return deco
 
 
 def variants(op: str, call=None) -> list[Variant]:
     """The variants of `op` by priority; with `call`, only those that apply to its record."""
-    return [v for v in _REGISTRY.get(op, []) if call is None or v.applies(call)]
-
-
-@dataclass(frozen=True)
-class TileOp:
-    """A tile op: the Call class its variants see, and `requires(call)`, a check the call
-    needs before any variant is asked (an ArchError that names the target and the fix)."""
-    name: str
-    call: type = Call
-    requires: Callable | None = None
-    explain_arch: str = "sm_90a"     # the target `pg.tile.explain` judges for by default
-
-
-_OPS: dict[str, TileOp] = {}
+    d = _OPS.get(op)
+    if d is None:
+        return []
+    return [v for v in d.variants if call is None or v.applies(call)]
 
 
 def _call_gate(requires):
@@ -104,20 +165,36 @@ def _call_gate(requires):
 
 
 def tile_op(name: str, call: type = Call, requires=None, explain_arch="sm_90a") -> TileOp:
-    _OPS[name] = op = TileOp(name, call, _call_gate(requires), explain_arch)
+    """Declare the op `name` (its variants and front end may be registered before or after)."""
+    op = declaration(name)
+    op.call, op.requires, op.explain_arch = call, _call_gate(requires), explain_arch
+    op.declared = True
     return op
 
 
 def tile_ops() -> dict:
-    return dict(_OPS)
+    """The declared ops by name."""
+    return {n: op for n, op in _OPS.items() if op.declared}
+
+
+def front_end(name: str):
+    """The front end registered for `name` (None: no `pg.tile.<scope>.<name>`)."""
+    op = _OPS.get(name)
+    return None if op is None else op.front
+
+
+def front_ends() -> list:
+    """The names that have a front end."""
+    return [n for n, op in _OPS.items() if op.front is not None]
 
 
 def make_call(stmt, target, an, block, where="", gate=True) -> Call:
     """The Call of a traced TileCall, after the op's own gate (`gate=False`: explain, which
     shows the variants' verdicts on any target instead)."""
     spec = _OPS.get(stmt.op)
-    if spec is None:
-        raise PtxgenError(f"unknown tile op {stmt.op!r}; tile ops are {', '.join(_OPS)}")
+    if spec is None or not spec.declared:
+        raise PtxgenError(f"unknown tile op {stmt.op!r}; tile ops are "
+                          f"{', '.join(tile_ops())}")
     call = spec.call.of(stmt, target, an, block, where)
     if gate and spec.requires is not None:
         spec.requires(call)
@@ -137,11 +214,15 @@ def lower_tile(stmt, target, an, block) -> list:
 
 @dataclass
 class Row:
+    """One variant's verdict; `rule` names the predicate that decided it (the one that
+    rejected or raised, else the last that gave the reason; "dispatch" for a variant the
+    dispatch= choice left out, "" when no rule spoke)."""
     name: str
     priority: int
     ok: bool
     reason: str
     chosen: bool = False
+    rule: str = ""
 
     def __str__(self):
         mark = "->" if self.chosen else "  "
@@ -178,14 +259,15 @@ def evaluate(op: str, call, forced: str | None = None) -> Explanation:
                             f"{', '.join(names)}")
     for v in variants(op, call):
         if forced is not None and v.name != forced:
-            rows.append(Row(v.name, v.priority, False, f"not requested (dispatch={forced!r})"))
+            rows.append(Row(v.name, v.priority, False, f"not requested (dispatch={forced!r})",
+                            rule="dispatch"))
             continue
         if v.forced_only and forced is None:
             rows.append(Row(v.name, v.priority, False, "only when forced with dispatch="
-                            f"{v.name!r}"))
+                            f"{v.name!r}", rule="dispatch"))
             continue
-        ok, why = v.check(call)
-        row = Row(v.name, v.priority, ok, why)
+        ok, why, rule = v.judge(call)
+        row = Row(v.name, v.priority, ok, why, rule=rule)
         if ok and chosen is None:
             row.chosen = True
             chosen = v
@@ -195,10 +277,12 @@ def evaluate(op: str, call, forced: str | None = None) -> Explanation:
 
 def dispatch(op: str, call, forced: str | None = None) -> Variant:
     """The first accepting variant by priority; the full table is built only on failure."""
-    for v in variants(op, call):
-        if forced is not None and v.name != forced or v.forced_only and forced is None:
+    d = _OPS.get(op)
+    for v in d.variants if d is not None else ():
+        if forced is not None and v.name != forced or v.forced_only and forced is None \
+                or not v.applies(call):
             continue
-        if v.check(call)[0]:
+        if v.judge(call)[0]:
             return v
     table = evaluate(op, call, forced)
     name = table.chosen

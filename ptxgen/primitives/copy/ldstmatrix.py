@@ -34,7 +34,7 @@ from ...ir import Alloc, Buffer, Instr, Let, Mem, SpecialReg, Var, VecOperand
 from ...layout import S, TileLayout, laneid, tid, tid_in_wg
 from ...target import has_opcode
 from ...target.forms import opcode
-from ..registry import register
+from ..registry import predicate, register
 from . import reg as _reg
 from .common import digits_offset, element_address, flat_pointer, reg_elems
 
@@ -233,7 +233,7 @@ def _check(call):
     return True, f"{plan.count} x {plan.opcode()}"
 
 
-@register("copy", "ldstmatrix", 15, when=[_check])
+@register("copy", "ldstmatrix", 15, when=[predicate("ldsm_plan", _check)])
 def emit_ldstmatrix(call):
     """Warp-collective ldmatrix / stmatrix between shared memory and register fragments."""
     plan = call.plan(plan_ldsm)[0]

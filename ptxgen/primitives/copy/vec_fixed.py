@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...dtypes import dtype as _dtype
 from ...ir import Alloc, Buffer
 from ...target import WIDE_VECTOR_BITS, wide_vector_refusal
-from ..registry import register
+from ..registry import predicate, register
 from . import reg as _reg
 from .common import CONTAINERS, element_address, flat_pointer, ld_st_pair, refine, reg_elems
 from .vec_auto import _coalesce, cache_modifiers
@@ -95,7 +95,8 @@ def _make(bits):
         return _emit(call, bits)
 
     emit.__doc__ = f"Exactly one {bits}-bit vector per thread (forced only)."
-    register("copy", f"vec_{bits}b", PRIORITY[bits], when=[pred], forced_only=True)(emit)
+    register("copy", f"vec_{bits}b", PRIORITY[bits], forced_only=True,
+             when=[predicate(f"one_{bits}b_vector", pred)])(emit)
     return emit
 
 

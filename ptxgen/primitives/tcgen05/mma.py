@@ -19,7 +19,7 @@ from ...errors import ArchError, PtxgenError
 from ...ir import Instr, Let, Mem, Var
 from ...target.forms import opcode
 from ..gemm import enable_d
-from ..registry import register
+from ..registry import predicate, register
 from . import common as C
 from .desc import desc_stmts, smem_operand
 from .. import instr_desc
@@ -143,7 +143,7 @@ def _a_in(space):
         if (space == "tmem") != (have == "tmem"):
             return False, f"A is in {have} memory; this variant reads A from {space} memory"
         return True, f"A from {space} memory, B from shared memory, D in TMEM"
-    return pred
+    return predicate(f"a_in_{space}", pred)
 
 
 def _emit_mma(call, a_in_tmem):

@@ -23,7 +23,7 @@ from ...layout import index_grid, per_element
 from ...ir import Instr, Let, SpecialReg, Var, VecOperand, cast
 from ...target.forms import opcode
 from .. import tmem_layout as TL
-from ..registry import register
+from ..registry import predicate, register
 from . import common as C
 from .desc import desc_stmts, smem_operand
 
@@ -175,7 +175,7 @@ def _fits(shape_name):
     def pred(call):
         plan, why = call.plan(_shape_plan, shape_name)
         return plan is not None, why
-    return pred
+    return predicate(f"fits_{shape_name}", pred)
 
 
 def _emit_io(call, shape_name, store):
@@ -262,7 +262,7 @@ def _cp_ok(name):
         if op is None:
             return False, call.record.why.get(name, "no descriptor")
         return True, f"{op.n_steps} x tcgen05.cp.{name} ({op.swizzle}, SBO {op.sbo} B)"
-    return pred
+    return predicate(f"cp_{name}_descriptor", pred)
 
 
 def _emit_cp(call, name):

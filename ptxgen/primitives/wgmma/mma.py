@@ -30,7 +30,7 @@ from .. import mma_desc as md
 from ..copy.common import reg_elems
 from ..copy.reg import pack, unpack
 from ..gemm import enable_d
-from ..registry import register
+from ..registry import predicate, register
 from ..tcgen05.common import reg_ref
 from ..tcgen05.desc import desc_stmts, smem_operand
 from . import fragment as F
@@ -192,7 +192,7 @@ def _a_in(space):
             return False, (f"A is in {'registers' if regs else 'shared memory'}; this variant "
                            f"reads A from {space}")
         return True, f"{call.record.shape}.{call.record.types}, A from {space}, B from shared"
-    return pred
+    return predicate("a_in_" + space.replace(" ", "_"), pred)
 
 
 def _regs(buf, regmap, lo, n):
