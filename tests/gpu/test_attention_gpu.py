@@ -74,7 +74,7 @@ def test_scale_and_gqa_index_heads_without_copies(scale):
 
 
 @pytest.mark.parametrize("bad,msg", [
-    (lambda q, k, v: (q.float(), k, v), "attention: q is torch.float32"),
+    (lambda q, k, v: (q.float(), k, v), "attention: q has dtype float32; it takes bfloat16, float16"),
     (lambda q, k, v: (q.transpose(1, 2), k, v), "attention: q is not contiguous"),
     (lambda q, k, v: (q[..., :32].contiguous(), k[..., :32].contiguous(),
                       v[..., :32].contiguous()), "attention: q has head dimension 32"),
