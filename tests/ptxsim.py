@@ -5,7 +5,7 @@ against numpy.  Registers hold raw bit patterns; every instruction interprets th
 type suffix.  Threads of a CTA run one after another up to each barrier.  Supported: param
 loads, mov/cvta, integer and float arithmetic (.rn), setp/selp, cvt, bfe/bfi, ld/st of
 global/shared/local memory (scalars and vectors, any cache modifiers), branches, bar.sync
-(named barriers with counts), bar.warp.sync, ldmatrix/stmatrix, mma.sync (ptxsim_mma.py), wgmma
+(named barriers with counts, bar.arrive), bar.warp.sync, ldmatrix/stmatrix, mma.sync (ptxsim_mma.py), wgmma
 (ptxsim_wgmma.py), ret; in ptxsim_math.py 16-bit and packed float arithmetic, fma,
 ex2/lg2/rsqrt/rcp/sqrt, every cvt rounding and saturation (float8 included),
 shfl.sync.bfly, redux.sync; and, in ptxsim_async.py, mbarriers, cp.async, bulk and TMA copies
@@ -288,14 +288,18 @@ class Sim(MathOps, AluOps, MmaOps, AsyncOps):
                         for t in lanes:
                             t["wait"] = None
                         released = True
-                elif kind == "named" and len(ts) > count:
-                    raise Trap(f"bar.sync {ident}, {count}: {len(ts)} threads wait on it at "
-                               f"once; more arrivals than the count is undefined on the "
-                               f"hardware (an H200 hangs)")
-                elif kind == "named" and len(ts) == count:
-                    for t in ts:
-                        t["wait"] = None
-                    released = True
+                elif kind == "named":
+                    arr = ctx.setdefault("arrivals", {})
+                    n = len(ts) + arr.get(ident, 0)     # waiters and bar.arrive's
+                    if n > count:
+                        raise Trap(f"bar.sync {ident}, {count}: {n} threads arrive on it at "
+                                   f"once; more arrivals than the count is undefined on the "
+                                   f"hardware (an H200 hangs)")
+                    if n == count:
+                        for t in ts:
+                            t["wait"] = None
+                        arr[ident] = 0
+                        released = True
         return released
 
     # ---- operands ------------------------------------------------------------------------
@@ -371,6 +375,11 @@ class Sim(MathOps, AluOps, MmaOps, AsyncOps):
                 th["pc"] = self.k.labels[ops[0]]
                 continue
             if base == "bar":
+                if parts[1] == "arrive":          # counts towards the barrier, no wait
+                    ident = self._read(th, ctx, ops[0])
+                    arr = ctx.setdefault("arrivals", {})
+                    arr[ident] = arr.get(ident, 0) + 1
+                    continue
                 if parts[1] == "warp":
                     th["wait"] = ("warp", th["lin"] // 32, 0)
                 else:

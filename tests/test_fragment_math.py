@@ -221,3 +221,24 @@ def test_ftz_keeps_a_result_that_rounds_up_to_a_normal_binade():
     y = np.zeros_like(x)
     run(pg.kernel(k, grid=(1,), block=(128,)), [x, y])
     assert np.all(y == 1.0)
+
+
+def test_explain_says_why_the_register_a_form_is_chosen():
+    from ptxgen.primitives.tcgen05 import canonical_layout
+    wg = pg.tile.warpgroup
+    out = {}
+
+    def k(X: pg.Tensor((64, 64), "float32")):
+        pg.thread_id(128)
+        pool = pg.SMEMPool()
+        Vt = pool.alloc((64, 64), "bfloat16", align=1024,
+                        layout=canonical_layout(64, 64, "bfloat16"))
+        pool.commit()
+        o = wg.mma_accumulator((64, 64), "float32")
+        p = wg.mma_a_fragment((64, 64), "bfloat16")
+        out["e"] = str(pg.tile.explain("gemm_async", o, p, Vt, scope="warpgroup"))
+    pg.kernel(k, grid=(1,), block=(128,))
+    assert "wgmma_ss     30  no  A is in registers; this variant reads A from shared memory" \
+        in out["e"]
+    assert "-> wgmma_rs     25  ok  m64n64k16.f32.bf16.bf16, A from registers, B from shared" \
+        in out["e"]

@@ -188,3 +188,31 @@ def test_setmaxnreg_needs_sm90a():
         k.ptx("sm_80")
     assert _msg(e) == ("instruction 'setmaxnreg.dec.sync.aligned.u32' needs one of sm_100a, "
                        "sm_101a, sm_103a, sm_120a, sm_90a; the target is sm_80")
+
+
+def test_named_barrier_arrive_signals_without_waiting():
+    """Ping-pong between two warpgroups: each waits on its own barrier (bar.sync id, 256)
+    and lets the other go (bar.arrive other, 256); in ptxsim both finish, in turn."""
+    def k(Out: pg.Tensor((256,), "int32")):
+        tx = pg.thread_id(256)
+        turn = pg.alloc_shared((1,), "int32")
+        with pg.if_(tx == 0):
+            turn[0] = 0
+        pg.cta_sync()
+        with pg.warpgroup_role(range(0, 2)) as c:
+            with pg.if_(c == 1):
+                pg.named_barrier_arrive(10, 256)          # warpgroup 0 goes first
+            for i in pg.serial(3):
+                pg.named_barrier(10 + c, 256)
+                with pg.if_(tx % 128 == 0):
+                    turn[0] = turn[0] * 2 + c
+                pg.named_barrier_arrive(11 - c, 256)
+            Out[tx] = turn[0]
+    kern = pg.kernel(k, grid=(1,), block=(256,))
+    ptx = kern.ptx("sm_90a")
+    assert re.search(r"bar\.arrive %r\d+, 256;", ptx) and "bar.arrive 10, 256;" in ptx
+    assert "pg.named_barrier_arrive(10, 256)" in str(kern.ir)
+    out = np.zeros(256, np.int32)
+    run(kern, [out])
+    # turns alternate 0, 1, 0, 1, 0, 1: the bits of 0b010101
+    assert int(out[255]) == 0b010101
