@@ -12,7 +12,7 @@ sys.path.insert(0, HERE)
 
 EXAMPLES = ["smem_demo", "dyn_arena", "phase_loop", "let_scalar", "add_one", "grid_stride_copy",
             "smem_pool_demo", "pool_sm100", "gemm_sm100", "gemm_sm80", "async_copy", "rmsnorm",
-            "softmax", "gemm_sm90"]
+            "softmax", "gemm_sm90", "attention"]
 ARCHS = ["sm_80", "sm_90a", "sm_100a"]
 
 
