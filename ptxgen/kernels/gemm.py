@@ -313,6 +313,38 @@ def _padded_k(t, K_pad):
     return z.view(t.dtype)
 
 
+SMALL_M = 128    # up to here the decode path beats the general kernel on every measured
+                 # (N, K) of benchmarks/RESULTS.md ("the decode and fp8 GEMM series")
+
+
+def _small_m_accepts(plan: GemmPlan, device):
+    if plan.M > SMALL_M:
+        return False, f"M = {plan.M} > {SMALL_M}: the general kernel's tiles fill the SMs"
+    if plan.fast_accum:
+        return False, "fast_accum: the decode path always promotes fp8 partial sums"
+    if plan.BN or plan.STAGES:
+        return False, "BN / STAGES name the general kernel's tiles"
+    if plan.K_pad != plan.K or plan.N % 8:
+        return False, "K or N breaks TMA's 16-byte row pitch (the general path pads)"
+    return True, ""
+
+
+@path("small_m", _small_m_accepts)
+def _run_small_m(plan: GemmPlan, prepared, a, b, scale_a, scale_b, out):
+    """A / B swapped so the tokens sit on wgmma's N, split-K over the SMs (gemm_small_m.py)."""
+    from .gemm_small_m import gemm_small_m
+    a, b = a.contiguous(), b.contiguous()
+    if a.data_ptr() % 16:
+        a = a.clone()
+    if b.data_ptr() % 16:
+        b = b.clone()
+    d = out if out.data_ptr() % 16 == 0 else out.new_empty(out.shape)
+    gemm_small_m(a, b, d, scale_a=scale_a, scale_b=scale_b)
+    if d is not out:
+        out.copy_(d)
+    return out
+
+
 @path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
 def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
@@ -366,7 +398,8 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     (wgmma's own fp8 accumulation, 128 x 256 tiles: cuBLAS's use_fast_accum=True).
     `out` (checked: (M, N), the result's dtype, a's device) is written and returned.
     BN: 256 (192 for promoted fp8), or 128 when wide tiles would leave SMs idle (small
-    M * N).  Inside torch.compile it is torch.ops.ptxgen.gemm."""
+    M * N).  M <= 128 (without fast_accum or forced tiles) takes the decode path of
+    gemm_small_m.py.  Inside torch.compile it is torch.ops.ptxgen.gemm."""
     if compiling():
         return traced("gemm", (a, b), out, scale_a=scale_a, scale_b=scale_b,
                       fast_accum=fast_accum, BN=BN, STAGES=STAGES)

@@ -214,3 +214,21 @@ def test_small_shape_of_each_path(torch):
     ref8 = a8.float() @ b8.float().T
     assert (out.float() - ref8).abs().max().item() <= 0.01 * ref8.abs().max().item()
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("M", [1, 16, 100, 128, 129])
+def test_gemm_routes_small_m_to_the_decode_path(torch, M):
+    """ptxgen.kernels.gemm takes the decode path up to M = 128 and the general kernel above,
+    each within 2x cuBLAS's error against fp64."""
+    import importlib
+    G = importlib.import_module("ptxgen.kernels.gemm")      # the module, not the function
+    a = torch.randn(M, 4096, device="cuda").to(torch.bfloat16)
+    b = torch.randn(1024, 4096, device="cuda").to(torch.bfloat16)
+    name, _, _ = G._choose(G.gemm_plan(G.meta_of(a), G.meta_of(b)), a.device)
+    assert name == ("small_m" if M <= 128 else "sm90")
+    out = torch.full((M, 1024), float("nan"), device="cuda", dtype=torch.bfloat16)
+    G.gemm(a, b, out)
+    ref = a.double() @ b.double().T
+    err = (out.double() - ref).abs().max().item()
+    lib = ((a @ b.T).double() - ref).abs().max().item()
+    assert err <= 2 * lib, (err, lib)
