@@ -93,12 +93,6 @@ def assigned_name(default: str, at: Site | None = None) -> str:
     return default if name is None else name
 
 
-def loop_var_name(default: str = "i", at: Site | None = None) -> str:
-    """The target of the user's `for name in pg.serial(...)` line."""
-    name = (at or user_site(3)).loop_var
-    return default if name is None else name
-
-
 def fail(msg: str) -> TraceError:
     """A TraceError located at the user's line (raise the returned object); while the
     parameters are made, that is the kernel's first line."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 from ...ir import Const, Instr
 from ...target.forms import opcode
 from ..registry import register
-from .common import guarded, scope_sync
+from ..tcgen05.common import guarded
+from .common import scope_sync
 
 
 def _groups_ok(call):

@@ -60,10 +60,6 @@ class TensorMapSpec:
         return {"UINT8": 1, "UINT16": 2, "FLOAT16": 2, "BFLOAT16": 2}.get(self.data_type, 0) \
             or (8 if "64" in self.data_type else 4)
 
-    @property
-    def box_bytes(self) -> int:
-        return math.prod(self.box) * self.elem_bytes
-
     def describe(self) -> str:
         return (f"tensor map of {self.tensor}: box {'x'.join(map(str, self.box))} "
                 f"{self.dtype}, swizzle {self.swizzle}")
