@@ -393,7 +393,8 @@ PIPELINE = textwrap.dedent(r'''
     from ptxgen.errors import CudaError, LaunchError
     from ptxgen.runtime import driver, Module
     from ptxgen.runtime.args import _fmt
-    import _mockcuda, async_cases as ac
+    import _mockcuda
+    from support import async_cases as ac
 
     mock = _mockcuda.Mock(ctypes.CDLL("libcuda.so.1"))   # the library the driver loaded
     out = {"backend": driver.backend(), "arch": driver.device_arch(0),

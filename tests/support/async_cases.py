@@ -1,5 +1,5 @@
 """Kernels of the asynchronous-copy tests and their numpy references, shared by the CPU tests
-(tests/test_async*.py, through tests/ptxsim.py) and the GPU tests (tests/gpu/test_async_gpu.py).
+(tests/test_async*.py, through tests/support/ptxsim.py) and the GPU tests (tests/gpu/test_async_gpu.py).
 
 Each case is `(kernel, arrays, scalars, outputs, expected)`: `arrays` are the tensor arguments
 (inputs random, outputs poisoned with 0xA5 bytes), `scalars` the scalar ones, `outputs` the
@@ -296,7 +296,7 @@ def dsmem_case(rng, n):
 
 # ---- running ----------------------------------------------------------------------------------
 def run_sim(case):
-    import ptxsim
+    from . import ptxsim
 
     k, arrays, scalars, outs, want = case
     arrays = [x.copy() for x in arrays]

@@ -1,4 +1,4 @@
-"""Issue 17, item 10: `ptxgen dump` failures are one line (file, line, what) and a non-zero
+"""`ptxgen dump` failures are one line (file, line, what) and a non-zero
 exit, never a traceback; two kernels writing one file are an error; an unwritable
 PTXGEN_DUMP_DIR is a warning."""
 import subprocess

@@ -1,4 +1,4 @@
-"""Issue 17, item 4: addresses before the base or past the end.  Negative elem_offsets and
+"""Addresses before the base or past the end.  Negative elem_offsets and
 layouts reaching below 0 on storage a buffer owns, views outside their storage, and loads,
 stores and tile regions whose index some thread provably takes out of bounds.  The index
 proof is exact (analysis/ranges.py): guarded accesses the guard keeps in bounds, and indices
@@ -7,11 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
-import ptxsim
+from support import ptxsim
 
 import ptxgen as pg
 from ptxgen.layout import S, TileLayout
-from _reliability import build, fails, kernel
+from support.located import build, fails, kernel
 
 
 def _oob(idx, buf, dim, ext, reach, where):

@@ -14,7 +14,7 @@ import numpy as np
 
 import ptxgen as pg
 from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout, laneid, tid
-import tilemath_ref as R
+from . import tilemath_ref as R
 
 BLOCK = {"thread": 1, "warp": 32, "warpgroup": 128, "cta": 96}
 

@@ -1,10 +1,10 @@
-"""Issue 17, item 6: a barrier under an if_/else_/while_ condition that provably differs
+"""A barrier under an if_/else_/while_ condition that provably differs
 between the threads it waits for (the CTA for cta_sync, a warp for warp_sync and named
 barriers) is rejected; uniform, warp-uniform and memory-dependent conditions pass."""
 import pytest
 
 import ptxgen as pg
-from _reliability import fails, kernel
+from support.located import fails, kernel
 
 
 def _msg(what, cond, group, why):

@@ -1,11 +1,11 @@
-"""Issue 17, item 5: a read-only-path (.nc) load of storage the same kernel writes is an error:
+"""A read-only-path (.nc) load of storage the same kernel writes is an error:
 the non-coherent cache may serve data from before the kernel's own writes."""
 import warnings
 
 import pytest
 
 import ptxgen as pg
-from _reliability import at, fails, kernel
+from support.located import at, fails, kernel
 
 MSG = ("'{buf}' is loaded through the read-only data path (cache_hint 'nc', ld.global.nc) but "
        "this kernel also writes it (at {w}); that cache is not coherent with the kernel's own "
@@ -55,7 +55,7 @@ def test_tile_copy_nc_and_raw_store():
 
 def test_nc_of_a_read_only_input_is_fine():
     import numpy as np
-    import ptxsim
+    from support import ptxsim
 
     def k(A: pg.Tensor((128,), "float32"), B: pg.Tensor((128,), "float32")):
         tx = pg.thread_id(32)

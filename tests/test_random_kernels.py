@@ -1,5 +1,5 @@
-"""Issue 17, the property: random small kernels (layouts, regions, scopes, dtypes, guards,
-loops) either build and run bit-exact in tests/ptxsim.py against a numpy model of the same
+"""Random small kernels (layouts, regions, scopes, dtypes, guards,
+loops) either build and run bit-exact in tests/support/ptxsim.py against a numpy model of the same
 program, or raise a ptxgen error.  Never a bare exception, never an out-of-bounds access in
 the interpreter (it traps on one: red zones around every array).  Element programs are
 decidable (every index is a function of the thread id and a constant-range loop), so there the
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen as pg
-import ptxsim
+from support import ptxsim
 from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout
 
 NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int8": np.int8,

@@ -1,4 +1,4 @@
-"""wgmma.mma_async for the PTX interpreter (tests/ptxsim.py), modelled from the PTX ISA alone.
+"""wgmma.mma_async for the PTX interpreter (tests/support/ptxsim.py), modelled from the PTX ISA alone.
 
 An independent oracle for the library's wgmma lowering: it decodes the 64-bit descriptors bit
 by bit (ISA "Matrix Descriptor Format"), reads each element at the address the ISA's
@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from ptxsim_alu import Trap, Unsupported
+from .ptxsim_alu import Trap, Unsupported
 
 _SWZ = {0: 0, 1: 128, 2: 64, 3: 32}           # descriptor bits 62-63 -> swizzle span (bytes)
 _BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1}

@@ -1,9 +1,9 @@
-"""Issue 17, item 3: division or modulo by a constant zero and shift counts outside 0..bits-1,
+"""Division or modulo by a constant zero and shift counts outside 0..bits-1,
 in indices and in values, whether written as literals or made constant by unrolling or a let."""
 import pytest
 
 import ptxgen as pg
-from _reliability import build, fails
+from support.located import build, fails
 
 
 @pytest.mark.parametrize("dt", ["int32", "int64", "uint32"])

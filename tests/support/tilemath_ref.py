@@ -3,7 +3,7 @@
 Arrays hold each dtype's bits: bfloat16 as uint16, float8 as uint8 (numpy has neither);
 float4_e2m1fn as packed bytes in memory (two elements a byte, the first in the low nibble),
 its codes one uint8 each where a function says so (`fp4_codes` / `fp4_pack` convert).
-Exact references round with `round_bits` (tests/ptxsim_math.py): Fractions rounded to a
+Exact references round with `round_bits` (tests/support/ptxsim_math.py): Fractions rounded to a
 format with any PTX rounding mode; the transcendentals are compared within stated bounds.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ptxsim_math import cvt_nan, cvt_value, decode, int_nan, round_bits
+from .ptxsim_math import cvt_nan, cvt_value, decode, int_nan, round_bits
 
 NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
       "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,

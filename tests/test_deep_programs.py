@@ -1,4 +1,4 @@
-"""Issue 17, item 8: deep programs build (a 3,000-term expression made in a Python loop, 800
+"""Deep programs build (a 3,000-term expression made in a Python loop, 800
 nested pg.if_s, their IR prints) and run correctly; one too deep even for ptxgen/deep.py is a
 located error, never a RecursionError."""
 import sys
@@ -6,10 +6,10 @@ from contextlib import ExitStack
 
 import numpy as np
 import pytest
-import ptxsim
+from support import ptxsim
 
 import ptxgen as pg
-from _reliability import fails
+from support.located import fails
 
 
 def test_3000_term_float_sum():

@@ -1,4 +1,4 @@
-"""Issue 17, item 12: an error names the user's line even when contextlib (or another
+"""An error names the user's line even when contextlib (or another
 standard-library frame) stands between it and ptxgen, and the Python errors a new user meets
 (operators a tensor or region lacks, a wrong argument to a pg call, ...) are ptxgen errors."""
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 
 import ptxgen as pg
-from _reliability import fails, kernel, line_of
+from support.located import fails, kernel, line_of
 
 
 def test_errors_inside_with_blocks_name_the_user_line():
@@ -103,7 +103,7 @@ def test_annotation_errors_name_their_line():
     with pytest.raises(pg.PtxgenError) as ei:
         def k(A: pg.Tensor((32,), "floatt")):                  # at: ann
             pass
-    from _reliability import at
+    from support.located import at
 
     assert str(ei.value).startswith(f"{at('ann')}: unknown dtype 'floatt'")
     # bool tensors are one byte per element on main (DType.storage_bits): tile casts take them
@@ -126,7 +126,7 @@ def test_an_error_inside_a_branch_is_located_once():
                 pg.tile.cta.copy(A[0:1, 0:32], A[1:2, 0:32],   # at: copy
                                  dispatch="vec_auto")   # declines with 3 of 32 threads active
 
-    from _reliability import at
+    from support.located import at
 
     with pytest.raises(pg.DispatchError) as ei:
         kernel(k).ptx("sm_90a")

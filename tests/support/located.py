@@ -1,5 +1,5 @@
-"""Helpers of the tests/test_reliability_*.py files: the user's line of a marked statement,
-and an exact error check."""
+"""The exact located-error check of the build-time checks' tests: the user's line of a
+statement marked `# at: tag`, and an error whose text is exactly "<that line>: message"."""
 import inspect
 import os
 import sys

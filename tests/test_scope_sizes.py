@@ -1,9 +1,9 @@
-"""Issue 17, item 1: a warp or warpgroup primitive needs whole warps / warpgroups of the block
+"""A warp or warpgroup primitive needs whole warps / warpgroups of the block
 (a partial one would copy part of the tile and skip the rest)."""
 import pytest
 
 import ptxgen as pg
-from _reliability import build, fails
+from support.located import build, fails
 
 
 def _copy(scope, shape=(32, 32), dtype="float32"):

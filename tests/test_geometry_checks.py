@@ -1,10 +1,10 @@
-"""Issue 17, item 7: launch geometry is checked when the kernel is traced, from the decorator,
+"""Launch geometry is checked when the kernel is traced, from the decorator,
 pg.launch or the declared extents: at most 1024 threads a CTA, (1024, 1024, 64) per dimension,
 positive grid dimensions with x < 2**31 and y, z < 65536."""
 import pytest
 
 import ptxgen as pg
-from _reliability import fails
+from support.located import fails
 
 
 def _k(A: pg.Tensor((32,), "float32")):

@@ -1,4 +1,4 @@
-"""mma.sync for tests/ptxsim.py: one warp's m16n8k16 / m16n8k32 (.row.col) as a mixin of Sim.
+"""mma.sync for tests/support/ptxsim.py: one warp's m16n8k16 / m16n8k32 (.row.col) as a mixin of Sim.
 
 Written from the PTX ISA's fragment tables (groupID g = lane // 4, t = lane % 4), not from
 ptxgen's own tables, so a wrong fragment layout in ptxgen shows up as a wrong product:
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptxsim_alu import Unsupported, _bf16, _f16, _f32, _f32_bits, _mask, _signed
+from .ptxsim_alu import Unsupported, _bf16, _f16, _f32, _f32_bits, _mask, _signed
 
 
 def _e4m3(b):

@@ -1,10 +1,10 @@
-"""Issue 17, item 2: what a body binds (pg.let, local_scalar, allocations, views, thread ids)
+"""What a body binds (pg.let, local_scalar, allocations, views, thread ids)
 is dead after the body: threads that skipped it (or a loop that ran no iteration) never wrote
 it.  Rejected at the use, like a loop variable after its loop."""
 import pytest
 
 import ptxgen as pg
-from _reliability import at, fails, kernel
+from support.located import at, fails, kernel
 
 SKIP = "threads that skipped the body never wrote it"
 NONE = "it is unset when the loop runs no iteration"
@@ -97,7 +97,7 @@ def test_tile_copy_of_a_buffer_from_a_closed_body():
 
 def test_bindings_before_and_inside_stay_valid():
     import numpy as np
-    import ptxsim
+    from support import ptxsim
 
     def k(A: pg.Tensor((32,), "int32")):
         tx = pg.thread_id(32)

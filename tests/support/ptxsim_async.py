@@ -1,4 +1,4 @@
-"""The asynchronous half of tests/ptxsim.py: mbarriers, cp.async, bulk and TMA copies, clusters.
+"""The asynchronous half of tests/support/ptxsim.py: mbarriers, cp.async, bulk and TMA copies, clusters.
 
 Completion is modelled as *late* as the PTX rules allow, so a kernel that reads data before
 waiting for it sees stale bytes and fails its test: a copy into shared memory lands when a
@@ -17,7 +17,7 @@ import struct
 
 import numpy as np
 
-from ptxsim_alu import Trap, Unsupported
+from .ptxsim_alu import Trap, Unsupported
 
 _MAGIC = b"PGTM"
 _SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}

@@ -1,8 +1,10 @@
 """Test helper: assemble PTX text with nvJitLink in-process (no system ptxas)."""
-from cuda.bindings import nvjitlink as nj
 
 
 def assemble(ptx: str, arch: str) -> tuple[bool, str]:
+    # imported here: a test file that only imports this module should not load cuda-bindings
+    from cuda.bindings import nvjitlink as nj
+
     h = nj.create(2, [f"-arch={arch}", "-verbose"])
     try:
         data = ptx.encode()

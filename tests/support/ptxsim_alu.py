@@ -1,4 +1,4 @@
-"""The value semantics of tests/ptxsim.py: bit-pattern helpers and the ALU instructions
+"""The value semantics of tests/support/ptxsim.py: bit-pattern helpers and the ALU instructions
 (integer and float arithmetic, logic, shifts, setp/selp, bfe/bfi, cvt), as a mixin of Sim."""
 from __future__ import annotations
 

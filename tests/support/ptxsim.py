@@ -19,11 +19,11 @@ import re
 
 import numpy as np
 
-from ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  # noqa: F401
-                        _reg_bits, _signed)
-from ptxsim_async import AsyncOps, cluster_sregs, tensor_map_blob
-from ptxsim_mma import MmaOps
-from ptxsim_math import MathOps
+from .ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  # noqa: F401
+                         _reg_bits, _signed)
+from .ptxsim_async import AsyncOps, cluster_sregs, tensor_map_blob
+from .ptxsim_mma import MmaOps
+from .ptxsim_math import MathOps
 
 
 _REDZONE = 256     # bytes of no array before each shared/local array
@@ -283,7 +283,7 @@ class Sim(MathOps, AluOps, MmaOps, AsyncOps):
                 elif kind == "wgmma":
                     lanes = [t for t in live if t["lin"] // 128 == ident]
                     if len(lanes) == 128 and all(t["wait"] == key for t in lanes):
-                        from ptxsim_wgmma import mma_async
+                        from .ptxsim_wgmma import mma_async
                         mma_async(self, sorted(lanes, key=lambda t: t["lin"]), ctx, count)
                         for t in lanes:
                             t["wait"] = None

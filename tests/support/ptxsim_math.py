@@ -1,4 +1,4 @@
-"""The float formats and math instructions of tests/ptxsim.py (a mixin of Sim, before AluOps).
+"""The float formats and math instructions of tests/support/ptxsim.py (a mixin of Sim, before AluOps).
 
 Formats are modelled exactly: values are Fractions, `round_bits` rounds one to a format with
 any PTX rounding mode (and .satfinite), so conversions, 16-bit and packed arithmetic and fma
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from ptxsim_alu import _WIDTH, Unsupported, _mask, _signed
+from .ptxsim_alu import _WIDTH, Unsupported, _mask, _signed
 
 # name: (exponent bits, mantissa bits, has inf)  (float8_e4m3fn: no inf, NaN = all ones;
 # float4_e2m1fn, "e2m1": no inf and no NaN, every code a number: ±{0, 0.5, 1, 1.5, 2, 3, 4, 6})
