@@ -24,7 +24,8 @@ _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
 
 
 # The standard library's directory: that of its pure modules (linecache is one, and unlike
-# os never frozen), which is sysconfig's "stdlib" path; importing sysconfig costs ~1 ms.
+# os never frozen), which is sysconfig's "stdlib" path without importing sysconfig for it
+# (that import would slow `import ptxgen`; benchmarks/RESULTS.md has the figure).
 _STDLIB = (os.path.dirname(os.path.normpath(os.path.abspath(linecache.__file__))) + os.sep,)
 _IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen or the standard library
 _SITES: dict = {}       # (co_filename, line) -> Site
