@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..dtypes import REG_CLASSES, DType, reg_class
 from ..dtypes import REG_PREFIX as _PREFIX
+from ..analysis.simplify import Affine
 from ..errors import PtxgenError, TraceError
 from ..ir import (BOOL, BinOp, BufferPtr, Cast, Const, Load, Not, Select, SpecialReg, Var,
                   expr_key)
@@ -42,8 +43,6 @@ def wrap_int(v: int, dt: DType) -> int:
 def _wrapped(aff):
     """A copy of an affine form with every coefficient and the constant wrapped to its type
     (zero terms dropped): two's complement add and multiply are exact mod 2^bits."""
-    from ..analysis.simplify import Affine
-
     dt = aff.dtype
     terms = {}
     for k, (atom, c) in aff.terms.items():
