@@ -1,8 +1,6 @@
 """What a body binds (pg.let, local_scalar, allocations, views, thread ids)
 is dead after the body: threads that skipped it (or a loop that ran no iteration) never wrote
 it.  Rejected at the use, like a loop variable after its loop."""
-import pytest
-
 import ptxgen as pg
 from support.located import at, fails, kernel
 

@@ -3,8 +3,6 @@ layouts reaching below 0 on storage a buffer owns, views outside their storage, 
 stores and tile regions whose index some thread provably takes out of bounds.  The index
 proof is exact (analysis/ranges.py): guarded accesses the guard keeps in bounds, and indices
 that cannot be decided, are accepted."""
-import warnings
-
 import numpy as np
 import pytest
 from support import ptxsim

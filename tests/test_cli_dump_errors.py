@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import ptxgen as pg
 from ptxgen.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

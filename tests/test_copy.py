@@ -1,5 +1,4 @@
 """Copy dispatch, vec_auto gmem_smem and fallback: chosen forms, reasons, model."""
-import math
 import re
 import warnings
 

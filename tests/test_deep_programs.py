@@ -5,7 +5,6 @@ import sys
 from contextlib import ExitStack
 
 import numpy as np
-import pytest
 from support import ptxsim
 
 import ptxgen as pg

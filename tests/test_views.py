@@ -1,6 +1,5 @@
 """Views at the builder level: views, permute, local, swizzled element indexing, errors."""
 import re
-import sys
 
 import pytest
 
