@@ -11,8 +11,8 @@ copy_ in the same run (benchmarks/grid_stride_variants.timeit), each checked bit
   cpa   cp.async loads by every thread L tiles ahead, TMA stores by thread 0
   batch one thread loads all S stages, then stores all S, waits until they are read
 
-CASES is the list each run times (logs in benchmarks/logs/s3/tma_sweep_*.txt hold the three
-lists of the third session of 2026-12-02; benchmarks/logs/s4/ the fourth session's).
+CASES is the list each run times (the third and fourth sessions' lists and figures are in
+benchmarks/RESULTS.md; their logs were not kept).
 
     python benchmarks/tma_ring_variants.py [case index ...]   # on an sm_90+ GPU
     python benchmarks/tma_ring_variants.py --build            # CPU: build every case
@@ -328,7 +328,7 @@ def bulk(CH, S, c, P=0, tensor=False):
 def batch(R, C, S, c):
     CASES.append((f"batch {R}x{C} S{S} c{c}", None, lambda n: batch_ring(R, C, S, c, name=n), C))
 
-# the fourth session's list (its first call timed hA/hB beside the ring: logs/s4/hybrid.txt)
+# the fourth session's list (its first call timed hA/hB beside the ring)
 ring(16, 32, 8, 4)
 cpa(64, 32, 8, 5, 2)
 cpa(32, 32, 8, 5, 4)

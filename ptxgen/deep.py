@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from .errors import TraceError
+
 LIMIT = 200_000          # Python frames allowed while a deep program is handled
 STACK = 1 << 30          # bytes of C stack of the thread that handles it (virtual memory)
 
@@ -59,8 +61,6 @@ def run_deep(fn, *args):
 
 def too_deep(where: str, what: str):
     """The error for a program still too deep for run_deep (`where`: the user's file:line)."""
-    from .errors import TraceError
-
     return TraceError(f"{where + ': ' if where else ''}{what} nests too deeply for ptxgen (more "
                       f"than {LIMIT} Python frames); bind parts of long expressions with pg.let "
                       f"or flatten nested blocks")

@@ -32,7 +32,8 @@ class DType:
     (fp8/fp4: bits only), "bool" or "handle"; `bits` of one lane.  The derived facts are
     computed once (dtypes are interned; the emitter reads them per node): `scalar` is the
     lane type of a vector, `storage_bits` the bits in memory (a bool takes one byte).  Written
-    out rather than a frozen @dataclass, whose generated methods cost ~0.7 ms of the import."""
+    out rather than a frozen @dataclass, whose generated methods slow the import
+    (benchmarks/RESULTS.md, "Import without @dataclass")."""
 
     def __init__(self, name: str, kind: str, bits: int, lanes: int = 1):
         init = object.__setattr__

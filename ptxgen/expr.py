@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from .deep import run_deep
 from .dtypes import DType, dtype
 from .errors import TraceError
 
@@ -119,8 +120,6 @@ class Expr:
         try:
             return TEXT.expr(self)
         except RecursionError:   # a very deep expression (ptxgen/deep.py)
-            from .deep import run_deep
-
             return run_deep(TEXT.expr, self)
 
 

@@ -1,7 +1,3 @@
-import os
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for p in (os.path.join(ROOT, "tests"), os.path.join(ROOT, "examples")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+"""tests/ has no __init__.py, so pytest (import mode "prepend") puts this directory on sys.path
+when it loads this conftest: the helpers import as `support.x` and the fakes as `_fakecuda`,
+from tests/gpu/ too.  examples/ comes from `pythonpath` in pyproject.toml."""

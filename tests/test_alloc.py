@@ -8,7 +8,7 @@ import re
 import pytest
 
 import ptxgen as pg
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.alloc import MAX_DYNAMIC_SMEM, Resources, SMEMPool, resources_of
 from ptxgen.alloc import swizzle as swz
 from ptxgen.errors import ArchError, LayoutError, PtxgenError, ResourceError, TraceError

@@ -6,7 +6,7 @@ import re
 import pytest
 
 import ptxgen as pg
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.alloc import SMEMPool, TMEMPool, check_tmem_live
 from ptxgen.errors import ArchError, PtxgenError, ResourceError
 

@@ -6,8 +6,8 @@ import pytest
 import ptxgen as pg
 from ptxgen.errors import ArchError, DispatchError, PtxgenError, TraceError
 from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout
-from async_cases import (bulk_kernel, cp_async_kernel, dsmem_kernel, multicast_kernel,
-                         tma_load_kernel, tma_store_kernel)
+from support.async_cases import (bulk_kernel, cp_async_kernel, dsmem_kernel, multicast_kernel,
+                                 tma_load_kernel, tma_store_kernel)
 
 M = pg.var("M")
 
@@ -155,7 +155,7 @@ def test_cluster_ids_and_sync():
         assert s in ptx
     with pytest.raises(ArchError, match="cluster"):
         k.ptx("sm_80")
-    import ptxsim
+    from support import ptxsim
     o = np.zeros(8, np.int32)
     ptxsim.run(k, [o])
     assert list(o) == [r + c * 10 + r * 100 for c in range(2) for r in range(4)]
@@ -342,8 +342,6 @@ def test_pipeline_rules():
 def test_tma_declines_an_unaligned_constant_inner_start():
     """The innermost box start must be a multiple of 16 bytes (an unaligned one faults on the
     H200); a constant start says so at build time and names the fix."""
-    import async_cases  # noqa: F401  (tests/ on the path, as for the other async tests)
-
     seen = {}
 
     def k(A: pg.Tensor((40, 96), "float32"), O: pg.Tensor((16, 16), "float32")):

@@ -1,14 +1,14 @@
-"""The asynchronous copies checked by their results on the CPU (tests/ptxsim.py models TMA
+"""The asynchronous copies checked by their results on the CPU (tests/support/ptxsim.py models TMA
 boxes, swizzles, zero fill and clipping, multicast, cp.async and bulk groups, clusters), and
 every kernel assembled by nvJitLink for sm_90a and sm_100a (cp.async also for sm_80).  The
 same cases run on the GPU in tests/gpu/test_async_gpu.py."""
 import numpy as np
 import pytest
 
-import async_cases as ac
+from support import async_cases as ac
 import ptxgen as pg
 from ptxgen.layout import S, ComposeLayout, Swizzle, TileLayout
-from _asm import assemble
+from support.asm import assemble
 
 RNG = np.random.default_rng(15)
 
@@ -114,7 +114,7 @@ def test_a_load_read_before_its_wait_sees_stale_data():
     threads read the tile before waiting reads stale bytes (here thread 0, which runs first),
     so the tests above do check the waits."""
     import ptxgen as pg
-    import ptxsim
+    from support import ptxsim
 
     def k(A: pg.Tensor((16, 64), "float16"), O: pg.Tensor((16, 64), "float16")):
         tx = pg.thread_id(128)
@@ -138,7 +138,7 @@ def test_a_load_read_before_its_wait_sees_stale_data():
 def test_pipeline_example_and_warpgroup_consumers():
     import async_copy as ex
     import ptxgen as pg
-    import ptxsim
+    from support import ptxsim
     from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout
 
     rows = 1000
@@ -215,7 +215,7 @@ def test_everything_assembles(arch):
 def test_bench_kernels():
     """`ptxgen bench copy`'s tma_ring (ragged ROWS, stages refilled behind the stores) and
     cp_async streams, on the simulator."""
-    import ptxsim
+    from support import ptxsim
     from ptxgen.bench.async_kernels import cp_async_stream_kernel, ring_shape, tma_ring_kernel
 
     assert ring_shape("float16", (128, 64)) == (8, 1) and ring_shape("float16", (32, 32)) == (8, 8)

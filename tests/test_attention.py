@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from ptxsim import run
+from support.ptxsim import run
 from ptxgen.kernels.attention import BM, HEAD_DIMS, LOG2E, make_attention
 
 

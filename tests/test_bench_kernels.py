@@ -6,7 +6,7 @@ import pytest
 
 import ptxgen as pg
 
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.bench.copy_kernels import (forced_vec_copy_kernel, ldstmatrix_copy_kernel,
                                        register_copy_kernel, register_tile_layout,
                                        streaming_copy_kernel)

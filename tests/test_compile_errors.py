@@ -1,4 +1,4 @@
-"""Issue 6: a JIT/assembly failure names the PTX line, the IR statement, the user's line and a
+"""A JIT/assembly failure names the PTX line, the IR statement, the user's line and a
 repro command; an arch mismatch is a ptxgen error before ptxas."""
 import re
 import threading

@@ -1,5 +1,4 @@
-"""Issue 5: copy dispatch, vec_auto gmem_smem and fallback: chosen forms, reasons, model."""
-import math
+"""Copy dispatch, vec_auto gmem_smem and fallback: chosen forms, reasons, model."""
 import re
 import warnings
 
@@ -9,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen as pg
 from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout
-from _asm import assemble
+from support.asm import assemble
 
 
 def roundtrip(shape, dtype, region=None, scope="warp", block=32, smem_layout=None, a_kw=None,

@@ -1,4 +1,4 @@
-"""Copy variants vec_16b..vec_256b, ldstmatrix and vec_auto's reg path (issue 5).
+"""Copy variants vec_16b..vec_256b, ldstmatrix and vec_auto's reg path.
 
 Exact PTX forms, nvJitLink assembly per target, exact rejection reasons, and numpy models:
 the register partition moves every element exactly once with aligned vectors, and a
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ptxgen as pg
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.errors import DispatchError, PtxgenError
 from ptxgen.layout import (ComposeLayout, S, Swizzle, TileLayout, laneid, tid, tid_in_wg,
                            wid_in_wg)

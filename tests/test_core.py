@@ -1,10 +1,10 @@
-"""Issue 2: builder -> IR -> PTX, exact forms and exact error messages."""
+"""Builder -> IR -> PTX, exact forms and exact error messages."""
 import re
 
 import pytest
 
 import ptxgen as pg
-from _asm import assemble
+from support.asm import assemble
 
 ARCHS = ("sm_80", "sm_90a", "sm_100a")
 

@@ -1,6 +1,6 @@
 """pg.debug_bounds: every index checked, trap with the buffer name; off = identical PTX."""
 import ptxgen as pg
-from _asm import assemble
+from support.asm import assemble
 
 
 def make():

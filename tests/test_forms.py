@@ -162,7 +162,7 @@ def _kernels():
     yield "8-bit registers", lambda: reg_kernel(
         (32, 16), "int8", TileLayout(S[(32, 16):(1 @ laneid, 1)]), "warp", 32).ptx("sm_90a")
     yield "tmem_copy, A from TMEM, inval, prefetch", lambda: _tcgen05_misc().ptx("sm_100a")
-    import gemm_cases as G
+    from support import gemm_cases as G
     for c in (G.Case(), G.Case(a_regs=True, ab="float8_e4m3fn", swizzle="64B", ksteps=2),
               G.Case(ab="float16", d="float16")):
         yield f"wgmma {c.name}", lambda c=c: G.make_kernel(c).ptx("sm_90a")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import ptxgen as pg
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.errors import PtxgenError
-from ptxsim import run
+from support.ptxsim import run
 
 SHAPES = [(64, 8), (64, 16), (64, 24), (64, 64), (64, 128), (128, 32), (64, 256)]
 

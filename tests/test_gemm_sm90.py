@@ -2,17 +2,12 @@
 sm_90a with no spills and the instruction forms it was designed around, and runs in ptxsim
 (TMA ring, mbarrier phases over several tiles per CTA, wgmma, TMA-store epilogue) bit for bit
 against numpy on ragged shapes."""
-import os
-import sys
-
 import numpy as np
 import pytest
 
-import gemm_cases as G
-from ptxsim import run
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-import gemm_sm90 as E  # noqa: E402
+import gemm_sm90 as E
+from support import gemm_cases as G
+from support.ptxsim import run
 
 _WGMMA = {"bfloat16": "m64n256k16.f32.bf16.bf16", "float16": "m64n256k16.f32.f16.f16",
           "float8_e4m3fn": "m64n256k32.f32.e4m3.e4m3"}

@@ -5,8 +5,8 @@ and not), and its heuristic table and forced-configuration checks behave as docu
 import numpy as np
 import pytest
 
-import gemm_cases as G
-from ptxsim import run
+from support import gemm_cases as G
+from support.ptxsim import run
 
 from ptxgen.errors import PtxgenError
 from ptxgen.kernels import gemm_small_m as S

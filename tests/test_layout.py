@@ -137,13 +137,6 @@ def test_apply_coordinate_forms():
     assert lay.apply(1, 23, shape=(2, 32)) == lay.apply(1, 2, 7)
 
 
-def test_apply_is_fast():
-    from ptxgen.layout._bench import bench_apply
-    us = bench_apply(n=2000, repeat=2)
-    print(f"\nTileLayout.apply: {us:.2f} us/call")
-    assert us > 0
-
-
 def test_multi_axis_stride():
     lay = TileLayout(S[(4, 8):(1 @ laneid + 4 @ m, 1)])
     assert lay.apply(3, 5) == {"m": 17, "laneid": 3}

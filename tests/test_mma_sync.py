@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import ptxgen as pg
-import ptxsim
-from _asm import assemble
+from support import ptxsim
+from support.asm import assemble
 from ptxgen.layout import S, TileLayout, laneid, warpid
 from ptxgen.primitives.mma_sync.fragments import SHAPES, inverse
 
@@ -106,7 +106,7 @@ def decode(x, dt):
     if dt == "bfloat16":
         return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if dt in ("float8_e4m3fn", "float8_e5m2"):
-        import ptxsim_mma
+        from support import ptxsim_mma
         f = ptxsim_mma._e4m3 if dt == "float8_e4m3fn" else ptxsim_mma._e5m2
         return np.vectorize(f)(x).astype(np.float64)
     return x.astype(np.float64 if dt == "float16" else np.int64)

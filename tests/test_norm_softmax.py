@@ -4,7 +4,7 @@ numpy within the examples' stated bounds."""
 import numpy as np
 import pytest
 
-import ptxsim
+from support import ptxsim
 import rmsnorm as RMS
 import softmax as SM
 

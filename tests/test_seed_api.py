@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import ptxgen as pg
-import ptxsim
-from _asm import assemble
+from support import ptxsim
+from support.asm import assemble
 from ptxgen.layout import S, TileLayout, laneid
 
 RNG = np.random.default_rng(2002)

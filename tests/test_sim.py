@@ -1,4 +1,4 @@
-"""Emitted kernels checked *by their results* on the CPU: tests/ptxsim.py interprets the PTX
+"""Emitted kernels checked *by their results* on the CPU: tests/support/ptxsim.py interprets the PTX
 (threads, barriers, global/shared/local memory) and the outputs are compared bit for bit with
 numpy, outputs poisoned first.  This guards every change made between GPU runs."""
 import warnings
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ptxgen as pg
-import ptxsim
+from support import ptxsim
 from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout, laneid
 
 RNG = np.random.default_rng(2026)

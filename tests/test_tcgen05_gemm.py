@@ -5,7 +5,7 @@ import re
 import pytest
 
 import gemm_sm100 as ex
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.errors import ArchError
 from ptxgen.primitives.tcgen05.common import check_fences
 

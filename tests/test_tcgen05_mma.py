@@ -5,7 +5,7 @@ import re
 import pytest
 
 import ptxgen as pg
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.alloc import SMEMPool, TMEMPool
 from ptxgen.errors import ArchError, LayoutError, PtxgenError, ResourceError
 from ptxgen.layout import S, TileLayout, tid

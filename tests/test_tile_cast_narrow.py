@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import ptxgen as pg
-import tilemath_cases as TC
-import tilemath_ref as R
-from _asm import assemble
+from support import tilemath_cases as TC
+from support import tilemath_ref as R
+from support.asm import assemble
 from ptxgen.layout import S, TileLayout, laneid
-from ptxsim_math import decode, round_bits
+from support.ptxsim_math import decode, round_bits
 from test_tile_math import run_case
 
 FP4, E4M3, E5M2 = R.FP4, "float8_e4m3fn", "float8_e5m2"

@@ -6,8 +6,8 @@ import warnings
 import numpy as np
 import pytest
 
-import ptxsim
-import tilemath_cases as TC
+from support import ptxsim
+from support import tilemath_cases as TC
 
 
 def run_case(case):

@@ -3,7 +3,7 @@ results bit for bit, float sums within depth * 2^-p * sum|x| (the accumulation t
 depth; see primitives/tilemath/reduce.py)."""
 import pytest
 
-import tilemath_cases as TC
+from support import tilemath_cases as TC
 from test_tile_math import run_case
 
 SCOPES = ["thread", "warp", "warpgroup", "cta"]
@@ -56,7 +56,7 @@ def test_cta_of_sixteen_threads():
         pg.thread_id(16)
         pg.tile.cta.sum(OUT[0:1], A[0:64])
     assert "shfl.sync.bfly.b32 %f" in k.ptx() and ", 65535;" in k.ptx()
-    import ptxsim
+    from support import ptxsim
     a = np.arange(64, dtype=np.float32)
     out = np.zeros(1, np.float32)
     ptxsim.run(k, [a, out])

@@ -1,12 +1,11 @@
-"""Issue 3 at the builder level: views, permute, local, swizzled element indexing, errors."""
+"""Views at the builder level: views, permute, local, swizzled element indexing, errors."""
 import re
-import sys
 
 import pytest
 
 import ptxgen as pg
 from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout, laneid
-from _asm import assemble
+from support.asm import assemble
 
 
 def index_lines(ptx, marker):

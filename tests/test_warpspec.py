@@ -11,10 +11,10 @@ import subprocess
 import numpy as np
 import pytest
 
-import gemm_cases as G
+from support import gemm_cases as G
 import ptxgen as pg
-from _asm import assemble
-from ptxsim import run
+from support.asm import assemble
+from support.ptxsim import run
 
 
 def test_warp_specialized_gemm_matches_numpy_in_the_simulator():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import wgmma_desc_check as ex
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.errors import ArchError
 from ptxgen.ir import Buffer, BufferRegion
 from ptxgen.dtypes import dtype

@@ -1,7 +1,7 @@
 """gemm_async into a register accumulator (wgmma, sm_90a) on the CPU.
 
 * results: the kernels of gemm_cases.py run in ptxsim (whose wgmma model is written from the
-  PTX ISA alone, tests/ptxsim_wgmma.py) and match numpy bit for bit, for every operand form;
+  PTX ISA alone, tests/support/ptxsim_wgmma.py) and match numpy bit for bit, for every operand form;
 * the fragment layouts are the ISA's (the D formula the H200 confirmed in test_wgmma_gpu.py,
   CUTLASS's A layouts) and an accumulator copied out lands where numpy says;
 * PTX: the exact instruction forms, descriptors from the tiles' layouts, every legal N
@@ -13,13 +13,13 @@ import re
 import numpy as np
 import pytest
 
-import gemm_cases as G
+from support import gemm_cases as G
 import ptxgen as pg
-from _asm import assemble
+from support.asm import assemble
 from ptxgen.errors import ArchError, LayoutError, PtxgenError, TraceError
 from ptxgen.primitives.tcgen05 import canonical_layout
 from ptxgen.primitives.wgmma import a_fragment_layout, accumulator_layout
-from ptxsim import run
+from support.ptxsim import run
 
 Case = G.Case
 

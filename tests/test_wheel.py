@@ -6,8 +6,6 @@ import sys
 import venv
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from ..builder.context import current
 from ..builder.control import while_
-from ..builder.ptx import bar_ptr, emit_instr  # noqa: F401  (bar_ptr: part of this module's surface)
-from ..builder.tensor import LocalScalar, local_scalar
+from ..builder.ptx import bar_ptr, emit_instr
+from ..builder.scalar import LocalScalar, local_scalar
 from ..ir import BufferPtr, Expr, as_expr
 from ..builder.resources import resource_error, state
 from ..target.forms import opcode

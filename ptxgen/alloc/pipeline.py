@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..builder.context import current
 from ..builder.control import cta_sync, if_, named_barrier, warp_sync
 from ..builder.resources import require_top_level, resource_error
-from ..builder.tensor import local_scalar
+from ..builder.scalar import local_scalar
 from ..ir import SpecialReg, select
 from . import mbarrier as mb
 

@@ -199,14 +199,6 @@ class SMEMPool:
                 f"never called, so the launch would get no dynamic shared memory; call "
                 f"pool.commit() after the last allocation", src=self.src)
 
-    def summary(self) -> str:
-        """One line per tile: offset, bytes, alignment."""
-        lines = [f"SMEMPool {self.arena.name}: {self._high} bytes "
-                 f"({'committed' if self.committed else 'open'}), limit {self.limit}"]
-        for name, off, n, al in self.tiles:
-            lines.append(f"  {name:<16} [{off:>6}, {off + n:>6})  {n:>6} B  align {al}")
-        return "\n".join(lines)
-
     def __repr__(self):
         return f"<SMEMPool {self._high} B, {len(self.tiles)} tiles>"
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from ..builder.context import current, fail
 from ..builder.ptx import bar_ptr
-from ..builder.tensor import TensorHandle, local_scalar
+from ..builder.scalar import local_scalar
+from ..builder.tensor import TensorHandle
 from ..dtypes import dtype as _dtype
 from ..ir import BufferPtr, BufferRegion, Const, Instr, Let, Mem, Var, as_expr
 from ..primitives.tcgen05.common import AddrOperand, TensorCoordOperand

@@ -28,7 +28,8 @@ from ..builder.context import assigned_name, current, user_src
 from ..builder.control import cta_sync, if_
 from ..builder.ptx import element_pointer, emit_instr
 from ..builder.allocate import decl_buffer
-from ..builder.tensor import LocalScalar, TensorHandle
+from ..builder.scalar import LocalScalar
+from ..builder.tensor import TensorHandle
 from ..dtypes import dtype as _dtype
 from ..ir import BufferPtr, Cast, Expr, Let, Load, SpecialReg, Var, as_expr, cast
 from ..errors import LayoutError
@@ -180,10 +181,6 @@ class TMEMPool(TMEMOperands):
         ctx.pools.append(self)
 
     # ---- queries --------------------------------------------------------------------------
-    @property
-    def cols_used(self) -> int:
-        return self._cols
-
     @property
     def base(self) -> Var:
         """The allocated TMEM address (lane 0, first column); valid between commit and dealloc."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..ir import (BOOL, BinOp, Cast, Const, Instr, Not, Select, SpecialReg, Var, format_expr,
                   traced_statements)
+from .simplify import Analyzer
 
 _ENUM_LIMIT = 1 << 20        # points enumerated at most
 _THREAD_REGS = ("tid.x", "tid.y", "tid.z", "laneid")
@@ -279,8 +280,6 @@ def _split(ctx, e, conds, axes, ext, lanes):
     """A domain too large to enumerate: index = g(threads) + sum(c * v) over independent
     loop/CTA variables v that occur only as linear terms, and conditions over the threads
     only.  Its extremes are exact: every combination of the parts occurs."""
-    from .simplify import Analyzer
-
     aff = Analyzer().affine(e)
     lin, rest = [], []
     ranges = {}

@@ -46,13 +46,11 @@ def tma_ring_kernel(dtype: str, tile, stages: int = 8, ctas_per_sm: int = 1, nsm
     """The TMA ring streaming kernel (module docstring) for (ROWS, C) tensors of `dtype`;
     `load_hint` / `store_hint`: copy_async cache_hint= of the loads / stores (None: none).
 
-    The default hints are the measured best on the H200 (RESULTS.md, fifth session): loads
-    marked evict_last and stores evict_first made the 1 GiB ring 0.971-0.979x torch copy_,
-    against 0.956-0.962x with no hints.  The load hint does it: evict_last loads alone gave
-    0.971x, evict_first stores alone 0.956x; hints that keep the written lines instead
-    (evict_first loads, or evict_last stores) gave 0.93-0.94x.  Our reading, not measured
-    inside the L2: when the L2 needs room it then takes the written lines first, so they drain
-    to DRAM in the order they were written."""
+    The default hints are the best of the hint table in benchmarks/RESULTS.md: loads marked
+    evict_last and stores evict_first beat no hints, the load hint doing most of it, and hints
+    that keep the written lines instead lose.  Our reading, not measured inside the L2: when
+    the L2 needs room it then takes the written lines first, so they drain to DRAM in the
+    order they were written."""
     import ptxgen as pg
 
     R, C = tile

@@ -23,7 +23,8 @@ from ..target.forms import opcode
 from .context import current, fail, user_site
 from .control import _let
 from .ptx import addr as _address, emit_instr
-from .tensor import TensorHandle, local_scalar, make_buffer
+from .scalar import local_scalar
+from .tensor import TensorHandle, make_buffer
 
 MAX_CLUSTER = 8      # the portable cluster size (larger needs a non-portable launch attribute)
 

@@ -28,7 +28,8 @@ _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
 
 
 # The standard library's directory: that of its pure modules (linecache is one, and unlike
-# os never frozen), which is sysconfig's "stdlib" path; importing sysconfig costs ~1 ms.
+# os never frozen), which is sysconfig's "stdlib" path without importing sysconfig for it
+# (that import would slow `import ptxgen`; benchmarks/RESULTS.md has the figure).
 _STDLIB = (os.path.dirname(os.path.normpath(os.path.abspath(linecache.__file__))) + os.sep,)
 _IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen or the standard library
 _SITES: dict = {}       # (co_filename, line) -> Site
@@ -94,12 +95,6 @@ def assigned_name(default: str, at: Site | None = None) -> str:
     """The variable name on the left of the user's `name = pg.something(...)` line
     (`at`: that line, if the caller has it)."""
     name = (at or user_site(3)).assigned
-    return default if name is None else name
-
-
-def loop_var_name(default: str = "i", at: Site | None = None) -> str:
-    """The target of the user's `for name in pg.serial(...)` line."""
-    name = (at or user_site(3)).loop_var
     return default if name is None else name
 
 

@@ -9,6 +9,7 @@ from ..dtypes import dtype as _dtype
 from ..expr import _INT32_VALUES
 from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
                   Var, While, as_expr, format_expr)
+from ..analysis.uniform import divergence
 from ..errors import TraceError
 from .context import (_local, check_live_expr, current, fail, launch_extent,
                       outside_kernel, user_site)
@@ -334,8 +335,6 @@ def _converged(ctx, what: str, group: str, at):
     conds = list(conds)
 
     def check():
-        from ..analysis.uniform import divergence
-
         n = math.prod(ctx.func.block) if group == "CTA" else 32
         for c in conds:
             why = divergence(ctx, c, n)

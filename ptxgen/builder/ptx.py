@@ -16,7 +16,8 @@ from ..errors import TraceAttributeError
 from .context import check_live_expr, current, fail, user_src
 from .resources import resource_error
 from .nc_hazard import note_nc_load
-from .tensor import LocalScalar, TensorHandle
+from .scalar import LocalScalar
+from .tensor import TensorHandle
 
 _OPCODE = re.compile(r"[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*")
 

@@ -390,6 +390,3 @@ def store(buf: Buffer, idx: tuple, value, at: Site | None = None):
         check_live_expr(v, dead)
     ctx.append(Store(buf, idx, v, src=(at or user_site()).src))
 
-
-# local_scalar lives in its own module; these names stay part of tensor's surface
-from .scalar import LocalScalar, alloc_scalar, local_scalar, shared_scalar  # noqa: E402,F401

@@ -13,7 +13,7 @@ from ..ir import (Alloc, Barrier, Comment, Const, DeclBuffer, For, If, Instr,
 from ..printer import format_stmt
 from ..analysis.simplify import Analyzer
 from ..target.forms import form, render_module
-from .names import one_line, sanitize  # noqa: F401  (sanitize is re-exported)
+from .names import one_line, sanitize
 from .memory import MemoryEmitter
 from ..target import Target, check_opcode, gate_for
 from ..dtypes import reg_class

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 
-_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
 PTX_KEYWORDS = {"ret", "exit", "bra", "call", "entry", "func", "reg", "param", "global",
                 "shared", "local", "const", "tex", "version", "target", "align"}

@@ -6,6 +6,11 @@ numpy is imported by the first call, not with the package: only the build-time c
 MMA and TMEM layouts use it, and its import costs more than building a small kernel."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
 
 def index_grid(rows: int, cols: int) -> tuple:
     """(row, col) int64 arrays enumerating a rows x cols tile in row-major order."""

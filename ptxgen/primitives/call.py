@@ -58,9 +58,6 @@ class Call:
             self._plans[key] = fn(self, *args)
         return self._plans[key]
 
-    def opt(self, key, default=None):
-        return self.options.get(key, default)
-
     def describe(self) -> str:
         a = ", ".join(str(x) if isinstance(x, BufferRegion) else format_expr(x)
                       for x in self.args)

@@ -3,7 +3,7 @@
 positions with zero fill; runtime region starts), TMA stores and reduce-add, 1-D bulk copies,
 cp.async of 4/8/16 bytes in warp/warpgroup/cta scopes, multicast loads in clusters of 2 and 4,
 a distributed-shared-memory exchange, and the Pipeline example.  The cases (kernels and numpy
-references) are tests/async_cases.py, the ones tests/test_async_sim.py runs on the simulator.
+references) are tests/support/async_cases.py, the ones tests/test_async_sim.py runs on the simulator.
 Bit-exact on random data; every output is poisoned (0xA5 bytes) before the launch.
 
 Marked ``gpu``; skipped without a CUDA device, torch, or (per test) the architecture.
@@ -13,7 +13,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-import async_cases as ac
+from support import async_cases as ac
 from ptxgen.runtime import has_gpu
 
 _TORCH = importlib.util.find_spec("torch") is not None

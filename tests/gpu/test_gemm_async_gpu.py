@@ -1,4 +1,4 @@
-"""gemm_async (wgmma) on an H200: the kernels of tests/gemm_cases.py against numpy.
+"""gemm_async (wgmma) on an H200: the kernels of tests/support/gemm_cases.py against numpy.
 
 Each case multiplies A (M, K) @ B (N, K)^T through shared tiles laid out by canonical_layout
 (K- or MN-major, each swizzle), several instruction K steps, A from shared memory or from
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not has_gpu(), reason="needs a CUDA GPU"),
               pytest.mark.skipif(not _ARRAYS, reason="needs torch or cupy for device arrays")]
 
-import gemm_cases as G  # noqa: E402
+from support import gemm_cases as G  # noqa: E402
 
 Case = G.Case
 

@@ -1,14 +1,10 @@
 """ptxgen.kernels.gemm (through its demo examples/gemm_sm90.py) on the H200: bit-exact on integer data (every dtype, ragged shapes, a
 padded output pitch, CTAs with several tiles), and on random normal data as accurate as
 cuBLAS against an fp64 reference; outputs poisoned with NaN first."""
-import os
-import sys
-
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.gpu
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 
 
 @pytest.fixture(scope="module")

@@ -83,7 +83,7 @@ CHILD = textwrap.dedent(r'''
     import numpy as np
     import torch
     from ptxgen.runtime import Launcher, Module, ParamSpec, compile_ptx, device_arch, driver
-    import async_cases as ac
+    from support import async_cases as ac
     from _affine import make_affine
 
     out = {"results": {}, "bad": []}
@@ -164,7 +164,7 @@ def test_a_tensor_map_launch_and_a_cluster_launch():
     torch = pytest.importorskip("torch")
     if int(driver.device_arch()[3:].rstrip("af")) < 90:
         pytest.skip("needs sm_90+")
-    import async_cases as ac
+    from support import async_cases as ac
 
     rng = np.random.default_rng(11)
     for case, dts in [(ac.tma_load_case(rng, "bfloat16", (40, 96), (16, 32), "64B", (8, 64)),

@@ -1,4 +1,4 @@
-"""The simulator's tile-math cases (tests/tilemath_cases.py) on the GPU: every op of each
+"""The simulator's tile-math cases (tests/support/tilemath_cases.py) on the GPU: every op of each
 dtype, every cast pair with its roundings and saturation, the scopes x operand kinds
 (global at offsets, shared, swizzled, registers, ragged) and the reductions; outputs
 poisoned, compared with numpy bit for bit or within the stated bounds (the hardware's
@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-import tilemath_cases as TC
+from support import tilemath_cases as TC
 
 pytestmark = pytest.mark.gpu
 

@@ -14,8 +14,9 @@ from ...target.forms import opcode
 from ..copy.common import base_alignment_ok, element_address, flat_pointer, refine
 from ..copy.vec_auto import _coalesce
 from ..registry import register
-from .common import (arrive_expect_tx, cache_policy, guarded, needs_sm90, smem_aligned,
-                     smem_pointer, store_prelude)
+from ..tcgen05.common import guarded
+from .common import (arrive_expect_tx, cache_policy, needs_sm90, smem_aligned, smem_pointer,
+                     store_prelude)
 
 MAX_BYTES = 1048560      # the largest size cp.async.bulk takes (ptx-reference section 6)
 

@@ -13,7 +13,6 @@ from ...ir import Alloc, Barrier, Buffer, Const, Instr, Load, Mem, SpecialReg
 from ...target import has_opcode
 from ...target.forms import opcode
 from ..copy.common import base_alignment_ok, element_address, flat_pointer
-from ..tcgen05.common import guarded  # noqa: F401  (the elected thread: the scope's thread 0)
 
 EVICT = {"evict_first": "evict_first", "evict_last": "evict_last",
          "evict_normal": "evict_normal"}

@@ -16,7 +16,8 @@ from ...ir import Const, Instr
 from ...target import has_opcode
 from ...target.forms import opcode
 from ..registry import register
-from .common import guarded, scope_sync
+from ..tcgen05.common import guarded
+from .common import scope_sync
 
 
 def _groups_ok(call):

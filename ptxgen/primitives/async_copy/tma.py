@@ -23,9 +23,9 @@ from ...ir import Const, If, Instr, Mem, SpecialReg
 from ...target.forms import opcode
 from ..registry import register
 from ..scope import make_scope
-from ..tcgen05.common import TensorCoordOperand
-from .common import (arrive_expect_tx, cache_policy, guarded, needs_sm90, smem_aligned,
-                     smem_pointer, store_prelude)
+from ..tcgen05.common import TensorCoordOperand, guarded
+from .common import (arrive_expect_tx, cache_policy, needs_sm90, smem_aligned, smem_pointer,
+                     store_prelude)
 from .tmap import REDUCE_ADD, inner_start_ok
 
 

@@ -60,10 +60,6 @@ class TensorMapSpec:
     def elem_bytes(self) -> int:
         return tensor_map_bytes(self.data_type)
 
-    @property
-    def box_bytes(self) -> int:
-        return math.prod(self.box) * self.elem_bytes
-
     def describe(self) -> str:
         return (f"tensor map of {self.tensor}: box {'x'.join(map(str, self.box))} "
                 f"{self.dtype}, swizzle {self.swizzle}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ...dtypes import dtype as _dt
 from ...errors import LayoutError
 from ...layout import S, TileLayout, index_grid, laneid, per_element
 
@@ -89,7 +90,6 @@ def _check_dtype(which, shape, dtype):
     bits = getattr(dtype, "bits", None)
     name = getattr(dtype, "name", dtype)
     if bits is None:
-        from ...dtypes import dtype as _dt
         bits = _dt(dtype).bits
     want = 32 if which.upper() in ("C", "D") else SHAPES[shape][0]
     if bits != want:

@@ -203,7 +203,7 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
                 params = md.check_layout_matches(offset, major=mj, swizzle=sw, elem_bits=bits,
                                                  rows=R, k_extent=K, atom_order=order,
                                                  explain=False)
-            except LayoutError as e:
+            except LayoutError:
                 errs.append(order)
                 continue
             found = (mj, order, params)

@@ -28,7 +28,7 @@ from ...ir import BinOp, BOOL, Cast, Const, Expr, VecOperand, int_range
 from .compute import Emit, convert, truth
 from .ops import F16, F32, F64, ROUNDINGS
 
-U32, U16 = dtype("uint32"), dtype("uint16")
+U32 = dtype("uint32")
 FP8 = ("float8_e4m3fn", "float8_e5m2")
 FP4 = "float4_e2m1fn"
 
