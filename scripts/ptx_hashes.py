@@ -37,7 +37,7 @@ def main():
         for arch in ("sm_80", "sm_90a", "sm_100a"):
             out[f"{name}@{arch}"] = _hash(lambda: factory().ptx(arch))
     for mod in ("gemm_sm100", "pool_sm100", "smem_pool_demo", "wgmma_desc_check", "gemm_sm80",
-                "gemm_sm90", "rmsnorm", "softmax"):      # the last three: ptxgen.kernels
+                "gemm_sm90", "rmsnorm", "softmax", "attention"):   # the last four: ptxgen.kernels
         for k in getattr(importlib.import_module(mod), "KERNELS", []):
             for arch in ("sm_90a", "sm_100a"):
                 out[f"{mod}:{k.name}@{arch}"] = _hash(lambda: k.ptx(arch))

@@ -43,6 +43,45 @@ GROUP_M = 8              # tile rows per rasterization group
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
 
 
+def persistent_tiles(cta, ctas, M, N, K, BN, BK):
+    """The persistent schedule of the Hopper GEMMs: (this CTA's tile count, K-steps, and
+    tile_origin(i) -> (m0, n0) of its i-th tile).  CTA `cta` of `ctas` takes tiles cta,
+    cta + ctas, ..., visited GROUP_M tile rows at a time so the same B columns stay in L2."""
+    tiles_m = pg.let((M + BM - 1) // BM)
+    tiles_n = pg.let((N + BN - 1) // BN)
+    nk = pg.let((K + BK - 1) // BK)
+    mine = pg.let((tiles_m * tiles_n - cta + ctas - 1) // ctas)
+    per_group = pg.let(GROUP_M * tiles_n)
+
+    def tile_origin(i):
+        t = pg.let(cta + i * ctas)
+        first = pg.let(t // per_group * GROUP_M)
+        rows = pg.let(pg.min(tiles_m - first, GROUP_M))
+        r = pg.let(t % per_group)
+        return pg.let((first + r % rows) * BM), pg.let(r // rows * BN)
+    return mine, nk, tile_origin
+
+
+def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK):
+    """Warpgroup 0's thread 0: per tile and K-step, wait for a free ring stage and issue
+    the TMA loads of A (two 64-row halves) and B, three arrivals on the stage's barrier."""
+    with pg.if_(tx == 0):
+        prod = pipe.producer()
+        for i in pg.serial(mine):
+            m0, n0 = tile_origin(i)
+            for k in pg.serial(nk):
+                k0 = pg.let(k * BK)
+                s = prod.stage
+                prod.acquire()
+                for h in range(2):
+                    pg.tile.thread.copy_async(As[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
+                                              A[m0 + 64 * h:m0 + 64 * h + 64, k0:k0 + BK],
+                                              mbar=prod.full)
+                pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
+                                          B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
+                prod.commit()
+
+
 def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0):
     """The kernel for one configuration; M, N, K are launch-time symbols.  `promote` = P > 0
     (fp8): wgmma accumulates P K-steps (of 128) into a partial tile, which is then added to
@@ -77,37 +116,10 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
         pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
         pool.commit()
         pipe.init()
-        tiles_m = pg.let((M + BM - 1) // BM)
-        tiles_n = pg.let((N + BN - 1) // BN)
-        nk = pg.let((K + BK - 1) // BK)
-        mine = pg.let((tiles_m * tiles_n - cta + ctas - 1) // ctas)
-        per_group = pg.let(GROUP_M * tiles_n)
-
-        def tile_origin(i):
-            """Row and column of the i-th tile of this CTA, grouped GROUP_M tile rows at a time."""
-            t = pg.let(cta + i * ctas)
-            first = pg.let(t // per_group * GROUP_M)
-            rows = pg.let(pg.min(tiles_m - first, GROUP_M))
-            r = pg.let(t % per_group)
-            return pg.let((first + r % rows) * BM), pg.let(r // rows * BN)
-
+        mine, nk, tile_origin = persistent_tiles(cta, ctas, M, N, K, BN, BK)
         with pg.warpgroup_role(0):
             pg.setmaxnreg(40, "dec")
-            with pg.if_(tx == 0):
-                prod = pipe.producer()
-                for i in pg.serial(mine):
-                    m0, n0 = tile_origin(i)
-                    for k in pg.serial(nk):
-                        k0 = pg.let(k * BK)
-                        s = prod.stage
-                        prod.acquire()
-                        for h in range(2):
-                            pg.tile.thread.copy_async(As[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
-                                                      A[m0 + 64 * h:m0 + 64 * h + 64, k0:k0 + BK],
-                                                      mbar=prod.full)
-                        pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
-                                                  B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
-                        prod.commit()
+            tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK)
 
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")

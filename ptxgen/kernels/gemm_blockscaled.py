@@ -23,10 +23,10 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
+from .gemm import persistent_tiles, tma_producer
 from .gemm_small_m import GemmInputError
 
-BM, BN, BK = 128, 128, 128       # BK: fp8 bytes = one 128-byte swizzle span = one scale block
-GROUP_M = 8
+BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
 
 
 def make_blockscaled(STAGES=5, ctas=132):
@@ -51,36 +51,10 @@ def make_blockscaled(STAGES=5, ctas=132):
         pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
         pool.commit()
         pipe.init()
-        tiles_m = pg.let((M + BM - 1) // BM)
-        tiles_n = pg.let((N + BN - 1) // BN)
-        nk = pg.let((K + BK - 1) // BK)
-        mine = pg.let((tiles_m * tiles_n - cta + ctas - 1) // ctas)
-        per_group = pg.let(GROUP_M * tiles_n)
-
-        def tile_origin(i):
-            t = pg.let(cta + i * ctas)
-            first = pg.let(t // per_group * GROUP_M)
-            rows = pg.let(pg.min(tiles_m - first, GROUP_M))
-            r = pg.let(t % per_group)
-            return pg.let((first + r % rows) * BM), pg.let(r // rows * BN)
-
+        mine, nk, tile_origin = persistent_tiles(cta, ctas, M, N, K, BN, BK)
         with pg.warpgroup_role(0):
             pg.setmaxnreg(40, "dec")
-            with pg.if_(tx == 0):
-                prod = pipe.producer()
-                for i in pg.serial(mine):
-                    m0, n0 = tile_origin(i)
-                    for k in pg.serial(nk):
-                        k0 = pg.let(k * BK)
-                        s = prod.stage
-                        prod.acquire()
-                        for h in range(2):
-                            pg.tile.thread.copy_async(As[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
-                                                      A[m0 + 64 * h:m0 + 64 * h + 64, k0:k0 + BK],
-                                                      mbar=prod.full)
-                        pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
-                                                  B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
-                        prod.commit()
+            tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK)
 
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
