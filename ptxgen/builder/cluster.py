@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ..errors import PtxgenError
-from ..ir import DeclBuffer, SpecialReg, as_expr
+from ..errors import PtxgenError, TraceError
+from ..ir import Const, DeclBuffer, SpecialReg, as_expr
 from ..target.forms import opcode
 from .context import current, fail, user_site
 from .control import _let
@@ -90,9 +90,17 @@ def cluster_view(tile, rank) -> TensorHandle:
     r = as_expr(rank)
     if not r.dtype.is_int or r.dtype.bits != 32:
         raise fail(f"cluster_view rank must be a 32-bit integer, got {r.dtype}")
+    n = _size(ctx)
+    if type(r) is Const and not 0 <= r.value < n:
+        raise TraceError(f"{at.src}: cluster_view rank {r.value} is outside the cluster: its "
+                         f"{n} CTA(s) have ranks 0..{n - 1} (cluster="
+                         f"{ctx.func.attrs.get('cluster') or (1, 1, 1)}); mapa of a rank past "
+                         f"the cluster faults")
     b = tile.buffer
     addr = local_scalar("uint32", name=f"{b.name}_peer")
-    emit_instr(opcode("mapa"), [addr, _address(b.storage_ptr()), r], form="mapa").outs = 1
+    m = emit_instr(opcode("mapa"), [addr, _address(b.storage_ptr()), r], form="mapa")
+    m.outs = 1
+    m.attrs = {"peer_of": b.uid}     # the protocol check follows writes to the peer's tile
     view = make_buffer(ctx.unique(at.assigned or f"{b.name}_peer"), b.shape, b.dtype,
                        "shared.cluster", layout=b.layout, elem_offset=b.elem_offset,
                        align=b.align)

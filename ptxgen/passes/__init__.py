@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..ir import PrimFunc
 from .lower import lower
+from .protocol import check_protocol
 from .tiles import lower_tiles
 
 
@@ -17,4 +18,5 @@ def prepare(func: PrimFunc, target) -> PrimFunc:
     unrolled = PrimFunc(func.name, func.params, body, func.grid, func.block,
                         func.dynamic_smem_bytes, func.dynamic_smem_reserve, func.attrs,
                         frozenset(registers))
+    check_protocol(unrolled)
     return lower_tiles(unrolled, target) if has_tiles else unrolled

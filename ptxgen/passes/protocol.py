@@ -1,0 +1,597 @@
+"""The synchronization protocol check: mbarriers, async groups, wgmma groups, proxies and
+cluster shared memory, read off the traced kernel before its tile ops are lowered.
+
+Why a check: every mistake below assembles and launches, then hangs, faults or reads stale
+data on the GPU, with nothing pointing at the line.  The pass walks the kernel once in
+program order (loops once, both branches of an if) and raises a located TraceError only
+where the facts decide: constant barrier indices and counts, thread guards that depend on
+thread ids alone (evaluated for every thread of the block), constant parities.  Where they
+do not (a runtime guard, a computed count, a barrier some unknown instruction arrives on),
+it notes why in `func.attrs`-free notes (`protocol_notes`) and accepts: never a guess.
+
+Checked:
+  - an mbarrier is initialised before any arrive, wait or copy names it, and (when another
+    thread uses it) a CTA or cluster barrier comes between; inval ends it until a new init;
+  - the first constant-parity wait after init waits parity 0, and two straight-line waits
+    of one thread on one barrier alternate parity (the second would pass at once);
+  - the arrivals a phase receives equal the init count (copies with mbar=, arrives), per
+    loop iteration for a ring of barriers indexed by a stage;
+  - shared tiles written by cp.async are read only after an async_commit and async_wait
+    that cover them;
+  - tiles written by plain stores are fenced (fence.proxy.async) before wgmma reads them;
+  - a wgmma accumulator is read only after a gemm_wait covering its group;
+  - a tile written through cluster_view is read only after cluster_sync (or an mbarrier
+    wait: a handshake this pass does not follow).
+"""
+from __future__ import annotations
+
+from ..errors import TraceError
+from ..ir import (Barrier, BinOp, BufferPtr, BufferRegion, Cast, Const, DeclBuffer, For, If,
+                  Instr, Let, Load, Mem, Not, Select, SpecialReg, Store, TileCall, Var,
+                  VecOperand, While, expr_key, traced_statements)
+
+_SHARED = ("shared", "shared.dyn")
+_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+        "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
+        "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+        "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "min": min, "max": max,
+        "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+        "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+_GROUP = {"thread": 1, "warp": 32, "warpgroup": 128, "cta": None, "cluster": None}
+
+
+class _Unknown(Exception):
+    """A guard or index the pass cannot evaluate per thread."""
+
+
+def _fail(src, msg):
+    return TraceError(f"{src or '?'}: {msg}")
+
+
+class _Threads:
+    """Which threads of the block run a statement, from its enclosing if_ conditions, when
+    those depend on thread ids alone (lets of tid expressions are followed)."""
+
+    def __init__(self, body, block):
+        self.binds = {}
+        self.block = block
+        self.memo = {}
+        stack = [body]
+        while stack:
+            for s in stack.pop():
+                t = type(s)
+                if t is Let:
+                    self.binds[s.var.uid] = s.value
+                elif t is For or t is While:
+                    stack.append(s.body)
+                elif t is If:
+                    stack.append(s.then)
+                    if s.else_:
+                        stack.append(s.else_)
+
+    def _eval(self, e, tid):
+        t = type(e)
+        if t is Const:
+            return e.value
+        if t is SpecialReg:
+            if e.name == "tid.x":
+                return tid
+            if e.name == "laneid":
+                return tid % 32
+            if e.name in ("tid.y", "tid.z"):
+                return 0
+            raise _Unknown(e.name)
+        if t is Var:
+            v = self.binds.get(e.uid)
+            if v is None:
+                raise _Unknown(e.name)
+            return self._eval(v, tid)
+        if t is BinOp:
+            f = _OPS.get(e.op)
+            if f is None:
+                raise _Unknown(e.op)
+            a, b = self._eval(e.a, tid), self._eval(e.b, tid)
+            if e.op in ("floordiv", "floormod") and not b:
+                raise _Unknown("division by zero")
+            return f(a, b)
+        if t is Not:
+            return not self._eval(e.a, tid)
+        if t is Cast:
+            return self._eval(e.a, tid)
+        if t is Select:
+            return self._eval(e.t if self._eval(e.cond, tid) else e.f, tid)
+        raise _Unknown(type(e).__name__)
+
+    def running(self, guards) -> list:
+        """The thread ids (x; the block must be 1-D) that satisfy every guard."""
+        key = tuple((id(c), pol) for c, pol in guards)
+        r = self.memo.get(key)
+        if r is None:
+            bx, by, bz = self.block
+            if by * bz != 1 and guards:
+                raise _Unknown("a 2-D or 3-D block")
+            r = [t for t in range(bx)
+                 if all(bool(self._eval(c, t)) == pol for c, pol in guards)]
+            self.memo[key] = r
+        return r
+
+    def instances(self, guards, scope) -> int:
+        """How many instances of `scope` (threads, warps, ...) run a statement."""
+        tids = self.running(guards)
+        n = _GROUP.get(scope)
+        if n is None:
+            return 1 if tids else 0
+        return len({t // n for t in tids})
+
+
+class _Bar:
+    """What the walk knows of one mbarrier word (or one ring of them)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.init = None          # (count or None, src, guards) of the latest init
+        self.pending = False      # initialised, no CTA barrier since
+        self.dead = None          # src of an inval with no init since
+        self.last_parity = {}     # body id -> (parity, src) of the last constant wait there
+        self.waited = False
+        self.sites = []           # (weight or None, loop id, index key, src) of arrivals
+        self.waits = []           # (parity or None, loop id, src)
+        self.opaque = ""          # why its arrivals cannot be counted
+
+
+class _Check:
+    def __init__(self, func):
+        self.func = func
+        self.threads = _Threads(func.body, func.block)
+        self.waited_bufs = {o.ptr.buffer.uid for s in traced_statements(func.body)
+                            if type(s) is Instr and s.opcode.startswith("mbarrier.")
+                            and "wait" in s.opcode for o in s.operands
+                            if type(o) is Mem and type(o.ptr) is BufferPtr}
+        self.bars: dict = {}
+        self.notes: list = []
+        self.cp_open: dict = {}       # buffer uid -> (name, src) written by cp.async, uncommitted
+        self.cp_groups: list = []     # [{uid: (name, src)}] committed, not yet waited
+        self.cp_done: set = set()     # uids some completed cp.async wrote
+        self.dirty: dict = {}         # shared buffer uid -> src of a plain write not fenced
+        self.wg_groups: list = []     # [(acc uid, name, src)] wgmma groups not yet waited
+        self.peer_of: dict = {}       # cluster view uid -> the tile uid it maps
+        self.mapa: object = None
+        self.dsmem: dict = {}         # tile uid -> (name, src) written through a peer view
+
+    # ---- barriers ----------------------------------------------------------------------
+    def _bar(self, ptr: BufferPtr, src):
+        """(state, index key) of the barrier `ptr` names: a constant element has a state
+        of its own, a computed index names the whole array (a ring)."""
+        b = ptr.buffer
+        idx = ptr.indices or ()
+        if all(type(i) is Const for i in idx):
+            key = (b.uid, tuple(i.value for i in idx))
+            name = b.name + ("" if b.numel() == 1 else f"[{', '.join(str(i.value) for i in idx)}]")
+            ring = False
+        else:
+            key = (b.uid, None)
+            name = b.name
+            ring = True
+        st = self.bars.get(key)
+        if st is None:
+            st = self.bars[key] = _Bar(name)
+            st.buffer, st.ring = b, ring
+        return st, tuple(expr_key(i) for i in idx)
+
+    def _elements(self, st):
+        """Every constant-index state of the ring `st`'s buffer."""
+        return [v for (u, k), v in self.bars.items() if u == st.buffer.uid and k is not None]
+
+    def _check_use(self, st, what, src, guards):
+        if st.buffer.uid not in self.waited_bufs:
+            return    # never waited on: a fragment (emission tests), nothing reads through it
+        if st.ring:
+            els = self._elements(st)
+            n = st.buffer.numel() or 0
+            inited = [e for e in els if e.init is not None]
+            if len(inited) < n:
+                if not inited:
+                    raise _fail(src, f"{what} uses mbarrier '{st.name}', which is never "
+                                     f"initialised before this point: call "
+                                     f"pg.ptx.mbarrier.init (one thread), then pg.cta_sync(), "
+                                     f"before any arrive or wait (for a pg.Pipeline: "
+                                     f"pipe.init())")
+                self.notes.append(f"{src}: '{st.name}' has {len(inited)} of {n} elements "
+                                  f"initialised; which one this computed index names is "
+                                  f"not known here")
+            for e in inited:
+                self._check_visible(e, what, src, guards)
+            return
+        if st.dead is not None:
+            raise _fail(src, f"{what} uses mbarrier '{st.name}' after mbarrier.inval at "
+                             f"{st.dead}: an invalidated barrier is ordinary memory; "
+                             f"initialise it again first, or move the inval after the last use")
+        if st.init is None:
+            raise _fail(src, f"{what} uses mbarrier '{st.name}' before it is initialised: "
+                             f"call pg.ptx.mbarrier.init (one thread), then pg.cta_sync(), "
+                             f"before any arrive or wait (for a pg.Pipeline: pipe.init())")
+        self._check_visible(st, what, src, guards)
+
+    def _check_visible(self, st, what, src, guards):
+        if not st.pending:
+            return
+        _, isrc, iguards = st.init
+        try:
+            mine = set(self.threads.running(iguards))
+            users = set(self.threads.running(guards))
+        except _Unknown as e:
+            self.notes.append(f"{src}: whether the threads of this {what} initialised "
+                              f"'{st.name}' themselves depends on {e}: not checked")
+            return
+        if users <= mine:
+            return        # the initialising threads themselves: program order suffices
+        raise _fail(src, f"{what} uses mbarrier '{st.name}' initialised at {isrc} with no CTA "
+                         f"barrier in between: other threads may arrive or wait before the "
+                         f"init lands; call pg.cta_sync() after the init block")
+
+    def _arrival(self, ptr, src, guards, loops, scope, what):
+        st, ikey = self._bar(ptr, src)
+        self._check_use(st, what, src, guards)
+        try:
+            w = self.threads.instances(guards, scope)
+        except _Unknown as e:
+            w = None
+            self.notes.append(f"{src}: how many threads run this {what} depends on {e}: "
+                              f"the arrivals on '{st.name}' are not counted")
+        st.sites.append((w, id(loops[-1]) if loops else None, ikey, src))
+
+    def _wait(self, ptr, parity, src, guards, loops, body_id, what):
+        st, _ = self._bar(ptr, src)
+        self._check_use(st, what, src, guards)
+        p = parity.value if type(parity) is Const else None
+        st.waits.append((p, id(loops[-1]) if loops else None, src))
+        if st.ring:
+            return
+        if p is not None:
+            if p == 1 and not st.waited:
+                raise _fail(src, f"{what} waits on parity 1 of mbarrier '{st.name}', fresh "
+                                 f"from its init at {st.init[1]}: the phase before the first "
+                                 f"counts as complete, so this wait passes at once and what "
+                                 f"it guards is read early; wait on parity 0 first (phases go "
+                                 f"0, 1, 0, ...: pass phase & 1 of a counter)")
+            last = st.last_parity.get(body_id)
+            if last is not None and last[0] == p:
+                raise _fail(src, f"{what} waits on parity {p} of mbarrier '{st.name}' again "
+                                 f"(as at {last[1]}) with no other parity between: that phase "
+                                 f"is already complete, so this wait passes at once; wait on "
+                                 f"parity {p ^ 1} for the next phase")
+            st.last_parity[body_id] = (p, src)
+        st.waited = True
+
+    def _count_check(self):
+        """Arrivals per phase against the init count, where both are constants."""
+        rings = {}
+        for (uid, k), st in self.bars.items():
+            if k is None:
+                rings[uid] = st
+        for (uid, k), st in self.bars.items():
+            if k is None or st.init is None or st.init[0] is None or \
+                    uid not in self.waited_bufs:
+                continue
+            ring = rings.get(uid)
+            if ring is not None:
+                continue
+            self._single(st)
+        for uid, ring in rings.items():
+            if uid in self.waited_bufs:
+                self._ring(ring)
+
+    def _why_not(self, st, sites):
+        if st.opaque:
+            return st.opaque
+        if not sites:
+            return "no arrival the pass can see"
+        if any(w is None for w, *_ in sites):
+            return "a thread guard it cannot evaluate"
+        return ""
+
+    def _single(self, st):
+        count, isrc, _ = st.init
+        sites = st.sites
+        why = self._why_not(st, sites)
+        loops = {lp for _, lp, _, _ in sites}
+        if not why and len(loops) != 1:
+            why = "arrivals in more than one loop"
+        if not why:
+            loop = next(iter(loops))
+            waits = [w for w in st.waits if w[1] == loop]
+            if loop is None:
+                ps = [p for p, _, _ in st.waits]
+                if ps != [0] * len(ps[:1]) or len(ps) != 1:
+                    why = "more than one phase waited outside loops"
+            elif not waits:
+                why = "arrivals in a loop that does not wait on it (phases span iterations)"
+        if why:
+            self.notes.append(f"{isrc}: arrivals per phase of '{st.name}' not checked: {why}")
+            return
+        self._compare(st, count, isrc, sites, "")
+
+    def _ring(self, ring):
+        els = [e for e in self._elements(ring) if e.init is not None]
+        counts = {e.init[0] for e in els}
+        if not els or None in counts or len(counts) != 1:
+            if els:
+                self.notes.append(f"{els[0].init[1]}: the ring '{ring.name}' has computed or "
+                                  f"differing init counts: arrivals per phase not checked")
+            return
+        count = counts.pop()
+        isrc = els[0].init[1]
+        sites = ring.sites + [s for e in els for s in e.sites]
+        why = self._why_not(ring, sites) or next((e.opaque for e in els if e.opaque), "")
+        if not why and any(e.sites for e in els):
+            why = "arrivals on constant elements as well as on a computed stage"
+        if not why and len({(lp, ik) for _, lp, ik, _ in sites}) != 1:
+            why = "arrivals from more than one loop or stage index"
+        if not why and next(iter(sites))[1] is None:
+            why = "arrivals outside any loop"
+        if why:
+            self.notes.append(f"{isrc}: arrivals per phase of the ring '{ring.name}' not "
+                              f"checked: {why}")
+            return
+        self._compare(ring, count, isrc, sites, " per loop iteration (one stage)")
+
+    def _compare(self, st, count, isrc, sites, per):
+        got = sum(w for w, *_ in sites)
+        if got == count:
+            return
+        lines = ", ".join(s for *_, s in sites)
+        effect = ("the phase never completes (a hang)" if got < count else
+                  "the extra arrivals and their bytes spill into the next phase (a fault or "
+                  "stale data)")
+        raise _fail(isrc, f"mbarrier '{st.name}' is initialised for {count} arrival(s) per "
+                          f"phase, but the program makes {got}{per} (at {lines}): {effect}; "
+                          f"make the init count (pg.Pipeline's producer_arrivals / consumers) "
+                          f"equal the arrivals of one phase: one per copy_async(mbar=...) and "
+                          f"per arrive, times the threads that run it")
+
+    # ---- reads of buffers ------------------------------------------------------------
+    def _read(self, buf, src):
+        u = buf.uid
+        if u in self.cp_open or any(u in g for g in self.cp_groups):
+            if u not in self.cp_done:
+                where = (self.cp_open.get(u) or next(g[u] for g in self.cp_groups if u in g))[1]
+                if u in self.cp_open:
+                    how = "before async_commit() and async_wait()"
+                    fix = "pg.tile.<scope>.async_commit() and then async_wait(0)"
+                else:
+                    how = "before an async_wait() covers its group"
+                    fix = ("pg.tile.<scope>.async_wait(0) (or a pending count that leaves its "
+                           "group out)")
+                raise _fail(src, f"this reads shared tile '{buf.name}', written by cp.async "
+                                 f"copy_async at {where}, {how}: the copy may not have "
+                                 f"landed (stale data); call {fix} before the read")
+        for acc, name, gsrc in self.wg_groups:
+            if acc == u:
+                raise _fail(src, f"this reads the wgmma accumulator '{name}' of the gemm_async "
+                                 f"at {gsrc} before a gemm_wait covers its group: call "
+                                 f"pg.tile.warpgroup.gemm_wait(0) before reading it")
+        tile = self.peer_of.get(u, u)
+        if tile in self.dsmem:
+            name, wsrc = self.dsmem[tile]
+            raise _fail(src, f"this reads shared tile '{name}', written through cluster_view "
+                             f"at {wsrc} with no cluster_sync in between: the peer CTA's "
+                             f"write may not be visible yet; call pg.cluster_sync() between "
+                             f"the write and the read")
+
+    def _expr_reads(self, e, src):
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            t = type(x)
+            if t is Load:
+                self._read(x.buffer, src)
+                stack.extend(x.indices)
+            elif t is BinOp:
+                stack += (x.a, x.b)
+            elif t is Not or t is Cast:
+                stack.append(x.a)
+            elif t is Select:
+                stack += (x.cond, x.t, x.f)
+
+    # ---- statements ----------------------------------------------------------------------
+    def walk(self, body, guards, loops):
+        bid = id(body)
+        for s in body:
+            t = type(s)
+            src = s.src
+            if t is If:
+                self._expr_reads(s.cond, src)
+                self.walk(s.then, guards + [(s.cond, True)], loops)
+                if s.else_:
+                    self.walk(s.else_, guards + [(s.cond, False)], loops)
+            elif t is For:
+                self.walk(s.body, guards, loops + [s])
+            elif t is While:
+                if len(s.body) == 1 and type(s.body[0]) is Instr and \
+                        (s.body[0].form == "mbarrier_wait"):
+                    self._instr(s.body[0], guards, loops, bid)
+                else:
+                    self._expr_reads(s.cond, src)
+                    self.walk(s.body, guards, loops + [s])
+            elif t is Let:
+                self._expr_reads(s.value, src)
+            elif t is Store:
+                self._expr_reads(s.value, src)
+                self._write(s.buffer, src)
+            elif t is Barrier:
+                if s.kind == "cta" and s.count is None and type(s.id) is int and s.id == 0:
+                    self._cta_barrier()
+            elif t is Instr:
+                self._instr(s, guards, loops, bid)
+            elif t is TileCall:
+                self._tile(s, guards, loops)
+            elif t is DeclBuffer:
+                if s.buffer.scope == "shared.cluster" and self.mapa is not None:
+                    self.peer_of[s.buffer.uid] = self.mapa
+                    self.mapa = None
+
+    def _cta_barrier(self):
+        for st in self.bars.values():
+            st.pending = False
+
+    def _write(self, buf, src):
+        scope = buf.root.scope
+        if scope in _SHARED:
+            self.dirty[buf.uid] = src
+        elif scope == "shared.cluster" and buf.uid in self.peer_of:
+            self.dsmem[self.peer_of[buf.uid]] = (buf.name, src)
+
+    def _instr(self, s, guards, loops, bid):
+        op, form, src = s.opcode, s.form, s.src
+        ops = s.operands
+        if op.startswith("barrier.cluster.wait"):
+            self._cta_barrier()
+            self.dsmem.clear()
+            return
+        if op.startswith("fence.proxy.async"):
+            self.dirty.clear()
+            return
+        if form == "mapa":
+            self.mapa = (s.attrs or {}).get("peer_of")
+            return
+        if op.startswith("mbarrier."):
+            ptr = next((o.ptr for o in ops if type(o) is Mem and type(o.ptr) is BufferPtr),
+                       None)
+            if ptr is None:
+                return
+            if op.startswith("mbarrier.init"):
+                st, _ = self._bar(ptr, src)
+                cnt = ops[-1]
+                st.init = (cnt.value if type(cnt) is Const else None, src, list(guards))
+                st.pending, st.dead, st.waited, st.last_parity = True, None, False, {}
+            elif op.startswith("mbarrier.inval"):
+                st, _ = self._bar(ptr, src)
+                st.dead = src
+            elif op.startswith(("mbarrier.arrive", "mbarrier.arrive_drop")):
+                if "expect_tx" in op or op.startswith("mbarrier.arrive.") or op == \
+                        "mbarrier.arrive":
+                    self._arrival(ptr, src, guards, loops, "thread", "mbarrier.arrive")
+            elif op.startswith(("mbarrier.try_wait", "mbarrier.test_wait")):
+                par = ops[-1] if ".parity" in op else None
+                self._wait(ptr, par, src, guards, loops, bid, "this mbarrier wait")
+                self.dsmem.clear()
+            elif op.startswith("mbarrier.expect_tx"):
+                self._bar(ptr, src)
+            else:
+                st, _ = self._bar(ptr, src)
+                st.opaque = f"'{op}' at {src} (not followed by this check)"
+            return
+        # another instruction naming a barrier word (tcgen05.commit, a raw copy): its
+        # arrivals are not counted
+        for o in ops:
+            p = o.ptr if type(o) is Mem else None
+            if type(p) is BufferPtr:
+                self._opaque(p.buffer, f"'{op}' at {src} names it")
+        if op.startswith(("st.shared", "stmatrix")):
+            p = ops[0].ptr if ops and type(ops[0]) is Mem else None
+            if type(p) is BufferPtr:
+                self._write(p.buffer, src)
+        elif op.startswith(("ld.", "ldmatrix")):
+            for o in ops:
+                if type(o) is Mem and type(o.ptr) is BufferPtr:
+                    self._read(o.ptr.buffer, src)
+
+    def _opaque(self, buf, why):
+        for key, st in self.bars.items():
+            if key[0] == buf.uid:
+                st.opaque = why
+
+    def _tile(self, s, guards, loops):
+        op, src, args = s.op, s.src, s.args
+        rec = s.record
+        if op == "copy_async":
+            d, sr = args[0], args[1]
+            if rec.direction == "load":
+                if rec.mbar is not None:
+                    if rec.multicast is not None or s.scope == "cluster":
+                        st, _ = self._bar(rec.mbar, src)
+                        st.opaque = f"the multicast copy at {src}"
+                        self._check_use(st, "this copy_async", src, guards)
+                    else:
+                        self._arrival(rec.mbar, src, guards, loops, s.scope,
+                                      "copy_async(mbar=...)")
+                else:   # a load with no mbarrier is cp.async (TMA and bulk need one)
+                    self.cp_open[d.buffer.uid] = (d.buffer.name, src)
+                    self.cp_done.discard(d.buffer.uid)
+            else:
+                self._read(sr.buffer, src)
+            return
+        if op == "async_commit":
+            if rec.kind in (None, "cp_async") and self.cp_open:
+                self.cp_groups.append(self.cp_open)
+                self.cp_open = {}
+            return
+        if op == "async_wait":
+            if rec.kind in (None, "cp_async") and not rec.read:
+                keep = rec.pending
+                done = self.cp_groups[:len(self.cp_groups) - keep] if keep else self.cp_groups
+                for g in done:
+                    self.cp_done.update(g)
+                self.cp_groups = self.cp_groups[len(done):]
+            return
+        if op == "gemm_async":
+            acc = args[0]
+            for r in args[1:3]:
+                if isinstance(r, BufferRegion) and r.buffer.root.scope in _SHARED:
+                    w = self.dirty.get(r.buffer.uid)
+                    if w is not None:
+                        raise _fail(src, f"gemm_async reads shared tile '{r.buffer.name}', "
+                                         f"written by plain stores at {w} with no "
+                                         f"fence.proxy.async in between: wgmma reads through "
+                                         f"the async proxy and may see stale bytes; call "
+                                         f"pg.ptx.fence.proxy_async() after the writes and "
+                                         f"before the barrier that precedes the gemm")
+                    self._read(r.buffer, src)
+            if isinstance(acc, BufferRegion) and acc.buffer.root.scope != "tmem":
+                self.wg_groups.append((acc.buffer.uid, acc.buffer.name, src))
+            return
+        if op == "gemm_wait":
+            keep = getattr(rec, "pending", 0)
+            self.wg_groups = self.wg_groups[len(self.wg_groups) - keep:] if keep else []
+            return
+        # any other tile op: reads its sources, writes its destination
+        for a in args[1:]:
+            if isinstance(a, BufferRegion):
+                self._read(a.buffer, src)
+            elif isinstance(a, BufferPtr):
+                self._opaque(a.buffer, f"the {op} at {src} names it")
+            elif hasattr(a, "dtype") and not isinstance(a, (Mem, VecOperand)):
+                self._expr_reads(a, src)
+        if args and isinstance(args[0], BufferRegion):
+            d = args[0].buffer
+            self._read_acc_write(d, src)
+            self._write(d, src)
+
+    def _read_acc_write(self, buf, src):
+        """Writing an accumulator while its wgmma is in flight races the tensor core too."""
+        for acc, name, gsrc in self.wg_groups:
+            if acc == buf.uid:
+                raise _fail(src, f"this writes the wgmma accumulator '{name}' of the "
+                                 f"gemm_async at {gsrc} before a gemm_wait covers its group: "
+                                 f"call pg.tile.warpgroup.gemm_wait(0) first")
+
+
+def check_protocol(func) -> list:
+    """Raise a located TraceError for a synchronization mistake the facts decide; return the
+    notes on what they leave undecided."""
+    c = _Check(func)
+    c.walk(func.body, [], [])
+    c._count_check()
+    return c.notes
+
+
+def protocol_notes(kernel, arch: str = "sm_90a") -> str:
+    """What the protocol check could not decide for `kernel` (a pg.kernel or its PrimFunc),
+    one line each, in the spirit of pg.tile.explain."""
+    from .lower import lower
+
+    func = getattr(kernel, "ir", kernel)
+    body, _, _ = lower(func.body)
+    tmp = type(func)(func.name, func.params, body, func.grid, func.block)
+    notes = check_protocol(tmp)
+    return "\n".join(notes) if notes else "every synchronization fact was decided"

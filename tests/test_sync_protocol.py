@@ -1,0 +1,298 @@
+"""The build-time synchronization protocol check (ptxgen/passes/protocol.py) and its trace-time
+companions (Pipeline, cluster_view, while_): each class of mistake is refused with its located
+message, and the correct counterpart builds."""
+import re
+
+import pytest
+
+import ptxgen as pg
+from ptxgen.errors import TraceError
+from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout
+
+HERE = "test_sync_protocol.py"
+
+
+def refused(build, message):
+    """`build()` raises a TraceError located in this file whose text after `file:line: ` is
+    exactly `message`."""
+    with pytest.raises(TraceError) as e:
+        build()
+    text = str(e.value)
+    m = re.match(rf"{HERE}:\d+: ", text)
+    assert m, text
+    assert text[m.end():] == message
+
+
+def ptx(k, arch="sm_90a"):
+    return k.ptx(arch)
+
+
+# ---- one mbarrier, one TMA load ---------------------------------------------------------------
+def tma_kernel(count=1, copies=1, parity=(0,), init=True, sync=True, inval=False,
+               init_after=False):
+    def k(A: pg.Tensor((64, 64), "float16"), O: pg.Tensor((64, 64), "float16")):
+        tx = pg.thread_id(128)
+        pool = pg.SMEMPool()
+        T = pool.alloc((64, 64), "float16", align=1024)
+        bar = pool.alloc_mbarrier(1)
+        pool.commit()
+        if init and not init_after:
+            with pg.if_(tx == 0):
+                pg.ptx.mbarrier.init(bar, count)
+                pg.ptx.fence.mbarrier_init()
+        if sync:
+            pg.cta_sync()
+        with pg.if_(tx == 0):
+            for c in range(copies):
+                pg.tile.thread.copy_async(T[0:64, 32 * c:32 * c + 32] if copies > 1 else T,
+                                          A[0:64, 32 * c:32 * c + 32] if copies > 1 else A,
+                                          mbar=bar)
+        if inval:
+            with pg.if_(tx == 0):
+                pg.ptx.mbarrier.inval(bar)
+        for p in parity:
+            pg.ptx.mbarrier.try_wait(bar, p)
+        if init_after:
+            with pg.if_(tx == 0):
+                pg.ptx.mbarrier.init(bar, count)
+        pg.tile.cta.copy(O, T)
+    return pg.kernel(k, grid=(1,), block=(128,))
+
+
+def test_a_correct_tma_load_builds():
+    assert "mbarrier.try_wait.parity" in ptx(tma_kernel())
+    assert "mbarrier.try_wait.parity" in ptx(tma_kernel(count=2, copies=2))
+
+
+def test_wait_on_parity_one_of_a_fresh_barrier_is_refused():
+    refused(lambda: ptx(tma_kernel(parity=(1,))),
+            "this mbarrier wait waits on parity 1 of mbarrier 'bar', fresh from its init at "
+            f"{HERE}:41: the phase before the first counts as complete, so this wait passes at "
+            "once and what it guards is read early; wait on parity 0 first (phases go 0, 1, "
+            "0, ...: pass phase & 1 of a counter)")
+
+
+def test_waiting_the_same_parity_twice_is_refused():
+    refused(lambda: ptx(tma_kernel(parity=(0, 0))),
+            f"this mbarrier wait waits on parity 0 of mbarrier 'bar' again (as at {HERE}:54) "
+            "with no other parity between: that phase is already complete, so this wait "
+            "passes at once; wait on parity 1 for the next phase")
+
+
+def test_init_count_above_the_arrivals_is_refused():
+    refused(lambda: ptx(tma_kernel(count=2)),
+            "mbarrier 'bar' is initialised for 2 arrival(s) per phase, but the program makes 1 "
+            f"(at {HERE}:47): the phase never completes (a hang); make the init count "
+            "(pg.Pipeline's producer_arrivals / consumers) equal the arrivals of one phase: one "
+            "per copy_async(mbar=...) and per arrive, times the threads that run it")
+
+
+def test_init_count_below_the_arrivals_is_refused():
+    refused(lambda: ptx(tma_kernel(count=1, copies=2)),
+            "mbarrier 'bar' is initialised for 1 arrival(s) per phase, but the program makes 2 "
+            f"(at {HERE}:47, {HERE}:47): the extra arrivals and their bytes spill into the next "
+            "phase (a fault or stale data); make the init count (pg.Pipeline's "
+            "producer_arrivals / consumers) equal the arrivals of one phase: one per "
+            "copy_async(mbar=...) and per arrive, times the threads that run it")
+
+
+def test_wait_on_an_uninitialized_barrier_is_refused():
+    refused(lambda: ptx(tma_kernel(init=False)),
+            "copy_async(mbar=...) uses mbarrier 'bar' before it is initialised: call "
+            "pg.ptx.mbarrier.init (one thread), then pg.cta_sync(), before any arrive or wait "
+            "(for a pg.Pipeline: pipe.init())")
+    refused(lambda: ptx(tma_kernel(init_after=True)),
+            "copy_async(mbar=...) uses mbarrier 'bar' before it is initialised: call "
+            "pg.ptx.mbarrier.init (one thread), then pg.cta_sync(), before any arrive or wait "
+            "(for a pg.Pipeline: pipe.init())")
+
+
+def test_a_use_racing_the_init_is_refused():
+    refused(lambda: ptx(tma_kernel(sync=False)),
+            f"this mbarrier wait uses mbarrier 'bar' initialised at {HERE}:41 with no CTA "
+            "barrier in between: other threads may arrive or wait before the init lands; call "
+            "pg.cta_sync() after the init block")
+
+
+def test_the_initialising_thread_may_use_its_barrier_at_once():
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(A: pg.Tensor((64, 64), "float16"), O: pg.Tensor((64, 64), "float16")):
+        tx = pg.thread_id(128)
+        pool = pg.SMEMPool()
+        T = pool.alloc((64, 64), "float16", align=1024)
+        bar = pool.alloc_mbarrier(1)
+        pool.commit()
+        with pg.if_(tx == 0):
+            pg.ptx.mbarrier.init(bar, 1)
+            pg.tile.thread.copy_async(T, A, mbar=bar)
+            pg.ptx.mbarrier.try_wait(bar, 0)
+        pg.cta_sync()
+        pg.tile.cta.copy(O, T)
+    assert "mbarrier.init" in ptx(k)
+
+
+def test_a_wait_after_inval_is_refused():
+    refused(lambda: ptx(tma_kernel(inval=True)),
+            f"this mbarrier wait uses mbarrier 'bar' after mbarrier.inval at {HERE}:52: an "
+            "invalidated barrier is ordinary memory; initialise it again first, or move the "
+            "inval after the last use")
+
+
+def test_arrivals_are_counted_per_running_thread():
+    """An arrive by every thread of warp 1 is 32 arrivals; an init of 32 matches."""
+    def make(count):
+        @pg.kernel(grid=(1,), block=(128,))
+        def k(O: pg.Tensor((128,), "int32")):
+            tx = pg.thread_id(128)
+            bar = pg.alloc_shared((1,), "uint64", align=8)
+            with pg.if_(tx == 0):
+                pg.ptx.mbarrier.init(bar, count)
+            pg.cta_sync()
+            with pg.if_(pg.warp_id() == 1):
+                pg.ptx.mbarrier.arrive(bar)
+            pg.ptx.mbarrier.try_wait(bar, 0)
+            O[tx] = tx
+        return k
+    assert "mbarrier.arrive" in ptx(make(32))
+    refused(lambda: ptx(make(1)),
+            "mbarrier 'bar' is initialised for 1 arrival(s) per phase, but the program makes 32 "
+            f"(at {HERE}:152): the extra arrivals and their bytes spill into the next phase (a "
+            "fault or stale data); make the init count (pg.Pipeline's producer_arrivals / "
+            "consumers) equal the arrivals of one phase: one per copy_async(mbar=...) and per "
+            "arrive, times the threads that run it")
+
+
+def test_a_runtime_guard_leaves_the_count_undecided():
+    from ptxgen.passes.protocol import protocol_notes
+
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(O: pg.Tensor((128,), "int32"), n: pg.int32):
+        tx = pg.thread_id(128)
+        bar = pg.alloc_shared((1,), "uint64", align=8)
+        with pg.if_(tx == 0):
+            pg.ptx.mbarrier.init(bar, 1)
+        pg.cta_sync()
+        with pg.if_(tx < n):
+            pg.ptx.mbarrier.arrive(bar)
+        pg.ptx.mbarrier.try_wait(bar, 0)
+        O[tx] = tx
+    assert "mbarrier.arrive" in ptx(k)
+    notes = protocol_notes(k)
+    assert f"{HERE}:176: how many threads run this mbarrier.arrive depends on n" in notes
+    assert "arrivals per phase of 'bar' not checked: a thread guard it cannot evaluate" in notes
+
+
+# ---- pipelines ------------------------------------------------------------------------------
+R, STAGES = 64, 2
+SW = ComposeLayout(Swizzle.mma("128B", 16), TileLayout(S[(STAGES, R, 64)]))
+
+
+def ring_kernel(producer_arrivals=2, copies=2, init=True, release=True, commit=True):
+    def k(src: pg.Tensor((512, 128), "float16"), dst: pg.Tensor((512, 128), "float16")):
+        tx = pg.thread_id(64)
+        pool = pg.SMEMPool()
+        lo = pool.alloc((STAGES, R, 64), "float16", align=1024, layout=SW)
+        hi = pool.alloc((STAGES, R, 64), "float16", align=1024, layout=SW)
+        pipe = pg.Pipeline(pool, stages=STAGES, consumers=1, producer_arrivals=producer_arrivals)
+        pool.commit()
+        if init:
+            pipe.init()
+        with pg.if_(tx == 0):
+            prod = pipe.producer()
+            for i in pg.serial(8):
+                s = prod.stage
+                prod.acquire()
+                for h, t in ((0, lo), (1, hi))[:copies]:
+                    pg.tile.thread.copy_async(t[s:s + 1, 0:R, 0:64],
+                                              src[i * R:i * R + R, 64 * h:64 * h + 64],
+                                              mbar=prod.full)
+                if commit:
+                    prod.commit()
+        with pg.if_(tx == 32):
+            cons = pipe.consumer()
+            for i in pg.serial(8):
+                s = cons.stage
+                cons.wait()
+                pg.tile.thread.copy_async(dst[i * R:i * R + R, 0:64], lo[s:s + 1, 0:R, 0:64])
+                pg.tile.thread.copy_async(dst[i * R:i * R + R, 64:128], hi[s:s + 1, 0:R, 0:64])
+                pg.tile.thread.async_commit(kind="bulk")
+                pg.tile.thread.async_wait(0, read=True, kind="bulk")
+                if release:
+                    cons.release()
+            pg.tile.thread.async_wait(0, kind="bulk")
+    return pg.kernel(k, grid=(1,), block=(64,))
+
+
+def test_a_correct_ring_builds():
+    assert "cp.async.bulk.tensor" in ptx(ring_kernel())
+
+
+def test_producer_arrivals_below_the_copies_per_stage_is_refused():
+    refused(lambda: ptx(ring_kernel(producer_arrivals=1)),
+            "mbarrier 'pipe_full' is initialised for 1 arrival(s) per phase, but the program "
+            f"makes 2 per loop iteration (one stage) (at {HERE}:206, {HERE}:206): the extra "
+            "arrivals and their bytes spill into the next phase (a fault or stale data); make "
+            "the init count (pg.Pipeline's producer_arrivals / consumers) equal the arrivals of "
+            "one phase: one per copy_async(mbar=...) and per arrive, times the threads that run "
+            "it")
+
+
+def test_producer_arrivals_above_the_copies_per_stage_is_refused():
+    with pytest.raises(TraceError, match=r"initialised for 2 arrival\(s\) per phase, but the "
+                                         r"program makes 1 per loop iteration"):
+        ptx(ring_kernel(producer_arrivals=2, copies=1))
+
+
+def test_a_pipeline_never_initialised_is_refused():
+    refused(lambda: ring_kernel(init=False),
+            f"Pipeline 'pipe' is used (at {HERE}:204) but never initialised: its mbarriers hold "
+            "garbage; call pipe.init() in every thread, at the top level, after pool.commit() "
+            "and before the producer and consumer branches")
+
+
+def test_a_consumer_that_never_releases_is_refused():
+    refused(lambda: ring_kernel(release=False),
+            "the consumer of Pipeline 'pipe' waits on its stages but never releases them: the "
+            "producer's acquire of a stage hangs once the ring wraps; call cons.release() when "
+            "the stage has been read, on every path")
+
+
+def test_a_producer_that_never_commits_is_refused():
+    refused(lambda: ring_kernel(commit=False),
+            "the producer of Pipeline 'pipe' acquires stages but never commits them: it stays "
+            "on one stage and the consumers wait on the others forever; call prod.commit() "
+            "after issuing the stage's copies")
+
+
+# ---- cp.async groups ------------------------------------------------------------------------
+def cp_kernel(commit=True, wait=True):
+    def k(A: pg.Tensor((32, 64), "float32"), O: pg.Tensor((32, 64), "float32")):
+        tx = pg.thread_id(128)
+        T = pg.alloc_shared((32, 64), "float32", align=16)
+        pg.tile.cta.copy_async(T, A, dispatch="cp_async")
+        if commit:
+            pg.tile.cta.async_commit()
+        if wait:
+            pg.tile.cta.async_wait(0)
+        pg.tile.cta.copy(O, T)
+    return pg.kernel(k, grid=(1,), block=(128,))
+
+
+def test_cp_async_read_after_commit_and_wait_builds():
+    assert "cp.async.wait_group 0" in ptx(cp_kernel())
+
+
+def test_cp_async_read_before_commit_is_refused():
+    refused(lambda: ptx(cp_kernel(commit=False, wait=False)),
+            "this reads shared tile 'T', written by cp.async copy_async at "
+            f"{HERE}:272, before async_commit() and async_wait(): the copy may not have landed "
+            "(stale data); call pg.tile.<scope>.async_commit() and then async_wait(0) before "
+            "the read")
+
+
+def test_cp_async_read_before_wait_is_refused():
+    refused(lambda: ptx(cp_kernel(wait=False)),
+            "this reads shared tile 'T', written by cp.async copy_async at "
+            f"{HERE}:272, before an async_wait() covers its group: the copy may not have landed "
+            "(stale data); call pg.tile.<scope>.async_wait(0) (or a pending count that leaves "
+            "its group out) before the read")
