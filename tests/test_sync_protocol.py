@@ -296,3 +296,128 @@ def test_cp_async_read_before_wait_is_refused():
             f"{HERE}:272, before an async_wait() covers its group: the copy may not have landed "
             "(stale data); call pg.tile.<scope>.async_wait(0) (or a pending count that leaves "
             "its group out) before the read")
+
+
+# ---- wgmma: proxy fence and accumulator --------------------------------------------------------
+def wgmma_kernel(fence=True, wait=True):
+    from ptxgen.primitives.tcgen05 import canonical_layout
+
+    LA, LB = (canonical_layout(r, 64, "bfloat16") for r in (64, 32))
+
+    def k(A: pg.Tensor((64, 64), "bfloat16"), B: pg.Tensor((32, 64), "bfloat16"),
+          D: pg.Tensor((64, 32), "float32")):
+        tx = pg.thread_id(128)
+        As = pg.alloc_shared((64, 64), "bfloat16", layout=LA, align=1024)
+        Bs = pg.alloc_shared((32, 64), "bfloat16", layout=LB, align=1024)
+        pg.tile.cta.copy(As, A)
+        pg.tile.cta.copy(Bs, B)
+        if fence:
+            pg.ptx.fence.proxy_async()
+        pg.cta_sync()
+        acc = pg.tile.warpgroup.mma_accumulator((64, 32))
+        pg.tile.warpgroup.gemm_async(acc, As, Bs, accumulate=False)
+        if wait:
+            pg.tile.warpgroup.gemm_wait(0)
+        pg.tile.warpgroup.copy(D, acc)
+    return pg.kernel(k, grid=(1,), block=(128,))
+
+
+def test_a_fenced_wgmma_builds():
+    assert "wgmma.mma_async" in ptx(wgmma_kernel())
+
+
+def test_wgmma_reading_unfenced_plain_stores_is_refused():
+    refused(lambda: ptx(wgmma_kernel(fence=False)),
+            f"gemm_async reads shared tile 'As', written by plain stores at {HERE}:312 with no "
+            "fence.proxy.async in between: wgmma reads through the async proxy and may see "
+            "stale bytes; call pg.ptx.fence.proxy_async() after the writes and before the "
+            "barrier that precedes the gemm")
+
+
+def test_reading_an_accumulator_before_gemm_wait_is_refused():
+    refused(lambda: ptx(wgmma_kernel(wait=False)),
+            f"this reads the wgmma accumulator 'acc' of the gemm_async at {HERE}:318 before a "
+            "gemm_wait covers its group: call pg.tile.warpgroup.gemm_wait(0) before reading it")
+
+
+# ---- clusters ---------------------------------------------------------------------------------
+def dsmem_kernel(sync=True, rank_of=lambda r: r ^ 1):
+    def k(A: pg.Tensor((4, 128), "int32"), O: pg.Tensor((4, 128), "int32")):
+        tx = pg.thread_id(128)
+        bx = pg.cta_id(4)
+        rank = pg.cta_rank_in_cluster()
+        sm = pg.alloc_shared((128,), "int32")
+        peer = pg.cluster_view(sm, rank_of(rank))
+        peer[tx] = A[bx, tx]
+        if sync:
+            pg.cluster_sync()
+        O[bx, tx] = sm[tx]
+        pg.cluster_sync()
+    return pg.kernel(k, grid=(4,), block=(128,), cluster=(2, 1, 1))
+
+
+def test_a_synchronized_dsmem_exchange_builds():
+    assert "mapa" in ptx(dsmem_kernel())
+
+
+def test_a_dsmem_read_with_no_cluster_sync_is_refused():
+    refused(lambda: ptx(dsmem_kernel(sync=False)),
+            f"this reads shared tile 'sm', written through a cluster_view of it at {HERE}:351 "
+            "with no cluster_sync in between: the peer CTA's write may not be visible yet; call "
+            "pg.cluster_sync() between the write and the read")
+
+
+def test_a_constant_rank_outside_the_cluster_is_refused():
+    assert "mapa" in ptx(dsmem_kernel(rank_of=lambda r: 1))
+    refused(lambda: dsmem_kernel(rank_of=lambda r: 2),
+            "cluster_view rank 2 is outside the cluster: its 2 CTA(s) have ranks 0..1 "
+            "(cluster=(2, 1, 1)); mapa of a rank past the cluster faults")
+
+
+# ---- loops ------------------------------------------------------------------------------------
+def test_a_while_that_never_exits_is_refused():
+    def make(step):
+        @pg.kernel(grid=(1,), block=(32,))
+        def k(A: pg.Tensor((32, 4), "float32"), B: pg.Tensor((32,), "float32")):
+            tx = pg.thread_id(32)
+            acc = pg.local_scalar("float32", 0.0)
+            i = pg.local_scalar("int32", 0)
+            with pg.while_(i < 4):
+                acc += A[tx, i]
+                if step:
+                    i += 1
+            B[tx] = acc
+        return k
+    assert "bra" in ptx(make(True))
+    refused(lambda: make(False),
+            "this pg.while_ never exits once entered: its condition `i[0] < 4` reads no value "
+            "the body changes; update a value of the condition in the body (e.g. `i += 1`), or "
+            "loop with pg.serial")
+
+
+def test_a_constant_true_while_is_refused():
+    def k(B: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        with pg.while_(True):
+            B[tx] = 1.0
+    refused(lambda: pg.kernel(k, grid=(1,), block=(32,)),
+            "this pg.while_ never exits once entered: its condition is the constant True; "
+            "update a value of the condition in the body (e.g. `i += 1`), or loop with "
+            "pg.serial")
+
+
+def test_a_while_on_memory_is_left_to_the_program():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(F: pg.Tensor((1,), "int32"), B: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        with pg.while_(F[0] == 0):       # another kernel or thread may set the flag
+            B[tx] = 1.0
+    assert "ld.global" in ptx(k)
+
+
+def test_a_non_positive_constant_step_is_refused():
+    def k(B: pg.Tensor((32,), "float32")):
+        for i in pg.serial(0, 32, 0):
+            B[i] = 1.0
+    with pytest.raises(TraceError, match=r"pg.serial step must be positive, got 0"):
+        pg.kernel(k, grid=(1,), block=(1,))

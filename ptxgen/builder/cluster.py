@@ -100,7 +100,7 @@ def cluster_view(tile, rank) -> TensorHandle:
     addr = local_scalar("uint32", name=f"{b.name}_peer")
     m = emit_instr(opcode("mapa"), [addr, _address(b.storage_ptr()), r], form="mapa")
     m.outs = 1
-    m.attrs = {"peer_of": b.uid}     # the protocol check follows writes to the peer's tile
+    m.attrs = {"peer_of": (b.uid, b.name)}     # the protocol check follows writes to the peer's tile
     view = make_buffer(ctx.unique(at.assigned or f"{b.name}_peer"), b.shape, b.dtype,
                        "shared.cluster", layout=b.layout, elem_offset=b.elem_offset,
                        align=b.align)

@@ -370,11 +370,11 @@ class _Check:
                 raise _fail(src, f"this reads the wgmma accumulator '{name}' of the gemm_async "
                                  f"at {gsrc} before a gemm_wait covers its group: call "
                                  f"pg.tile.warpgroup.gemm_wait(0) before reading it")
-        tile = self.peer_of.get(u, u)
+        tile = self.peer_of.get(u, (u, None))[0]
         if tile in self.dsmem:
             name, wsrc = self.dsmem[tile]
-            raise _fail(src, f"this reads shared tile '{name}', written through cluster_view "
-                             f"at {wsrc} with no cluster_sync in between: the peer CTA's "
+            raise _fail(src, f"this reads shared tile '{name}', written through a cluster_view "
+                             f"of it at {wsrc} with no cluster_sync in between: the peer CTA's "
                              f"write may not be visible yet; call pg.cluster_sync() between "
                              f"the write and the read")
 
@@ -439,7 +439,8 @@ class _Check:
         if scope in _SHARED:
             self.dirty[buf.uid] = src
         elif scope == "shared.cluster" and buf.uid in self.peer_of:
-            self.dsmem[self.peer_of[buf.uid]] = (buf.name, src)
+            tile, name = self.peer_of[buf.uid]
+            self.dsmem[tile] = (name, src)
 
     def _instr(self, s, guards, loops, bid):
         op, form, src = s.opcode, s.form, s.src
