@@ -137,6 +137,8 @@ class _Bar:
         self.sites = []           # (weight or None, loop id, index key, src) of arrivals
         self.waits = []           # (parity or None, loop id, src)
         self.opaque = ""          # why its arrivals cannot be counted
+        self.site_pos = []        # program-order positions of the arrivals and the waits
+        self.wait_pos = []
 
 
 class _Check:
@@ -148,6 +150,7 @@ class _Check:
                             and "wait" in s.opcode for o in s.operands
                             if type(o) is Mem and type(o.ptr) is BufferPtr}
         self.bars: dict = {}
+        self.clock = 0
         self.notes: list = []
         self.cp_open: dict = {}       # buffer uid -> (name, src) written by cp.async, uncommitted
         self.cp_groups: list = []     # [{uid: (name, src)}] committed, not yet waited
@@ -157,6 +160,10 @@ class _Check:
         self.peer_of: dict = {}       # cluster view uid -> the tile uid it maps
         self.mapa: object = None
         self.dsmem: dict = {}         # tile uid -> (name, src) written through a peer view
+
+    def _tick(self):
+        self.clock += 1
+        return self.clock
 
     # ---- barriers ----------------------------------------------------------------------
     def _bar(self, ptr: BufferPtr, src):
@@ -239,12 +246,14 @@ class _Check:
             self.notes.append(f"{src}: how many threads run this {what} depends on {e}: "
                               f"the arrivals on '{st.name}' are not counted")
         st.sites.append((w, id(loops[-1]) if loops else None, ikey, src))
+        st.site_pos.append(self._tick())
 
     def _wait(self, ptr, parity, src, guards, loops, body_id, what):
         st, _ = self._bar(ptr, src)
         self._check_use(st, what, src, guards)
         p = parity.value if type(parity) is Const else None
         st.waits.append((p, id(loops[-1]) if loops else None, src))
+        st.wait_pos.append(self._tick())
         if st.ring:
             return
         if p is not None:
@@ -255,12 +264,13 @@ class _Check:
                                  f"it guards is read early; wait on parity 0 first (phases go "
                                  f"0, 1, 0, ...: pass phase & 1 of a counter)")
             last = st.last_parity.get(body_id)
-            if last is not None and last[0] == p:
+            if last is not None and last[0] == p and last[2] < len(st.sites):
                 raise _fail(src, f"{what} waits on parity {p} of mbarrier '{st.name}' again "
-                                 f"(as at {last[1]}) with no other parity between: that phase "
-                                 f"is already complete, so this wait passes at once; wait on "
-                                 f"parity {p ^ 1} for the next phase")
-            st.last_parity[body_id] = (p, src)
+                                 f"(as at {last[1]}) with no other parity between, after new "
+                                 f"arrivals: that phase is already complete, so this wait "
+                                 f"passes at once and does not wait for them; wait on parity "
+                                 f"{p ^ 1} for the next phase")
+            st.last_parity[body_id] = (p, src, len(st.sites))
         st.waited = True
 
     def _count_check(self):
@@ -299,17 +309,36 @@ class _Check:
             why = "arrivals in more than one loop"
         if not why:
             loop = next(iter(loops))
-            waits = [w for w in st.waits if w[1] == loop]
             if loop is None:
-                ps = [p for p, _, _ in st.waits]
-                if ps != [0] * len(ps[:1]) or len(ps) != 1:
-                    why = "more than one phase waited outside loops"
-            elif not waits:
+                return self._straight(st, count, isrc)
+            if not [w for w in st.waits if w[1] == loop]:
                 why = "arrivals in a loop that does not wait on it (phases span iterations)"
         if why:
             self.notes.append(f"{isrc}: arrivals per phase of '{st.name}' not checked: {why}")
             return
         self._compare(st, count, isrc, sites, "")
+
+    def _straight(self, st, count, isrc):
+        """Arrivals outside loops: the waits (outside loops, constant parities) say how many
+        phases the program waits for; arrivals that all come before the first wait race for
+        the first phase."""
+        ps = [p for p, lp, _ in st.waits]
+        if any(p is None for p in ps) or any(lp is not None for _, lp, _ in st.waits):
+            self.notes.append(f"{isrc}: arrivals per phase of '{st.name}' not checked: waits "
+                              f"in loops or on computed parities")
+            return
+        phases = 1 + sum(a != b for a, b in zip(ps, ps[1:]))
+        got = sum(w for w, *_ in st.sites)
+        first = min(st.wait_pos)
+        if phases == 1 or (got > count and max(st.site_pos) < first) or got < phases * count:
+            if phases > 1 and got < phases * count:
+                lines = ", ".join(s for *_, s in st.sites)
+                raise _fail(isrc, f"mbarrier '{st.name}' is initialised for {count} "
+                                  f"arrival(s) per phase and waited on for {phases} phases, "
+                                  f"but the program makes {got} (at {lines}): the last phase "
+                                  f"never completes (a hang); make one phase's arrivals equal "
+                                  f"the init count, and wait only for phases that arrive")
+            self._compare(st, count, isrc, st.sites, "")
 
     def _ring(self, ring):
         els = [e for e in self._elements(ring) if e.init is not None]
