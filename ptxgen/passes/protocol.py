@@ -138,6 +138,7 @@ class _Bar:
         self.waits = []           # (parity or None, loop id, src)
         self.opaque = ""          # why its arrivals cannot be counted
         self.site_pos = []        # program-order positions of the arrivals and the waits
+        self.site_tx = []         # whether each arrival leaves transaction bytes pending
         self.wait_pos = []
 
 
@@ -236,7 +237,7 @@ class _Check:
                          f"barrier in between: other threads may arrive or wait before the "
                          f"init lands; call pg.cta_sync() after the init block")
 
-    def _arrival(self, ptr, src, guards, loops, scope, what):
+    def _arrival(self, ptr, src, guards, loops, scope, what, tx=True):
         st, ikey = self._bar(ptr, src)
         self._check_use(st, what, src, guards)
         try:
@@ -247,6 +248,7 @@ class _Check:
                               f"the arrivals on '{st.name}' are not counted")
         st.sites.append((w, id(loops[-1]) if loops else None, ikey, src))
         st.site_pos.append(self._tick())
+        st.site_tx.append(tx)
 
     def _wait(self, ptr, parity, src, guards, loops, body_id, what):
         st, _ = self._bar(ptr, src)
@@ -323,6 +325,8 @@ class _Check:
         phases the program waits for; arrivals that all come before the first wait race for
         the first phase."""
         ps = [p for p, lp, _ in st.waits]
+        if not ps:
+            return      # arrivals no one waits for: nothing hangs on them
         if any(p is None for p in ps) or any(lp is not None for _, lp, _ in st.waits):
             self.notes.append(f"{isrc}: arrivals per phase of '{st.name}' not checked: waits "
                               f"in loops or on computed parities")
@@ -330,7 +334,8 @@ class _Check:
         phases = 1 + sum(a != b for a, b in zip(ps, ps[1:]))
         got = sum(w for w, *_ in st.sites)
         first = min(st.wait_pos)
-        if phases == 1 or (got > count and max(st.site_pos) < first) or got < phases * count:
+        racing = got > count and max(st.site_pos) < first and any(st.site_tx)
+        if phases == 1 or racing or got < phases * count:
             if phases > 1 and got < phases * count:
                 lines = ", ".join(s for *_, s in st.sites)
                 raise _fail(isrc, f"mbarrier '{st.name}' is initialised for {count} "
@@ -500,7 +505,9 @@ class _Check:
             elif op.startswith(("mbarrier.arrive", "mbarrier.arrive_drop")):
                 if "expect_tx" in op or op.startswith("mbarrier.arrive.") or op == \
                         "mbarrier.arrive":
-                    self._arrival(ptr, src, guards, loops, "thread", "mbarrier.arrive")
+                    n = ops[-1] if "expect_tx" in op else None
+                    tx = n is not None and not (type(n) is Const and n.value == 0)
+                    self._arrival(ptr, src, guards, loops, "thread", "mbarrier.arrive", tx)
             elif op.startswith(("mbarrier.try_wait", "mbarrier.test_wait")):
                 par = ops[-1] if ".parity" in op else None
                 self._wait(ptr, par, src, guards, loops, bid, "this mbarrier wait")
