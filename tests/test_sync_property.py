@@ -160,7 +160,7 @@ def _check(monkeypatch, case):
         refused = str(e)
     if refused is not None:
         with monkeypatch.context() as m:
-            m.setattr(ptxgen.passes, "check_protocol", lambda f: [])
+            m.setattr(ptxgen.passes, "check_protocol", lambda f, t=None: [])
             k.ptx("sm_90a")
     ok, why = _runs_right(k, arrays, checks, scalars)
     if refused is None:

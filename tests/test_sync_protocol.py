@@ -464,3 +464,67 @@ def test_a_non_positive_constant_step_is_refused():
             B[i] = 1.0
     with pytest.raises(TraceError, match=r"pg.serial step must be positive, got 0"):
         pg.kernel(k, grid=(1,), block=(1,))
+
+
+# ---- older gaps: clusters, register pressure, int32 wrap ------------------------------------------
+def test_cluster_errors_are_located():
+    def body(B: pg.Tensor((32,), "int32")):
+        tx = pg.thread_id(32)
+        B[tx] = tx
+    refused(lambda: pg.kernel(body, grid=(16,), block=(32,), cluster=(3, 0, 1)),
+            "cluster=(3, 0, 1) must be 1 to 3 positive ints, e.g. (2, 1, 1)")
+    refused(lambda: pg.kernel(body, grid=(32,), block=(32,), cluster=(32, 1, 1)),
+            "cluster=(32, 1, 1) has 32 CTAs; clusters hold at most 8 (the portable size), or 16 "
+            "on sm_90 with the non-portable launch attribute (set by the runtime)")
+    k = pg.kernel(body, grid=(16,), block=(32,), cluster=(2, 1, 1))
+    with pytest.raises(pg.ArchError) as e:
+        k.ptx("sm_80")
+    assert re.fullmatch(rf"{HERE}:\d+: cluster=\(2, 1, 1\) needs sm_90 or newer \(thread-block "
+                        r"clusters, \.reqnctapercluster\); the target is sm_80: build for sm_90a, "
+                        r"or drop cluster=", str(e.value))
+
+
+def test_a_cluster_of_16_builds_for_sm_90():
+    @pg.kernel(grid=(32,), block=(32,), cluster=(16, 1, 1))
+    def k(B: pg.Tensor((32,), "int32")):
+        tx = pg.thread_id(32)
+        B[tx] = tx
+    assert ".reqnctapercluster 16, 1, 1" in ptx(k)
+
+
+def test_accumulators_past_the_register_file_warn():
+    def make(n):
+        @pg.kernel(grid=(1,), block=(128,))
+        def k(D: pg.Tensor((64, 256), "float32")):
+            from ptxgen.primitives.tcgen05 import canonical_layout
+
+            As = pg.alloc_shared((64, 64), "bfloat16", layout=canonical_layout(64, 64, "bfloat16"),
+                                 align=1024)
+            Bs = pg.alloc_shared((256, 64), "bfloat16",
+                                 layout=canonical_layout(256, 64, "bfloat16"), align=1024)
+            accs = [pg.tile.warpgroup.mma_accumulator((64, 256)) for _ in range(n)]
+            for acc in accs:
+                pg.tile.warpgroup.gemm_async(acc, As, Bs, accumulate=False)
+            pg.tile.warpgroup.gemm_wait(0)
+            for acc in accs:
+                pg.tile.warpgroup.copy(D, acc)
+        return k
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ptx(make(1))
+    with pytest.warns(UserWarning, match=r"wgmma accumulators 'accs' \(128 registers, first used "
+                                         r"at .*\), 'accs_1' \(128 registers, first used at .*\) "
+                                         r"need 256 registers per thread, more than the 255"):
+        ptx(make(2))
+
+
+def test_the_simplifier_keeps_a_division_whose_product_may_wrap():
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(B: pg.Tensor((32,), "int32"), x: pg.int32):
+        tx = pg.thread_id(32)
+        B[tx] = x * 4 // 4 + tx * 4 // 4
+    text = ptx(k)
+    assert re.search(r"shl\.b32 (%r\d+), %r\d+, 2;\n\s+shr\.s32 %r\d+, \1, 2;", text)
+    assert text.count("shl.b32") == 1         # tx * 4 // 4 == tx: tx < 32 cannot wrap

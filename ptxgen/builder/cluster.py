@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import PtxgenError, TraceError
+from ..errors import TraceError
 from ..ir import Const, DeclBuffer, SpecialReg, as_expr
 from ..target.forms import opcode
 from .context import current, fail, user_site
@@ -25,20 +25,33 @@ from .control import _let
 from .ptx import addr as _address, emit_instr
 from .tensor import TensorHandle, local_scalar, make_buffer
 
-MAX_CLUSTER = 8      # the portable cluster size (larger needs a non-portable launch attribute)
+MAX_CLUSTER = 8      # the portable cluster size
+MAX_NONPORTABLE = 16  # sm_90's largest: the launch sets NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+
+
+class ClusterShape(tuple):
+    """A checked (x, y, z) that remembers the user's line (`src`), so a later arch error
+    (clusters on sm_80) can point at the declaration."""
+    src = ""
 
 
 def check_cluster(cluster) -> tuple:
-    """The (x, y, z) of a kernel's cluster= argument, checked."""
+    """The (x, y, z) of a kernel's cluster= argument, checked, located at the user's line."""
+    src = user_site().src
     c = tuple(cluster) if isinstance(cluster, (tuple, list)) else (cluster,)
     if not 1 <= len(c) <= 3 or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
                                        for x in c):
-        raise PtxgenError(f"cluster={cluster!r} must be 1 to 3 positive ints, e.g. (2, 1, 1)")
+        raise TraceError(f"{src}: cluster={cluster!r} must be 1 to 3 positive ints, e.g. "
+                         f"(2, 1, 1)")
     c = (c + (1, 1))[:3]
-    if math.prod(c) > MAX_CLUSTER:
-        raise PtxgenError(f"cluster={c} has {math.prod(c)} CTAs; clusters hold at most "
-                          f"{MAX_CLUSTER} (the portable size)")
-    return c
+    n = math.prod(c)
+    if n > MAX_NONPORTABLE:
+        raise TraceError(f"{src}: cluster={c} has {n} CTAs; clusters hold at most "
+                         f"{MAX_CLUSTER} (the portable size), or {MAX_NONPORTABLE} on sm_90 "
+                         f"with the non-portable launch attribute (set by the runtime)")
+    out = ClusterShape(c)
+    out.src = src
+    return out
 
 
 def _size(ctx) -> int:

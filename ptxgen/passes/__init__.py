@@ -18,5 +18,5 @@ def prepare(func: PrimFunc, target) -> PrimFunc:
     unrolled = PrimFunc(func.name, func.params, body, func.grid, func.block,
                         func.dynamic_smem_bytes, func.dynamic_smem_reserve, func.attrs,
                         frozenset(registers))
-    check_protocol(unrolled)
+    check_protocol(unrolled, target)
     return lower_tiles(unrolled, target) if has_tiles else unrolled

@@ -25,7 +25,7 @@ Checked:
 """
 from __future__ import annotations
 
-from ..errors import TraceError
+from ..errors import ArchError, TraceError
 from ..ir import (Barrier, BinOp, BufferPtr, BufferRegion, Cast, Const, DeclBuffer, For, If,
                   Instr, Let, Load, Mem, Not, Select, SpecialReg, Store, TileCall, Var,
                   VecOperand, While, expr_key, traced_statements)
@@ -151,6 +151,7 @@ class _Check:
                             and "wait" in s.opcode for o in s.operands
                             if type(o) is Mem and type(o.ptr) is BufferPtr}
         self.bars: dict = {}
+        self.accs: dict = {}          # root uid -> (register accumulator, first gemm_async)
         self.clock = 0
         self.notes: list = []
         self.cp_open: dict = {}       # buffer uid -> (name, src) written by cp.async, uncommitted
@@ -585,6 +586,7 @@ class _Check:
                                          f"before the barrier that precedes the gemm")
                     self._read(r.buffer, src)
             if isinstance(acc, BufferRegion) and acc.buffer.root.scope != "tmem":
+                self.accs.setdefault(acc.buffer.root.uid, (acc.buffer.root, src))
                 self.wg_groups.append((acc.buffer.uid, acc.buffer.name, src))
             return
         if op == "gemm_wait":
@@ -613,13 +615,48 @@ class _Check:
                                  f"call pg.tile.warpgroup.gemm_wait(0) first")
 
 
-def check_protocol(func) -> list:
+def check_cluster_arch(func, target):
+    """Clusters need sm_90+: say so at the kernel's cluster= line, not in the emitter."""
+    c = func.attrs.get("cluster")
+    if c is not None and target is not None and target.sm < 90:
+        raise ArchError(f"{getattr(c, 'src', '') or '?'}: cluster={tuple(c)} needs sm_90 or "
+                        f"newer (thread-block clusters, .reqnctapercluster); the target is "
+                        f"{target.arch}: build for sm_90a, or drop cluster=")
+
+
+def check_protocol(func, target=None) -> list:
     """Raise a located TraceError for a synchronization mistake the facts decide; return the
     notes on what they leave undecided."""
+    check_cluster_arch(func, target)
     c = _Check(func)
     c.walk(func.body, [], [])
     c._count_check()
+    _register_pressure(c.accs)
     return c.notes
+
+
+MAX_REGS = 255     # registers per thread (PTX ISA); past them ptxas spills to local memory
+
+
+def _register_pressure(accs):
+    """wgmma accumulators live in registers for the whole main loop: more than a thread has
+    makes ptxas spill them (kilobytes of local memory per thread, silently).  A warning, not
+    an error: the kernel is still correct, only slow."""
+    regs, names = 0, []
+    for buf, src in accs.values():
+        n = buf.span_elems()
+        if n is None:
+            return
+        r = (n * buf.dtype.bits + 31) // 32
+        regs += r
+        names.append(f"'{buf.name}' ({r} registers, first used at {src})")
+    if regs > MAX_REGS:
+        import warnings
+
+        warnings.warn(f"wgmma accumulators {', '.join(names)} need {regs} registers per thread, "
+                      f"more than the {MAX_REGS} a thread has: ptxas will spill them to local "
+                      f"memory; use a narrower tile (N) or fewer accumulators per warpgroup",
+                      UserWarning, stacklevel=2)
 
 
 def protocol_notes(kernel, arch: str = "sm_90a") -> str:
