@@ -528,3 +528,37 @@ def test_the_simplifier_keeps_a_division_whose_product_may_wrap():
     text = ptx(k)
     assert re.search(r"shl\.b32 (%r\d+), %r\d+, 2;\n\s+shr\.s32 %r\d+, \1, 2;", text)
     assert text.count("shl.b32") == 1         # tx * 4 // 4 == tx: tx < 32 cannot wrap
+
+
+def inner_loop_ring(producer_arrivals):
+    """The copies of a stage issued by a serial loop inside the stage loop: two per stage."""
+    def k(src: pg.Tensor((64, 64), "float16"), n: pg.int32):
+        tx = pg.thread_id(64)
+        pool = pg.SMEMPool()
+        t = pool.alloc((2, 2, 8, 32), "float16", align=128)
+        pipe = pg.Pipeline(pool, stages=2, consumers=1, producer_arrivals=producer_arrivals)
+        pool.commit()
+        pipe.init()
+        with pg.if_(tx == 0):
+            prod = pipe.producer()
+            for i in pg.serial(n):
+                s = prod.stage
+                prod.acquire()
+                for h in pg.serial(2):
+                    pg.tile.thread.copy_async(t[s:s + 1, h:h + 1, 0:8, 0:32],
+                                              src[i * 8:i * 8 + 8, 32 * h:32 * h + 32],
+                                              mbar=prod.full)
+                prod.commit()
+        with pg.if_(tx == 32):
+            cons = pipe.consumer()
+            for i in pg.serial(n):
+                cons.wait()
+                cons.release()
+    return pg.kernel(k, grid=(1,), block=(64,))
+
+
+def test_copies_in_an_inner_loop_count_once_per_trip():
+    assert "cp.async.bulk.tensor" in ptx(inner_loop_ring(2))
+    with pytest.raises(TraceError, match=r"initialised for 1 arrival\(s\) per phase, but the "
+                                         r"program makes 2 per loop iteration"):
+        ptx(inner_loop_ring(1))

@@ -44,6 +44,33 @@ class _Unknown(Exception):
     """A guard or index the pass cannot evaluate per thread."""
 
 
+def _loaded(exprs) -> set:
+    """Root uids of the local buffers an index reads (a pipeline's stage scalar)."""
+    out, stack = set(), list(exprs)
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is Load:
+            if x.buffer.root.scope == "local":
+                out.add(x.buffer.root.uid)
+            stack.extend(x.indices)
+        elif t is BinOp:
+            stack += (x.a, x.b)
+        elif t is Not or t is Cast:
+            stack.append(x.a)
+        elif t is Select:
+            stack += (x.cond, x.t, x.f)
+    return out
+
+
+def _trips(loop):
+    """A serial loop's constant trip count, or None."""
+    if type(loop) is not For or type(loop.start) is not Const or type(loop.stop) is not Const \
+            or type(loop.step) is not int:
+        return None
+    return max(0, -(-(loop.stop.value - loop.start.value) // loop.step))
+
+
 def _fail(src, msg):
     return TraceError(f"{src or '?'}: {msg}")
 
@@ -139,6 +166,8 @@ class _Bar:
         self.opaque = ""          # why its arrivals cannot be counted
         self.site_pos = []        # program-order positions of the arrivals and the waits
         self.site_tx = []         # whether each arrival leaves transaction bytes pending
+        self.site_bufs = []       # the local buffers each arrival's barrier index reads
+        self.site_loops = []      # the loops around each arrival, outermost first
         self.wait_pos = []
 
 
@@ -151,6 +180,7 @@ class _Check:
                             and "wait" in s.opcode for o in s.operands
                             if type(o) is Mem and type(o.ptr) is BufferPtr}
         self.bars: dict = {}
+        self.store_loop: dict = {}    # local buffer uid -> the innermost loop of its last store
         self.accs: dict = {}          # root uid -> (register accumulator, first gemm_async)
         self.clock = 0
         self.notes: list = []
@@ -248,6 +278,8 @@ class _Check:
             self.notes.append(f"{src}: how many threads run this {what} depends on {e}: "
                               f"the arrivals on '{st.name}' are not counted")
         st.sites.append((w, id(loops[-1]) if loops else None, ikey, src))
+        st.site_bufs.append(_loaded(ptr.indices or ()))
+        st.site_loops.append(tuple(loops))
         st.site_pos.append(self._tick())
         st.site_tx.append(tx)
 
@@ -360,10 +392,30 @@ class _Check:
         why = self._why_not(ring, sites) or next((e.opaque for e in els if e.opaque), "")
         if not why and any(e.sites for e in els):
             why = "arrivals on constant elements as well as on a computed stage"
-        if not why and len({(lp, ik) for _, lp, ik, _ in sites}) != 1:
-            why = "arrivals from more than one loop or stage index"
-        if not why and next(iter(sites))[1] is None:
-            why = "arrivals outside any loop"
+        if not why and len({ik for _, _, ik, _ in sites}) != 1:
+            why = "arrivals on more than one stage index"
+        stage = None
+        if not why:
+            bufs = ring.site_bufs[0]
+            stage = next((self.store_loop[b] for b in bufs if b in self.store_loop), None)
+            if stage is None:
+                why = "no loop moves the stage index"
+        if not why:
+            weighted = []
+            for (w, lp, ik, src), loops in zip(sites, ring.site_loops):
+                ids = [id(x) for x in loops]
+                if stage not in ids:
+                    why = f"the arrival at {src} is outside the loop that moves the stage"
+                    break
+                trips = 1
+                for x in loops[ids.index(stage) + 1:]:
+                    n = _trips(x)
+                    if n is None:
+                        why = f"the arrival at {src} is in a loop of unknown trip count"
+                        break
+                    trips *= n
+                weighted.append((w * trips, lp, ik, src))
+            sites = weighted
         if why:
             self.notes.append(f"{isrc}: arrivals per phase of the ring '{ring.name}' not "
                               f"checked: {why}")
@@ -453,6 +505,8 @@ class _Check:
             elif t is Store:
                 self._expr_reads(s.value, src)
                 self._write(s.buffer, src)
+                if s.buffer.root.scope == "local":
+                    self.store_loop[s.buffer.root.uid] = id(loops[-1]) if loops else None
             elif t is Barrier:
                 if s.kind == "cta" and s.count is None and type(s.id) is int and s.id == 0:
                     self._cta_barrier()
