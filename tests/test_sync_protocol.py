@@ -76,7 +76,8 @@ def test_a_correct_tma_load_builds():
 def test_wait_on_parity_one_of_a_fresh_barrier_is_refused():
     refused(lambda: ptx(tma_kernel(parity=(1,))),
             "this mbarrier wait waits on parity 1 of mbarrier 'bar', fresh from its init at "
-            f"{HERE}:{at('pg.ptx.mbarrier.init(bar, count)')}: the phase before the first counts as complete, so this wait passes at "
+            f"{HERE}:{at('pg.ptx.mbarrier.init(bar, count)')}"
+            ": the phase before the first counts as complete, so this wait passes at "
             "once and what it guards is read early; wait on parity 0 first (phases go 0, 1, "
             "0, ...: pass phase & 1 of a counter)")
 
@@ -104,7 +105,9 @@ def two_loads(second_parity):
 def test_waiting_the_same_parity_twice_is_refused():
     assert "mbarrier.try_wait" in ptx(two_loads(1))
     refused(lambda: ptx(two_loads(0)),
-            f"this mbarrier wait waits on parity 0 of mbarrier 'bar' again (as at {HERE}:{at('pg.ptx.mbarrier.try_wait(bar, parity)')}) "
+            "this mbarrier wait waits on parity 0 of mbarrier 'bar' again (as at "
+            f"{HERE}:{at('pg.ptx.mbarrier.try_wait(bar, parity)')}"
+            ") "
             "with no other parity between, after new arrivals: that phase is already "
             "complete, so this wait passes at once and does not wait for them; wait on parity "
             "1 for the next phase")
@@ -117,7 +120,8 @@ def test_a_redundant_wait_with_no_new_arrival_builds():
 def test_waiting_for_more_phases_than_arrive_is_refused():
     refused(lambda: ptx(tma_kernel(parity=(0, 1))),
             "mbarrier 'bar' is initialised for 1 arrival(s) per phase and waited on for 2 "
-            f"phases, but the program makes 1 (at {HERE}:{at('pg.tile.thread.copy_async(T[0:64, 32 * c:32 * c + 32] if copies > 1 else T,')}): the last phase never completes "
+            f"phases, but the program makes 1 (at {HERE}:{at('pg.tile.thread.copy_async(T[0:64')}"
+            "): the last phase never completes "
             "(a hang); make one phase's arrivals equal the init count, and wait only for "
             "phases that arrive")
 
@@ -125,7 +129,8 @@ def test_waiting_for_more_phases_than_arrive_is_refused():
 def test_init_count_above_the_arrivals_is_refused():
     refused(lambda: ptx(tma_kernel(count=2)),
             "mbarrier 'bar' is initialised for 2 arrival(s) per phase, but the program makes 1 "
-            f"(at {HERE}:{at('pg.tile.thread.copy_async(T[0:64, 32 * c:32 * c + 32] if copies > 1 else T,')}): the phase never completes (a hang); make the init count "
+            f"(at {HERE}:{at('pg.tile.thread.copy_async(T[0:64')}"
+            "): the phase never completes (a hang); make the init count "
             "(pg.Pipeline's producer_arrivals / consumers) equal the arrivals of one phase: one "
             "per copy_async(mbar=...) and per arrive, times the threads that run it")
 
@@ -133,7 +138,9 @@ def test_init_count_above_the_arrivals_is_refused():
 def test_init_count_below_the_arrivals_is_refused():
     refused(lambda: ptx(tma_kernel(count=1, copies=2)),
             "mbarrier 'bar' is initialised for 1 arrival(s) per phase, but the program makes 2 "
-            f"(at {HERE}:{at('pg.tile.thread.copy_async(T[0:64, 32 * c:32 * c + 32] if copies > 1 else T,')}, {HERE}:{at('pg.tile.thread.copy_async(T[0:64, 32 * c:32 * c + 32] if copies > 1 else T,')}): the extra arrivals and their bytes spill into the next "
+            f"(at {HERE}:{at('pg.tile.thread.copy_async(T[0:64')}"
+            f", {HERE}:{at('pg.tile.thread.copy_async(T[0:64')}"
+            "): the extra arrivals and their bytes spill into the next "
             "phase (a fault or stale data); make the init count (pg.Pipeline's "
             "producer_arrivals / consumers) equal the arrivals of one phase: one per "
             "copy_async(mbar=...) and per arrive, times the threads that run it")
@@ -152,7 +159,9 @@ def test_wait_on_an_uninitialized_barrier_is_refused():
 
 def test_a_use_racing_the_init_is_refused():
     refused(lambda: ptx(tma_kernel(sync=False)),
-            f"this mbarrier wait uses mbarrier 'bar' initialised at {HERE}:{at('pg.ptx.mbarrier.init(bar, count)')} with no CTA "
+            "this mbarrier wait uses mbarrier 'bar' initialised at "
+            f"{HERE}:{at('pg.ptx.mbarrier.init(bar, count)')}"
+            " with no CTA "
             "barrier in between: other threads may arrive or wait before the init lands; call "
             "pg.cta_sync() after the init block")
 
@@ -176,7 +185,9 @@ def test_the_initialising_thread_may_use_its_barrier_at_once():
 
 def test_a_wait_after_inval_is_refused():
     refused(lambda: ptx(tma_kernel(inval=True)),
-            f"this mbarrier wait uses mbarrier 'bar' after mbarrier.inval at {HERE}:{at('pg.ptx.mbarrier.inval(bar)')}: an "
+            "this mbarrier wait uses mbarrier 'bar' after mbarrier.inval at "
+            f"{HERE}:{at('pg.ptx.mbarrier.inval(bar)')}"
+            ": an "
             "invalidated barrier is ordinary memory; initialise it again first, or move the "
             "inval after the last use")
 
@@ -199,7 +210,8 @@ def test_arrivals_are_counted_per_running_thread():
     assert "mbarrier.arrive" in ptx(make(32))
     refused(lambda: ptx(make(1)),
             "mbarrier 'bar' is initialised for 1 arrival(s) per phase, but the program makes 32 "
-            f"(at {HERE}:{at('pg.ptx.mbarrier.arrive(bar)')}): the extra arrivals and their bytes spill into the next phase (a "
+            f"(at {HERE}:{at('pg.ptx.mbarrier.arrive(bar)')}"
+            "): the extra arrivals and their bytes spill into the next phase (a "
             "fault or stale data); make the init count (pg.Pipeline's producer_arrivals / "
             "consumers) equal the arrivals of one phase: one per copy_async(mbar=...) and per "
             "arrive, times the threads that run it")
@@ -221,7 +233,8 @@ def test_a_runtime_guard_leaves_the_count_undecided():
         O[tx] = tx
     assert "mbarrier.arrive" in ptx(k)
     notes = protocol_notes(k)
-    assert f"{HERE}:{at('pg.ptx.mbarrier.arrive(bar)#n')}: how many threads run this mbarrier.arrive depends on n" in notes
+    assert (f"{HERE}:{at('pg.ptx.mbarrier.arrive(bar)#n')}: how many threads run this "
+            "mbarrier.arrive depends on n") in notes
     assert "arrivals per phase of 'bar' not checked: a thread guard it cannot evaluate" in notes
 
 
@@ -273,7 +286,10 @@ def test_a_correct_ring_builds():
 def test_producer_arrivals_below_the_copies_per_stage_is_refused():
     refused(lambda: ptx(ring_kernel(producer_arrivals=1)),
             "mbarrier 'pipe_full' is initialised for 1 arrival(s) per phase, but the program "
-            f"makes 2 per loop iteration (one stage) (at {HERE}:{at('pg.tile.thread.copy_async(t[s:s + 1, 0:R, 0:64],')}, {HERE}:{at('pg.tile.thread.copy_async(t[s:s + 1, 0:R, 0:64],')}): the extra "
+            "makes 2 per loop iteration (one stage) (at "
+            f"{HERE}:{at('pg.tile.thread.copy_async(t[s:s')}"
+            f", {HERE}:{at('pg.tile.thread.copy_async(t[s:s')}"
+            "): the extra "
             "arrivals and their bytes spill into the next phase (a fault or stale data); make "
             "the init count (pg.Pipeline's producer_arrivals / consumers) equal the arrivals of "
             "one phase: one per copy_async(mbar=...) and per arrive, times the threads that run "
@@ -288,7 +304,8 @@ def test_producer_arrivals_above_the_copies_per_stage_is_refused():
 
 def test_a_pipeline_never_initialised_is_refused():
     refused(lambda: ring_kernel(init=False),
-            f"Pipeline 'pipe' is used (at {HERE}:{at('prod.acquire()')}) but never initialised: its mbarriers hold "
+            f"Pipeline 'pipe' is used (at {HERE}:{at('prod.acquire()')}"
+            ") but never initialised: its mbarriers hold "
             "garbage; call pipe.init() in every thread, at the top level, after pool.commit() "
             "and before the producer and consumer branches")
 
@@ -328,7 +345,8 @@ def test_cp_async_read_after_commit_and_wait_builds():
 def test_cp_async_read_before_commit_is_refused():
     refused(lambda: ptx(cp_kernel(commit=False, wait=False)),
             "this reads shared tile 'T', written by cp.async copy_async at "
-            f"{HERE}:{at('pg.tile.cta.copy_async(T, A, dispatch=')}, before async_commit() and async_wait(): the copy may not have landed "
+            f"{HERE}:{at('pg.tile.cta.copy_async(T, A, dispatch=')}"
+            ", before async_commit() and async_wait(): the copy may not have landed "
             "(stale data); call pg.tile.<scope>.async_commit() and then async_wait(0) before "
             "the read")
 
@@ -336,7 +354,8 @@ def test_cp_async_read_before_commit_is_refused():
 def test_cp_async_read_before_wait_is_refused():
     refused(lambda: ptx(cp_kernel(wait=False)),
             "this reads shared tile 'T', written by cp.async copy_async at "
-            f"{HERE}:{at('pg.tile.cta.copy_async(T, A, dispatch=')}, before an async_wait() covers its group: the copy may not have landed "
+            f"{HERE}:{at('pg.tile.cta.copy_async(T, A, dispatch=')}"
+            ", before an async_wait() covers its group: the copy may not have landed "
             "(stale data); call pg.tile.<scope>.async_wait(0) (or a pending count that leaves "
             "its group out) before the read")
 
@@ -371,7 +390,9 @@ def test_a_fenced_wgmma_builds():
 
 def test_wgmma_reading_unfenced_plain_stores_is_refused():
     refused(lambda: ptx(wgmma_kernel(fence=False)),
-            f"gemm_async reads shared tile 'As', written by plain stores at {HERE}:{at('pg.tile.cta.copy(As, A)')} with no "
+            "gemm_async reads shared tile 'As', written by plain stores at "
+            f"{HERE}:{at('pg.tile.cta.copy(As, A)')}"
+            " with no "
             "fence.proxy.async in between: wgmma reads through the async proxy and may see "
             "stale bytes; call pg.ptx.fence.proxy_async() after the writes and before the "
             "barrier that precedes the gemm")
@@ -379,7 +400,9 @@ def test_wgmma_reading_unfenced_plain_stores_is_refused():
 
 def test_reading_an_accumulator_before_gemm_wait_is_refused():
     refused(lambda: ptx(wgmma_kernel(wait=False)),
-            f"this reads the wgmma accumulator 'acc' of the gemm_async at {HERE}:{at('pg.tile.warpgroup.gemm_async(acc, As, Bs, accumulate=False)')} before a "
+            "this reads the wgmma accumulator 'acc' of the gemm_async at "
+            f"{HERE}:{at('pg.tile.warpgroup.gemm_async(acc, As')}"
+            " before a "
             "gemm_wait covers its group: call pg.tile.warpgroup.gemm_wait(0) before reading it")
 
 
@@ -405,7 +428,9 @@ def test_a_synchronized_dsmem_exchange_builds():
 
 def test_a_dsmem_read_with_no_cluster_sync_is_refused():
     refused(lambda: ptx(dsmem_kernel(sync=False)),
-            f"this reads shared tile 'sm', written through a cluster_view of it at {HERE}:{at('peer[tx] = A[bx, tx]')} "
+            "this reads shared tile 'sm', written through a cluster_view of it at "
+            f"{HERE}:{at('peer[tx] = A[bx, tx]')}"
+            " "
             "with no cluster_sync in between: the peer CTA's write may not be visible yet; call "
             "pg.cluster_sync() between the write and the read")
 
@@ -466,7 +491,7 @@ def test_a_non_positive_constant_step_is_refused():
         pg.kernel(k, grid=(1,), block=(1,))
 
 
-# ---- older gaps: clusters, register pressure, int32 wrap ------------------------------------------
+# ---- older gaps: clusters, register pressure, int32 wrap --------------------------------
 def test_cluster_errors_are_located():
     def body(B: pg.Tensor((32,), "int32")):
         tx = pg.thread_id(32)

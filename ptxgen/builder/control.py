@@ -322,7 +322,12 @@ def while_(cond):
         ctx.bodies.pop()
         ctx.close_body(body, "pg.while_", src)
         ctx.append(While(c, body, src=src))
-    why = _never_exits(c, body) if done else ""
+    if done:    # when the trace ends: the checks that ran inside the body speak first
+        ctx.finalizers.append(lambda: _check_exits(c, body, src))
+
+
+def _check_exits(cond, body, src):
+    why = _never_exits(cond, body)
     if why:
         raise TraceError(f"{src}: this pg.while_ never exits once entered: {why}; update a "
                          f"value of the condition in the body (e.g. `i += 1`), or loop with "

@@ -14,7 +14,7 @@ from ..dtypes import dtype as _dtype
 from ..emit.codegen import Codegen
 from ..errors import PtxgenError, TraceError
 from ..ir import PLAIN_INT, Param, PrimFunc, Var
-from ..passes import prepare
+from ..passes import prepare, syncdebug
 from ..target import parse_target
 from . import context
 from .cluster import check_cluster
@@ -157,10 +157,12 @@ class Kernel:
         func = prepare(self.ir, target)
         cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
         text = cg.run()
+        if "sync_sites" in func.attrs:       # sync debug mode: the record pointer's global
+            text = syncdebug.declare(text)
         return _Built(text, cg, target)
 
     def built(self, arch="sm_90a"):
-        key = (arch, _DEBUG["bounds"])
+        key = (arch, _DEBUG["bounds"], syncdebug.enabled())
         b = self._ptx_cache.get(key)
         if b is None:
             with self._lock:
@@ -224,7 +226,7 @@ class Kernel:
         no keywords takes the generated fast launch once there is one (``_offer_fast``)."""
         if not kw:
             fast = self._fast
-            if fast and not _DEBUG["bounds"] and fast(args):
+            if fast and not _DEBUG["bounds"] and not syncdebug.enabled() and fast(args):
                 return
         self._call(args, kw)
 
@@ -236,6 +238,15 @@ class Kernel:
         if dev < 0:
             dev = _RUNTIME.current_device()
         key = dev if not _DEBUG["bounds"] else -2 - dev    # debug-bounds builds: keys < 0
+        if syncdebug.enabled():     # bounded waits: a hang raises SyncError (runtime/syncdebug)
+            from ..runtime.syncdebug import sync_launch
+
+            skey = ("sync", key)
+            launcher = self._launchers.get(skey) or self._launcher_for(dev, skey)
+            sites = self.built(_runtime().device_arch(dev)).codegen.func.attrs["sync_sites"]
+            return sync_launch(launcher, sites, syncdebug.RECORD, values, user,
+                               (self._grid_fn or self.ir.grid) if grid is None else grid,
+                               block or self.ir.block, stream, dynamic_smem_bytes)
         if block is None and grid is None:
             launcher = self._launchers.get(key) or self._launcher_for(dev, key)
             if stream is None and dynamic_smem_bytes is None and self._grid_fn is None:
@@ -428,6 +439,18 @@ def debug_bounds(on: bool = True) -> bool:
     unchanged.  Returns the previous setting."""
     prev = _DEBUG["bounds"]
     _DEBUG["bounds"] = bool(on)
+    return prev
+
+
+def debug(sync: bool | None = None, bounds: bool | None = None) -> dict:
+    """Debug builds: `sync=True` bounds every mbarrier wait and while_ loop (a hang raises
+    SyncError; also PTXGEN_DEBUG=sync), `bounds=True` is debug_bounds.  Returns the previous
+    settings; None leaves one as it is."""
+    prev = {"sync": syncdebug.enabled(), "bounds": _DEBUG["bounds"]}
+    if sync is not None:
+        syncdebug.set_sync(sync)
+    if bounds is not None:
+        debug_bounds(bounds)
     return prev
 
 
