@@ -119,3 +119,16 @@ def test_the_environment_switches_the_mode_on():
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env=dict(os.environ, PTXGEN_DEBUG=env, PYTHONPATH=ROOT), cwd=ROOT)
         assert r.stdout.strip() == want, r.stderr
+
+
+def test_compile_results_carry_ptxas_notes():
+    from ptxgen.runtime import CompileResult
+
+    log = ("ptxas info    : Compiling entry function 'g' for 'sm_90a'\n"
+           "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions "
+           "are serialized due to insufficient register resources for the wgmma pipeline in "
+           "the function 'g'\n"
+           "ptxas info    : Used 168 registers\n")
+    r = CompileResult(b"", "sm_90a", log, "g")
+    assert r.notes == [log.splitlines()[1].strip()] and r.registers == 168
+    assert CompileResult(b"", "sm_90a", "ptxas info    : Used 8 registers\n", "g").notes == []
