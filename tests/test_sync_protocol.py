@@ -587,3 +587,71 @@ def test_copies_in_an_inner_loop_count_once_per_trip():
     with pytest.raises(TraceError, match=r"initialised for 1 arrival\(s\) per phase, but the "
                                          r"program makes 2 per loop iteration"):
         ptx(inner_loop_ring(1))
+
+
+# ---- more of the same kind: who initialises, reading before the wait, loop parities ---------
+def test_an_init_by_every_thread_is_refused():
+    def k(O: pg.Tensor((128,), "int32")):
+        tx = pg.thread_id(128)
+        bar = pg.alloc_shared((1,), "uint64", align=8)
+        pg.ptx.mbarrier.init(bar, 128)                       # every thread
+        pg.cta_sync()
+        pg.ptx.mbarrier.arrive(bar)
+        pg.ptx.mbarrier.try_wait(bar, 0)
+        O[tx] = tx
+    refused(lambda: ptx(pg.kernel(k, grid=(1,), block=(128,))),
+            "mbarrier.init of 'bar' runs in 128 threads of each CTA: every init resets the "
+            "barrier, racing the arrivals of the threads past it; initialise from one thread "
+            "(with pg.if_(tx == 0)), then pg.cta_sync()")
+
+
+def test_reading_a_tma_tile_before_its_wait_is_refused():
+    def k(A: pg.Tensor((64, 64), "float16"), O: pg.Tensor((64, 64), "float16")):
+        tx = pg.thread_id(128)
+        pool = pg.SMEMPool()
+        T = pool.alloc((64, 64), "float16", align=1024)
+        bar = pool.alloc_mbarrier(1)
+        pool.commit()
+        with pg.if_(tx == 0):
+            pg.ptx.mbarrier.init(bar, 1)
+        pg.cta_sync()
+        with pg.if_(tx == 0):
+            pg.tile.thread.copy_async(T, A, mbar=bar)        # at: early copy
+        pg.tile.cta.copy(O, T)
+        pg.ptx.mbarrier.try_wait(bar, 0)
+    refused(lambda: ptx(pg.kernel(k, grid=(1,), block=(128,))),
+            f"this reads shared tile 'T', filled by the TMA copy at {HERE}:"
+            f"{at('pg.tile.thread.copy_async(T, A, mbar=bar)        # at: early')}, before any "
+            "wait on its mbarrier 'bar': the bytes may not have landed; wait first "
+            "(pg.ptx.mbarrier.try_wait(bar, phase) or the pipeline consumer's wait())")
+
+
+def looped_loads(flip):
+    def k(A: pg.Tensor((256, 64), "float16"), O: pg.Tensor((256, 64), "float16"), n: pg.int32):
+        tx = pg.thread_id(128)
+        pool = pg.SMEMPool()
+        T = pool.alloc((64, 64), "float16", align=1024)
+        bar = pool.alloc_mbarrier(1)
+        pool.commit()
+        with pg.if_(tx == 0):
+            pg.ptx.mbarrier.init(bar, 1)
+        pg.cta_sync()
+        phase = pg.local_scalar("int32", 0)
+        for i in pg.serial(n):
+            with pg.if_(tx == 0):
+                pg.tile.thread.copy_async(T, A[i * 64:i * 64 + 64, 0:64], mbar=bar)
+            pg.ptx.mbarrier.try_wait(bar, phase if flip else 0)     # at: loop wait
+            pg.tile.cta.copy(O[i * 64:i * 64 + 64, 0:64], T)
+            pg.cta_sync()
+            if flip:
+                phase.set(phase ^ 1)
+    return pg.kernel(k, grid=(1,), block=(128,))
+
+
+def test_a_constant_parity_in_a_loop_of_phases_is_refused():
+    assert "mbarrier.try_wait" in ptx(looped_loads(True))
+    refused(lambda: ptx(looped_loads(False)),
+            "this wait on mbarrier 'bar' uses the constant parity 0 in a loop that completes a "
+            "new phase each iteration: from the second iteration on it passes at once (the "
+            "phase with that parity is complete), so the data is read early; keep a phase bit "
+            "that flips each iteration and wait on it")

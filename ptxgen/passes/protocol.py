@@ -168,6 +168,7 @@ class _Bar:
         self.site_tx = []         # whether each arrival leaves transaction bytes pending
         self.site_bufs = []       # the local buffers each arrival's barrier index reads
         self.site_loops = []      # the loops around each arrival, outermost first
+        self.wait_loops = []      # the innermost loop of each wait (or None)
         self.wait_pos = []
 
 
@@ -180,6 +181,7 @@ class _Check:
                             and "wait" in s.opcode for o in s.operands
                             if type(o) is Mem and type(o.ptr) is BufferPtr}
         self.bars: dict = {}
+        self.tma_pending: dict = {}   # tile uid -> (barrier uid, name, src) of a TMA load
         self.store_loop: dict = {}    # local buffer uid -> the innermost loop of its last store
         self.accs: dict = {}          # root uid -> (register accumulator, first gemm_async)
         self.clock = 0
@@ -268,6 +270,19 @@ class _Check:
                          f"barrier in between: other threads may arrive or wait before the "
                          f"init lands; call pg.cta_sync() after the init block")
 
+    def _one_initialiser(self, st, src, guards):
+        if st.buffer.uid not in self.waited_bufs:
+            return
+        try:
+            n = len(self.threads.running(guards))
+        except _Unknown:
+            return
+        if n > 1:
+            raise _fail(src, f"mbarrier.init of '{st.name}' runs in {n} threads of each CTA: "
+                             f"every init resets the barrier, racing the arrivals of the "
+                             f"threads past it; initialise from one thread (with "
+                             f"pg.if_(tx == 0)), then pg.cta_sync()")
+
     def _arrival(self, ptr, src, guards, loops, scope, what, tx=True):
         st, ikey = self._bar(ptr, src)
         self._check_use(st, what, src, guards)
@@ -286,8 +301,11 @@ class _Check:
     def _wait(self, ptr, parity, src, guards, loops, body_id, what):
         st, _ = self._bar(ptr, src)
         self._check_use(st, what, src, guards)
+        for k in [k for k, v in self.tma_pending.items() if v[0] == ptr.buffer.uid]:
+            del self.tma_pending[k]
         p = parity.value if type(parity) is Const else None
         st.waits.append((p, id(loops[-1]) if loops else None, src))
+        st.wait_loops.append(loops[-1] if loops else None)
         st.wait_pos.append(self._tick())
         if st.ring:
             return
@@ -321,6 +339,7 @@ class _Check:
             ring = rings.get(uid)
             if ring is not None:
                 continue
+            self._loop_parity(st)
             self._single(st)
         for uid, ring in rings.items():
             if uid in self.waited_bufs:
@@ -334,6 +353,21 @@ class _Check:
         if any(w is None for w, *_ in sites):
             return "a thread guard it cannot evaluate"
         return ""
+
+    def _loop_parity(self, st):
+        """A constant parity waited on in a loop whose iterations each bring a new phase: every
+        other iteration passes at once."""
+        for (p, lp, src), loop in zip(st.waits, st.wait_loops):
+            if p is None or loop is None or not any(x == lp for _, x, _, _ in st.sites):
+                continue
+            same = {q for q, x, _ in st.waits if x == lp}
+            n = _trips(loop)
+            if same == {p} and (n is None or n > 1):
+                raise _fail(src, f"this wait on mbarrier '{st.name}' uses the constant parity "
+                                 f"{p} in a loop that completes a new phase each iteration: "
+                                 f"from the second iteration on it passes at once (the phase "
+                                 f"with that parity is complete), so the data is read early; "
+                                 f"keep a phase bit that flips each iteration and wait on it")
 
     def _single(self, st):
         count, isrc, _ = st.init
@@ -439,6 +473,12 @@ class _Check:
     # ---- reads of buffers ------------------------------------------------------------
     def _read(self, buf, src):
         u = buf.uid
+        t = self.tma_pending.get(u)
+        if t is not None:
+            raise _fail(src, f"this reads shared tile '{buf.name}', filled by the TMA copy at "
+                             f"{t[2]}, before any wait on its mbarrier '{t[1]}': the bytes may "
+                             f"not have landed; wait first (pg.ptx.mbarrier.try_wait(bar, "
+                             f"phase) or the pipeline consumer's wait())")
         if u in self.cp_open or any(u in g for g in self.cp_groups):
             if u not in self.cp_done:
                 where = (self.cp_open.get(u) or next(g[u] for g in self.cp_groups if u in g))[1]
@@ -551,6 +591,7 @@ class _Check:
                 return
             if op.startswith("mbarrier.init"):
                 st, _ = self._bar(ptr, src)
+                self._one_initialiser(st, src, guards)
                 cnt = ops[-1]
                 st.init = (cnt.value if type(cnt) is Const else None, src, list(guards))
                 st.pending, st.dead, st.waited, st.last_parity = True, None, False, {}
@@ -607,6 +648,9 @@ class _Check:
                     else:
                         self._arrival(rec.mbar, src, guards, loops, s.scope,
                                       "copy_async(mbar=...)")
+                    if rec.mbar.buffer.uid in self.waited_bufs:
+                        self.tma_pending[d.buffer.uid] = (rec.mbar.buffer.uid,
+                                                          rec.mbar.buffer.name, src)
                 else:   # a load with no mbarrier is cp.async (TMA and bulk need one)
                     self.cp_open[d.buffer.uid] = (d.buffer.name, src)
                     self.cp_done.discard(d.buffer.uid)
