@@ -71,6 +71,17 @@ def _trips(loop):
     return max(0, -(-(loop.stop.value - loop.start.value) // loop.step))
 
 
+def _chain(node, n=2) -> list:
+    """A linked (item..., parent) chain as a list, outermost first: guards and loops are
+    linked, so a deeply nested kernel costs linear memory."""
+    out = []
+    while node is not None:
+        out.append(node[:n])
+        node = node[n]
+    out.reverse()
+    return out
+
+
 def _fail(src, msg):
     return TraceError(f"{src or '?'}: {msg}")
 
@@ -131,7 +142,8 @@ class _Threads:
 
     def running(self, guards) -> list:
         """The thread ids (x; the block must be 1-D) that satisfy every guard."""
-        key = tuple((id(c), pol) for c, pol in guards)
+        guards = _chain(guards)
+        key = tuple([(id(c), pol) for c, pol in guards])
         r = self.memo.get(key)
         if r is None:
             bx, by, bz = self.block
@@ -292,9 +304,9 @@ class _Check:
             w = None
             self.notes.append(f"{src}: how many threads run this {what} depends on {e}: "
                               f"the arrivals on '{st.name}' are not counted")
-        st.sites.append((w, id(loops[-1]) if loops else None, ikey, src))
+        st.sites.append((w, id(loops[0]) if loops else None, ikey, src))
         st.site_bufs.append(_loaded(ptr.indices or ()))
-        st.site_loops.append(tuple(loops))
+        st.site_loops.append(tuple(x for x, in _chain(loops, 1)))
         st.site_pos.append(self._tick())
         st.site_tx.append(tx)
 
@@ -304,8 +316,8 @@ class _Check:
         for k in [k for k, v in self.tma_pending.items() if v[0] == ptr.buffer.uid]:
             del self.tma_pending[k]
         p = parity.value if type(parity) is Const else None
-        st.waits.append((p, id(loops[-1]) if loops else None, src))
-        st.wait_loops.append(loops[-1] if loops else None)
+        st.waits.append((p, id(loops[0]) if loops else None, src))
+        st.wait_loops.append(loops[0] if loops else None)
         st.wait_pos.append(self._tick())
         if st.ring:
             return
@@ -528,25 +540,25 @@ class _Check:
             src = s.src
             if t is If:
                 self._expr_reads(s.cond, src)
-                self.walk(s.then, guards + [(s.cond, True)], loops)
+                self.walk(s.then, (s.cond, True, guards), loops)
                 if s.else_:
-                    self.walk(s.else_, guards + [(s.cond, False)], loops)
+                    self.walk(s.else_, (s.cond, False, guards), loops)
             elif t is For:
-                self.walk(s.body, guards, loops + [s])
+                self.walk(s.body, guards, (s, loops))
             elif t is While:
                 if len(s.body) == 1 and type(s.body[0]) is Instr and \
                         (s.body[0].form == "mbarrier_wait"):
                     self._instr(s.body[0], guards, loops, bid)
                 else:
                     self._expr_reads(s.cond, src)
-                    self.walk(s.body, guards, loops + [s])
+                    self.walk(s.body, guards, (s, loops))
             elif t is Let:
                 self._expr_reads(s.value, src)
             elif t is Store:
                 self._expr_reads(s.value, src)
                 self._write(s.buffer, src)
                 if s.buffer.root.scope == "local":
-                    self.store_loop[s.buffer.root.uid] = id(loops[-1]) if loops else None
+                    self.store_loop[s.buffer.root.uid] = id(loops[0]) if loops else None
             elif t is Barrier:
                 if s.kind == "cta" and s.count is None and type(s.id) is int and s.id == 0:
                     self._cta_barrier()
@@ -593,7 +605,7 @@ class _Check:
                 st, _ = self._bar(ptr, src)
                 self._one_initialiser(st, src, guards)
                 cnt = ops[-1]
-                st.init = (cnt.value if type(cnt) is Const else None, src, list(guards))
+                st.init = (cnt.value if type(cnt) is Const else None, src, guards)
                 st.pending, st.dead, st.waited, st.last_parity = True, None, False, {}
             elif op.startswith("mbarrier.inval"):
                 st, _ = self._bar(ptr, src)
@@ -713,6 +725,22 @@ class _Check:
                                  f"call pg.tile.warpgroup.gemm_wait(0) first")
 
 
+_SYNC_OPS = frozenset(("copy_async", "async_commit", "async_wait", "gemm_async", "gemm_wait"))
+
+
+def _has_sync(body) -> bool:
+    """Whether the kernel holds anything this check follows (most kernels do not: they pay
+    one flat scan, and deep ones no recursion)."""
+    for s in traced_statements(body):
+        t = type(s)
+        if t is TileCall:
+            if s.op in _SYNC_OPS:
+                return True
+        elif t is Instr and s.opcode.startswith(("mbarrier.", "mapa", "barrier.cluster")):
+            return True
+    return False
+
+
 def check_cluster_arch(func, target):
     """Clusters need sm_90+: say so at the kernel's cluster= line, not in the emitter."""
     c = func.attrs.get("cluster")
@@ -726,8 +754,10 @@ def check_protocol(func, target=None) -> list:
     """Raise a located TraceError for a synchronization mistake the facts decide; return the
     notes on what they leave undecided."""
     check_cluster_arch(func, target)
+    if not _has_sync(func.body):
+        return []
     c = _Check(func)
-    c.walk(func.body, [], [])
+    c.walk(func.body, None, None)
     c._count_check()
     _register_pressure(c.accs)
     return c.notes
