@@ -655,3 +655,19 @@ def test_a_constant_parity_in_a_loop_of_phases_is_refused():
             "new phase each iteration: from the second iteration on it passes at once (the "
             "phase with that parity is complete), so the data is read early; keep a phase bit "
             "that flips each iteration and wait on it")
+
+
+def test_a_step_that_is_a_constant_in_disguise_is_checked():
+    def k(B: pg.Tensor((32,), "float32")):
+        step = pg.let(0)
+        for i in pg.serial(0, 32, step):
+            B[i] = 1.0
+    with pytest.raises(TraceError, match=r"pg.serial step must be positive, got step = 0 \(the "
+                                         r"loop would never end\)"):
+        pg.kernel(k, grid=(1,), block=(1,))
+
+    @pg.kernel(grid=(1,), block=(1,))
+    def ok(B: pg.Tensor((32,), "float32"), s: pg.int32):
+        for i in pg.serial(0, 32, s):           # a runtime step: the program's to keep positive
+            B[i] = 1.0
+    assert "bra" in ptx(ok)

@@ -207,6 +207,11 @@ def _loop(kind, args):
     elif kind == "unroll" or not isinstance(step, Expr) or not step.dtype.is_int:
         raise fail(f"pg.{kind} step must be a positive int (pg.serial also takes an integer "
                    f"expression), got {step!r}")
+    else:
+        v = _constant_value(ctx, step)
+        if v is not None and v <= 0:   # a constant in disguise (pg.let(0)): the loop never ends
+            raise fail(f"pg.{kind} step must be positive, got {format_expr(step)} = {v} (the "
+                       f"loop would never end)")
     if not isinstance(hi, Expr):   # as_expr's int32 case in line: `pg.unroll(4)`
         hi = Const(hi, INT32) if type(hi) is int and hi in _INT32_VALUES else as_expr(hi)
     dt = hi.dtype
@@ -244,6 +249,20 @@ def _loop(kind, args):
             ctx.close_body(body, "pg." + kind, src)
         dead[var.uid] = src
         ctx.append(For(var, lo, hi, step, kind, body, src=src))
+
+
+def _constant_value(ctx, e):
+    """The value of `e` when it is a constant or a let of one (followed through lets)."""
+    for _ in range(64):
+        if type(e) is Const:
+            return e.value
+        if type(e) is not Var:
+            return None
+        fact = next((f for f in reversed(ctx.facts) if f[0] == "let" and f[1] is e), None)
+        if fact is None:
+            return None
+        e = fact[2]
+    return None
 
 
 def serial(*args):
