@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 
 from ..dtypes import dtype as _dtype
-from ..ir import (Alloc, BinOp, Buffer, Const, For, If, Instr, Load, Not, SpecialReg, Store,
+from ..ir import (Alloc, BinOp, Buffer, Const, For, If, Instr, Load, SpecialReg, Store,
                   VecOperand, While)
 
 SYMBOL = "__ptxgen_sync_rec"
