@@ -57,3 +57,15 @@ def test_a_hang_raises_sync_error_naming_barrier_and_line(how):
     assert "<string>:13: kernel 'hang': thread " in m[0], m[0]
     assert "on mbarrier 'bar' for phase parity 0" in m[0], m[0]
     assert float(m[0].split()[1]) < 10, m[0]      # from the launch to the SyncError
+
+
+@pytest.mark.parametrize("n", [8, 16])
+def test_dsmem_exchange_in_large_clusters(n):
+    """16 CTAs per cluster is past the portable 8: the launch sets the non-portable attribute."""
+    import numpy as np
+
+    import async_cases as ac
+    from test_async_gpu import need, run_gpu
+
+    need(90)
+    run_gpu(ac.dsmem_case(np.random.default_rng(0), n), ["int32"] * 2)
