@@ -671,3 +671,11 @@ def test_a_step_that_is_a_constant_in_disguise_is_checked():
         for i in pg.serial(0, 32, s):           # a runtime step: the program's to keep positive
             B[i] = 1.0
     assert "bra" in ptx(ok)
+
+
+def test_a_16_cta_cluster_exchanges_in_ptxsim():
+    import numpy as np
+
+    import async_cases as ac
+
+    ac.run_sim(ac.dsmem_case(np.random.default_rng(0), 16))
