@@ -14,8 +14,8 @@ from .version import __version__  # noqa: E402,F401
 
 from .dtypes import DType, dtype  # noqa: E402
 from .errors import (ArchError, CudaError, DispatchError, LaunchError, LayoutError,  # noqa: E402
-                     PTXCompileError, PtxgenError, ResourceError, TraceAttributeError,
-                     TraceError)
+                     PTXCompileError, PtxgenError, ResourceError, SyncError,
+                     TraceAttributeError, TraceError)
 from . import printer as _printer  # noqa: E402,F401  (gives the IR nodes their text)
 from .ir import cast, select  # noqa: E402
 from .ir import maximum as max  # noqa: E402,A001
@@ -25,7 +25,7 @@ from .builder.control import (block_dim, cta_id, cta_sync, else_, grid_dim, if_,
                               serial, thread_id,
                               unroll, var,
                               warp_id, warp_sync, warpgroup_id, while_)
-from .builder.kernel import Kernel, ScalarType, debug_bounds, kernel  # noqa: E402
+from .builder.kernel import Kernel, ScalarType, debug, debug_bounds, kernel  # noqa: E402
 from .builder.cluster import (cluster_id, cluster_sync, cluster_view,  # noqa: E402
                               cta_id_in_cluster, cta_rank_in_cluster)
 from .builder.tensor import Tensor, TensorHandle  # noqa: E402

@@ -47,6 +47,11 @@ class CudaError(PtxgenError):
     """A CUDA driver call failed."""
 
 
+class SyncError(PtxgenError):
+    """Sync debug mode: a wait did not complete in time; names the barrier, its phase parity,
+    the waiting thread and the user's line (the kernel trapped: the context is lost)."""
+
+
 def located_at(e: PtxgenError, src: str) -> PtxgenError:
     """`e`, its message prefixed once with the statement's `file:line` (build-time errors:
     the tile-lowering pass and the emitter locate what a statement raised this way)."""

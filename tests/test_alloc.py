@@ -375,8 +375,9 @@ def _mbar_kernel(wait="try_wait", expect_tx=False, fence=True, unrolled=False):
         tok = pg.ptx.mbarrier.arrive(bars)
         getattr(pg.ptx.mbarrier, wait)(bars, 0)
         if expect_tx:
-            with pg.if_(tx == 0):
-                pg.ptx.mbarrier.arrive_expect_tx(bars[1], 0)
+            with pg.if_(tx == 0):           # one arrival per phase waited on below
+                for _ in range(2 if unrolled else 1):
+                    pg.ptx.mbarrier.arrive_expect_tx(bars[1], 0)
         if unrolled:
             for i in pg.unroll(2):
                 getattr(pg.ptx.mbarrier, wait)(bars[1], i)

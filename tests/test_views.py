@@ -64,7 +64,7 @@ def test_local_with_layout_and_no_shape_takes_the_logical_size_not_the_span():
     """Seed 002: without layout=, local() is the raw span (7 registers here, gaps included);
     the explicit-layout= form with no shape infers the logical size a thread holds (4)."""
     import numpy as np
-    import ptxsim
+    from support import ptxsim
 
     got = {}
 

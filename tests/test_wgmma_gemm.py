@@ -179,6 +179,7 @@ def test_column_slices_of_one_accumulator():
             for i in pg.serial(rows * 64 // 128):
                 e = pg.let(i * 128 + tx)
                 dst[e // 64, e % 64] = src[e // 64, e % 64]
+        pg.ptx.fence.proxy_async()          # plain stores -> the async proxy wgmma reads
         pg.cta_sync()
         acc = pg.tile.warpgroup.mma_accumulator((64, 32))
         pg.tile.warpgroup.gemm_async(acc[0:64, 0:16], As, Bs[0:16, 0:64], accumulate=False)

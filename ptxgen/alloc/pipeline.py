@@ -29,7 +29,8 @@ named barrier 1 + warpgroup index with 128 threads, bar.sync 0), then its thread
 """
 from __future__ import annotations
 
-from ..builder.context import current
+from ..builder.context import current, user_site
+from ..errors import TraceError
 from ..builder.control import cta_sync, if_, named_barrier, warp_sync
 from ..builder.resources import require_top_level, resource_error
 from ..builder.scalar import local_scalar
@@ -76,11 +77,13 @@ class Producer(_State):
     def acquire(self):
         """Wait until the current stage is empty (its consumers released it); the first round
         passes at once."""
+        self.pipe._note("acquire")
         mb.try_wait(self.empty, self.phase ^ 1)
 
     def commit(self, arrive: bool = False):
         """Done filling the current stage: `arrive=True` adds one plain arrival on its full
         barrier (for data that did not come by copy_async(mbar=...)); then the next stage."""
+        self.pipe._note("commit")
         if arrive:
             mb.arrive(self.full)
         self.advance()
@@ -95,11 +98,13 @@ class Consumer(_State):
 
     def wait(self):
         """Wait until the current stage is full (every expected copy landed)."""
+        self.pipe._note("wait")
         mb.try_wait(self.full, self.phase)
 
     def release(self):
         """This consumer is done with the current stage: one arrival on its empty barrier
         (after the consumer's scope synchronized), then the next stage."""
+        self.pipe._note("release")
         tid = SpecialReg("tid.x")
         if self.scope == "thread":
             mb.arrive(self.empty)
@@ -131,11 +136,39 @@ class Pipeline:
         self.consumers, self.producer_arrivals = consumers, producer_arrivals
         self.full = pool.alloc_mbarrier(stages, name=f"{self.name}_full")
         self.empty = pool.alloc_mbarrier(stages, name=f"{self.name}_empty")
+        self._src = user_site().src
+        self._uses: dict = {}          # "init" / "acquire" / ... -> the first site
+        current().finalizers.append(self._check)
+
+    def _note(self, what):
+        self._uses.setdefault(what, user_site().src)
+
+    def _check(self):
+        """When the trace ends: a ring that is used but never initialised faults, one whose
+        stages are waited on but never released (or acquired but never committed) hangs."""
+        u = self._uses
+        used = [u[k] for k in ("acquire", "wait", "commit", "release") if k in u]
+        if used and "init" not in u:
+            raise TraceError(f"{self._src}: Pipeline '{self.name}' is used (at {used[0]}) but "
+                             f"never initialised: its mbarriers hold garbage; call "
+                             f"{self.name}.init() in every thread, at the top level, after "
+                             f"pool.commit() and before the producer and consumer branches")
+        if "wait" in u and "release" not in u:
+            raise TraceError(f"{u['wait']}: the consumer of Pipeline '{self.name}' waits on "
+                             f"its stages but never releases them: the producer's acquire "
+                             f"of a stage hangs once the ring wraps; call cons.release() "
+                             f"when the stage has been read, on every path")
+        if "acquire" in u and "commit" not in u:
+            raise TraceError(f"{u['acquire']}: the producer of Pipeline '{self.name}' "
+                             f"acquires stages but never commits them: it stays on one stage "
+                             f"and the consumers wait on the others forever; call "
+                             f"prod.commit() after issuing the stage's copies")
 
     def init(self):
         """Thread 0 initialises every barrier and publishes them (fence.mbarrier_init); then
         the CTA synchronizes.  Every thread calls it, at the top level, before any use."""
         require_top_level("Pipeline.init()")
+        self._note("init")
         with if_(SpecialReg("tid.x") == 0):
             for s in range(self.stages):
                 mb.init(self.full[s], self.producer_arrivals)

@@ -425,6 +425,11 @@ class Analyzer(FactsMixin):
         `a` is left as it is (the xor rule divides one form twice)."""
         if c == 1:
             return a.copy() if op == "floordiv" else Affine(dt, {}, 0)
+        if not self._fits(a, dt):
+            # the dividend may wrap in `dt`: (c*Q + R) // c == Q + R // c holds for the
+            # integers, not for the wrapped value the instructions compute
+            atom = BinOp(op, a.to_expr(), Const(c, dt), dt)
+            return Affine(dt, {expr_key(atom): [atom, 1]}, 0)
         qt, rt = {}, {}
         for k, (atom, coef) in a.terms.items():
             if coef:
@@ -454,6 +459,25 @@ class Analyzer(FactsMixin):
         else:
             t[1] += 1
         return Affine(dt, qt, qc)
+
+    def _fits(self, a: Affine, dt) -> bool:
+        """Whether every partial sum of `a` (as emitted: scaled terms added in turn) provably
+        stays in `dt`'s range.  A form with one unscaled term has nothing to wrap."""
+        items = [(atom, c) for atom, c in a.terms.values() if c]
+        if len(items) == 1 and items[0][1] == 1 and not a.const or not dt.is_int:
+            return True
+        lo_t, hi_t = int_range(dt)
+        lo = hi = 0
+        for atom, c in items:
+            b_lo, b_hi = self.bounds(atom)
+            if b_lo is None or b_hi is None:
+                return False
+            t_lo, t_hi = (c * b_lo, c * b_hi) if c > 0 else (c * b_hi, c * b_lo)
+            lo, hi = lo + t_lo, hi + t_hi
+            if t_lo < lo_t or t_hi > hi_t or lo < lo_t or hi > hi_t:
+                return False
+        lo, hi = lo + a.const, hi + a.const
+        return lo_t <= lo and hi <= hi_t
 
     def _xor(self, a, b, dt):
         r = self._xor_form(a, b, dt)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ..errors import PtxgenError
-from ..ir import DeclBuffer, SpecialReg, as_expr
+from ..errors import TraceError
+from ..ir import Const, DeclBuffer, SpecialReg, as_expr
 from ..target.forms import opcode
 from .context import current, fail, user_site
 from .control import _let
@@ -26,20 +26,33 @@ from .ptx import addr as _address, emit_instr
 from .scalar import local_scalar
 from .tensor import TensorHandle, make_buffer
 
-MAX_CLUSTER = 8      # the portable cluster size (larger needs a non-portable launch attribute)
+MAX_CLUSTER = 8      # the portable cluster size
+MAX_NONPORTABLE = 16  # sm_90's largest: the launch sets NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+
+
+class ClusterShape(tuple):
+    """A checked (x, y, z) that remembers the user's line (`src`), so a later arch error
+    (clusters on sm_80) can point at the declaration."""
+    src = ""
 
 
 def check_cluster(cluster) -> tuple:
-    """The (x, y, z) of a kernel's cluster= argument, checked."""
+    """The (x, y, z) of a kernel's cluster= argument, checked, located at the user's line."""
+    src = user_site().src
     c = tuple(cluster) if isinstance(cluster, (tuple, list)) else (cluster,)
     if not 1 <= len(c) <= 3 or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
                                        for x in c):
-        raise PtxgenError(f"cluster={cluster!r} must be 1 to 3 positive ints, e.g. (2, 1, 1)")
+        raise TraceError(f"{src}: cluster={cluster!r} must be 1 to 3 positive ints, e.g. "
+                         f"(2, 1, 1)")
     c = (c + (1, 1))[:3]
-    if math.prod(c) > MAX_CLUSTER:
-        raise PtxgenError(f"cluster={c} has {math.prod(c)} CTAs; clusters hold at most "
-                          f"{MAX_CLUSTER} (the portable size)")
-    return c
+    n = math.prod(c)
+    if n > MAX_NONPORTABLE:
+        raise TraceError(f"{src}: cluster={c} has {n} CTAs; clusters hold at most "
+                         f"{MAX_CLUSTER} (the portable size), or {MAX_NONPORTABLE} on sm_90 "
+                         f"with the non-portable launch attribute (set by the runtime)")
+    out = ClusterShape(c)
+    out.src = src
+    return out
 
 
 def _size(ctx) -> int:
@@ -91,9 +104,17 @@ def cluster_view(tile, rank) -> TensorHandle:
     r = as_expr(rank)
     if not r.dtype.is_int or r.dtype.bits != 32:
         raise fail(f"cluster_view rank must be a 32-bit integer, got {r.dtype}")
+    n = _size(ctx)
+    if type(r) is Const and not 0 <= r.value < n:
+        raise TraceError(f"{at.src}: cluster_view rank {r.value} is outside the cluster: its "
+                         f"{n} CTA(s) have ranks 0..{n - 1} (cluster="
+                         f"{ctx.func.attrs.get('cluster') or (1, 1, 1)}); mapa of a rank past "
+                         f"the cluster faults")
     b = tile.buffer
     addr = local_scalar("uint32", name=f"{b.name}_peer")
-    emit_instr(opcode("mapa"), [addr, _address(b.storage_ptr()), r], form="mapa").outs = 1
+    m = emit_instr(opcode("mapa"), [addr, _address(b.storage_ptr()), r], form="mapa")
+    m.outs = 1
+    m.attrs = {"peer_of": (b.uid, b.name)}     # the protocol check follows writes to the peer's tile
     view = make_buffer(ctx.unique(at.assigned or f"{b.name}_peer"), b.shape, b.dtype,
                        "shared.cluster", layout=b.layout, elem_offset=b.elem_offset,
                        align=b.align)

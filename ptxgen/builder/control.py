@@ -7,8 +7,9 @@ from contextlib import contextmanager
 
 from ..dtypes import dtype as _dtype
 from ..expr import _INT32_VALUES
-from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Let, Not, SpecialReg,
-                  Var, While, as_expr, format_expr)
+from ..ir import (BOOL, INT32, Barrier, BinOp, Cast, Const, Expr, For, If, Instr, Let, Load,
+                  Mem, Not, Select, SpecialReg, Store, Var, VecOperand, While, as_expr,
+                  format_expr, traced_statements)
 from ..analysis.uniform import divergence
 from ..errors import TraceError
 from .context import (_local, check_live_expr, current, fail, launch_extent,
@@ -210,6 +211,11 @@ def _loop(kind, args):
     elif kind == "unroll" or not isinstance(step, Expr) or not step.dtype.is_int:
         raise fail(f"pg.{kind} step must be a positive int (pg.serial also takes an integer "
                    f"expression), got {step!r}")
+    else:
+        v = _constant_value(ctx, step)
+        if v is not None and v <= 0:   # a constant in disguise (pg.let(0)): the loop never ends
+            raise fail(f"pg.{kind} step must be positive, got {format_expr(step)} = {v} (the "
+                       f"loop would never end)")
     if not isinstance(hi, Expr):   # as_expr's int32 case in line: `pg.unroll(4)`
         hi = Const(hi, INT32) if type(hi) is int and hi in _INT32_VALUES else as_expr(hi)
     dt = hi.dtype
@@ -247,6 +253,20 @@ def _loop(kind, args):
             ctx.close_body(body, "pg." + kind, src)
         dead[var.uid] = src
         ctx.append(For(var, lo, hi, step, kind, body, src=src))
+
+
+def _constant_value(ctx, e):
+    """The value of `e` when it is a constant or a let of one (followed through lets)."""
+    for _ in range(64):
+        if type(e) is Const:
+            return e.value
+        if type(e) is not Var:
+            return None
+        fact = next((f for f in reversed(ctx.facts) if f[0] == "let" and f[1] is e), None)
+        if fact is None:
+            return None
+        e = fact[2]
+    return None
 
 
 def serial(*args):
@@ -316,13 +336,80 @@ def while_(cond):
     body: list = []
     ctx.bodies.append(body)
     ctx.while_conds.append(c)
+    done = False
     try:
         yield
+        done = True
     finally:
         ctx.while_conds.pop()
         ctx.bodies.pop()
         ctx.close_body(body, "pg.while_", src)
         ctx.append(While(c, body, src=src))
+    if done:    # when the trace ends: the checks that ran inside the body speak first
+        ctx.finalizers.append(lambda: _check_exits(c, body, src))
+
+
+def _check_exits(cond, body, src):
+    why = _never_exits(cond, body)
+    if why:
+        raise TraceError(f"{src}: this pg.while_ never exits once entered: {why}; update a "
+                         f"value of the condition in the body (e.g. `i += 1`), or loop with "
+                         f"pg.serial")
+
+
+_EXITS = ("ret", "exit", "trap", "bra", "brx")
+
+
+def _never_exits(cond, body) -> str:
+    """Why a while_ loop provably never ends, or "": a constant-true condition, or one that
+    reads only immutable values and local registers that nothing in the body writes (memory
+    other threads may write, and raw branches out, leave it undecided)."""
+    if type(cond) is Const:
+        why = "its condition is the constant True" if cond.value else ""
+    else:
+        regs, stack = set(), [cond]
+        while stack:
+            e = stack.pop()
+            t = type(e)
+            if t is Load:
+                if e.buffer.root.scope != "local":
+                    return ""
+                regs.add(e.buffer.root.uid)
+                stack.extend(e.indices)
+            elif t is BinOp:
+                stack += (e.a, e.b)
+            elif t is Not or t is Cast:
+                stack.append(e.a)
+            elif t is Select:
+                stack += (e.cond, e.t, e.f)
+            elif t is SpecialReg and not e.name.startswith(("tid", "ctaid", "ntid", "nctaid",
+                                                            "laneid", "cluster")):
+                return ""      # clocks and other changing registers
+        why = (f"its condition `{format_expr(cond)}` reads no value the body changes")
+    if not why:
+        return ""
+    for s in traced_statements(body):
+        t = type(s)
+        if t is Instr:
+            if s.opcode.split(".")[0] in _EXITS:
+                return ""
+            if type(cond) is not Const:
+                ops = list(s.operands)
+                while ops:
+                    o = ops.pop()
+                    if type(o) is VecOperand:
+                        ops.extend(o.items)
+                    elif type(o) is Mem:
+                        ops.append(o.ptr)
+                    elif hasattr(o, "buffer") and o.buffer.root.uid in regs:
+                        return ""
+        elif t is Store and type(cond) is not Const and s.buffer.root.uid in regs:
+            return ""
+        elif t is not Store and hasattr(s, "args"):     # a tile op writes its first region
+            a = s.args[0] if s.args else None
+            if type(cond) is not Const and hasattr(a, "buffer") and a.buffer.root.uid in regs:
+                return ""
+    return why
 
 
 def _converged(ctx, what: str, group: str, at):

@@ -14,7 +14,7 @@ from ..dtypes import dtype as _dtype
 from ..emit.codegen import Codegen
 from ..errors import LaunchError, PtxgenError, TraceError
 from ..ir import PLAIN_INT, Param, PrimFunc, Var
-from ..passes import prepare
+from ..passes import prepare, syncdebug
 from ..target import parse_target
 from . import context
 from .cluster import check_cluster
@@ -158,10 +158,12 @@ class Kernel:
         func = prepare(self.ir, target)
         cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
         text = cg.run()
+        if "sync_sites" in func.attrs:       # sync debug mode: the record pointer's global
+            text = syncdebug.declare(text)
         return _Built(text, cg, target)
 
     def built(self, arch="sm_90a"):
-        key = (arch, _DEBUG["bounds"])
+        key = (arch, _DEBUG["bounds"], syncdebug.enabled())
         b = self._ptx_cache.get(key)
         if b is None:
             with self._lock:
@@ -211,9 +213,9 @@ class Kernel:
         plan = self._plan or self._make_plan()
         if not kw:
             fast = plan.fast
-            if fast and not _DEBUG["bounds"] and fast(args):
+            if fast and not _DEBUG["bounds"] and not syncdebug.enabled() and fast(args):
                 return
-        plan.call(args, kw, _DEBUG["bounds"])
+        plan.call(args, kw, _DEBUG["bounds"], syncdebug.RECORD if syncdebug.enabled() else None)
 
     def _make_plan(self):
         with self._lock:
@@ -301,6 +303,18 @@ def debug_bounds(on: bool = True) -> bool:
     unchanged.  Returns the previous setting."""
     prev = _DEBUG["bounds"]
     _DEBUG["bounds"] = bool(on)
+    return prev
+
+
+def debug(sync: bool | None = None, bounds: bool | None = None) -> dict:
+    """Debug builds: `sync=True` bounds every mbarrier wait and while_ loop (a hang raises
+    SyncError; also PTXGEN_DEBUG=sync), `bounds=True` is debug_bounds.  Returns the previous
+    settings; None leaves one as it is."""
+    prev = {"sync": syncdebug.enabled(), "bounds": _DEBUG["bounds"]}
+    if sync is not None:
+        syncdebug.set_sync(sync)
+    if bounds is not None:
+        debug_bounds(bounds)
     return prev
 
 

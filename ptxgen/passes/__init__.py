@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from ..ir import PrimFunc
 from .lower import lower
+from . import syncdebug
+from .protocol import check_protocol
 from .tiles import lower_tiles
 
 
 def prepare(func: PrimFunc, target) -> PrimFunc:
-    body, registers, has_tiles = lower(func.body)
+    body, attrs = func.body, func.attrs
+    if syncdebug.enabled():   # bounded waits (sync debug mode): the sites name what timed out
+        body, sites = syncdebug.instrument(body)
+        attrs = dict(attrs, sync_sites=sites)
+    body, registers, has_tiles = lower(body)
     unrolled = PrimFunc(func.name, func.params, body, func.grid, func.block,
-                        func.dynamic_smem_bytes, func.dynamic_smem_reserve, func.attrs,
+                        func.dynamic_smem_bytes, func.dynamic_smem_reserve, attrs,
                         frozenset(registers))
+    check_protocol(unrolled, target)
     return lower_tiles(unrolled, target) if has_tiles else unrolled

@@ -52,6 +52,9 @@ class CompileResult:
     registers = property(lambda self: self._parsed()[1])
     shared_bytes = property(lambda self: self._parsed()[2])
     spill_bytes = property(lambda self: self._parsed()[3])
+    # ptxas's advice (C7511 "wgmma ... serialized", warnings): what the figures do not say
+    notes = property(lambda self: [ln.strip() for ln in self.log.splitlines()
+                                   if "(C7" in ln or "warning" in ln.lower()])
 
     def __repr__(self) -> str:
         return (f"CompileResult(arch={self.arch!r}, cubin={len(self.cubin)} bytes, "

@@ -81,8 +81,10 @@ class LaunchPlan:
         self.fast_targets: dict = {}   # device -> its Launcher's own_target, once it suits
         self.fast_key = None         # the dims and dynamic smem the fast launch was made for
 
-    def call(self, args, kw, debug: bool) -> None:
-        """The general launch: every option, every argument kind, every error."""
+    def call(self, args, kw, debug: bool, sync_record=None) -> None:
+        """The general launch: every option, every argument kind, every error.  With
+        `sync_record` (sync debug mode: the record's layout), bounded waits: the launch
+        synchronizes and a hang raises SyncError (runtime/syncdebug)."""
         grid, block = kw.pop("grid", None), kw.pop("block", None)
         stream, dynamic_smem_bytes = kw.pop("stream", None), kw.pop("dynamic_smem_bytes", None)
         values, user, dev = (self.bind or self.make_binder())(args, kw)
@@ -90,6 +92,14 @@ class LaunchPlan:
             dev = driver.current_device()
         key = dev if not debug else -2 - dev    # debug-bounds builds: keys < 0
         func = self.func
+        if sync_record is not None:
+            from .syncdebug import sync_launch
+            skey = ("sync", key)
+            launcher = self.launchers.get(skey) or self.launcher_for(dev, skey)
+            sites = self.build(driver.device_arch(dev)).codegen.func.attrs["sync_sites"]
+            return sync_launch(launcher, sites, sync_record, values, user,
+                               (self.grid_fn or func.grid) if grid is None else grid,
+                               block or func.block, stream, dynamic_smem_bytes)
         if block is None and grid is None:
             launcher = self.launchers.get(key) or self.launcher_for(dev, key)
             if stream is None and dynamic_smem_bytes is None and self.grid_fn is None:

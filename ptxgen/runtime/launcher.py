@@ -388,6 +388,10 @@ def _cluster_launch(d, cluster, name):
         cfg.sharedMemBytes = smem
         cfg.hStream = as_stream(stream)
         cfg.attrs, cfg.numAttrs = attrs, 1
+        if cx * cy * cz > 8:   # past the portable 8 CTAs (sm_90: up to 16) the function opts in
+            driver.check(d.cuFuncSetAttribute(f, d.CUfunction_attribute.
+                         CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                         "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)", name)
         return d.cuLaunchKernelEx(cfg, f, params, extra)
     return launch
 

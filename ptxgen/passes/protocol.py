@@ -1,0 +1,504 @@
+"""The synchronization protocol check: mbarriers, async groups, wgmma groups, proxies and
+cluster shared memory, read off the traced kernel before its tile ops are lowered.
+
+Why a check: every mistake below assembles and launches, then hangs, faults or reads stale
+data on the GPU, with nothing pointing at the line.  The pass walks the kernel once in
+program order (loops once, both branches of an if) and raises a located TraceError only
+where the facts decide: constant barrier indices and counts, thread guards that depend on
+thread ids alone (evaluated for every thread of the block), constant parities.  Where they
+do not (a runtime guard, a computed count, a barrier some unknown instruction arrives on),
+it notes why in `func.attrs`-free notes (`protocol_notes`) and accepts: never a guess.
+
+Checked:
+  - an mbarrier is initialised before any arrive, wait or copy names it, and (when another
+    thread uses it) a CTA or cluster barrier comes between; inval ends it until a new init;
+  - the first constant-parity wait after init waits parity 0, and two straight-line waits
+    of one thread on one barrier alternate parity (the second would pass at once);
+  - the arrivals a phase receives equal the init count (copies with mbar=, arrives), per
+    loop iteration for a ring of barriers indexed by a stage;
+  - shared tiles written by cp.async are read only after an async_commit and async_wait
+    that cover them;
+  - tiles written by plain stores are fenced (fence.proxy.async) before wgmma reads them;
+  - a wgmma accumulator is read only after a gemm_wait covering its group;
+  - a tile written through cluster_view is read only after cluster_sync (or an mbarrier
+    wait: a handshake this pass does not follow).
+"""
+from __future__ import annotations
+
+from ..errors import ArchError
+from ..ir import (Barrier, BinOp, BufferPtr, BufferRegion, Cast, Const, DeclBuffer, For, If,
+                  Instr, Let, Load, Mem, Not, Select, Store, TileCall, VecOperand, While,
+                  expr_key, traced_statements)
+
+from .protocol_counts import _Bar, _Counts
+from .protocol_threads import _SHARED, _Threads, _Unknown, _chain, _fail, _loaded
+
+
+class _Check(_Counts):
+    def __init__(self, func):
+        self.func = func
+        self.threads = _Threads(func.body, func.block)
+        self.waited_bufs = {o.ptr.buffer.uid for s in traced_statements(func.body)
+                            if type(s) is Instr and s.opcode.startswith("mbarrier.")
+                            and "wait" in s.opcode for o in s.operands
+                            if type(o) is Mem and type(o.ptr) is BufferPtr}
+        self.bars: dict = {}
+        self.tma_pending: dict = {}   # tile uid -> (barrier uid, name, src) of a TMA load
+        self.store_loop: dict = {}    # local buffer uid -> the innermost loop of its last store
+        self.accs: dict = {}          # root uid -> (register accumulator, first gemm_async)
+        self.clock = 0
+        self.notes: list = []
+        self.cp_open: dict = {}       # buffer uid -> (name, src) written by cp.async, uncommitted
+        self.cp_groups: list = []     # [{uid: (name, src)}] committed, not yet waited
+        self.cp_done: set = set()     # uids some completed cp.async wrote
+        self.dirty: dict = {}         # shared buffer uid -> src of a plain write not fenced
+        self.wg_groups: list = []     # [(acc uid, name, src)] wgmma groups not yet waited
+        self.peer_of: dict = {}       # cluster view uid -> the tile uid it maps
+        self.mapa: object = None
+        self.dsmem: dict = {}         # tile uid -> (name, src) written through a peer view
+
+    def _tick(self):
+        self.clock += 1
+        return self.clock
+
+    # ---- barriers ----------------------------------------------------------------------
+    def _bar(self, ptr: BufferPtr, src):
+        """(state, index key) of the barrier `ptr` names: a constant element has a state
+        of its own, a computed index names the whole array (a ring)."""
+        b = ptr.buffer
+        idx = ptr.indices or ()
+        if all(type(i) is Const for i in idx):
+            key = (b.uid, tuple(i.value for i in idx))
+            name = b.name + ("" if b.numel() == 1 else f"[{', '.join(str(i.value) for i in idx)}]")
+            ring = False
+        else:
+            key = (b.uid, None)
+            name = b.name
+            ring = True
+        st = self.bars.get(key)
+        if st is None:
+            st = self.bars[key] = _Bar(name)
+            st.buffer, st.ring = b, ring
+        return st, tuple(expr_key(i) for i in idx)
+
+    def _elements(self, st):
+        """Every constant-index state of the ring `st`'s buffer."""
+        return [v for (u, k), v in self.bars.items() if u == st.buffer.uid and k is not None]
+
+    def _check_use(self, st, what, src, guards):
+        if st.buffer.uid not in self.waited_bufs:
+            return    # never waited on: a fragment (emission tests), nothing reads through it
+        if st.ring:
+            els = self._elements(st)
+            n = st.buffer.numel() or 0
+            inited = [e for e in els if e.init is not None]
+            if len(inited) < n:
+                if not inited:
+                    raise _fail(src, f"{what} uses mbarrier '{st.name}', which is never "
+                                     f"initialised before this point: call "
+                                     f"pg.ptx.mbarrier.init (one thread), then pg.cta_sync(), "
+                                     f"before any arrive or wait (for a pg.Pipeline: "
+                                     f"pipe.init())")
+                self.notes.append(f"{src}: '{st.name}' has {len(inited)} of {n} elements "
+                                  f"initialised; which one this computed index names is "
+                                  f"not known here")
+            for e in inited:
+                self._check_visible(e, what, src, guards)
+            return
+        if st.dead is not None:
+            raise _fail(src, f"{what} uses mbarrier '{st.name}' after mbarrier.inval at "
+                             f"{st.dead}: an invalidated barrier is ordinary memory; "
+                             f"initialise it again first, or move the inval after the last use")
+        if st.init is None:
+            raise _fail(src, f"{what} uses mbarrier '{st.name}' before it is initialised: "
+                             f"call pg.ptx.mbarrier.init (one thread), then pg.cta_sync(), "
+                             f"before any arrive or wait (for a pg.Pipeline: pipe.init())")
+        self._check_visible(st, what, src, guards)
+
+    def _check_visible(self, st, what, src, guards):
+        if not st.pending:
+            return
+        _, isrc, iguards = st.init
+        try:
+            mine = set(self.threads.running(iguards))
+            users = set(self.threads.running(guards))
+        except _Unknown as e:
+            self.notes.append(f"{src}: whether the threads of this {what} initialised "
+                              f"'{st.name}' themselves depends on {e}: not checked")
+            return
+        if users <= mine:
+            return        # the initialising threads themselves: program order suffices
+        raise _fail(src, f"{what} uses mbarrier '{st.name}' initialised at {isrc} with no CTA "
+                         f"barrier in between: other threads may arrive or wait before the "
+                         f"init lands; call pg.cta_sync() after the init block")
+
+    def _one_initialiser(self, st, src, guards):
+        if st.buffer.uid not in self.waited_bufs:
+            return
+        try:
+            n = len(self.threads.running(guards))
+        except _Unknown:
+            return
+        if n > 1:
+            raise _fail(src, f"mbarrier.init of '{st.name}' runs in {n} threads of each CTA: "
+                             f"every init resets the barrier, racing the arrivals of the "
+                             f"threads past it; initialise from one thread (with "
+                             f"pg.if_(tx == 0)), then pg.cta_sync()")
+
+    def _arrival(self, ptr, src, guards, loops, scope, what, tx=True):
+        st, ikey = self._bar(ptr, src)
+        self._check_use(st, what, src, guards)
+        try:
+            w = self.threads.instances(guards, scope)
+        except _Unknown as e:
+            w = None
+            self.notes.append(f"{src}: how many threads run this {what} depends on {e}: "
+                              f"the arrivals on '{st.name}' are not counted")
+        st.sites.append((w, id(loops[0]) if loops else None, ikey, src))
+        st.site_bufs.append(_loaded(ptr.indices or ()))
+        st.site_loops.append(tuple(x for x, in _chain(loops, 1)))
+        st.site_pos.append(self._tick())
+        st.site_tx.append(tx)
+
+    def _wait(self, ptr, parity, src, guards, loops, body_id, what):
+        st, _ = self._bar(ptr, src)
+        self._check_use(st, what, src, guards)
+        for k in [k for k, v in self.tma_pending.items() if v[0] == ptr.buffer.uid]:
+            del self.tma_pending[k]
+        p = parity.value if type(parity) is Const else None
+        st.waits.append((p, id(loops[0]) if loops else None, src))
+        st.wait_loops.append(loops[0] if loops else None)
+        st.wait_pos.append(self._tick())
+        if st.ring:
+            return
+        if p is not None:
+            if p == 1 and not st.waited:
+                raise _fail(src, f"{what} waits on parity 1 of mbarrier '{st.name}', fresh "
+                                 f"from its init at {st.init[1]}: the phase before the first "
+                                 f"counts as complete, so this wait passes at once and what "
+                                 f"it guards is read early; wait on parity 0 first (phases go "
+                                 f"0, 1, 0, ...: pass phase & 1 of a counter)")
+            last = st.last_parity.get(body_id)
+            if last is not None and last[0] == p and last[2] < len(st.sites):
+                raise _fail(src, f"{what} waits on parity {p} of mbarrier '{st.name}' again "
+                                 f"(as at {last[1]}) with no other parity between, after new "
+                                 f"arrivals: that phase is already complete, so this wait "
+                                 f"passes at once and does not wait for them; wait on parity "
+                                 f"{p ^ 1} for the next phase")
+            st.last_parity[body_id] = (p, src, len(st.sites))
+        st.waited = True
+
+    def _read(self, buf, src):
+        u = buf.uid
+        t = self.tma_pending.get(u)
+        if t is not None:
+            raise _fail(src, f"this reads shared tile '{buf.name}', filled by the TMA copy at "
+                             f"{t[2]}, before any wait on its mbarrier '{t[1]}': the bytes may "
+                             f"not have landed; wait first (pg.ptx.mbarrier.try_wait(bar, "
+                             f"phase) or the pipeline consumer's wait())")
+        if u in self.cp_open or any(u in g for g in self.cp_groups):
+            if u not in self.cp_done:
+                where = (self.cp_open.get(u) or next(g[u] for g in self.cp_groups if u in g))[1]
+                if u in self.cp_open:
+                    how = "before async_commit() and async_wait()"
+                    fix = "pg.tile.<scope>.async_commit() and then async_wait(0)"
+                else:
+                    how = "before an async_wait() covers its group"
+                    fix = ("pg.tile.<scope>.async_wait(0) (or a pending count that leaves its "
+                           "group out)")
+                raise _fail(src, f"this reads shared tile '{buf.name}', written by cp.async "
+                                 f"copy_async at {where}, {how}: the copy may not have "
+                                 f"landed (stale data); call {fix} before the read")
+        for acc, name, gsrc in self.wg_groups:
+            if acc == u:
+                raise _fail(src, f"this reads the wgmma accumulator '{name}' of the gemm_async "
+                                 f"at {gsrc} before a gemm_wait covers its group: call "
+                                 f"pg.tile.warpgroup.gemm_wait(0) before reading it")
+        tile = self.peer_of.get(u, (u, None))[0]
+        if tile in self.dsmem:
+            name, wsrc = self.dsmem[tile]
+            raise _fail(src, f"this reads shared tile '{name}', written through a cluster_view "
+                             f"of it at {wsrc} with no cluster_sync in between: the peer CTA's "
+                             f"write may not be visible yet; call pg.cluster_sync() between "
+                             f"the write and the read")
+
+    def _expr_reads(self, e, src):
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            t = type(x)
+            if t is Load:
+                self._read(x.buffer, src)
+                stack.extend(x.indices)
+            elif t is BinOp:
+                stack += (x.a, x.b)
+            elif t is Not or t is Cast:
+                stack.append(x.a)
+            elif t is Select:
+                stack += (x.cond, x.t, x.f)
+
+    # ---- statements ----------------------------------------------------------------------
+    def walk(self, body, guards, loops):
+        bid = id(body)
+        for s in body:
+            t = type(s)
+            src = s.src
+            if t is If:
+                self._expr_reads(s.cond, src)
+                self.walk(s.then, (s.cond, True, guards), loops)
+                if s.else_:
+                    self.walk(s.else_, (s.cond, False, guards), loops)
+            elif t is For:
+                self.walk(s.body, guards, (s, loops))
+            elif t is While:
+                if len(s.body) == 1 and type(s.body[0]) is Instr and \
+                        (s.body[0].form == "mbarrier_wait"):
+                    self._instr(s.body[0], guards, loops, bid)
+                else:
+                    self._expr_reads(s.cond, src)
+                    self.walk(s.body, guards, (s, loops))
+            elif t is Let:
+                self._expr_reads(s.value, src)
+            elif t is Store:
+                self._expr_reads(s.value, src)
+                self._write(s.buffer, src)
+                if s.buffer.root.scope == "local":
+                    self.store_loop[s.buffer.root.uid] = id(loops[0]) if loops else None
+            elif t is Barrier:
+                if s.kind == "cta" and s.count is None and type(s.id) is int and s.id == 0:
+                    self._cta_barrier()
+            elif t is Instr:
+                self._instr(s, guards, loops, bid)
+            elif t is TileCall:
+                self._tile(s, guards, loops)
+            elif t is DeclBuffer:
+                if s.buffer.scope == "shared.cluster" and self.mapa is not None:
+                    self.peer_of[s.buffer.uid] = self.mapa
+                    self.mapa = None
+
+    def _cta_barrier(self):
+        for st in self.bars.values():
+            st.pending = False
+
+    def _write(self, buf, src):
+        scope = buf.root.scope
+        if scope in _SHARED:
+            self.dirty[buf.uid] = src
+        elif scope == "shared.cluster" and buf.uid in self.peer_of:
+            tile, name = self.peer_of[buf.uid]
+            self.dsmem[tile] = (name, src)
+
+    def _instr(self, s, guards, loops, bid):
+        op, form, src = s.opcode, s.form, s.src
+        ops = s.operands
+        if op.startswith("barrier.cluster.wait"):
+            self._cta_barrier()
+            self.dsmem.clear()
+            return
+        if op.startswith("fence.proxy.async"):
+            self.dirty.clear()
+            return
+        if form == "mapa":
+            self.mapa = (s.attrs or {}).get("peer_of")
+            return
+        if op.startswith("mbarrier."):
+            ptr = next((o.ptr for o in ops if type(o) is Mem and type(o.ptr) is BufferPtr),
+                       None)
+            if ptr is None:
+                return
+            if op.startswith("mbarrier.init"):
+                st, _ = self._bar(ptr, src)
+                self._one_initialiser(st, src, guards)
+                cnt = ops[-1]
+                st.init = (cnt.value if type(cnt) is Const else None, src, guards)
+                st.pending, st.dead, st.waited, st.last_parity = True, None, False, {}
+            elif op.startswith("mbarrier.inval"):
+                st, _ = self._bar(ptr, src)
+                st.dead = src
+            elif op.startswith(("mbarrier.arrive", "mbarrier.arrive_drop")):
+                if "expect_tx" in op or op.startswith("mbarrier.arrive.") or op == \
+                        "mbarrier.arrive":
+                    n = ops[-1] if "expect_tx" in op else None
+                    tx = n is not None and not (type(n) is Const and n.value == 0)
+                    self._arrival(ptr, src, guards, loops, "thread", "mbarrier.arrive", tx)
+            elif op.startswith(("mbarrier.try_wait", "mbarrier.test_wait")):
+                par = ops[-1] if ".parity" in op else None
+                self._wait(ptr, par, src, guards, loops, bid, "this mbarrier wait")
+                self.dsmem.clear()
+            elif op.startswith("mbarrier.expect_tx"):
+                self._bar(ptr, src)
+            else:
+                st, _ = self._bar(ptr, src)
+                st.opaque = f"'{op}' at {src} (not followed by this check)"
+            return
+        # another instruction naming a barrier word (tcgen05.commit, a raw copy): its
+        # arrivals are not counted
+        for o in ops:
+            p = o.ptr if type(o) is Mem else None
+            if type(p) is BufferPtr:
+                self._opaque(p.buffer, f"'{op}' at {src} names it")
+        if op.startswith(("st.shared", "stmatrix")):
+            p = ops[0].ptr if ops and type(ops[0]) is Mem else None
+            if type(p) is BufferPtr:
+                self._write(p.buffer, src)
+        elif op.startswith(("ld.", "ldmatrix")):
+            for o in ops:
+                if type(o) is Mem and type(o.ptr) is BufferPtr:
+                    self._read(o.ptr.buffer, src)
+
+    def _opaque(self, buf, why):
+        for key, st in self.bars.items():
+            if key[0] == buf.uid:
+                st.opaque = why
+
+    def _tile(self, s, guards, loops):
+        op, src, args = s.op, s.src, s.args
+        rec = s.record
+        if op == "copy_async":
+            d, sr = args[0], args[1]
+            if rec.direction == "load":
+                if rec.mbar is not None:
+                    if rec.multicast is not None or s.scope == "cluster":
+                        st, _ = self._bar(rec.mbar, src)
+                        st.opaque = f"the multicast copy at {src}"
+                        self._check_use(st, "this copy_async", src, guards)
+                    else:
+                        self._arrival(rec.mbar, src, guards, loops, s.scope,
+                                      "copy_async(mbar=...)")
+                    if rec.mbar.buffer.uid in self.waited_bufs:
+                        self.tma_pending[d.buffer.uid] = (rec.mbar.buffer.uid,
+                                                          rec.mbar.buffer.name, src)
+                else:   # a load with no mbarrier is cp.async (TMA and bulk need one)
+                    self.cp_open[d.buffer.uid] = (d.buffer.name, src)
+                    self.cp_done.discard(d.buffer.uid)
+            else:
+                self._read(sr.buffer, src)
+            return
+        if op == "async_commit":
+            if rec.kind in (None, "cp_async") and self.cp_open:
+                self.cp_groups.append(self.cp_open)
+                self.cp_open = {}
+            return
+        if op == "async_wait":
+            if rec.kind in (None, "cp_async") and not rec.read:
+                keep = rec.pending
+                done = self.cp_groups[:len(self.cp_groups) - keep] if keep else self.cp_groups
+                for g in done:
+                    self.cp_done.update(g)
+                self.cp_groups = self.cp_groups[len(done):]
+            return
+        if op == "gemm_async":
+            acc = args[0]
+            for r in args[1:3]:
+                if isinstance(r, BufferRegion) and r.buffer.root.scope in _SHARED:
+                    w = self.dirty.get(r.buffer.uid)
+                    if w is not None:
+                        raise _fail(src, f"gemm_async reads shared tile '{r.buffer.name}', "
+                                         f"written by plain stores at {w} with no "
+                                         f"fence.proxy.async in between: wgmma reads through "
+                                         f"the async proxy and may see stale bytes; call "
+                                         f"pg.ptx.fence.proxy_async() after the writes and "
+                                         f"before the barrier that precedes the gemm")
+                    self._read(r.buffer, src)
+            if isinstance(acc, BufferRegion) and acc.buffer.root.scope != "tmem":
+                self.accs.setdefault(acc.buffer.root.uid, (acc.buffer.root, src))
+                self.wg_groups.append((acc.buffer.uid, acc.buffer.name, src))
+            return
+        if op == "gemm_wait":
+            keep = getattr(rec, "pending", 0)
+            self.wg_groups = self.wg_groups[len(self.wg_groups) - keep:] if keep else []
+            return
+        # any other tile op: reads its sources, writes its destination
+        for a in args[1:]:
+            if isinstance(a, BufferRegion):
+                self._read(a.buffer, src)
+            elif isinstance(a, BufferPtr):
+                self._opaque(a.buffer, f"the {op} at {src} names it")
+            elif hasattr(a, "dtype") and not isinstance(a, (Mem, VecOperand)):
+                self._expr_reads(a, src)
+        if args and isinstance(args[0], BufferRegion):
+            d = args[0].buffer
+            self._read_acc_write(d, src)
+            self._write(d, src)
+
+    def _read_acc_write(self, buf, src):
+        """Writing an accumulator while its wgmma is in flight races the tensor core too."""
+        for acc, name, gsrc in self.wg_groups:
+            if acc == buf.uid:
+                raise _fail(src, f"this writes the wgmma accumulator '{name}' of the "
+                                 f"gemm_async at {gsrc} before a gemm_wait covers its group: "
+                                 f"call pg.tile.warpgroup.gemm_wait(0) first")
+
+
+_SYNC_OPS = frozenset(("copy_async", "async_commit", "async_wait", "gemm_async", "gemm_wait"))
+
+
+def _has_sync(body) -> bool:
+    """Whether the kernel holds anything this check follows (most kernels do not: they pay
+    one flat scan, and deep ones no recursion)."""
+    for s in traced_statements(body):
+        t = type(s)
+        if t is TileCall:
+            if s.op in _SYNC_OPS:
+                return True
+        elif t is Instr and s.opcode.startswith(("mbarrier.", "mapa", "barrier.cluster")):
+            return True
+    return False
+
+
+def check_cluster_arch(func, target):
+    """Clusters need sm_90+: say so at the kernel's cluster= line, not in the emitter."""
+    c = func.attrs.get("cluster")
+    if c is not None and target is not None and target.sm < 90:
+        raise ArchError(f"{getattr(c, 'src', '') or '?'}: cluster={tuple(c)} needs sm_90 or "
+                        f"newer (thread-block clusters, .reqnctapercluster); the target is "
+                        f"{target.arch}: build for sm_90a, or drop cluster=")
+
+
+def check_protocol(func, target=None) -> list:
+    """Raise a located TraceError for a synchronization mistake the facts decide; return the
+    notes on what they leave undecided."""
+    check_cluster_arch(func, target)
+    if not _has_sync(func.body):
+        return []
+    c = _Check(func)
+    c.walk(func.body, None, None)
+    c._count_check()
+    _register_pressure(c.accs)
+    return c.notes
+
+
+MAX_REGS = 255     # registers per thread (PTX ISA); past them ptxas spills to local memory
+
+
+def _register_pressure(accs):
+    """wgmma accumulators live in registers for the whole main loop: more than a thread has
+    makes ptxas spill them (kilobytes of local memory per thread, silently).  A warning, not
+    an error: the kernel is still correct, only slow."""
+    regs, names = 0, []
+    for buf, src in accs.values():
+        n = buf.span_elems()
+        if n is None:
+            return
+        r = (n * buf.dtype.bits + 31) // 32
+        regs += r
+        names.append(f"'{buf.name}' ({r} registers, first used at {src})")
+    if regs > MAX_REGS:
+        import warnings
+
+        warnings.warn(f"wgmma accumulators {', '.join(names)} need {regs} registers per thread, "
+                      f"more than the {MAX_REGS} a thread has: ptxas will spill them to local "
+                      f"memory; use a narrower tile (N) or fewer accumulators per warpgroup",
+                      UserWarning, stacklevel=2)
+
+
+def protocol_notes(kernel, arch: str = "sm_90a") -> str:
+    """What the protocol check could not decide for `kernel` (a pg.kernel or its PrimFunc),
+    one line each, in the spirit of pg.tile.explain."""
+    from .lower import lower
+
+    func = getattr(kernel, "ir", kernel)
+    body, _, _ = lower(func.body)
+    tmp = type(func)(func.name, func.params, body, func.grid, func.block)
+    notes = check_protocol(tmp)
+    return "\n".join(notes) if notes else "every synchronization fact was decided"

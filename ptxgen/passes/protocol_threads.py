@@ -1,0 +1,140 @@
+"""Facts the protocol check (protocol.py) evaluates: which threads run a statement (its if_
+conditions on thread ids, evaluated for every thread of the block), constant trip counts,
+linked guard and loop chains."""
+from __future__ import annotations
+
+from ..errors import TraceError
+from ..ir import BinOp, Cast, Const, For, If, Let, Load, Not, Select, SpecialReg, Var, While
+
+
+_SHARED = ("shared", "shared.dyn")
+_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+        "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
+        "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+        "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "min": min, "max": max,
+        "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+        "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+_GROUP = {"thread": 1, "warp": 32, "warpgroup": 128, "cta": None, "cluster": None}
+
+
+class _Unknown(Exception):
+    """A guard or index the pass cannot evaluate per thread."""
+
+
+def _loaded(exprs) -> set:
+    """Root uids of the local buffers an index reads (a pipeline's stage scalar)."""
+    out, stack = set(), list(exprs)
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is Load:
+            if x.buffer.root.scope == "local":
+                out.add(x.buffer.root.uid)
+            stack.extend(x.indices)
+        elif t is BinOp:
+            stack += (x.a, x.b)
+        elif t is Not or t is Cast:
+            stack.append(x.a)
+        elif t is Select:
+            stack += (x.cond, x.t, x.f)
+    return out
+
+
+def _trips(loop):
+    """A serial loop's constant trip count, or None."""
+    if type(loop) is not For or type(loop.start) is not Const or type(loop.stop) is not Const \
+            or type(loop.step) is not int:
+        return None
+    return max(0, -(-(loop.stop.value - loop.start.value) // loop.step))
+
+
+def _chain(node, n=2) -> list:
+    """A linked (item..., parent) chain as a list, outermost first: guards and loops are
+    linked, so a deeply nested kernel costs linear memory."""
+    out = []
+    while node is not None:
+        out.append(node[:n])
+        node = node[n]
+    out.reverse()
+    return out
+
+
+def _fail(src, msg):
+    return TraceError(f"{src or '?'}: {msg}")
+
+
+class _Threads:
+    """Which threads of the block run a statement, from its enclosing if_ conditions, when
+    those depend on thread ids alone (lets of tid expressions are followed)."""
+
+    def __init__(self, body, block):
+        self.binds = {}
+        self.block = block
+        self.memo = {}
+        stack = [body]
+        while stack:
+            for s in stack.pop():
+                t = type(s)
+                if t is Let:
+                    self.binds[s.var.uid] = s.value
+                elif t is For or t is While:
+                    stack.append(s.body)
+                elif t is If:
+                    stack.append(s.then)
+                    if s.else_:
+                        stack.append(s.else_)
+
+    def _eval(self, e, tid):
+        t = type(e)
+        if t is Const:
+            return e.value
+        if t is SpecialReg:
+            if e.name == "tid.x":
+                return tid
+            if e.name == "laneid":
+                return tid % 32
+            if e.name in ("tid.y", "tid.z"):
+                return 0
+            raise _Unknown(e.name)
+        if t is Var:
+            v = self.binds.get(e.uid)
+            if v is None:
+                raise _Unknown(e.name)
+            return self._eval(v, tid)
+        if t is BinOp:
+            f = _OPS.get(e.op)
+            if f is None:
+                raise _Unknown(e.op)
+            a, b = self._eval(e.a, tid), self._eval(e.b, tid)
+            if e.op in ("floordiv", "floormod") and not b:
+                raise _Unknown("division by zero")
+            return f(a, b)
+        if t is Not:
+            return not self._eval(e.a, tid)
+        if t is Cast:
+            return self._eval(e.a, tid)
+        if t is Select:
+            return self._eval(e.t if self._eval(e.cond, tid) else e.f, tid)
+        raise _Unknown(type(e).__name__)
+
+    def running(self, guards) -> list:
+        """The thread ids (x; the block must be 1-D) that satisfy every guard."""
+        guards = _chain(guards)
+        key = tuple([(id(c), pol) for c, pol in guards])
+        r = self.memo.get(key)
+        if r is None:
+            bx, by, bz = self.block
+            if by * bz != 1 and guards:
+                raise _Unknown("a 2-D or 3-D block")
+            r = [t for t in range(bx)
+                 if all(bool(self._eval(c, t)) == pol for c, pol in guards)]
+            self.memo[key] = r
+        return r
+
+    def instances(self, guards, scope) -> int:
+        """How many instances of `scope` (threads, warps, ...) run a statement."""
+        tids = self.running(guards)
+        n = _GROUP.get(scope)
+        if n is None:
+            return 1 if tids else 0
+        return len({t // n for t in tids})
