@@ -242,3 +242,22 @@ def test_explain_says_why_the_register_a_form_is_chosen():
         in out["e"]
     assert "-> wgmma_rs     25  ok  m64n64k16.f32.bf16.bf16, A from registers, B from shared" \
         in out["e"]
+
+
+def test_warp_reduction_into_a_tile_replicated_over_the_lanes_of_a_row():
+    """Row i of an (8, 24) warp tile lives in lanes 4i..4i+3; its sum goes to a (8,) tile laid
+    out (8,):(4 @ laneid), which those four lanes share, and copies out once per row."""
+    from ptxgen.layout import S, TileLayout, laneid
+
+    def k(A: pg.Tensor((8, 24), "float32"), Out: pg.Tensor((8,), "float32")):
+        pg.lane_id()
+        r = pg.alloc_local((8, 24), "float32",
+                           layout=TileLayout(S[(8, (4, 6)):(4 @ laneid, (1 @ laneid, 1))]))
+        pg.tile.warp.copy(r, A[0:8, 0:24])
+        d = pg.alloc_local((8,), "float32", layout=TileLayout(S[(8,):(4 @ laneid,)]))
+        pg.tile.warp.sum(d, r, axis=1)
+        pg.tile.warp.copy(Out[0:8], d)
+    a = np.arange(8 * 24, dtype=np.float32).reshape(8, 24)
+    out = np.full(8, np.nan, np.float32)
+    run(pg.kernel(k, grid=(1,), block=(32,)), [a, out])
+    assert np.array_equal(out, a.sum(axis=1))

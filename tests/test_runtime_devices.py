@@ -66,7 +66,7 @@ def test_one_kernel_runs_on_the_device_of_its_tensors(monkeypatch, order):
     assert [l.device for l in fake.launches] == list(order)
     assert fake.calls["cuModuleLoadData"] == 2         # one module per device, on first use
     assert sorted(k._plan.launchers) == [0, 1]
-    assert list(k._ptx_cache) == [("sm_90a", False)]   # same arch: one build
+    assert list(k._ptx_cache) == [("sm_90a", False, False)]   # same arch: one build
     # none was current: device 0's context is left current (the CUDA runtime's default
     # device), device 1's never is (torch's current device must not move to it)
     assert fake.current == fake.ctx_of(0)
@@ -77,7 +77,7 @@ def test_devices_of_different_archs_get_their_own_build(monkeypatch):
     k = scale_kernel()
     k(T(fake, 1), T(fake, 1), 1.0)
     k(T(fake, 0), T(fake, 0), 1.0)
-    assert sorted(a for a, _ in k._ptx_cache) == ["sm_100a", "sm_90a"]
+    assert sorted(a for a, *_ in k._ptx_cache) == ["sm_100a", "sm_90a"]
     assert [l.device for l in fake.launches] == [1, 0]
 
 

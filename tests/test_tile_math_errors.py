@@ -31,7 +31,8 @@ CASES = {
               pg.tile.warp.mul(A[0:64], A[0:64], B[0:32]),
               "mul shape mismatch: dst A[0:64] has extents (64,) but src 2 B[0:32] has (32,); the "
               "operands need one shape (a global/shared operand may be shorter than a register "
-              "tile along its last dimension)"),
+              "tile along its last dimension; a register source may have extent 1 where the "
+              "tile has more, or lack its trailing dims: it repeats along them)"),
     "fp8_rounding": (lambda A=pg.Tensor((64,), "float8_e4m3fn"), B=pg.Tensor((64,), F32):
                      pg.tile.warp.cast(A[0:64], B[0:64], rounding="rz"),
                      "cast float32 -> float8_e4m3fn: PTX converts to float8_e4m3fn with "
@@ -163,12 +164,14 @@ def test_float4_cast_on_sm90a_names_the_targets():
 
 
 def test_reduce_dst_registers_in_other_threads():
-    """A row per thread group reduced into registers that name other threads."""
+    """A row per thread group reduced into registers that name other threads (row i is
+    computed by lanes 4i..4i+3; lane i is not among them).  Lanes 4i + (0..3), the layout
+    (8,):(4 @ laneid), would be right: a tile replicated over the lane bits it leaves out."""
     def body(A: pg.Tensor((8, 24), F32)):
         r = pg.alloc_local((8, 24), F32, layout=TileLayout(S[(8, (4, 6)):(4 @ laneid,
                                                                           (1 @ laneid, 1))]))
         pg.tile.warp.copy(r, A[0:8, 0:24])
-        d = pg.alloc_local((8,), F32, layout=TileLayout(S[(8,):(4 @ laneid,)]))
+        d = pg.alloc_local((8,), F32, layout=TileLayout(S[(8,):(1 @ laneid,)]))
         pg.tile.warp.sum(d, r, axis=1)
     assert message(body) == ("PtxgenError", "the register dst d[0:8] puts output (0,) in another "
                              "thread than thread 1 of the warp scope, which computes it; give it "
