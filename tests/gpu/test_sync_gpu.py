@@ -39,22 +39,25 @@ HANG = textwrap.dedent("""
 """)
 
 
-def _run(mode, env_extra=None, timeout=60):
+def _run(mode, tmp_path, env_extra=None, timeout=60):
+    """The program in a file of its own (its source lines name the barrier and the line)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                **(env_extra or {}))
-    r = subprocess.run([sys.executable, "-c", HANG.format(mode=mode)], capture_output=True,
-                       text=True, env=env, timeout=timeout)
+    script = tmp_path / "hang.py"
+    script.write_text(HANG.format(mode=mode))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=timeout)
     return r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("how", ["api", "env"])
-def test_a_hang_raises_sync_error_naming_barrier_and_line(how):
-    out = _run("pg.debug(sync=True)" if how == "api" else "",
-                     {"PTXGEN_DEBUG": "sync"} if how == "env" else None)
+def test_a_hang_raises_sync_error_naming_barrier_and_line(how, tmp_path):
+    out = _run("pg.debug(sync=True)" if how == "api" else "", tmp_path,
+               {"PTXGEN_DEBUG": "sync"} if how == "env" else None)
     assert "FIRST-OK 5" in out, out
     m = [ln for ln in out.splitlines() if ln.startswith("SYNCERROR")]
     assert m, out
-    assert "<string>:13: kernel 'hang': thread " in m[0], m[0]
+    assert "hang.py:13: kernel 'hang': thread " in m[0], m[0]
     assert "on mbarrier 'bar' for phase parity 0" in m[0], m[0]
     assert float(m[0].split()[1]) < 10, m[0]      # from the launch to the SyncError
 
