@@ -512,6 +512,22 @@ def cast(x, dt) -> Expr:
     return Cast(x, dt)
 
 
+def subexpressions(e) -> tuple:
+    """The expressions `e` is made of, one level down (a Load's indices included): the one
+    place the walks over an expression tree (uniformity, protocol reads, ranges) learn its
+    shape."""
+    t = type(e)
+    if t is BinOp:
+        return (e.a, e.b)
+    if t is Not or t is Cast:
+        return (e.a,)
+    if t is Select:
+        return (e.cond, e.t, e.f)
+    if t is Load:
+        return tuple(e.indices)
+    return ()
+
+
 def select(c, t, f) -> Expr:
     c = as_expr(c)
     if c.dtype != BOOL:

@@ -17,7 +17,7 @@ from .expr import _ids
 from .expr import (  # noqa: F401  (re-exported: the IR's public expression names are ir's)
     BOOL, HANDLE, INT32, INT64, PLAIN_INT, TEXT, BinOp, BufferPtr, Cast, Const, Expr, Load, Not,
     Select, SpecialReg, Var, as_expr, binop, cast, const, const_hazard, expr_key, int_range,
-    maximum, minimum, select)
+    maximum, minimum, select, subexpressions)
 
 # ----------------------------------------------------------------------------------
 # buffers

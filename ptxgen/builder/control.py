@@ -7,9 +7,9 @@ from contextlib import contextmanager
 
 from ..dtypes import dtype as _dtype
 from ..expr import _INT32_VALUES
-from ..ir import (BOOL, INT32, Barrier, BinOp, Cast, Const, Expr, For, If, Instr, Let, Load,
-                  Mem, Not, Select, SpecialReg, Store, Var, VecOperand, While, as_expr,
-                  format_expr, traced_statements)
+from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Instr, Let, Load, Mem, Not,
+                  SpecialReg, Store, Var, VecOperand, While, as_expr, format_expr,
+                  traced_statements, subexpressions)
 from ..analysis.uniform import divergence
 from ..errors import TraceError
 from .context import (_local, check_live_expr, current, fail, launch_extent,
@@ -375,16 +375,10 @@ def _never_exits(cond, body) -> str:
                 if e.buffer.root.scope != "local":
                     return ""
                 regs.add(e.buffer.root.uid)
-                stack.extend(e.indices)
-            elif t is BinOp:
-                stack += (e.a, e.b)
-            elif t is Not or t is Cast:
-                stack.append(e.a)
-            elif t is Select:
-                stack += (e.cond, e.t, e.f)
             elif t is SpecialReg and not e.name.startswith(("tid", "ctaid", "ntid", "nctaid",
                                                             "laneid", "cluster")):
                 return ""      # clocks and other changing registers
+            stack += subexpressions(e)
         why = (f"its condition `{format_expr(cond)}` reads no value the body changes")
     if not why:
         return ""

@@ -26,9 +26,9 @@ Checked:
 from __future__ import annotations
 
 from ..errors import ArchError
-from ..ir import (Barrier, BinOp, BufferPtr, BufferRegion, Cast, Const, DeclBuffer, For, If,
-                  Instr, Let, Load, Mem, Not, Select, Store, TileCall, VecOperand, While,
-                  expr_key, traced_statements)
+from ..ir import (Barrier, BufferPtr, BufferRegion, Const, DeclBuffer, For, If, Instr, Let,
+                  Load, Mem, Store, TileCall, VecOperand, While, expr_key, traced_statements,
+                  subexpressions)
 
 from .protocol_counts import _Bar, _Counts
 from .protocol_threads import _SHARED, _Threads, _Unknown, _chain, _fail, _loaded
@@ -229,13 +229,7 @@ class _Check(_Counts):
             t = type(x)
             if t is Load:
                 self._read(x.buffer, src)
-                stack.extend(x.indices)
-            elif t is BinOp:
-                stack += (x.a, x.b)
-            elif t is Not or t is Cast:
-                stack.append(x.a)
-            elif t is Select:
-                stack += (x.cond, x.t, x.f)
+            stack += subexpressions(x)
 
     # ---- statements ----------------------------------------------------------------------
     def walk(self, body, guards, loops):

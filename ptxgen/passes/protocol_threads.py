@@ -4,7 +4,7 @@ linked guard and loop chains."""
 from __future__ import annotations
 
 from ..errors import TraceError
-from ..ir import BinOp, Cast, Const, For, If, Let, Load, Not, Select, SpecialReg, Var, While
+from ..ir import BinOp, Cast, Const, For, If, Let, Load, Not, Select, SpecialReg, Var, While, subexpressions
 
 
 _SHARED = ("shared", "shared.dyn")
@@ -27,16 +27,9 @@ def _loaded(exprs) -> set:
     while stack:
         x = stack.pop()
         t = type(x)
-        if t is Load:
-            if x.buffer.root.scope == "local":
-                out.add(x.buffer.root.uid)
-            stack.extend(x.indices)
-        elif t is BinOp:
-            stack += (x.a, x.b)
-        elif t is Not or t is Cast:
-            stack.append(x.a)
-        elif t is Select:
-            stack += (x.cond, x.t, x.f)
+        if t is Load and x.buffer.root.scope == "local":
+            out.add(x.buffer.root.uid)
+        stack += subexpressions(x)
     return out
 
 

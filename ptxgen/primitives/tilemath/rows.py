@@ -16,7 +16,7 @@ Three facts, each derived from the tile's TileLayout and nothing else:
 from __future__ import annotations
 
 from ...errors import PtxgenError
-from ...expr import BinOp, Cast, Load, Not, Select, Var
+from ...expr import BinOp, Cast, Load, Not, Select, Var, subexpressions
 from ...layout import Axis, S, TileLayout
 from ..copy.common import Leaf, Side, analyze_side
 
@@ -112,20 +112,10 @@ def with_coords(e, m: dict):
 
 def coord_vars(e, known: dict, out: dict):
     """Collect into `out` the coordinate Vars of `e` ({uid: (region, dim)} in `known`)."""
-    t = type(e)
-    if t is Var:
-        if e.uid in known:
-            out[e.uid] = known[e.uid]
-    elif t is BinOp:
-        coord_vars(e.a, known, out)
-        coord_vars(e.b, known, out)
-    elif t is Select:
-        for x in (e.cond, e.t, e.f):
-            coord_vars(x, known, out)
-    elif t in (Not, Cast):
-        coord_vars(e.a, known, out)
-    elif t is Load:
-        for i in e.indices:
-            coord_vars(i, known, out)
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is Var and x.uid in known:
+            out[x.uid] = known[x.uid]
+        stack += subexpressions(x)
     return out
-
