@@ -21,7 +21,7 @@ from ..primitives.tilemath.ops import F32, is_16bit_float
 from . import tile_ops
 from .context import current, fail, user_site
 from .scalar import LocalScalar
-from .allocate import _alloc
+from .allocate import alloc_at
 from .tensor import TensorHandle
 from .tile import located, record_call, region_of
 
@@ -234,7 +234,7 @@ def _reduce(op, name, scope, dst, src=None, axis=None, dispatch=None, **options)
         n = scratch_elems(s, d, axes, sc, ctx.func.block)
         scratch = None
         if n:
-            h = _alloc(user_site(), "red_scratch", "red_scratch", (n,), acc, "shared")
+            h = alloc_at(user_site(), "red_scratch", "red_scratch", (n,), acc, "shared")
             scratch = h.region()
         record_call(op, scope, (d, s), {}, ReduceRecord(name, axes, acc, scratch),
                     dispatch=dispatch)
