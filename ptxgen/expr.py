@@ -34,17 +34,17 @@ BOOL = dtype("bool")
 HANDLE = dtype("handle")
 
 _ids = itertools.count()
-_INT32_VALUES = range(-2**31, 2**31)   # `x in` it: one C call, cheaper than a chained compare
+INT32_VALUES = range(-2**31, 2**31)   # `x in` it: one C call, cheaper than a chained compare
 
 # ----------------------------------------------------------------------------------
 # expressions
 # ----------------------------------------------------------------------------------
-_ARITH = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%",
-          "div": "/", "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>",
-          "min": "min", "max": "max"}
-_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_PREC = {"or": 1, "xor": 2, "and": 3, "shl": 4, "shr": 4, "add": 5, "sub": 5,
-         "mul": 6, "floordiv": 6, "floormod": 6, "div": 6}
+ARITH_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%",
+             "div": "/", "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>",
+             "min": "min", "max": "max"}
+CMP_OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+PRECEDENCE = {"or": 1, "xor": 2, "and": 3, "shl": 4, "shr": 4, "add": 5, "sub": 5,
+              "mul": 6, "floordiv": 6, "floormod": 6, "div": 6}
 
 
 class Expr:
@@ -129,7 +129,7 @@ def _arith(op):
     def method(self, o):
         dt = self.dtype
         if type(o) is int:
-            if dt is INT32 and o in _INT32_VALUES:
+            if dt is INT32 and o in INT32_VALUES:
                 return BinOp(op, self, Const(o, INT32), INT32)
         elif isinstance(o, Expr) and o.dtype is dt and dt.is_int:
             return BinOp(op, self, o, dt)
@@ -140,7 +140,7 @@ def _arith(op):
 def _rarith(op):
     """Expr.__r<op>__: `4 * i` with an int32 `i` built here, as binop would."""
     def method(self, o):
-        if type(o) is int and self.dtype is INT32 and o in _INT32_VALUES:
+        if type(o) is int and self.dtype is INT32 and o in INT32_VALUES:
             return BinOp(op, Const(o, INT32), self, INT32)
         return binop(op, o, self)
     return method
@@ -151,7 +151,7 @@ def _arith_div(op):
     def method(self, o):
         dt = self.dtype
         if type(o) is int:
-            if dt is INT32 and o in _INT32_VALUES:
+            if dt is INT32 and o in INT32_VALUES:
                 if not o:
                     raise TraceError(const_hazard(op, self, Const(0, INT32)))
                 return BinOp(op, self, Const(o, INT32), INT32)
@@ -168,7 +168,7 @@ def _rarith_div(op):
     def method(self, o):
         if type(self) is Const and not self.value and self.dtype.is_int:
             raise TraceError(const_hazard(op, as_expr(o, self.dtype), self))
-        if type(o) is int and self.dtype is INT32 and o in _INT32_VALUES:
+        if type(o) is int and self.dtype is INT32 and o in INT32_VALUES:
             return BinOp(op, Const(o, INT32), self, INT32)
         return binop(op, o, self)
     return method
@@ -406,7 +406,7 @@ def as_expr(v, like: DType | None = None) -> Expr:
     """Wrap a Python literal; `like` gives the context dtype (literals are typed by context)."""
     if isinstance(v, Expr):
         return v
-    if type(v) is int and (like is None or like is INT32) and v in _INT32_VALUES:
+    if type(v) is int and (like is None or like is INT32) and v in INT32_VALUES:
         return Const(v, INT32)
     if isinstance(v, bool):
         return Const(v, BOOL)
@@ -435,12 +435,12 @@ def binop(op: str, a, b) -> Expr:
         dt = a.dtype
         if dt.is_int:
             if type(b) is int:
-                if dt is INT32 and b in _INT32_VALUES:
-                    if not b and op in _DIV_OPS:
+                if dt is INT32 and b in INT32_VALUES:
+                    if not b and op in DIV_OPS:
                         raise TraceError(const_hazard(op, a, Const(0, INT32)))
                     return BinOp(op, a, Const(b, INT32), INT32)
             elif isinstance(b, Expr) and b.dtype is dt:
-                if type(b) is Const and op in _DIV_OPS and not b.value:
+                if type(b) is Const and op in DIV_OPS and not b.value:
                     raise TraceError(const_hazard(op, a, b))
                 return BinOp(op, a, b, dt)
     if not isinstance(a, Expr):
@@ -448,13 +448,14 @@ def binop(op: str, a, b) -> Expr:
         a = as_expr(a, b.dtype)
     else:
         b = as_expr(b, a.dtype)
-    if op in _HAZARD_OPS and type(b) is Const and a.dtype.is_int and \
-            (not b.value if op in _DIV_OPS else not 0 <= b.value < a.dtype.bits):
+    if op in HAZARD_OPS and type(b) is Const and a.dtype.is_int and \
+            (not b.value if op in DIV_OPS else not 0 <= b.value < a.dtype.bits):
         raise TraceError(const_hazard(op, a, b))
     if op in ("shl", "shr") and a.dtype.is_int and b.dtype.is_int and b.dtype != a.dtype:
         b = Cast(b, a.dtype) if not isinstance(b, Const) else const(b.value, a.dtype)
     if a.dtype != b.dtype:
-        raise TraceError(f"dtype mismatch in {TEXT.expr(a)} {_ARITH.get(op, _CMP.get(op, op))} "
+        sym = ARITH_OPS.get(op, CMP_OPS.get(op, op))
+        raise TraceError(f"dtype mismatch in {TEXT.expr(a)} {sym} "
                          f"{TEXT.expr(b)}: {a.dtype} vs {b.dtype}; use pg.cast(x, dtype)")
     dt = a.dtype
     if dt.lanes != 1:
@@ -463,12 +464,12 @@ def binop(op: str, a, b) -> Expr:
         raise TraceError(f"{dt} is a storage-only type: it can be moved, not computed on; "
                          f"use pg.cast to a float type first" if dt.kind == "storage" else
                          "pointers cannot be used in arithmetic; use ptr_to([...])")
-    if op in _CMP:
+    if op in CMP_OPS:
         return BinOp(op, a, b, BOOL)
     if dt == BOOL and op not in ("and", "or", "xor"):
-        raise TraceError(f"operator {_ARITH[op]} is not defined on bool; use & | ^")
+        raise TraceError(f"operator {ARITH_OPS[op]} is not defined on bool; use & | ^")
     if dt.is_float and op in ("floordiv", "floormod", "and", "or", "xor", "shl", "shr"):
-        raise TraceError(f"operator {_ARITH[op]} is not defined on {dt}")
+        raise TraceError(f"operator {ARITH_OPS[op]} is not defined on {dt}")
     if dt.is_int and op == "div":
         raise TraceError("integer division is floor division: use // (and % for the remainder)")
     return BinOp(op, a, b, dt)
@@ -476,8 +477,8 @@ def binop(op: str, a, b) -> Expr:
 
 _FAST_INT = frozenset(("add", "sub", "mul", "floordiv", "floormod", "and", "or", "xor", "min",
                        "max"))
-_DIV_OPS = frozenset(("floordiv", "floormod"))
-_HAZARD_OPS = frozenset(("floordiv", "floormod", "shl", "shr"))
+DIV_OPS = frozenset(("floordiv", "floormod"))
+HAZARD_OPS = frozenset(("floordiv", "floormod", "shl", "shr"))
 
 
 def const_hazard(op: str, a, b) -> str:
@@ -486,7 +487,7 @@ def const_hazard(op: str, a, b) -> str:
     and the simplifier cannot fold it).  Shared by the builder and the simplifier, which sees
     the constants that unrolling and folding make."""
     v = b.value
-    if op in _DIV_OPS:
+    if op in DIV_OPS:
         if v:
             return ""
         sym = "//" if op == "floordiv" else "%"

@@ -9,7 +9,7 @@ from .ir import (BOOL, INT32, INT64, Barrier, BinOp, Buffer, BufferPtr, BufferRe
                  Comment, Const, DeclBuffer, For, If, Instr, Let, Load, Lowered, Mem, Not, PrimFunc,
                  Select, SpecialReg, Stmt, Store, TileCall, VecOperand, Var, While, Alloc,
                  TEXT)
-from .expr import _ARITH, _CMP, _PREC   # the operator tables live with the nodes
+from .expr import ARITH_OPS, CMP_OPS, PRECEDENCE   # the operator tables live with the nodes
 
 # ----------------------------------------------------------------------------------
 # The emitter prints every statement into a PTX comment, so the common cases (variables
@@ -43,12 +43,12 @@ def _binop_forms():
     """op -> (infix symbol with its spaces, precedence of the left and of the right operand,
     the parent precedence above which it is parenthesized): one lookup per node.  The call
     forms (min/max) have the bare name and left precedence 0, which no infix op has."""
-    out = {op: (f" {sym} ", 5, 5, 0) for op, sym in _CMP.items()}
+    out = {op: (f" {sym} ", 5, 5, 0) for op, sym in CMP_OPS.items()}
     out.update({op: (op, 0, 0, 99) for op in ("min", "max")})
-    for op, p in _PREC.items():
+    for op, p in PRECEDENCE.items():
         rhs = p + 1 if op in ("sub", "floordiv", "floormod", "div") else p
         # bitwise (precedence <= 4): parenthesize compound operands for readability
-        sym = f" {_ARITH[op]} "
+        sym = f" {ARITH_OPS[op]} "
         out[op] = (sym, 9, 9, 0) if p <= 4 else (sym, p, rhs, p)
     return out
 

@@ -260,7 +260,7 @@ def test_bench_copy_kernels_one_tile_per_instance(kind, dtype, scope, tile):
         k, _ = ck.ldstmatrix_copy_kernel(dtype, scope, tile)
     else:
         k, _ = ck.forced_vec_copy_kernel(dtype, scope, tile, int(kind[4:-1]))
-    rows = tile[0] * 2 * (256 // ck._SCOPE_THREADS[scope]) + tile[0]   # a partial last CTA
+    rows = tile[0] * 2 * (256 // ck.SCOPE_THREADS[scope]) + tile[0]   # a partial last CTA
     a, b = rand((rows, tile[1]), dtype), poison((rows, tile[1]), dtype)
     grid = k._grid_fn({"ROWS": rows})
     ptxsim.run(k, [a, b], [rows], grid=grid)

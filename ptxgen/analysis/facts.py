@@ -92,9 +92,9 @@ class FactsMixin:
             if isinstance(e.b, Const) and e.b.value >= 0:
                 hi = e.b.value if a[1] is None or a[0] is None or a[0] < 0 else min(a[1], e.b.value)
                 return (0, hi)
-            if _nonneg(a) and _nonneg(b):
+            if nonneg(a) and nonneg(b):
                 return (0, min(a[1], b[1]))
-        if op in ("xor", "or") and _nonneg(a) and _nonneg(b):
+        if op in ("xor", "or") and nonneg(a) and nonneg(b):
             return (0, (1 << max(a[1], b[1]).bit_length()) - 1)
         if op == "min":
             return (_min(a[0], b[0]), _min(a[1], b[1]))
@@ -142,9 +142,9 @@ class FactsMixin:
                 return (g, r % g) if g else (0, r % e.b.value)
             if op == "and" and isinstance(e.b, Const) and e.b.value >= 0:
                 # low zero bits of the mask and of the value both survive
-                tz = _trailing_zeros(e.b.value)
+                tz = trailing_zeros(e.b.value)
                 m, r = self.modset(e.a)
-                tz_a = _trailing_zeros(math.gcd(m, r) if (m or r) else 0)
+                tz_a = trailing_zeros(math.gcd(m, r) if (m or r) else 0)
                 k = max(tz, tz_a)
                 return (1 << k, 0) if k < 63 else (0, 0)
             if op == "min" or op == "max":
@@ -253,7 +253,7 @@ def _dtype_bounds(dt):
     return int_range(dt)
 
 
-def _nonneg(b) -> bool:
+def nonneg(b) -> bool:
     return b[0] is not None and b[1] is not None and b[0] >= 0
 
 
@@ -279,13 +279,13 @@ def _max(x, y):
     return None if x is None or y is None else max(x, y)
 
 
-def _trailing_zeros(v: int) -> int:
+def trailing_zeros(v: int) -> int:
     if v == 0:
         return 64
     return (v & -v).bit_length() - 1
 
 
-def _fold(op, x, y, dt):
+def fold(op, x, y, dt):
     if op == "floordiv":
         v = x // y
     elif op == "floormod":

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .facts import FactsMixin, _fold, _nonneg, _trailing_zeros
+from .facts import FactsMixin, fold, nonneg, trailing_zeros
 from ..errors import TraceError
-from ..expr import _HAZARD_OPS
+from ..expr import HAZARD_OPS
 from ..ir import (BOOL, BinOp, Cast, Const, Expr, Load, Not, Select, SpecialReg, Var,
                   BufferPtr, const_hazard, expr_key, int_range)
 
@@ -373,7 +373,7 @@ class Analyzer(FactsMixin):
             a, b = self.simplify(e.a), self.simplify(e.b)
             return BinOp("mul", a, b, dt)
         b = self.simplify(e.b)
-        if type(b) is Const and op in _HAZARD_OPS:   # unrolling and folding make constants
+        if type(b) is Const and op in HAZARD_OPS:   # unrolling and folding make constants
             why = const_hazard(op, e.a, b)
             if why:
                 raise TraceError(why)
@@ -385,7 +385,7 @@ class Analyzer(FactsMixin):
             m = b.value
             if _is_pow2(m + 1):
                 return self._divmod("floormod", e.a, m + 1, dt)
-            low = _trailing_zeros(m)
+            low = trailing_zeros(m)
             if _is_pow2((m >> low) + 1):   # contiguous mask: ((a >> low) % 2^n) << low
                 inner = self._divmod_aff("floormod", self._divmod_aff(
                     "floordiv", self.affine(e.a), 1 << low, dt), (m >> low) + 1, dt)
@@ -400,7 +400,7 @@ class Analyzer(FactsMixin):
             return self._xor(self.simplify(e.a), b, dt)
         a = self.simplify(e.a)
         if isinstance(a, Const) and isinstance(b, Const):
-            return Const(_fold(op, a.value, b.value, dt), dt)
+            return Const(fold(op, a.value, b.value, dt), dt)
         if op in ("min", "max"):
             ba, bb = self.bounds(a), self.bounds(b)
             if ba[1] is not None and bb[0] is not None and ba[1] <= bb[0]:
@@ -487,15 +487,15 @@ class Analyzer(FactsMixin):
         """a ^ b as an expression, or as an affine form when it splits into ADD-high plus
         XOR-low (kept as a form so that affine() need not parse it back)."""
         if isinstance(a, Const) and isinstance(b, Const):
-            return Const(_fold("xor", a.value, b.value, dt), dt)
+            return Const(fold("xor", a.value, b.value, dt), dt)
         for x, y in ((a, b), (b, a)):
             if isinstance(y, Const) and y.value == 0:
                 return x
         # ADD-high / XOR-low: pick the operand with the smaller known non-negative range
         ba, bb = self.bounds(a), self.bounds(b)
-        if _nonneg(bb) and (not _nonneg(ba) or bb[1] <= ba[1]):
+        if nonneg(bb) and (not nonneg(ba) or bb[1] <= ba[1]):
             x, y, by = a, b, bb
-        elif _nonneg(ba):
+        elif nonneg(ba):
             x, y, by = b, a, ba
         else:
             return BinOp("xor", a, b, dt)

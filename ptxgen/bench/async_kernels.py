@@ -12,8 +12,8 @@ Both are checked bit-exact and timed against torch copy_ by the sweep (sweep.py)
 benchmarks/tma_stream.py times tma_ring configurations at 1 GiB.
 """
 # no `from __future__ import annotations`: kernel annotations refer to local variables
-from .copy_kernels import (_SCOPE_THREADS, THREADS, _bench_kernel, _group_sync, _kernel,
-                           _launch, _name, _tile_loop)
+from .copy_kernels import (SCOPE_THREADS, THREADS, bench_kernel, group_sync, tile_kernel,
+                           launch_geometry, kernel_name, tile_loop)
 from .sweep import CopyConfig, SkipReason, register_copy_bench
 
 SMEM_BUDGET = 200 * 1024      # bytes of stages per SM the ring aims at (of 227 KiB)
@@ -58,7 +58,7 @@ def tma_ring_kernel(dtype: str, tile, stages: int = 8, ctas_per_sm: int = 1, nsm
     L = ahead or max(1, S // 2)
     if not 1 <= L < S or S & (S - 1):
         raise ValueError(f"stages={S} must be a power of two above ahead={L}")
-    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
+    grid, ctas, ROWS = launch_geometry(pg, ctas_per_sm, nsm)
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         tx = pg.thread_id(32)
@@ -83,7 +83,7 @@ def tma_ring_kernel(dtype: str, tile, stages: int = 8, ctas_per_sm: int = 1, nsm
         with pg.if_(tx == 0):
             ring_schedule(full, S, L, mine, load, store)
 
-    k = _kernel(body, name or f"tma_ring_{dtype}_{R}x{C}_s{S}", R, 1, grid or (nsm,), block=32)
+    k = tile_kernel(body, name or f"tma_ring_{dtype}_{R}x{C}_s{S}", R, 1, grid or (nsm,), block=32)
     return k, ctas
 
 
@@ -119,23 +119,23 @@ def cp_async_stream_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=1
     import ptxgen as pg
 
     R, C = tile
-    groups = THREADS // _SCOPE_THREADS[scope]
-    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
+    groups = THREADS // SCOPE_THREADS[scope]
+    grid, ctas, ROWS = launch_geometry(pg, ctas_per_sm, nsm)
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         pg.thread_id(THREADS)
         sc = getattr(pg.tile, scope)
         sm = pg.alloc_shared((groups, R, C), dtype, align=128)
-        g, first, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        g, first, tiles = tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             with pg.if_(t != first):
-                _group_sync(pg, scope, g)
+                group_sync(pg, scope, g)
             sc.copy_async(sm[g:g + 1, 0:R, 0:C], src[t * R:t * R + R, 0:C], dispatch="cp_async")
             sc.async_commit(kind="cp_async")
             sc.async_wait(0, kind="cp_async")             # and the scope's barrier
             sc.copy(dst[t * R:t * R + R, 0:C], sm[g:g + 1, 0:R, 0:C])
 
-    return _kernel(body, name or f"cp_async_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
+    return tile_kernel(body, name or f"cp_async_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
 
 
 def _sm_count() -> int:
@@ -157,13 +157,13 @@ def _build_ring(cfg: CopyConfig):
         return shape
     stages, ctas = shape
     nsm = _sm_count()
-    return _bench_kernel(cfg, lambda: tma_ring_kernel(cfg.dtype, cfg.tile, stages, ctas, nsm,
-                                                      name=_name(cfg)), check_split=False)
+    return bench_kernel(cfg, lambda: tma_ring_kernel(cfg.dtype, cfg.tile, stages, ctas, nsm,
+                                                     name=kernel_name(cfg)), check_split=False)
 
 
 def _build_cp_async(cfg: CopyConfig):
-    return _bench_kernel(cfg, lambda: cp_async_stream_kernel(cfg.dtype, cfg.scope, cfg.tile,
-                                                             name=_name(cfg)))
+    return bench_kernel(cfg, lambda: cp_async_stream_kernel(cfg.dtype, cfg.scope, cfg.tile,
+                                                            name=kernel_name(cfg)))
 
 
 register_copy_bench("tma_ring", _build_ring, path="g2s2g", replace=True)

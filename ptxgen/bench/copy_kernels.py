@@ -20,12 +20,12 @@ over the scope, a form the GPU lacks) becomes a row "skipped: <the dispatcher's 
 from .sweep import BenchKernel, CopyConfig, SkipReason, register_copy_bench
 
 THREADS = 256
-_SCOPE_THREADS = {"warp": 32, "warpgroup": 128, "cta": THREADS}
+SCOPE_THREADS = {"warp": 32, "warpgroup": 128, "cta": THREADS}
 
 
-def _launch(pg, ctas_per_sm, nsm):
+def launch_geometry(pg, ctas_per_sm, nsm):
     """(grid, CTA count, the ROWS extent) every tile-streaming builder starts from.  The grid
-    is None for one tile per scope instance (_kernel makes it a callable of ROWS and the
+    is None for one tile per scope instance (tile_kernel makes it a callable of ROWS and the
     tile), or with ctas_per_sm a persistent grid whose instances loop.  On the H200 the
     first was faster (benchmarks/RESULTS.md, grid-stride variants)."""
     rows = pg.var("ROWS")
@@ -34,7 +34,7 @@ def _launch(pg, ctas_per_sm, nsm):
     return None, None, rows
 
 
-def _tile_loop(pg, scope, groups, R, ROWS, ctas):
+def tile_loop(pg, scope, groups, R, ROWS, ctas):
     """(group index, this instance's first tile index, the loop over its tile indices)."""
     bx = pg.cta_id(ctas)
     g = 0 if scope == "cta" else (pg.warp_id() if scope == "warp" else pg.warpgroup_id())
@@ -42,7 +42,7 @@ def _tile_loop(pg, scope, groups, R, ROWS, ctas):
     return g, first, pg.serial(first, ROWS // R, pg.grid_dim() * groups)
 
 
-def _kernel(body, name, R, groups, grid, block=THREADS):
+def tile_kernel(body, name, R, groups, grid, block=THREADS):
     import ptxgen as pg
 
     if grid is None:
@@ -60,26 +60,26 @@ def streaming_copy_kernel(dtype: str, scope: str, tile, dispatch=None, ctas_per_
     import ptxgen as pg
 
     R, C = tile
-    per = _SCOPE_THREADS[scope]
+    per = SCOPE_THREADS[scope]
     groups = THREADS // per
-    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
+    grid, ctas, ROWS = launch_geometry(pg, ctas_per_sm, nsm)
     kw = {"dispatch": dispatch} if dispatch else {}
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         pg.thread_id(THREADS)
         copy = getattr(pg.tile, scope).copy
         sm = pg.alloc_shared((groups, R, C), dtype, align=128)
-        g, first, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        g, first, tiles = tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             # the slot is reused only from the second tile on: wait for the previous
             # tile's reads of it there, instead of after every tile
             with pg.if_(t != first):
-                _group_sync(pg, scope, g)
+                group_sync(pg, scope, g)
             copy(sm[g:g + 1, 0:R, 0:C], src[t * R:t * R + R, 0:C], **kw)
-            _group_sync(pg, scope, g)
+            group_sync(pg, scope, g)
             copy(dst[t * R:t * R + R, 0:C], sm[g:g + 1, 0:R, 0:C], **kw)
 
-    k = _kernel(body, name or f"stream_{dtype}_{scope}_{R}x{C}", R, groups, grid)
+    k = tile_kernel(body, name or f"stream_{dtype}_{scope}_{R}x{C}", R, groups, grid)
     return k, ctas
 
 
@@ -87,7 +87,7 @@ def _register_split(scope: str, tile, vec: int):
     """(vectors per row, rows per pass, passes) of a tile split into `vec`-element runs over
     the scope's threads, or SkipReason when it does not split into whole vectors."""
     R, C = tile
-    P = _SCOPE_THREADS[scope]
+    P = SCOPE_THREADS[scope]
     if C % vec:
         return SkipReason(f"{C} columns are not whole {vec}-element vectors")
     per_row = C // vec
@@ -128,20 +128,20 @@ def register_copy_kernel(dtype: str, scope: str, tile, vec: int, dispatch=None,
     if isinstance(lay, SkipReason):
         return lay, None
     R, C = tile
-    groups = THREADS // _SCOPE_THREADS[scope]
-    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
+    groups = THREADS // SCOPE_THREADS[scope]
+    grid, ctas, ROWS = launch_geometry(pg, ctas_per_sm, nsm)
     kw = {"dispatch": dispatch} if dispatch else {}
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         pg.thread_id(THREADS)
         copy = getattr(pg.tile, scope).copy
         regs = pg.alloc_local((R, C), dtype, layout=lay)
-        _, _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        _, _, tiles = tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             copy(regs[0:R, 0:C], src[t * R:t * R + R, 0:C], **kw)
             copy(dst[t * R:t * R + R, 0:C], regs[0:R, 0:C], **kw)
 
-    return _kernel(body, name or f"regs_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
+    return tile_kernel(body, name or f"regs_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
 
 
 def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=None, nsm=132,
@@ -162,9 +162,9 @@ def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=
         return split, None
     per_row, rows_per_pass, passes = split
     R, C = tile
-    P = _SCOPE_THREADS[scope]
+    P = SCOPE_THREADS[scope]
     groups = THREADS // P
-    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
+    grid, ctas, ROWS = launch_geometry(pg, ctas_per_sm, nsm)
     variant = f"vec_{bits}b"
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
@@ -173,7 +173,7 @@ def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=
         row0 = pg.let(lt // per_row)
         col = pg.let(lt % per_row * vec)
         regs = pg.alloc_local((passes * vec,), dtype)
-        _, _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        _, _, tiles = tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             for p in range(passes):         # Python loop: register indices are constants
                 r = t * R + p * rows_per_pass + row0
@@ -184,7 +184,7 @@ def forced_vec_copy_kernel(dtype: str, scope: str, tile, bits: int, ctas_per_sm=
                 pg.tile.thread.copy(dst[r, col:col + vec], regs[p * vec:p * vec + vec],
                                     dispatch=variant)
 
-    return _kernel(body, name or f"{variant}_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
+    return tile_kernel(body, name or f"{variant}_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
 
 
 def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
@@ -206,13 +206,13 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
     if nbytes % 16 or nbytes > 1048560:
         return SkipReason(f"a bulk copy moves a multiple of 16 bytes, at most 1048560; a "
                           f"{R}x{C} {dtype} tile is {nbytes}"), None
-    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
+    grid, ctas, ROWS = launch_geometry(pg, ctas_per_sm, nsm)
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         tx = pg.thread_id(32)
         sm = pg.alloc_shared((R, C), dtype, align=128)
         bar = pg.alloc_shared((1,), "uint64", align=8)
-        _, _, tiles = _tile_loop(pg, "cta", 1, R, ROWS, ctas)
+        _, _, tiles = tile_loop(pg, "cta", 1, R, ROWS, ctas)
         with pg.if_(tx == 0):
             pg.ptx.mbarrier.init(bar, 1)
             pg.ptx.fence.mbarrier_init()
@@ -229,7 +229,7 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
                 bulk("cp_async_bulk_wait_group", True, ops=(0,))   # the slot may be refilled
             bulk("cp_async_bulk_wait_group", ops=(0,))              # writes done before exit
 
-    return _kernel(body, name or f"bulk_{dtype}_{R}x{C}", R, 1, grid, block=32), ctas
+    return tile_kernel(body, name or f"bulk_{dtype}_{R}x{C}", R, 1, grid, block=32), ctas
 
 
 def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=132,
@@ -241,33 +241,33 @@ def ldstmatrix_copy_kernel(dtype: str, scope: str, tile, ctas_per_sm=None, nsm=1
     from ..primitives.copy.ldstmatrix import ldmatrix_layout
 
     R, C = tile
-    groups = THREADS // _SCOPE_THREADS[scope]
-    warps = _SCOPE_THREADS[scope] // 32
+    groups = THREADS // SCOPE_THREADS[scope]
+    warps = SCOPE_THREADS[scope] // 32
     try:
         lay = ldmatrix_layout(R, C, warps=warps)
     except ValueError as e:
         return SkipReason(str(e).split(": ", 1)[-1]), None
-    grid, ctas, ROWS = _launch(pg, ctas_per_sm, nsm)
+    grid, ctas, ROWS = launch_geometry(pg, ctas_per_sm, nsm)
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):
         pg.thread_id(THREADS)
         copy = getattr(pg.tile, scope).copy
         sm = pg.alloc_shared((groups, R, C), dtype, align=128)
         regs = pg.alloc_local((R, C), dtype, layout=lay)
-        g, _, tiles = _tile_loop(pg, scope, groups, R, ROWS, ctas)
+        g, _, tiles = tile_loop(pg, scope, groups, R, ROWS, ctas)
         for t in tiles:
             copy(sm[g:g + 1, 0:R, 0:C], src[t * R:t * R + R, 0:C])
-            _group_sync(pg, scope, g)
+            group_sync(pg, scope, g)
             copy(regs[0:R, 0:C], sm[g:g + 1, 0:R, 0:C], dispatch="ldstmatrix")
             copy(sm[g:g + 1, 0:R, 0:C], regs[0:R, 0:C], dispatch="ldstmatrix")
-            _group_sync(pg, scope, g)
+            group_sync(pg, scope, g)
             copy(dst[t * R:t * R + R, 0:C], sm[g:g + 1, 0:R, 0:C])
-            _group_sync(pg, scope, g)
+            group_sync(pg, scope, g)
 
-    return _kernel(body, name or f"ldsm_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
+    return tile_kernel(body, name or f"ldsm_{dtype}_{scope}_{R}x{C}", R, groups, grid), ctas
 
 
-def _group_sync(pg, scope, g):
+def group_sync(pg, scope, g):
     """The barrier of one scope instance.  A named barrier's count must be exactly the
     threads that reach it: 256 threads on a 128-count barrier hang an H200."""
     if scope == "warp":
@@ -289,7 +289,7 @@ def _tile_rows(cfg: CopyConfig):
     return cfg.size_bytes // row_bytes
 
 
-def _bench_kernel(cfg: CopyConfig, make, check_split=True):
+def bench_kernel(cfg: CopyConfig, make, check_split=True):
     """Build with make() -> (kernel, ctas) or (SkipReason, None); a dispatch rejection or a
     resource limit becomes a skipped row with the reason, anything else an error row."""
     import warnings
@@ -301,7 +301,7 @@ def _bench_kernel(cfg: CopyConfig, make, check_split=True):
     if rows is None:
         return SkipReason(f"{cfg.size_bytes} bytes is not a whole number of {cfg.tile} tiles")
     R, C = cfg.tile
-    if check_split and R * C % _SCOPE_THREADS[cfg.scope]:
+    if check_split and R * C % SCOPE_THREADS[cfg.scope]:
         return SkipReason(f"a {R}x{C} tile does not split over a {cfg.scope}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # fallback warns; that is the point here
@@ -319,13 +319,13 @@ def _bench_kernel(cfg: CopyConfig, make, check_split=True):
     return BenchKernel(name=k.name, launch=launch, ptx=ptx)
 
 
-def _name(cfg):
+def kernel_name(cfg):
     return f"{cfg.variant}_{cfg.dtype}_{cfg.scope}_{cfg.tile[0]}x{cfg.tile[1]}"
 
 
 def _build_stream(cfg: CopyConfig, dispatch=None):
-    return _bench_kernel(cfg, lambda: streaming_copy_kernel(
-        cfg.dtype, cfg.scope, cfg.tile, dispatch, name=_name(cfg)))
+    return bench_kernel(cfg, lambda: streaming_copy_kernel(
+        cfg.dtype, cfg.scope, cfg.tile, dispatch, name=kernel_name(cfg)))
 
 
 def _widest_register_vec(cfg: CopyConfig):
@@ -348,13 +348,13 @@ def _build_reg(cfg: CopyConfig):
     vec = _widest_register_vec(cfg)
     if isinstance(vec, SkipReason):
         return vec
-    return _bench_kernel(cfg, lambda: register_copy_kernel(
-        cfg.dtype, cfg.scope, cfg.tile, vec, name=_name(cfg)))
+    return bench_kernel(cfg, lambda: register_copy_kernel(
+        cfg.dtype, cfg.scope, cfg.tile, vec, name=kernel_name(cfg)))
 
 
 def _build_forced(bits):
-    return lambda cfg: _bench_kernel(cfg, lambda: forced_vec_copy_kernel(
-        cfg.dtype, cfg.scope, cfg.tile, bits, name=_name(cfg)))
+    return lambda cfg: bench_kernel(cfg, lambda: forced_vec_copy_kernel(
+        cfg.dtype, cfg.scope, cfg.tile, bits, name=kernel_name(cfg)))
 
 
 def _build_ldstmatrix(cfg: CopyConfig):
@@ -363,8 +363,8 @@ def _build_ldstmatrix(cfg: CopyConfig):
     if _dtype(cfg.dtype).bits != 16:
         return SkipReason(f"ldmatrix/stmatrix move 16-bit elements (b16); {cfg.dtype} is "
                           f"{_dtype(cfg.dtype).bits}-bit")
-    return _bench_kernel(cfg, lambda: ldstmatrix_copy_kernel(
-        cfg.dtype, cfg.scope, cfg.tile, name=_name(cfg)))
+    return bench_kernel(cfg, lambda: ldstmatrix_copy_kernel(
+        cfg.dtype, cfg.scope, cfg.tile, name=kernel_name(cfg)))
 
 
 def _build_grid_stride(cfg: CopyConfig, load_hint=None, store_hint=None):
@@ -399,8 +399,8 @@ register_copy_bench("ldstmatrix", _build_ldstmatrix, path="s2r2s", replace=True)
 def _build_bulk(cfg: CopyConfig):
     if cfg.scope != "cta":
         return SkipReason("bulk copies are issued by one thread per CTA; scope cta only")
-    return _bench_kernel(cfg, lambda: bulk_copy_kernel(cfg.dtype, cfg.tile, name=_name(cfg)),
-                         check_split=False)
+    return bench_kernel(cfg, lambda: bulk_copy_kernel(cfg.dtype, cfg.tile, name=kernel_name(cfg)),
+                        check_split=False)
 
 
 register_copy_bench("bulk", _build_bulk, path="g2s2g", replace=True)

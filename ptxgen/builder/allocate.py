@@ -13,7 +13,7 @@ import math
 from ..dtypes import dtype as _dtype
 from ..analysis.offsets import byte_offset, min_offset
 from ..ir import Alloc, Buffer, BufferPtr
-from .tensor import Tensor, TensorHandle, _declare, make_buffer
+from .tensor import Tensor, TensorHandle, declare_tensor, make_buffer
 from .tensor_meta import check_one_layout, strided_layout
 from .tmem_view import tmem_address, tmem_layout
 from .context import Site, assigned_name, current, fail, user_site
@@ -27,12 +27,12 @@ def alloc_buffer(shape, dtype, scope="global", layout=None, align=16, elem_offse
     if strides is not None:
         layout = strided_layout(shape if isinstance(shape, (tuple, list)) else (shape,),
                                 strides, name or "alloc_buffer")
-    return _alloc(user_site(), "buf", name, shape, dtype, scope, layout, align, elem_offset,
-                  byte_offset)
+    return alloc_at(user_site(), "buf", name, shape, dtype, scope, layout, align, elem_offset,
+                    byte_offset)
 
 
-def _alloc(at: Site, default: str, name, shape, dtype, scope, layout=None, align=16,
-           elem_offset=0, byte_offset=None):
+def alloc_at(at: Site, default: str, name, shape, dtype, scope, layout=None, align=16,
+             elem_offset=0, byte_offset=None):
     """alloc_buffer called from the user's line `at` (unnamed: named after its variable)."""
     ctx = current()
     name = ctx.unique(name or at.assigned or default)
@@ -65,11 +65,11 @@ def _alloc(at: Site, default: str, name, shape, dtype, scope, layout=None, align
 
 
 def alloc_shared(shape, dtype, layout=None, align=16, name=None):
-    return _alloc(user_site(), "smem", name, shape, dtype, "shared", layout, align)
+    return alloc_at(user_site(), "smem", name, shape, dtype, "shared", layout, align)
 
 
 def alloc_local(shape, dtype, layout=None, align=16, name=None):
-    return _alloc(user_site(), "local", name, shape, dtype, "local", layout, align)
+    return alloc_at(user_site(), "local", name, shape, dtype, "local", layout, align)
 
 
 def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None, byte_offset=None,
@@ -92,9 +92,9 @@ def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None,
             b = make_buffer(name, shape, dt, "tmem", tmem_layout(name, shape, dt, layout), 0,
                             None, 16)
             b.tmem_addr = addr
-            return _declare(ctx, b, at)
-        return _alloc(at, "view", name, shape, dtype, scope or "local", layout, align or 16,
-                      elem_offset, byte_offset)
+            return declare_tensor(ctx, b, at)
+        return alloc_at(at, "view", name, shape, dtype, scope or "local", layout, align or 16,
+                        elem_offset, byte_offset)
     if isinstance(data, TensorHandle):
         data = data.data
     if not isinstance(data, BufferPtr):
@@ -109,7 +109,7 @@ def decl_buffer(shape, dtype, data=None, elem_offset=0, layout=None, scope=None,
     b = make_buffer(ctx.unique(name), shape, dtype, root.scope, layout, elem_offset, byte_offset,
                     align or root.align, data=data)
     _check_view_bounds(b, root)
-    return _declare(ctx, b, at)
+    return declare_tensor(ctx, b, at)
 
 
 def _check_view_bounds(b: Buffer, root: Buffer):
@@ -144,7 +144,7 @@ def _ty(what: str, ty_args) -> Tensor:
 def alloc_tensor(ty_args=None, name=None):
     """New storage of the type `ty_args[0]`: pg.alloc_buffer with its fields."""
     t = _ty("alloc_tensor", ty_args)
-    return _alloc(user_site(), "buf", name, t.shape, t.dtype, t.scope, t.layout, t.align,
+    return alloc_at(user_site(), "buf", name, t.shape, t.dtype, t.scope, t.layout, t.align,
                   t.elem_offset, t.byte_offset)
 
 

@@ -10,7 +10,7 @@ from ..errors import PtxgenError
 from ..layout import TileLayout
 from ..analysis.offsets import min_offset
 from ..ir import Buffer, Expr, SCOPES, as_expr
-from .context import _local, fail
+from .context import trace_state, fail
 
 
 def _check_align(align):
@@ -88,6 +88,6 @@ def _check_start(name, layout, elem_offset):
 def _live(b: Buffer):
     """Reject a handle whose buffer was allocated in a body that has ended (outside a trace
     the metadata is still readable)."""
-    ctx = _local.ctx
+    ctx = trace_state.ctx
     if ctx is not None and ctx.dead_loop_vars and b.uid in ctx.dead_loop_vars:
         ctx.check_buffer(b)

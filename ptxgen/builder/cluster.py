@@ -21,7 +21,7 @@ from ..errors import TraceError
 from ..ir import Const, DeclBuffer, SpecialReg, as_expr
 from ..target.forms import opcode
 from .context import current, fail, user_site
-from .control import _let
+from .control import bind_let
 from .ptx import addr as _address, emit_instr
 from .scalar import local_scalar
 from .tensor import TensorHandle, make_buffer
@@ -64,15 +64,15 @@ def cluster_id(dim: str = "x"):
     """%clusterid.<dim>: this cluster's index in the grid of clusters."""
     if dim not in ("x", "y", "z"):
         raise fail(f"dim must be 'x', 'y' or 'z', got {dim!r}")
-    return _let(current(), user_site(), f"cluster{dim}", SpecialReg(f"clusterid.{dim}"),
-                (0, 2**31 - 2))
+    return bind_let(current(), user_site(), f"cluster{dim}", SpecialReg(f"clusterid.{dim}"),
+                    (0, 2**31 - 2))
 
 
 def cta_rank_in_cluster():
     """%cluster_ctarank: this CTA's rank in its cluster, 0 .. cluster size - 1."""
     ctx = current()
-    return _let(ctx, user_site(), "cta_rank", SpecialReg("cluster_ctarank"),
-                (0, _size(ctx) - 1))
+    return bind_let(ctx, user_site(), "cta_rank", SpecialReg("cluster_ctarank"),
+                    (0, _size(ctx) - 1))
 
 
 def cta_id_in_cluster(dim: str = "x"):
@@ -81,8 +81,8 @@ def cta_id_in_cluster(dim: str = "x"):
         raise fail(f"dim must be 'x', 'y' or 'z', got {dim!r}")
     ctx = current()
     c = ctx.func.attrs.get("cluster") or (1, 1, 1)
-    return _let(ctx, user_site(), f"cta_in_cluster_{dim}", SpecialReg(f"cluster_ctaid.{dim}"),
-                (0, c["xyz".index(dim)] - 1))
+    return bind_let(ctx, user_site(), f"cta_in_cluster_{dim}", SpecialReg(f"cluster_ctaid.{dim}"),
+                    (0, c["xyz".index(dim)] - 1))
 
 
 def cluster_sync():

@@ -101,7 +101,7 @@ def assigned_name(default: str, at: Site | None = None) -> str:
 def fail(msg: str) -> TraceError:
     """A TraceError located at the user's line (raise the returned object); while the
     parameters are made, that is the kernel's first line."""
-    ctx = _local.ctx
+    ctx = trace_state.ctx
     where = ctx.param_src if ctx is not None and ctx.param_src else user_src()
     return TraceError(f"{where}: {msg}")
 
@@ -255,11 +255,11 @@ class _Local(threading.local):
     ctx = None      # the TraceContext being traced on this thread, if any
 
 
-_local = _Local()
+trace_state = _Local()
 
 
 def current() -> TraceContext:
-    ctx = _local.ctx
+    ctx = trace_state.ctx
     if ctx is None:
         raise outside_kernel()
     return ctx
@@ -267,17 +267,17 @@ def current() -> TraceContext:
 
 def outside_kernel() -> TraceError:
     """The error of a builder call made while no kernel is traced.  The hottest API calls
-    read `_local.ctx` themselves and raise this (one call less than current())."""
+    read `trace_state.ctx` themselves and raise this (one call less than current())."""
     return TraceError(f"{user_src()}: this call is only valid inside a @pg.kernel function "
                       f"while it is being traced")
 
 
 def push(ctx: TraceContext):
-    if _local.ctx is not None:
+    if trace_state.ctx is not None:
         raise TraceError("a @pg.kernel is already being traced on this thread "
                          "(kernels cannot be defined inside kernels)")
-    _local.ctx = ctx
+    trace_state.ctx = ctx
 
 
 def pop():
-    _local.ctx = None
+    trace_state.ctx = None

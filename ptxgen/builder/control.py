@@ -6,19 +6,19 @@ import math
 from contextlib import contextmanager
 
 from ..dtypes import dtype as _dtype
-from ..expr import _INT32_VALUES
+from ..expr import INT32_VALUES
 from ..ir import (BOOL, INT32, Barrier, Const, Expr, For, If, Instr, Let, Load, Mem, Not,
                   SpecialReg, Store, Var, VecOperand, While, as_expr, format_expr,
                   traced_statements, subexpressions)
 from ..analysis.uniform import divergence
 from ..errors import TraceError
-from .context import (_local, check_live_expr, current, fail, launch_extent,
+from .context import (trace_state, check_live_expr, current, fail, launch_extent,
                       outside_kernel, user_site)
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
 
-def _let(ctx, at, name: str, value: Expr, bounds=None) -> Var:
+def bind_let(ctx, at, name: str, value: Expr, bounds=None) -> Var:
     """Bind `value` to a fresh Var named after the user's line `at` (a Site).  The
     ("let", ...) fact is also the record of the binding (uniform.py reads values off it)."""
     v = Var(ctx.unique(at.assigned or name), value.dtype)
@@ -73,7 +73,7 @@ def geometry_error(which: str, dims) -> str:
     return ""
 
 
-def _launch_dims(which: str, dims, where: str) -> tuple:
+def launch_dims(which: str, dims, where: str) -> tuple:
     """(x, y, z) of a decorator or pg.launch grid/block (an int or a sequence of 1-3), checked."""
     t = dims if type(dims) is tuple else tuple(dims) if isinstance(dims, list) else (dims,)
     n = len(t)
@@ -100,7 +100,7 @@ def thread_id(n: int | None = None, dim: str = "x") -> Var:
     if n is None:
         n = launch_extent(current(), "block", dim)
     ctx = _set_extent("block", dim, n, at)
-    return _let(ctx, at, f"t{dim}", SpecialReg(f"tid.{dim}"), (0, n - 1))
+    return bind_let(ctx, at, f"t{dim}", SpecialReg(f"tid.{dim}"), (0, n - 1))
 
 
 def cta_id(n: int | None = None, dim: str = "x") -> Var:
@@ -115,11 +115,11 @@ def cta_id(n: int | None = None, dim: str = "x") -> Var:
     else:
         ctx = current()
         top = 2**31 - 2 if dim == "x" else 65534
-    return _let(ctx, at, f"b{dim}", SpecialReg(f"ctaid.{dim}"), (0, top))
+    return bind_let(ctx, at, f"b{dim}", SpecialReg(f"ctaid.{dim}"), (0, top))
 
 
 def lane_id() -> Var:
-    return _let(current(), user_site(), "lane", SpecialReg("laneid"), (0, 31))
+    return bind_let(current(), user_site(), "lane", SpecialReg("laneid"), (0, 31))
 
 
 def _block_x(ctx):
@@ -132,14 +132,14 @@ def warp_id() -> Var:
     """tid.x / 32 (stable, unlike %warpid)."""
     ctx = current()
     bx = _block_x(ctx)
-    return _let(ctx, user_site(), "warp", SpecialReg("tid.x") // 32, (0, max(bx // 32 - 1, 0)))
+    return bind_let(ctx, user_site(), "warp", SpecialReg("tid.x") // 32, (0, max(bx // 32 - 1, 0)))
 
 
 def warpgroup_id() -> Var:
     ctx = current()
     bx = _block_x(ctx)
-    return _let(ctx, user_site(), "wg", SpecialReg("tid.x") // 128,
-                (0, max(bx // 128 - 1, 0)))
+    return bind_let(ctx, user_site(), "wg", SpecialReg("tid.x") // 128,
+                    (0, max(bx // 128 - 1, 0)))
 
 
 def grid_dim(dim: str = "x"):
@@ -156,10 +156,10 @@ def launch(grid=None, block=None, dynamic_smem_bytes=None):
     f = ctx.func
     src = user_site().src
     if grid is not None:
-        f.grid = _launch_dims("grid", grid, src)
+        f.grid = launch_dims("grid", grid, src)
         ctx.grid_set = dict.fromkeys(range(3), src)
     if block is not None:
-        f.block = _launch_dims("block", block, src)
+        f.block = launch_dims("block", block, src)
         ctx.block_set = dict.fromkeys(range(3), src)
     if dynamic_smem_bytes is not None:
         if isinstance(dynamic_smem_bytes, bool) or not isinstance(dynamic_smem_bytes, int) \
@@ -171,7 +171,7 @@ def launch(grid=None, block=None, dynamic_smem_bytes=None):
 
 def let(value, dtype=None) -> Var:
     """Immutable binding; facts about its value (bounds, divisibility) reach every use."""
-    ctx = _local.ctx
+    ctx = trace_state.ctx
     if ctx is None:
         raise outside_kernel()
     if dtype is None:
@@ -185,14 +185,14 @@ def let(value, dtype=None) -> Var:
     dead = ctx.dead_loop_vars
     if dead and type(value) is not Const and (type(value) is not Var or value.uid in dead):
         check_live_expr(value, dead)     # a Const or a live Var: no call
-    return _let(ctx, user_site(), "v", value)
+    return bind_let(ctx, user_site(), "v", value)
 
 
 def _loop(kind, args):
     """The generator behind pg.serial/pg.unroll: checks the bounds, opens the body, yields
     the loop variable once and closes the For when the user's `for` is done.  A loop is
     live while its var's uid is not in ctx.dead_loop_vars (its range fact says the rest)."""
-    ctx = _local.ctx
+    ctx = trace_state.ctx
     if ctx is None:
         raise outside_kernel()
     n = len(args)
@@ -217,10 +217,10 @@ def _loop(kind, args):
             raise fail(f"pg.{kind} step must be positive, got {format_expr(step)} = {v} (the "
                        f"loop would never end)")
     if not isinstance(hi, Expr):   # as_expr's int32 case in line: `pg.unroll(4)`
-        hi = Const(hi, INT32) if type(hi) is int and hi in _INT32_VALUES else as_expr(hi)
+        hi = Const(hi, INT32) if type(hi) is int and hi in INT32_VALUES else as_expr(hi)
     dt = hi.dtype
     if not isinstance(lo, Expr):
-        lo = Const(lo, INT32) if type(lo) is int and dt is INT32 and lo in _INT32_VALUES \
+        lo = Const(lo, INT32) if type(lo) is int and dt is INT32 and lo in INT32_VALUES \
             else as_expr(lo, dt)
     if lo.dtype is not dt:
         raise fail(f"pg.{kind} bounds differ in dtype: {lo.dtype} vs {dt}")

@@ -18,7 +18,7 @@ from ..passes import prepare, syncdebug
 from ..target import parse_target
 from . import context
 from .cluster import check_cluster
-from .control import GOOD_BLOCKS, GOOD_GRIDS, _launch_dims
+from .control import GOOD_BLOCKS, GOOD_GRIDS, launch_dims
 from .locate import deep_located, locate, signature_error
 from .resources import resources_of
 from .signature import ScalarType, annotated_params, param_from_annotation
@@ -63,9 +63,9 @@ class Kernel:
         except TypeError:
             g = b = None
         if grid is not None:
-            func.grid = g or _launch_dims("grid", grid, src)
+            func.grid = g or launch_dims("grid", grid, src)
         if block is not None:
-            func.block = b or _launch_dims("block", block, src)
+            func.block = b or launch_dims("block", block, src)
         if dyn is not None:
             if isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 0:
                 raise TraceError(f"{src}: dynamic_smem_bytes must be a non-negative int, got "

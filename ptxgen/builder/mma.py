@@ -20,7 +20,7 @@ from ..primitives.wgmma import (WaitRecord, a_fragment_layout, accumulator_layou
 from . import tile_ops
 from .context import fail, user_site
 from .tcgen05 import tmem_gemm_record
-from .allocate import _alloc
+from .allocate import alloc_at
 from .tile import located, record_call, region_of
 
 _EXAMPLE = "T[0:64, 0:64]"
@@ -99,8 +99,8 @@ def _fragment(scope, what, shape, dtype, layout_of):
         layout = layout_of(*shape, _dtype(dtype))
     except (LayoutError, PtxgenError) as e:
         raise fail(f"{what}({shape}, '{dtype}'): {e}") from None
-    return _alloc(user_site(), "acc" if what == "mma_accumulator" else "a_frag", None, shape,
-                  dtype, "local", layout)
+    return alloc_at(user_site(), "acc" if what == "mma_accumulator" else "a_frag", None, shape,
+                    dtype, "local", layout)
 
 
 def _acc_layout(M, N, dt):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..ir import Const, Load
 from .context import fail, user_site
-from .allocate import _alloc
+from .allocate import alloc_at
 from .tensor import TensorHandle, store
 
 
@@ -70,7 +70,7 @@ def alloc_scalar(dtype, scope="local", init=None, name=None):
     runs `init` (or a write) stores it, so write it from one thread and synchronize."""
     if scope not in ("local", "shared"):
         raise fail(f"alloc_scalar scope must be 'local' or 'shared', got {scope!r}")
-    h = _alloc(user_site(), "scalar", name, (1,), dtype, scope)
+    h = alloc_at(user_site(), "scalar", name, (1,), dtype, scope)
     if init is not None:
         h[0] = init
     return LocalScalar(h)

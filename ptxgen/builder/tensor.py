@@ -19,7 +19,7 @@ from .tensor_meta import TensorMeta, check_one_layout, strided_layout
 from .buffers import _check_align, _live, make_buffer  # noqa: F401  (make_buffer: re-exported)
 from .subview import Ramp, SubIndexer, ramp_access, ramp_not_last
 from .nc_hazard import note_nc_load
-from .context import (Site, _local, assigned_name, check_live_expr,
+from .context import (Site, trace_state, assigned_name, check_live_expr,
                       current, fail, outside_kernel, user_site)
 
 
@@ -92,7 +92,7 @@ class TensorHandle(TensorMeta):
     @property
     def data(self) -> BufferPtr:
         b = self.buffer
-        ctx = _local.ctx
+        ctx = trace_state.ctx
         if ctx is not None and ctx.dead_loop_vars and b.uid in ctx.dead_loop_vars:
             ctx.check_buffer(b)    # raises: allocated in a body that has ended
         return BufferPtr(b, None)
@@ -119,7 +119,7 @@ class TensorHandle(TensorMeta):
         if len(key) != len(shape):
             raise fail(f"shape mismatch: '{b.name}' has {b.ndim} dimension(s) "
                        f"{tuple(b.shape)} but was indexed with {len(key)}")
-        ctx = _local.ctx
+        ctx = trace_state.ctx
         if ctx is None:
             raise outside_kernel()
         dead = ctx.dead_loop_vars      # empty until a body ends: then the check has work
@@ -198,7 +198,7 @@ class TensorHandle(TensorMeta):
 
     def region(self):
         """The whole tensor as a region."""
-        ctx = _local.ctx
+        ctx = trace_state.ctx
         if ctx is not None and ctx.dead_loop_vars and self.buffer.uid in ctx.dead_loop_vars:
             ctx.check_buffer(self.buffer)
         return BufferRegion(self.buffer, tuple((0, e) for e in self.shape))
@@ -236,7 +236,7 @@ class TensorHandle(TensorMeta):
         idx = self._vec_check(indices, vdt)
         cache = "" if cache_hint is None else self._cache("load", cache_hint)
         if cache.startswith(".nc"):
-            note_nc_load(_local.ctx, self.buffer, user_site().src)
+            note_nc_load(trace_state.ctx, self.buffer, user_site().src)
         return Load(self.buffer, idx, vdt, cache)
 
     def vstore(self, indices, value, cache_hint=None):
@@ -247,7 +247,7 @@ class TensorHandle(TensorMeta):
         at = user_site()
         s = Store(self.buffer, idx, value,
                   "" if cache_hint is None else self._cache("store", cache_hint), src=at.src)
-        _local.ctx.append(s)
+        trace_state.ctx.append(s)
 
     def _cache(self, kind, hint) -> str:
         if hint is None:      # no hint, no modifiers
@@ -284,7 +284,7 @@ class TensorHandle(TensorMeta):
         ctx, at = current(), user_site()
         nb = make_buffer(ctx.unique(assigned_name(b.name + "_view", at)), shape, dt, b.scope,
                          layout=lay, elem_offset=eo, align=b.align, data=b.storage_ptr())
-        return _declare(ctx, nb, at)
+        return declare_tensor(ctx, nb, at)
 
     def permute(self, *dims):
         b = self.buffer
@@ -302,7 +302,7 @@ class TensorHandle(TensorMeta):
         nb = make_buffer(ctx.unique(assigned_name(b.name + "_t", at)), shape, b.dtype, b.scope,
                          layout=new, elem_offset=b.elem_offset, align=b.align,
                          data=b.storage_ptr())
-        return _declare(ctx, nb, at)
+        return declare_tensor(ctx, nb, at)
 
     def local(self, *shape, layout=None):
         """This thread's registers of a thread-axis local layout (physical order).  Without a
@@ -322,7 +322,7 @@ class TensorHandle(TensorMeta):
         nb = make_buffer(ctx.unique(assigned_name(b.name + "_local", at)), shape, b.dtype,
                          "local", layout=layout, elem_offset=b.elem_offset, align=b.align,
                          data=b.storage_ptr())
-        return _declare(ctx, nb, at)
+        return declare_tensor(ctx, nb, at)
 
 
 not_a_value(TensorHandle, lambda t: f"'{t.buffer.name}' is a tensor")
@@ -355,14 +355,14 @@ def _last_dim_contiguous(b):
         return False
 
 
-def _declare(ctx, b: Buffer, at: Site) -> TensorHandle:
+def declare_tensor(ctx, b: Buffer, at: Site) -> TensorHandle:
     ctx.append(DeclBuffer(b), at.src)
     return TensorHandle(b)
 
 
 def store(buf: Buffer, idx: tuple, value, at: Site | None = None):
     """Append buf[idx] = value, checked (`at`: the user's line, if the caller has it)."""
-    ctx = _local.ctx
+    ctx = trace_state.ctx
     if ctx is None:
         raise outside_kernel()
     dt = buf.dtype

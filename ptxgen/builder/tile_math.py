@@ -22,7 +22,7 @@ from ..primitives.tilemath.rows import coord_vars, reduced_layout
 from . import tile_ops
 from .context import current, fail, user_site
 from .scalar import LocalScalar
-from .allocate import _alloc
+from .allocate import alloc_at
 from .tensor import TensorHandle
 from .tile import located, record_call, region_of
 
@@ -239,7 +239,7 @@ def reduced(scope, src, axis=1, dtype=None):
         shape, layout = reduced_layout(r, {a % nd for a in axes})
     except PtxgenError as e:
         raise located(e) from None
-    return _alloc(user_site(), "rows", None, shape, dtype or r.dtype.name, "local", layout)
+    return alloc_at(user_site(), "rows", None, shape, dtype or r.dtype.name, "local", layout)
 
 
 
@@ -315,7 +315,7 @@ def _reduce(op, name, scope, dst, src=None, axis=None, dispatch=None, **options)
         n = scratch_elems(s, d, axes, sc, ctx.func.block)
         scratch = None
         if n:
-            h = _alloc(user_site(), "red_scratch", "red_scratch", (n,), acc, "shared")
+            h = alloc_at(user_site(), "red_scratch", "red_scratch", (n,), acc, "shared")
             scratch = h.region()
         record_call(op, scope, (d, s), {}, ReduceRecord(name, axes, acc, scratch),
                     dispatch=dispatch)

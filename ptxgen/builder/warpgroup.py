@@ -28,7 +28,7 @@ from ..ir import Instr, SpecialReg
 from ..target.forms import opcode
 from ..target.table import MAX_REGS_PER_THREAD, REGISTERS_PER_SM, SETMAXNREG_RANGE
 from .context import current, fail, user_site
-from .control import _let, if_
+from .control import bind_let, if_
 
 _WG = 128
 
@@ -113,7 +113,7 @@ def warpgroup_role(wgs):
                 stack.enter_context(if_(tid >= _WG * r.start))
             if r.stop < n:
                 stack.enter_context(if_(tid < _WG * r.stop))
-        rank = _let(ctx, at, "role_rank", tid // _WG - r.start, (0, len(r) - 1))
+        rank = bind_let(ctx, at, "role_rank", tid // _WG - r.start, (0, len(r) - 1))
         st.roles.append((r, at.src))
         try:
             yield rank

@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 
 from ..errors import PtxgenError
-from ..expr import _DIV_OPS
+from ..expr import DIV_OPS
 from ..ir import (Alloc, BinOp, BufferPtr, BufferRegion, Cast, Const, For, If, Instr,
                   Let, Load, Mem, Not, Select, SpecialReg, Store, TileCall, Var, VecOperand,
                   While)
@@ -42,7 +42,7 @@ def subst(e, m: dict):
             # x // c, x % c and shifts fold only with a defined value (not x // 0, x << -1):
             # the simplifier reports those at the statement
             if fold is not None:
-                if nb.value or e.op not in _DIV_OPS:
+                if nb.value or e.op not in DIV_OPS:
                     return Const(fold(na.value, nb.value), e.dtype)
             elif e.op in _SHIFTS and 0 <= nb.value < e.dtype.bits:
                 return Const(_SHIFTS[e.op](na.value, nb.value), e.dtype)

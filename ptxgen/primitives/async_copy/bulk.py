@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...ir import Const, Instr, Mem
 from ...target.forms import opcode
 from ..copy.common import base_alignment_ok, element_address, flat_pointer, refine
-from ..copy.vec_auto import _coalesce
+from ..copy.vec_auto import coalesce
 from ..registry import register
 from ..tcgen05.common import guarded
 from .common import (arrive_expect_tx, cache_policy, needs_sm90, smem_aligned, smem_pointer,
@@ -25,8 +25,8 @@ def _contiguous(call) -> str:
     common = refine([call.src_side, call.dst_side])
     if common is None:
         return "the two layouts split the region into incompatible leaves"
-    items = _coalesce([(a.extent, [a.stride, b.stride]) for a, b in
-                       reversed(list(zip(*common))) if a.extent > 1])
+    items = coalesce([(a.extent, [a.stride, b.stride]) for a, b in
+                      reversed(list(zip(*common))) if a.extent > 1])
     if len(items) > 1 or (items and items[0][1] != [1, 1]):
         return ("a bulk copy moves one contiguous run: the region is not contiguous on both "
                 "sides (the tma variant copies strided boxes)")

@@ -30,9 +30,9 @@ from ...target.forms import opcode
 WIDTHS = (128, 64, 32, 16, 8)
 
 # thread id within the scope = sum(axis value * weight); range = how far one axis may reach
-_WEIGHTS = {"thread": {}, "warp": {"laneid": 1},
-            "warpgroup": {"tid_in_wg": 1, "laneid": 1, "wid_in_wg": 32},
-            "cta": {"tid": 1, "laneid": 1, "warpid": 32}}
+LANE_WEIGHTS = {"thread": {}, "warp": {"laneid": 1},
+                "warpgroup": {"tid_in_wg": 1, "laneid": 1, "wid_in_wg": 32},
+                "cta": {"tid": 1, "laneid": 1, "warpid": 32}}
 
 
 def _axis_range(axis, T):
@@ -97,7 +97,7 @@ def thread_map(items, scope, replicate=False):
     as leaves (extent, thread stride, None): digits of the thread id that select no element."""
     import numpy as np
     T = scope.nthreads
-    weights = _WEIGHTS[scope.name]
+    weights = LANE_WEIGHTS[scope.name]
     reach: dict = {}
     out = []
     for ext, axes in items:
@@ -338,7 +338,7 @@ def plan_reg(call, widths=WIDTHS, one_vector=False):
 
 
 def tmap_stride(axes, scope):
-    w = _WEIGHTS[scope.name]
+    w = LANE_WEIGHTS[scope.name]
     return sum(v * w[a] for a, v in axes.items())
 
 

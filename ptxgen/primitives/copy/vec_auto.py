@@ -36,11 +36,11 @@ class Plan:
     outer: int
 
 
-def _stride_key(st):
+def stride_key(st):
     return (1, 0) if isinstance(st, Expr) else (0, abs(st))
 
 
-def _coalesce(items):
+def coalesce(items):
     """Merge adjacent leaves (innermost first) that are contiguous on every side."""
     out = []
     for ext, strides in items:
@@ -67,9 +67,9 @@ def plan_memory_copy(call, widths=(128, 64, 32, 16, 8)):
     drive = 0 if src.space == "global" or dst.space != "global" else 1
     idx = list(range(len(common[0])))
     # canonical order of the driving side: innermost = smallest stride (stable)
-    idx.sort(key=lambda i: _stride_key(common[drive][i].stride))
-    items = _coalesce([(common[0][i].extent, [common[0][i].stride, common[1][i].stride])
-                       for i in idx])
+    idx.sort(key=lambda i: stride_key(common[drive][i].stride))
+    items = coalesce([(common[0][i].extent, [common[0][i].stride, common[1][i].stride])
+                      for i in idx])
     ebits = call.dtype.bits
     reasons = []
     for bits in widths:

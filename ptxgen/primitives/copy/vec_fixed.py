@@ -17,7 +17,7 @@ from ...target import WIDE_VECTOR_BITS, wide_vector_refusal
 from ..registry import predicate, register
 from . import reg as _reg
 from .common import CONTAINERS, element_address, flat_pointer, ld_st_pair, refine, reg_elems
-from .vec_auto import _coalesce, cache_modifiers
+from .vec_auto import coalesce, cache_modifiers
 
 PRIORITY = {16: 20, 32: 25, 64: 30, 128: 35, 256: 40}
 
@@ -57,8 +57,8 @@ def _fixed_plan(call, bits):
     common = refine([call.src_side, call.dst_side])
     if common is None:
         return None, "the two layouts split the region into incompatible leaves"
-    items = _coalesce([(a.extent, [a.stride, b.stride]) for a, b in
-                       reversed(list(zip(*common))) if a.extent > 1])
+    items = coalesce([(a.extent, [a.stride, b.stride]) for a, b in
+                      reversed(list(zip(*common))) if a.extent > 1])
     if len(items) > 1 or (items and items[0][1] != [1, 1]):
         return None, "the region is not contiguous in memory on both sides"
     V = n

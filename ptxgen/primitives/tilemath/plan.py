@@ -27,7 +27,7 @@ from ...ir import BinOp, BOOL, BufferRegion, Const, Expr, Let, Var
 from ..copy.common import (Leaf, Side, analyze_side, base_alignment_ok, digits_offset, divisible,
                            element_address, is_int, refine, split_leaves)
 from ..copy.reg import check_reg_side, mem_aligned, thread_map, tmap_stride
-from ..copy.vec_auto import _coalesce, _stride_key
+from ..copy.vec_auto import coalesce, stride_key
 from .rows import broadcast_side, coordinate_side
 
 WIDTHS = (128, 64, 32, 16, 8)
@@ -317,8 +317,8 @@ def plan_mem(call, opnds, max_bits=128):
     drive = next((i for i, o in enumerate(opnds) if o.side.space == "global"), 0)
     if opnds[0].side.space == "global":
         drive = 0
-    idx = sorted(range(len(common[0])), key=lambda i: _stride_key(common[drive][i].stride))
-    items = _coalesce([(common[0][i].extent, [c[i].stride for c in common]) for i in idx])
+    idx = sorted(range(len(common[0])), key=lambda i: stride_key(common[drive][i].stride))
+    items = coalesce([(common[0][i].extent, [c[i].stride for c in common]) for i in idx])
     n = math.prod(e for e, _ in items)
     vmin = max(1, max(8 // o.ebits for o in opnds))   # float4_e2m1fn: whole bytes of two
     vmax = max(vmin, min(max_bits // o.ebits for o in opnds))

@@ -27,11 +27,11 @@ if TYPE_CHECKING:          # numpy loads with the first function that needs it
 from ...dtypes import dtype as _dtype
 from ...errors import LayoutError
 from ...layout import S, TileLayout, index_grid, per_element, tid_in_wg
-from ..copy.reg import _WEIGHTS
+from ..copy.reg import LANE_WEIGHTS
 
 ATOM_M = 64           # rows of one wgmma (M is 64 only)
 THREADS = 128         # one warpgroup
-_THREAD_AXES = _WEIGHTS["warpgroup"]     # axis -> weight in the warpgroup thread id
+_THREAD_AXES = LANE_WEIGHTS["warpgroup"]     # axis -> weight in the warpgroup thread id
 
 
 def unit(bits: int, role: str) -> int:
