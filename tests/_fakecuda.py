@@ -334,8 +334,8 @@ def register_torch_dtypes(monkeypatch):
     """Let ptxgen's torch reader name the fake dtypes without importing torch."""
     from ptxgen.runtime import args
 
-    monkeypatch.setitem(args._torch_dt, FLOAT32, "float32")
-    monkeypatch.setitem(args._torch_dt, FLOAT16, "float16")
+    monkeypatch.setitem(args.torch_dt, FLOAT32, "float32")
+    monkeypatch.setitem(args.torch_dt, FLOAT16, "float16")
 
 
 def install_fake_torch(monkeypatch, initialized=False, device=0, stream=0):

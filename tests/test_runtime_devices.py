@@ -397,7 +397,7 @@ def _outcome(f, args, kw):
 @given(data=st.data())
 def test_specialized_bind_matches_generic(data):
     from ptxgen.runtime import args
-    args._torch_dt.update({FLOAT32: "float32", FLOAT16: "float16"})   # idempotent
+    args.torch_dt.update({FLOAT32: "float32", FLOAT16: "float16"})   # idempotent
     b = Binder(SIG, name="k")
     fast = b.specialize(FakeTorchTensor, {"float32": [FLOAT32], "float16": [FLOAT16]})
     assert fast is not None

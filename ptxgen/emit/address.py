@@ -22,7 +22,7 @@ from ..layout import row_major_strides
 from ..analysis.simplify import Affine
 from ..target.forms import form
 
-_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
+SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "shared.cluster": "shared::cluster"}
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
 
@@ -52,7 +52,7 @@ class AddressEmitter:
         buf = ptr.buffer
         root = self._root(buf)
         # no separate simplify: the affine form simplifies the index's atoms itself
-        return self._address(self.base[root.uid], _SPACE.get(root.scope),
+        return self._address(self.base[root.uid], SPACE.get(root.scope),
                              self.offset_affine(buf, ptr.indices))
 
     # ---- offsets as affine forms (no intermediate expression trees) --------------------

@@ -12,7 +12,7 @@ from ..errors import PtxgenError, ResourceError
 from ..ir import BOOL, Const, Load, Var, as_expr
 from ..printer import format_expr
 from ..target.forms import form
-from .address import _SPACE, AddressEmitter
+from .address import SPACE, AddressEmitter
 from .debug import BoundsChecks
 from .names import sanitize
 from ..target import WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, smem_limits, wide_vector_refusal
@@ -179,7 +179,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
                 return regs[k]
             return self._pack(regs[k:k + lanes], buf.dtype)
         base = self.base.get(root.uid)
-        space = _SPACE.get(root.scope)
+        space = SPACE.get(root.scope)
         if base is None or space is None:
             self._unaddressable(buf, root)
         indices = e.indices
@@ -262,7 +262,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
                 self._unpack(self.val(value), regs[k:k + lanes], buf.dtype)
             return
         base = self.base.get(root.uid)
-        space = _SPACE.get(root.scope)
+        space = SPACE.get(root.scope)
         if base is None or space is None:
             self._unaddressable(buf, root)
         if cache:

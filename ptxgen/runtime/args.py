@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from ..dtypes import dtype
 from ..errors import LaunchError
 from ..layout import row_major_strides
-from .describe import (_EXTRACT, _ArgProblem, _extractor, _from_integer, _from_torch, _torch_dt,
-                       _torch_dtype_name, torch_dtypes)
+from .describe import (EXTRACT, ArgProblem, extractor, from_integer, from_torch, torch_dt,
+                       torch_dtype_name, torch_dtypes)
 
 
 class _RowMajor:
@@ -194,16 +194,16 @@ class Binder:
                 continue
             cls = a.__class__
             if cls is not int:
-                f = _EXTRACT.get(cls) or _extractor(a)
-                if f is _from_integer:
+                f = EXTRACT.get(cls) or extractor(a)
+                if f is from_integer:
                     a, cls = operator.index(a), int
             if cls is int:
                 if a % align or a <= 0:
                     self._bad_pointer(p, a)
                 values[i] = a
                 continue
-            if f is _from_torch and a.is_cuda:          # inline: the common case
-                dn = _torch_dt.get(a.dtype) or _torch_dtype_name(a.dtype)
+            if f is from_torch and a.is_cuda:          # inline: the common case
+                dn = torch_dt.get(a.dtype) or torch_dtype_name(a.dtype)
                 ptr, shape, dev = a.data_ptr(), a.shape, a.get_device()
                 strides = None if not check_strides or a.is_contiguous() else a.stride()
             elif f is None:
@@ -213,7 +213,7 @@ class Binder:
             else:
                 try:
                     ptr, shape, strides, dn, dev = f(a, check_strides)
-                except _ArgProblem as e:
+                except ArgProblem as e:
                     raise LaunchError(f"argument '{p.name}': {e}") from None
                 if dev.__class__ is not int:
                     self._place_and_dtype(p, dev, dn)

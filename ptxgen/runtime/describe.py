@@ -16,7 +16,7 @@ from ..dtypes import ALL_SCALARS
 
 # describe() returns (ptr, shape, element strides or None for row-major, dtype name, device),
 # device being an ordinal, -1 (a CUDA pointer of unknown device) or "cpu"/"<other place>".
-_torch_dt: dict = {}
+torch_dt: dict = {}
 _typestr_cache: dict = {}
 _DL_CODES = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64",
              (1, 8): "uint8", (1, 16): "uint16", (1, 32): "uint32", (1, 64): "uint64",
@@ -72,12 +72,12 @@ def _typestr_name(ts: str):
     return r
 
 
-def _torch_dtype_name(dt) -> str:
+def torch_dtype_name(dt) -> str:
     import torch
     for n in ALL_SCALARS:
         if getattr(torch, n, None) is not None:
-            _torch_dt[getattr(torch, n)] = n
-    return _torch_dt.get(dt) or str(dt).replace("torch.", "")
+            torch_dt[getattr(torch, n)] = n
+    return torch_dt.get(dt) or str(dt).replace("torch.", "")
 
 
 def torch_dtypes() -> dict:
@@ -91,21 +91,21 @@ def torch_dtypes() -> dict:
     for n in ALL_SCALARS:
         dt = getattr(torch, n, None)
         if dt is not None and dt.__class__ is torch.dtype:
-            _torch_dt[dt] = n
+            torch_dt[dt] = n
             out.setdefault(n, []).append(dt)
     return out
 
 
-def _from_torch(t, need_strides):
+def from_torch(t, need_strides):
     """(Binder.bind_device reads torch tensors inline, the same way: the hot path.)"""
     if not t.is_cuda:
         return 0, (), None, "", ("cpu" if t.device.type == "cpu" else str(t.device))
-    name = _torch_dt.get(t.dtype) or _torch_dtype_name(t.dtype)
+    name = torch_dt.get(t.dtype) or torch_dtype_name(t.dtype)
     strides = None if not need_strides or t.is_contiguous() else t.stride()
     return t.data_ptr(), t.shape, strides, name, t.get_device()
 
 
-class _ArgProblem(Exception):
+class ArgProblem(Exception):
     """Raised by an extractor; ``Binder`` prefixes the argument's name."""
 
 
@@ -113,7 +113,7 @@ def _from_cai(a, need_strides):
     d = a.__cuda_array_interface__
     data = d.get("data")
     if not isinstance(data, (tuple, list)) or not data or not hasattr(data[0], "__index__"):
-        raise _ArgProblem(f"its __cuda_array_interface__ has no 'data' (pointer, read-only) "
+        raise ArgProblem(f"its __cuda_array_interface__ has no 'data' (pointer, read-only) "
                           f"pair (got {data!r}); pass an array that owns device memory")
     ptr = data[0] if data[0].__class__ is int else operator.index(data[0])
     name, itemsize = _typestr_name(d["typestr"])
@@ -145,23 +145,23 @@ def _from_host(a, need_strides):
     return 0, (), None, "", "cpu"
 
 
-def _from_integer(a, need_strides):
+def from_integer(a, need_strides):
     """A marker: numpy (or other) integers are raw pointers, which Binder.bind_device turns
     into Python ints itself."""
     raise AssertionError("Binder.bind_device handles integers")
 
 
-_EXTRACT: dict = {}
+EXTRACT: dict = {}
 
 
-def _extractor(obj):
+def extractor(obj):
     """Pick how to read a tensor-like object; cached per type when the type itself (not
     just this instance) provides the protocol."""
     tp = type(obj)
     if tp.__module__.startswith("torch") and hasattr(tp, "data_ptr"):
-        f = _from_torch
+        f = from_torch
     elif isinstance(obj, numbers.Integral) and tp is not bool:   # before numpy's interfaces
-        f = _from_integer
+        f = from_integer
     elif hasattr(obj, "__cuda_array_interface__"):
         f = _from_cai
     elif hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
@@ -170,7 +170,7 @@ def _extractor(obj):
         f = _from_host
     else:
         return None
-    if f is _from_torch or f is _from_integer or hasattr(tp, "__cuda_array_interface__") or \
+    if f is from_torch or f is from_integer or hasattr(tp, "__cuda_array_interface__") or \
             hasattr(tp, "__dlpack__") or f is _from_host:
-        _EXTRACT[tp] = f
+        EXTRACT[tp] = f
     return f
