@@ -29,9 +29,9 @@ The K/V head of query head h is h // (Hq // Hkv).  Causal CTAs take their key ra
 [0, min(Skv, q0 + 128)) only, and the grid runs the longest query tiles first.
 
 Speed on one H200 (2026-12-04, bf16, H = 16, 16k tokens, against torch SDPA's cuDNN backend
-in the same run; benchmarks/RESULTS.md): D = 128 618 / 651 TFLOP/s at S = 4k / 16k
-(1.01x / 1.10x cuDNN), causal 536 / 627 (1.02x / 1.08x); D = 256 670 / 700 (1.03x / 1.08x);
-D = 64 439 / 452 (0.95x / 0.98x).  At S = 1k: 0.82-1.01x.
+in the same run; benchmarks/RESULTS.md, final tree): D = 128 613 / 634 TFLOP/s at S = 4k / 16k
+(1.01x / 1.03x cuDNN), causal 545 / 621 (1.04x / 1.09x); D = 256 664 / 680 (1.06x / 1.03x);
+D = 64 433 / 443 (0.96x / 0.97x).  At S = 1k: 0.82-1.01x.
 """
 
 import contextlib
