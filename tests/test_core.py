@@ -318,10 +318,36 @@ def test_static_smem_limit():
         s[0] = A[0]
 
     kk = _trace(k)
-    with pytest.raises(pg.ResourceError, match=r"static shared memory is 65536 bytes but sm_80 "
-                       r"allows 49152 \(48 KiB\) per CTA; move tiles into the dynamic arena"):
+    with pytest.raises(pg.ResourceError, match=r"^test_core.py:\d+: static shared memory is "
+                       r"65536 bytes but sm_80 allows 49152 \(48 KiB\) per CTA \(largest: 's' "
+                       r"65536 B at test_core.py:\d+\); move tiles into the dynamic arena"):
         kk.ptx("sm_80")
     assert assemble(kk.ptx("sm_90a"), "sm_90a")[0]
+
+
+def test_static_smem_limit_names_the_allocation_that_crosses_it():
+    def k(A: pg.Tensor((32,), "float32")):
+        a = pg.alloc_shared((8192,), "float32")
+        b = pg.alloc_shared((8192,), "float32")
+        a[0] = A[0]
+        b[0] = A[1]
+
+    with pytest.raises(pg.ResourceError) as e:
+        _trace(k).ptx("sm_80")
+    msg = str(e.value)
+    line_b = k.__code__.co_firstlineno + 2
+    assert msg.startswith(f"test_core.py:{line_b}: static shared memory is 65536 bytes")
+    assert f"(largest: 'a' 32768 B at test_core.py:{line_b - 1}, 'b' 32768 B at " \
+        f"test_core.py:{line_b})" in msg
+
+
+def test_unknown_arch_is_located_at_the_users_call():
+    def k(A: pg.Tensor((32,), "float32")):
+        A[0] = 1.0
+    kern = _trace(k)
+    with pytest.raises(pg.ArchError, match=r"^test_core.py:\d+: unknown target 'sm_91'; known "
+                       r"targets: sm_70"):
+        kern.ptx("sm_91")
 
 
 def test_block_too_large():

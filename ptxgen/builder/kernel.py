@@ -12,7 +12,7 @@ from _thread import RLock
 
 from ..dtypes import dtype as _dtype
 from ..emit.codegen import Codegen
-from ..errors import LaunchError, PtxgenError, TraceError
+from ..errors import ArchError, LaunchError, PtxgenError, TraceError
 from ..ir import PLAIN_INT, Param, PrimFunc, Var
 from ..passes import prepare, syncdebug
 from ..target import parse_target
@@ -166,6 +166,10 @@ class Kernel:
         key = (arch, _DEBUG["bounds"], syncdebug.enabled())
         b = self._ptx_cache.get(key)
         if b is None:
+            try:
+                parse_target(arch)
+            except ArchError as e:            # at the user's k.ptx / k.compile line
+                raise ArchError(f"{context.user_src()}: {e}") from None
             with self._lock:
                 b = self._ptx_cache.get(key)
                 if b is None:

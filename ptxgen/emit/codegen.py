@@ -128,7 +128,7 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self.store(s.buffer, s.indices, self.an.simplify(s.value), s.cache)
 
     def s_Alloc(self, s: Alloc):
-        self.alloc(s.buffer)
+        self.alloc(s.buffer, s.src)
 
     def s_DeclBuffer(self, s: DeclBuffer):
         self.declare_view(s.buffer)

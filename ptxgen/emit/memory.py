@@ -33,6 +33,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         self.base: dict[int, str] = {}          # root buffer uid -> base register / symbol
         self.local_regs: dict[int, list] = {}   # register-resident local buffers
         self.smem_static = 0
+        self.smem_allocs = []     # (bytes, name, src) of each static shared allocation
         self.local_in_regs = self.func.register_buffers   # decided by passes.lower
         self._off_cache: dict = {}              # (parent uid, index keys) -> view base
         self._bases: dict = {}                  # view uid -> byte offset of its data pointer
@@ -42,7 +43,8 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         self.debug_bounds = getattr(self, "debug_bounds", False)
 
     # ---- storage ----------------------------------------------------------------
-    def alloc(self, buf):
+    def alloc(self, buf, src: str = ""):
+        """Declare `buf`'s storage (`src`: the user's line that allocated it, for errors)."""
         scope = buf.scope
         if scope == "local":
             n = buf.span_elems()
@@ -64,6 +66,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
             self.decls.append(form("array_decl", "shared").format(align=buf.align, name=name,
                                                                   n=nbytes))
             self.smem_static += nbytes
+            self.smem_allocs.append((nbytes, buf.name, src))
         elif scope == "shared.dyn":
             name = sanitize(buf.name, self.names)
             self.module_decls.append(form("extern_array_decl", "shared").format(
@@ -92,14 +95,31 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         dyn = max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0)
         if self.smem_static > static_max:
             raise ResourceError(
-                f"static shared memory is {self.smem_static} bytes but {self.target.arch} allows "
-                f"{static_max} ({static_max // 1024} KiB) per CTA; move tiles into the dynamic "
-                f"arena (pg.SMEMPool / scope='shared.dyn'), which can reach {dyn_max // 1024} KiB")
+                f"{self._smem_where(static_max)}static shared memory is {self.smem_static} bytes "
+                f"but {self.target.arch} allows {static_max} ({static_max // 1024} KiB) per CTA "
+                f"({self._largest()}); move tiles into the dynamic arena (pg.SMEMPool / "
+                f"scope='shared.dyn'), which can reach {dyn_max // 1024} KiB")
         if self.smem_static + dyn > dyn_max:
             raise ResourceError(
-                f"shared memory per CTA is {self.smem_static} static + {dyn} dynamic = "
-                f"{self.smem_static + dyn} bytes, over the {dyn_max} bytes ({dyn_max // 1024} KiB) "
-                f"that {self.target.arch} allows; shrink tiles or reuse space (pool.move_base_to)")
+                f"{self._smem_where(dyn_max - dyn)}shared memory per CTA is {self.smem_static} "
+                f"static + {dyn} dynamic = {self.smem_static + dyn} bytes, over the {dyn_max} "
+                f"bytes ({dyn_max // 1024} KiB) that {self.target.arch} allows"
+                f"{' (' + self._largest() + ')' if self.smem_allocs else ''}; shrink tiles or "
+                f"reuse space (pool.move_base_to)")
+
+    def _smem_where(self, limit: int) -> str:
+        """'file:line: ' of the static allocation that first crosses `limit` bytes."""
+        total = 0
+        for nbytes, _, src in self.smem_allocs:
+            total += nbytes
+            if total > limit:
+                return f"{src}: " if src else ""
+        return ""
+
+    def _largest(self) -> str:
+        big = sorted(self.smem_allocs, key=lambda a: -a[0])[:3]
+        return "largest: " + ", ".join(f"'{n}' {b} B" + (f" at {s}" if s else "")
+                                       for b, n, s in big)
 
     # ---- addresses ------------------------------------------------------------------
     def _local_index(self, buf, root, regs, indices):
