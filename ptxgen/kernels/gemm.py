@@ -82,6 +82,19 @@ def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK):
                 prod.commit()
 
 
+def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate):
+    """One K-step of a consumer warpgroup: wait for the ring stage s, d (+)= a_of(s) @
+    b_of(s)^T with one wgmma group left in flight, and once the previous step's group is done
+    release its stage (`done` is the consumer position one stage behind `cons`)."""
+    s = cons.stage
+    cons.wait()
+    pg.tile.warpgroup.gemm_async(d, a_of(s), b_of(s), accumulate=accumulate)
+    cons.advance()
+    pg.tile.warpgroup.gemm_wait(1)
+    with pg.if_(k > 0):
+        done.release()
+
+
 def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0):
     """The kernel for one configuration; M, N, K are launch-time symbols.  `promote` = P > 0
     (fp8): wgmma accumulates P K-steps (of 128) into a partial tile, which is then added to
@@ -130,16 +143,8 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
             first_thread = tx % 128 == 0
 
             def k_step(k, d, accumulate):
-                """Multiply stage k into d; once the previous step's group is done, release
-                its stage."""
-                s = cons.stage
-                cons.wait()
-                pg.tile.warpgroup.gemm_async(d, As[2 * s + c, 0:64, 0:BK], Bs[s, 0:BN, 0:BK],
-                                             accumulate=accumulate)
-                cons.advance()
-                pg.tile.warpgroup.gemm_wait(1)
-                with pg.if_(k > 0):
-                    done.release()
+                wgmma_k_step(cons, done, k, d, lambda s: As[2 * s + c, 0:64, 0:BK],
+                             lambda s: Bs[s, 0:BN, 0:BK], accumulate)
 
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)

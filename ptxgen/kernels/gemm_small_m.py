@@ -34,6 +34,8 @@ import ptxgen as pg
 from ptxgen.errors import PtxgenError
 from ptxgen.primitives.tcgen05 import canonical_layout
 
+from .gemm import wgmma_k_step
+
 BW = 128                   # weight rows per CTA tile: two consumer warpgroups x 64
 SMEM_BUDGET = 200 * 1024   # ring bytes we allow ourselves (the epilogue tiles come on top)
 MAX_STAGES = 16
@@ -233,14 +235,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
             first_thread = tx % 128 == 0
 
             def k_step(k, d, accumulate):
-                s = cons.stage
-                cons.wait()
-                pg.tile.warpgroup.gemm_async(d, Ws[2 * s + c, 0:64, 0:BK], Xs[s, 0:MN, 0:BK],
-                                             accumulate=accumulate)
-                cons.advance()
-                pg.tile.warpgroup.gemm_wait(1)
-                with pg.if_(k > 0):
-                    done.release()
+                wgmma_k_step(cons, done, k, d, lambda s: Ws[2 * s + c, 0:64, 0:BK],
+                             lambda s: Xs[s, 0:MN, 0:BK], accumulate)
 
             for i in pg.serial(mine):
                 n0, m0, sp, _, cnt = unit(i)
