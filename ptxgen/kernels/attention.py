@@ -310,9 +310,6 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
 
 
 def traced_out_lse(q, k, v, out, causal, scale):
-    return torch_ops().attention_out(q, k, v, out, causal=bool(causal), scale=scale)
-
-
-def torch_ops():
+    """Inside torch.compile with out=: the mutating op, which returns lse."""
     from ._torch import torch
-    return torch.ops.ptxgen
+    return torch.ops.ptxgen.attention_out(q, k, v, out, causal=bool(causal), scale=scale)
