@@ -1,8 +1,12 @@
-"""Exception types.  Every user-facing failure is a PtxgenError subclass with a
-message that says what is wrong, where, and (when known) the fix."""
+"""Exception and warning types, and the user's line they point at.  Every user-facing failure
+is a PtxgenError subclass with a message that says what is wrong, where, and (when known) the
+fix."""
 from __future__ import annotations
 
+import os
 import re
+import sys
+import warnings
 
 LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")   # "file.py:12: ..." (a located message)
 
@@ -35,6 +39,11 @@ class ResourceError(PtxgenError):
     """Shared/tensor memory bookkeeping violated (overflow, bad column count, ...)."""
 
 
+class PtxasWarning(UserWarning):
+    """ptxas accepted the kernel but said something its author should hear: wgmma serialized,
+    registers spilled to local memory, another ptxas warning (``CompileResult.notes``)."""
+
+
 class PTXCompileError(PtxgenError):
     """ptxas/nvJitLink or the driver JIT rejected the PTX; carries line context and a repro."""
 
@@ -62,3 +71,37 @@ def located_at(e: PtxgenError, src: str) -> PtxgenError:
             e.args = (f"{src}: {msg}",) + tuple(e.args[1:])
         e.located = True
     return e
+
+
+# ptxgen's directory, spelled as its modules were imported: a frame's co_filename spells it so
+_PKG = os.path.dirname(__file__) + os.sep
+
+
+def _first_outside(inner: str, f):
+    """The first frame from `f` outward whose file is not under the directory `inner`."""
+    while f is not None and f.f_code.co_filename.startswith(inner):
+        f = f.f_back
+    return f
+
+
+def caller_src(inner: str) -> str:
+    """"file:line" of the user's call into the ptxgen subpackage whose directory is `inner`:
+    the first frame outside it, when that frame is outside ptxgen too (a layout built at module
+    level: no trace is running to locate its error).  "" when ptxgen itself made the call: the
+    caller words the error (a dispatch reason, a fallback), and a trace locates what escapes."""
+    f = _first_outside(inner, sys._getframe(1))
+    if f is None or f.f_code.co_filename.startswith(_PKG):
+        return ""
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def warn_user(message: str, category: type) -> None:
+    """warnings.warn at the user's line, the first frame outside ptxgen: a fixed stacklevel
+    cannot know how deep in ptxgen the warning starts (k.compile(), a launch, a thread)."""
+    f = _first_outside(_PKG, sys._getframe(1))
+    if f is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    g = f.f_globals
+    warnings.warn_explicit(message, category, f.f_code.co_filename, f.f_lineno,
+                           g.get("__name__"), g.setdefault("__warningregistry__", {}), g)

@@ -8,6 +8,7 @@ import pytest
 import ptxgen as pg
 from ptxgen.errors import TraceError
 from ptxgen.layout import ComposeLayout, S, Swizzle, TileLayout
+from support.located import at as line_of
 
 HERE = "test_sync_protocol.py"
 
@@ -360,6 +361,64 @@ def test_cp_async_read_before_wait_is_refused():
             "its group out) before the read")
 
 
+def warp_cp_kernel(commit_in, wait_in):
+    """Warp 0 copies T with cp.async; the commit and the wait run in the threads
+    `commit_in` / `wait_in` choose (cp.async groups are per thread)."""
+    def k(A: pg.Tensor((32, 64), "float32"), O: pg.Tensor((32, 64), "float32")):
+        tx = pg.thread_id(128)
+        T = pg.alloc_shared((32, 64), "float32", align=16)
+        with pg.if_(tx < 32):
+            pg.tile.warp.copy_async(T, A, dispatch="cp_async")      # at: cp copy
+        with pg.if_(commit_in(tx)):
+            pg.tile.thread.async_commit()                            # at: cp commit
+        with pg.if_(wait_in(tx)):
+            pg.tile.thread.async_wait(0)                             # at: cp wait
+        pg.cta_sync()
+        pg.tile.cta.copy(O, T)                                       # at: cp read
+    return pg.kernel(k, grid=(1,), block=(128,))
+
+
+def test_cp_async_waited_in_the_threads_that_issued_it_builds():
+    assert "cp.async.wait_group 0;" in ptx(warp_cp_kernel(lambda tx: tx < 32, lambda tx: tx < 64))
+
+
+def test_cp_async_waited_by_other_threads_is_refused():
+    """A wait in warps 1..3 does not wait for warp 0's copies."""
+    with pytest.raises(TraceError) as e:
+        ptx(warp_cp_kernel(lambda tx: tx < 32, lambda tx: tx >= 32))
+    assert str(e.value) == (
+        f"{line_of('cp read')}: this reads shared tile 'T', written by cp.async copy_async at "
+        f"{line_of('cp copy')}, but the async_wait() at {line_of('cp wait')} does not run in "
+        "threads 0..31, which issued it: cp.async groups are per thread (commit_group and "
+        "wait_group cover only the calling thread's copies), so their copies may not have "
+        "landed (stale data); call async_commit() and async_wait() in the scope and branch "
+        "that issued the copy")
+
+
+def test_cp_async_committed_by_part_of_its_threads_is_refused():
+    with pytest.raises(TraceError) as e:
+        ptx(warp_cp_kernel(lambda tx: tx < 16, lambda tx: tx < 128))
+    assert str(e.value) == (
+        f"{line_of('cp read')}: this reads shared tile 'T', written by cp.async copy_async at "
+        f"{line_of('cp copy')}, but the async_commit() at {line_of('cp commit')} does not run "
+        "in threads 16..31, which issued it: cp.async groups are per thread (commit_group and "
+        "wait_group cover only the calling thread's copies), so their copies may not have "
+        "landed (stale data); call async_commit() and async_wait() in the scope and branch "
+        "that issued the copy")
+
+
+def test_cp_async_under_a_runtime_guard_is_left_to_the_program():
+    """Which threads a runtime guard runs is not known: the commit and wait cover it."""
+    def k(A: pg.Tensor((32, 64), "float32"), O: pg.Tensor((32, 64), "float32"), n: pg.int32):
+        T = pg.alloc_shared((32, 64), "float32", align=16)
+        with pg.if_(n > 0):
+            pg.tile.cta.copy_async(T, A, dispatch="cp_async")
+        pg.tile.cta.async_commit()
+        pg.tile.cta.async_wait(0)
+        pg.tile.cta.copy(O, T)
+    assert "cp.async.wait_group 0;" in ptx(pg.kernel(k, grid=(1,), block=(128,)))
+
+
 # ---- wgmma: proxy fence and accumulator --------------------------------------------------------
 def wgmma_kernel(fence=True, wait=True):
     from ptxgen.primitives.tcgen05 import canonical_layout
@@ -679,3 +738,127 @@ def test_a_16_cta_cluster_exchanges_in_ptxsim():
     from support import async_cases as ac
 
     ac.run_sim(ac.dsmem_case(np.random.default_rng(0), 16))
+
+
+# ---- pipeline stages on the paths of an if_ -------------------------------------------------
+def branchy_ring(consume, produce=None):
+    """A one-copy ring (thread 0 produces, thread 32 consumes, 8 stages' worth) whose loop
+    bodies are `produce(prod, t, src, i, n)` and `consume(cons, t, dst, i, n, tx)`."""
+    def k(src: pg.Tensor((512, 64), "float16"), dst: pg.Tensor((512, 64), "float16"),
+          n: pg.int32):
+        tx = pg.thread_id(64)
+        pool = pg.SMEMPool()
+        t = pool.alloc((STAGES, R, 64), "float16", align=1024, layout=SW)
+        pipe = pg.Pipeline(pool, stages=STAGES, consumers=1, producer_arrivals=1)
+        pool.commit()
+        pipe.init()
+        with pg.if_(tx == 0):
+            prod = pipe.producer()
+            for i in pg.serial(8):
+                (produce or fill)(prod, t, src, i, n)
+        with pg.if_(tx == 32):
+            cons = pipe.consumer()
+            for i in pg.serial(8):
+                consume(cons, t, dst, i, n, tx)
+            pg.tile.thread.async_wait(0, kind="bulk")
+    return pg.kernel(k, grid=(1,), block=(64,))
+
+
+def fill(prod, t, src, i, n):
+    prod.acquire()
+    s = prod.stage
+    pg.tile.thread.copy_async(t[s:s + 1, 0:R, 0:64], src[i * R:i * R + R, 0:64], mbar=prod.full)
+    prod.commit()
+
+
+def drain(cons, t, dst, i):
+    s = cons.stage
+    pg.tile.thread.copy_async(dst[i * R:i * R + R, 0:64], t[s:s + 1, 0:R, 0:64])
+    pg.tile.thread.async_commit(kind="bulk")
+    pg.tile.thread.async_wait(0, read=True, kind="bulk")
+
+
+def test_a_release_in_one_branch_only_is_refused():
+    def consume(cons, t, dst, i, n, tx):
+        cons.wait()                                  # at: wait
+        drain(cons, t, dst, i)
+        with pg.if_(n > 3):                          # at: if
+            cons.release()                           # at: release
+    with pytest.raises(TraceError) as e:
+        ptx(branchy_ring(consume))
+    assert str(e.value) == (
+        f"{line_of('release')}: this releases the pipeline stage of 'pipe_full' waited on at "
+        f"{line_of('wait')} in one branch of the if_ at {line_of('if')} only: on the other "
+        "path the stage is never released, so that side stays on it (its next wait passes on "
+        "the old phase) and the other side's wait for the stage hangs once the ring wraps; "
+        "release on every path: call cons.release() (a producer: prod.commit()) after the "
+        "if_, or in both branches")
+
+
+def test_a_commit_in_one_branch_only_is_refused():
+    def produce(prod, t, src, i, n):
+        prod.acquire()                               # at: acquire
+        s = prod.stage
+        pg.tile.thread.copy_async(t[s:s + 1, 0:R, 0:64], src[i * R:i * R + R, 0:64],
+                                  mbar=prod.full)
+        with pg.if_(i < n):                          # at: if
+            prod.commit()                            # at: commit
+
+    def consume(cons, t, dst, i, n, tx):
+        cons.wait()
+        drain(cons, t, dst, i)
+        cons.release()
+    with pytest.raises(TraceError) as e:
+        ptx(branchy_ring(consume, produce))
+    assert str(e.value) == (
+        f"{line_of('commit')}: this releases the pipeline stage of 'pipe_empty' waited on at "
+        f"{line_of('acquire')} in one branch of the if_ at {line_of('if')} only: on the other "
+        "path the stage is never released, so that side stays on it (its next wait passes on "
+        "the old phase) and the other side's wait for the stage hangs once the ring wraps; "
+        "release on every path: call cons.release() (a producer: prod.commit()) after the "
+        "if_, or in both branches")
+
+
+def test_a_wait_in_one_branch_released_on_both_paths_is_refused():
+    def consume(cons, t, dst, i, n, tx):
+        with pg.if_(n > 3):                          # at: if
+            cons.wait()                              # at: wait
+        drain(cons, t, dst, i)
+        cons.release()
+    with pytest.raises(TraceError) as e:
+        ptx(branchy_ring(consume))
+    assert str(e.value) == (
+        f"{line_of('wait')}: this waits on a pipeline stage of 'pipe_full' in one branch of "
+        f"the if_ at {line_of('if')} only and does not release it there: after the if_ the "
+        "stage is held on one path and free on the other, so a release frees a stage the "
+        "other path never waited on (the other side reuses it early); wait and release on the "
+        "same paths: put cons.release() (a producer: prod.commit()) in the branch of the wait")
+
+
+def test_a_runtime_branch_around_both_the_wait_and_the_release_builds():
+    def consume(cons, t, dst, i, n, tx):
+        with pg.if_(n > 3):
+            cons.wait()
+            drain(cons, t, dst, i)
+            cons.release()
+    assert "mbarrier.try_wait" in ptx(branchy_ring(consume))
+
+
+def test_a_release_in_both_branches_builds():
+    def consume(cons, t, dst, i, n, tx):
+        cons.wait()
+        drain(cons, t, dst, i)
+        with pg.if_(n > 3):
+            cons.release()
+        with pg.else_():
+            cons.release()
+    assert "mbarrier.try_wait" in ptx(branchy_ring(consume))
+
+
+def test_a_branch_every_consumer_thread_takes_builds():
+    def consume(cons, t, dst, i, n, tx):
+        cons.wait()
+        drain(cons, t, dst, i)
+        with pg.if_(tx < 64):                        # thread 32, the consumer, always takes it
+            cons.release()
+    assert "mbarrier.try_wait" in ptx(branchy_ring(consume))

@@ -7,9 +7,19 @@ an element lives and *who* owns it, which is what the copy dispatcher needs to c
 """
 from __future__ import annotations
 
+import os
 from numbers import Integral
 
-from ptxgen.errors import LayoutError
+from ptxgen.errors import LayoutError, caller_src, located_at
+
+_HERE = os.path.dirname(__file__) + os.sep     # ptxgen/layout/, as a frame spells it
+
+
+def bad(msg: str) -> LayoutError:
+    """The LayoutError of a bad argument, at the user's file:line when user code called the
+    layout package: a layout built at module level has no trace running to locate it.  A call
+    from ptxgen itself stays unlocated (its caller words the error or falls back)."""
+    return located_at(LayoutError(msg), caller_src(_HERE))
 
 _AXES: dict[str, "Axis"] = {}
 _RANK: dict[str, int] = {}
@@ -19,7 +29,7 @@ def _as_int(k, what: str) -> int:
     if type(k) is int:
         return k
     if isinstance(k, bool) or not isinstance(k, Integral):
-        raise LayoutError(f"{what} must be an int, got {k!r} ({type(k).__name__})")
+        raise bad(f"{what} must be an int, got {k!r} ({type(k).__name__})")
     return int(k)
 
 
@@ -46,7 +56,7 @@ class Axis:
             return name
         ax = _AXES.get(name) if isinstance(name, str) else None
         if ax is None:
-            raise LayoutError(f"unknown axis {name!r}; known axes: {', '.join(_AXES)}")
+            raise bad(f"unknown axis {name!r}; known axes: {', '.join(_AXES)}")
         return ax
 
     def __rmatmul__(self, k) -> "Stride":
@@ -95,7 +105,7 @@ class Stride:
         d = dict(self.items)
         for a, c in o.items:
             if a in d:
-                raise LayoutError(
+                raise bad(
                     f"axis {a!r} appears twice in one stride ({self!r} + {o!r}); "
                     f"write it once with the summed coefficient")
             d[a] = c
@@ -148,8 +158,8 @@ def as_stride(x, what: str = "stride") -> Stride:
         return Stride._raw(_norm({Axis.get(a).name: _as_int(c, what) for a, c in x.items()}))
     if isinstance(x, Integral) and not isinstance(x, bool):
         return Stride._raw(_norm({"m": int(x)}))
-    raise LayoutError(f"{what} must be an int, an axis term like '1 @ laneid', or a sum of them; "
-                      f"got {x!r} ({type(x).__name__})")
+    raise bad(f"{what} must be an int, an axis term like '1 @ laneid', or a sum of them; "
+              f"got {x!r} ({type(x).__name__})")
 
 
 ZERO = Stride._raw(())

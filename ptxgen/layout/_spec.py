@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from numbers import Integral
 
-from ptxgen.errors import LayoutError
-
-from ._axis import ZERO, Stride, as_stride
+from ._axis import ZERO, Stride, as_stride, bad
 
 
 def _sub(path: str, i: int) -> str:
@@ -24,27 +22,27 @@ def _is_int(x) -> bool:
 def _check_shape(s, path: str):
     if _is_int(s):
         if s < 1:
-            raise LayoutError(f"{path}: extent {s} must be >= 1")
+            raise bad(f"{path}: extent {s} must be >= 1")
         return int(s)
     if isinstance(s, (tuple, list)):
         if not s:
-            raise LayoutError(f"{path}: an empty mode () has no extent; drop it or use 1")
+            raise bad(f"{path}: an empty mode () has no extent; drop it or use 1")
         return tuple(_check_shape(x, _sub(path, i)) for i, x in enumerate(s))
-    raise LayoutError(f"{path}: extent must be an int or a tuple of modes, got {s!r}")
+    raise bad(f"{path}: extent must be an int or a tuple of modes, got {s!r}")
 
 
 def _check_stride(shape, stride, path: str):
     if isinstance(shape, int):
         if isinstance(stride, (tuple, list)):
-            raise LayoutError(f"{path}: extent {shape} is a leaf but its stride {stride!r} is a "
-                              f"tuple; give one stride per leaf")
+            raise bad(f"{path}: extent {shape} is a leaf but its stride {stride!r} is a "
+                      f"tuple; give one stride per leaf")
         return as_stride(stride, f"{path}: stride")
     if not isinstance(stride, (tuple, list)):
-        raise LayoutError(f"{path}: shape {shape!r} is nested but stride {stride!r} is not; give "
-                          f"one stride per sub-mode, e.g. {row_major(shape)!r}")
+        raise bad(f"{path}: shape {shape!r} is nested but stride {stride!r} is not; give "
+                  f"one stride per sub-mode, e.g. {row_major(shape)!r}")
     if len(stride) != len(shape):
-        raise LayoutError(f"{path}: shape {shape!r} has {len(shape)} modes but stride "
-                          f"{tuple(stride)!r} has {len(stride)}")
+        raise bad(f"{path}: shape {shape!r} has {len(shape)} modes but stride "
+                  f"{tuple(stride)!r} has {len(stride)}")
     return tuple(_check_stride(s, d, _sub(path, i)) for i, (s, d) in enumerate(zip(shape, stride)))
 
 
@@ -156,10 +154,10 @@ class _SBuilder:
     def __getitem__(self, key) -> Spec:
         if isinstance(key, slice):
             if key.step is not None:
-                raise LayoutError(f"S[shape:stride] takes one ':', got a step {key.step!r}")
+                raise bad(f"S[shape:stride] takes one ':', got a step {key.step!r}")
             if key.start is None or key.stop is None:
-                raise LayoutError("S[shape:stride] needs both a shape and a stride; "
-                                  "write S[shape] for row-major")
+                raise bad("S[shape:stride] needs both a shape and a stride; "
+                          "write S[shape] for row-major")
             return Spec(key.start, key.stop)
         return Spec(key)
 

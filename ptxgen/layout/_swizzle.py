@@ -11,8 +11,7 @@ from functools import lru_cache
 from numbers import Integral
 from typing import NamedTuple
 
-from ptxgen.errors import LayoutError
-
+from ._axis import bad
 from ._spec import S, Spec, row_major_strides
 from ._tile import TileLayout
 
@@ -55,7 +54,7 @@ def mma_swizzle_name(mode, *, base32: bool = False) -> str | None:
 
 def _nonneg(v, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, Integral) or v < 0:
-        raise LayoutError(f"Swizzle {what} must be an int >= 0, got {v!r}")
+        raise bad(f"Swizzle {what} must be an int >= 0, got {v!r}")
     return int(v)
 
 
@@ -77,8 +76,8 @@ class Swizzle:
         self.base = _nonneg(base, "base")
         self.shift = _nonneg(shift, "shift")
         if self.bits and not self.shift:
-            raise LayoutError(f"Swizzle({bits}, {base}, 0) clears bits instead of permuting them; "
-                              f"shift must be > 0 (MMA swizzles use 3)")
+            raise bad(f"Swizzle({bits}, {base}, 0) clears bits instead of permuting them; "
+                      f"shift must be > 0 (MMA swizzles use 3)")
         self._mask = ((1 << self.bits) - 1) << self.base
 
     @property
@@ -113,8 +112,8 @@ class Swizzle:
         width (the descriptor checks ask per element)."""
         name = mma_swizzle_name(swizzle_bytes)
         if name is None:
-            raise LayoutError(f"MMA swizzle must be one of none/32B/64B/128B, got "
-                              f"{swizzle_bytes!r}")
+            raise bad(f"MMA swizzle must be one of none/32B/64B/128B, got "
+                      f"{swizzle_bytes!r}")
         return cls(MMA_SWIZZLES[name].cute_b, _chunk_log2(elem_bits), _MMA_SHIFT)
 
     @property
@@ -155,8 +154,8 @@ class Swizzle:
 def _chunk_log2(elem_bits) -> int:
     if isinstance(elem_bits, bool) or not isinstance(elem_bits, Integral) or elem_bits < 1 \
             or elem_bits > 128 or elem_bits & (elem_bits - 1):
-        raise LayoutError(f"elem_bits {elem_bits!r} must be a power of two in 1..128 (pass the "
-                          f"storage width for packed types, e.g. 8 for fp6 in bytes)")
+        raise bad(f"elem_bits {elem_bits!r} must be a power of two in 1..128 (pass the "
+                  f"storage width for packed types, e.g. 8 for fp6 in bytes)")
     return 7 - (int(elem_bits).bit_length() - 1)
 
 
@@ -204,17 +203,17 @@ class ComposeLayout:
 
     def __init__(self, swizzle: Swizzle, layout, *, view: bool = False):
         if not isinstance(swizzle, Swizzle):
-            raise LayoutError(f"ComposeLayout's first argument must be a Swizzle, got {swizzle!r}")
+            raise bad(f"ComposeLayout's first argument must be a Swizzle, got {swizzle!r}")
         if isinstance(layout, Spec):
             layout = TileLayout(layout)
         if not isinstance(layout, TileLayout):
-            raise LayoutError(f"ComposeLayout's second argument must be a TileLayout, got "
-                              f"{layout!r}")
+            raise bad(f"ComposeLayout's second argument must be a TileLayout, got "
+                      f"{layout!r}")
         self.swizzle, self.layout, self.view, self._hash = swizzle, layout, bool(view), None
         if not view and swizzle.bits:
             n, cos = swizzle.span, layout.cosize()
             if n > cos or cos % n:
-                raise LayoutError(
+                raise bad(
                     f"swizzle {swizzle!r} spans {n} elements but the layout spans only {cos}"
                     + ("" if n > cos else f" (not a multiple of {n})")
                     + "; tile the layout to whole swizzle periods (tile_to) or use a narrower "

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from numbers import Integral
 
-from ptxgen.errors import LayoutError
-
 from . import _leaves as L
-from ._axis import ZERO, Stride, as_stride
+from ._axis import ZERO, Stride, as_stride, bad
 from ._spec import Spec, flatten, fmt_spec, row_major, tree_size, unflatten
 
 _MAX_PLANS = 64
@@ -25,11 +23,11 @@ def _logical_shape(shape, what: str = "shape") -> tuple:
     try:
         shape = tuple(shape)
     except TypeError:
-        raise LayoutError(f"{what} must be a tuple of ints, got {shape!r}") from None
+        raise bad(f"{what} must be a tuple of ints, got {shape!r}") from None
     for d in shape:
         if isinstance(d, bool) or not isinstance(d, Integral) or d < 1:
-            raise LayoutError(f"{what} {shape!r}: every extent must be an int >= 1 (a layout "
-                              f"has a fixed size; symbolic extents need a default layout)")
+            raise bad(f"{what} {shape!r}: every extent must be an int >= 1 (a layout "
+                      f"has a fixed size; symbolic extents need a default layout)")
     return tuple(int(d) for d in shape)
 
 
@@ -109,21 +107,21 @@ class TileLayout:
     def __init__(self, spec=None, *, shape=None, stride=None, offset=0):
         if isinstance(spec, TileLayout):
             if shape is not None or stride is not None:
-                raise LayoutError("pass either a layout or shape=/stride=, not both")
+                raise bad("pass either a layout or shape=/stride=, not both")
             self._init(spec.shape, spec.stride, spec._off.plus(as_stride(offset, "offset")))
             return
         if spec is None:
             if shape is None:
-                raise LayoutError("TileLayout needs S[shape:stride] or shape=...")
+                raise bad("TileLayout needs S[shape:stride] or shape=...")
             spec = Spec(shape, stride)
         elif not isinstance(spec, Spec):
             if isinstance(spec, (tuple, list, Integral)) and not isinstance(spec, bool):
                 spec = Spec(spec, stride)
             else:
-                raise LayoutError(f"TileLayout takes S[shape:stride], got {spec!r}; "
-                                  f"write TileLayout(S[...])")
+                raise bad(f"TileLayout takes S[shape:stride], got {spec!r}; "
+                          f"write TileLayout(S[...])")
         elif stride is not None or shape is not None:
-            raise LayoutError("pass either S[...] or shape=/stride=, not both")
+            raise bad("pass either S[...] or shape=/stride=, not both")
         self._init(spec.shape, spec.stride, spec.offset.plus(as_stride(offset, "offset")))
 
     def _init(self, shape, stride, off):
@@ -197,7 +195,7 @@ class TileLayout:
         if plan is None:
             plan = self._plan(key)
         if shape is not None and len(coord) != len(key):
-            raise LayoutError(f"apply got {len(coord)} coordinates for shape {key}")
+            raise bad(f"apply got {len(coord)} coordinates for shape {key}")
         return _run(plan, coord)
 
     def _plan(self, key):
@@ -207,7 +205,7 @@ class TileLayout:
             elif key == len(self._leaves):
                 shape = tuple(e for e, _ in self._leaves)
             else:
-                raise LayoutError(
+                raise bad(
                     f"apply got {key} coordinates but {self!r} has {len(self.shape)} modes and "
                     f"{len(self._leaves)} leaves; pass one per mode, one per leaf, or shape=")
         else:
@@ -236,17 +234,17 @@ class TileLayout:
         for d in shape:
             n *= d
         if n != self.size():
-            raise LayoutError(f"shape {shape} has {n} elements but {self!r} has {self.size()}; "
-                              f"the buffer shape and the layout must have the same size")
+            raise bad(f"shape {shape} has {n} elements but {self!r} has {self.size()}; "
+                      f"the buffer shape and the layout must have the same size")
         return shape
 
     def _groups(self, shape, what: str) -> list:
         groups = L.group([lf for lf in self._canonical() if lf[0] > 1], shape)
         if groups is None:
             ext = [e for e, _ in self._canonical()]
-            raise LayoutError(f"{what}: shape {shape} does not factor into the leaves of "
-                              f"{self!r} (coalesced extents {ext}); each dim must be a product "
-                              f"of consecutive leaves")
+            raise bad(f"{what}: shape {shape} does not factor into the leaves of "
+                      f"{self!r} (coalesced extents {ext}); each dim must be a product "
+                      f"of consecutive leaves")
         return groups
 
     # ---- rewrites (all preserve the row-major-linear-index -> offset mapping) --------------
@@ -266,8 +264,8 @@ class TileLayout:
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])
         if sorted(dims) != list(range(len(self.shape))):
-            raise LayoutError(f"permute_dims{tuple(dims)} is not a permutation of "
-                              f"0..{len(self.shape) - 1}")
+            raise bad(f"permute_dims{tuple(dims)} is not a permutation of "
+                      f"0..{len(self.shape) - 1}")
         return TileLayout._make([self.shape[d] for d in dims], [self.stride[d] for d in dims],
                                 self._off)
 
@@ -281,7 +279,7 @@ class TileLayout:
         for k, (g, (a, x)) in enumerate(zip(groups, box)):
             leaves, delta = L.slice_group(g, a, x)
             if leaves is None:
-                raise LayoutError(f"slice dim {k}: region [{a}, {a + x}) of {shape[k]} cannot be "
+                raise bad(f"slice dim {k}: region [{a}, {a + x}) of {shape[k]} cannot be "
                                   f"expressed with the layout's leaves: {delta}")
             modes.append(_mode(leaves))
             off = off.plus(delta)
@@ -294,8 +292,8 @@ class TileLayout:
         stride is scaled by the atom's span on that axis (thread axes the atom lacks stay)."""
         outer = outer if isinstance(outer, TileLayout) else TileLayout(outer)
         if outer.rank != self.rank:
-            raise LayoutError(f"tile: outer layout has rank {outer.rank} but the atom has "
-                              f"{self.rank}; give one outer mode per atom mode")
+            raise bad(f"tile: outer layout has rank {outer.rank} but the atom has "
+                      f"{self.rank}; give one outer mode per atom mode")
         scale = {a: self.span(a) for a in outer.axes()}
 
         def sc(st: Stride) -> Stride:
@@ -316,12 +314,12 @@ class TileLayout:
         shape = _logical_shape(shape, "tile_to shape")
         atom = tuple(tree_size(md) for md in self.shape)
         if len(shape) != len(atom):
-            raise LayoutError(f"tile_to: shape {shape} has rank {len(shape)} but the atom "
-                              f"{atom} has rank {len(atom)}")
+            raise bad(f"tile_to: shape {shape} has rank {len(shape)} but the atom "
+                      f"{atom} has rank {len(atom)}")
         for k, (d, a) in enumerate(zip(shape, atom)):
             if d % a:
-                raise LayoutError(f"tile_to: dim {k} of shape {shape} ({d}) is not a multiple "
-                                  f"of the atom's {a}")
+                raise bad(f"tile_to: dim {k} of shape {shape} ({d}) is not a multiple "
+                          f"of the atom's {a}")
         grid = tuple(d // a for d, a in zip(shape, atom))
         return self.tile(TileLayout._make(grid, row_major(grid), ZERO))
 
@@ -344,13 +342,13 @@ def _region(shape, region) -> list:
     if not isinstance(region, (tuple, list)):
         region = (region,)
     if len(region) != len(shape):
-        raise LayoutError(f"region has {len(region)} dims but the shape {shape} has {len(shape)}")
+        raise bad(f"region has {len(region)} dims but the shape {shape} has {len(shape)}")
     out = []
     for k, (r, d) in enumerate(zip(region, shape)):
         if isinstance(r, slice):
             if r.step not in (None, 1):
-                raise LayoutError(f"slice dim {k}: step {r.step!r} is not supported; "
-                                  f"a strided view needs a new layout")
+                raise bad(f"slice dim {k}: step {r.step!r} is not supported; "
+                          f"a strided view needs a new layout")
             a = 0 if r.start is None else r.start
             b = d if r.stop is None else r.stop
             x = b - a if isinstance(a, int) and isinstance(b, int) else None
@@ -359,13 +357,13 @@ def _region(shape, region) -> list:
         else:
             a, x = r, 1
         if not (isinstance(a, Integral) and isinstance(x, Integral)):
-            raise LayoutError(f"slice dim {k}: start/extent must be ints, got {r!r}; for a "
-                              f"symbolic start, slice at 0 and add apply(*start, shape=...)")
+            raise bad(f"slice dim {k}: start/extent must be ints, got {r!r}; for a "
+                      f"symbolic start, slice at 0 and add apply(*start, shape=...)")
         a, x = int(a), int(x)
         if x < 1:
-            raise LayoutError(f"slice dim {k}: region [{a}, {a + x}) is empty")
+            raise bad(f"slice dim {k}: region [{a}, {a + x}) is empty")
         if a < 0 or a + x > d:
-            raise LayoutError(f"slice dim {k}: region [{a}, {a + x}) is outside the shape's "
+            raise bad(f"slice dim {k}: region [{a}, {a + x}) is outside the shape's "
                               f"extent {d} (valid: 0..{d})")
         out.append((a, x))
     return out

@@ -17,11 +17,12 @@ Checked:
   - the arrivals a phase receives equal the init count (copies with mbar=, arrives), per
     loop iteration for a ring of barriers indexed by a stage;
   - shared tiles written by cp.async are read only after an async_commit and async_wait
-    that cover them;
+    that cover them, run by the threads that issued the copy (groups are per thread);
   - tiles written by plain stores are fenced (fence.proxy.async) before wgmma reads them;
   - a wgmma accumulator is read only after a gemm_wait covering its group;
   - a tile written through cluster_view is read only after cluster_sync (or an mbarrier
-    wait: a handshake this pass does not follow).
+    wait: a handshake this pass does not follow);
+  - a pipeline stage waited on is released on every path of an if_ or on none (_Paths).
 """
 from __future__ import annotations
 
@@ -30,26 +31,31 @@ from ..ir import (Barrier, BufferPtr, BufferRegion, Const, DeclBuffer, For, If, 
                   Load, Mem, Store, TileCall, VecOperand, While, expr_key, traced_statements,
                   subexpressions)
 
-from .protocol_counts import _Bar, _Counts
-from .protocol_threads import _SHARED, _Threads, _Unknown, _chain, _fail, _loaded
+from .protocol_counts import _Bar, _Counts, _Paths, _register_pressure
+from .protocol_threads import _SHARED, _CpGroups, _Threads, _Unknown, _chain, _fail, _loaded
 
 
-class _Check(_Counts):
+class _Check(_Counts, _Paths, _CpGroups):
     def __init__(self, func):
         self.func = func
         self.threads = _Threads(func.body, func.block)
-        self.waited_bufs = {o.ptr.buffer.uid for s in traced_statements(func.body)
-                            if type(s) is Instr and s.opcode.startswith("mbarrier.")
-                            and "wait" in s.opcode for o in s.operands
-                            if type(o) is Mem and type(o.ptr) is BufferPtr}
+        self.waited_bufs, self.stages = set(), set()   # stages: local scalars waits index
+        for s in traced_statements(func.body):
+            if type(s) is Instr and s.opcode.startswith("mbarrier.") and "wait" in s.opcode:
+                for o in s.operands:
+                    if type(o) is Mem and type(o.ptr) is BufferPtr:
+                        self.waited_bufs.add(o.ptr.buffer.uid)
+                        self.stages |= _loaded(o.ptr.indices or ())
+        self.held: dict = {}          # stage scalar uid -> its state on this path (_Paths)
         self.bars: dict = {}
         self.tma_pending: dict = {}   # tile uid -> (barrier uid, name, src) of a TMA load
         self.store_loop: dict = {}    # local buffer uid -> the innermost loop of its last store
         self.accs: dict = {}          # root uid -> (register accumulator, first gemm_async)
         self.clock = 0
         self.notes: list = []
-        self.cp_open: dict = {}       # buffer uid -> (name, src) written by cp.async, uncommitted
-        self.cp_groups: list = []     # [{uid: (name, src)}] committed, not yet waited
+        # cp.async: buffer uid -> (name, src, issuing threads, the commit / wait they missed)
+        self.cp_open: dict = {}       # written, uncommitted
+        self.cp_groups: list = []     # [{uid: ...}] committed, not yet waited
         self.cp_done: set = set()     # uids some completed cp.async wrote
         self.dirty: dict = {}         # shared buffer uid -> src of a plain write not fenced
         self.wg_groups: list = []     # [(acc uid, name, src)] wgmma groups not yet waited
@@ -163,6 +169,8 @@ class _Check(_Counts):
     def _wait(self, ptr, parity, src, guards, loops, body_id, what):
         st, _ = self._bar(ptr, src)
         self._check_use(st, what, src, guards)
+        if self.stages:
+            self._acquire(ptr, src)
         for k in [k for k, v in self.tma_pending.items() if v[0] == ptr.buffer.uid]:
             del self.tma_pending[k]
         p = parity.value if type(parity) is Const else None
@@ -197,6 +205,9 @@ class _Check(_Counts):
                              f"not have landed; wait first (pg.ptx.mbarrier.try_wait(bar, "
                              f"phase) or the pipeline consumer's wait())")
         if u in self.cp_open or any(u in g for g in self.cp_groups):
+            for e in [self.cp_open.get(u)] + [g[u] for g in self.cp_groups if u in g]:
+                if e is not None and e[3] is not None:    # threads a commit / wait missed
+                    raise self._cp_missed(buf, e, e is self.cp_open.get(u), src)
             if u not in self.cp_done:
                 where = (self.cp_open.get(u) or next(g[u] for g in self.cp_groups if u in g))[1]
                 if u in self.cp_open:
@@ -238,10 +249,7 @@ class _Check(_Counts):
             t = type(s)
             src = s.src
             if t is If:
-                self._expr_reads(s.cond, src)
-                self.walk(s.then, (s.cond, True, guards), loops)
-                if s.else_:
-                    self.walk(s.else_, (s.cond, False, guards), loops)
+                self._if(s, guards, loops)
             elif t is For:
                 self.walk(s.body, guards, (s, loops))
             elif t is While:
@@ -258,6 +266,8 @@ class _Check(_Counts):
                 self._write(s.buffer, src)
                 if s.buffer.root.scope == "local":
                     self.store_loop[s.buffer.root.uid] = id(loops[0]) if loops else None
+                    if s.buffer.root.uid in self.stages:
+                        self._advance(s)
             elif t is Barrier:
                 if s.kind == "cta" and s.count is None and type(s.id) is int and s.id == 0:
                     self._cta_barrier()
@@ -363,23 +373,28 @@ class _Check(_Counts):
                         self.tma_pending[d.buffer.uid] = (rec.mbar.buffer.uid,
                                                           rec.mbar.buffer.name, src)
                 else:   # a load with no mbarrier is cp.async (TMA and bulk need one)
-                    self.cp_open[d.buffer.uid] = (d.buffer.name, src)
+                    self.cp_open[d.buffer.uid] = (d.buffer.name, src,
+                                                  self._cp_threads(guards), None)
                     self.cp_done.discard(d.buffer.uid)
             else:
                 self._read(sr.buffer, src)
             return
         if op == "async_commit":
             if rec.kind in (None, "cp_async") and self.cp_open:
-                self.cp_groups.append(self.cp_open)
-                self.cp_open = {}
+                group, self.cp_open = self._cp_split(self.cp_open, guards, src)
+                if group:
+                    self.cp_groups.append(group)
             return
         if op == "async_wait":
             if rec.kind in (None, "cp_async") and not rec.read:
-                keep = rec.pending
-                done = self.cp_groups[:len(self.cp_groups) - keep] if keep else self.cp_groups
-                for g in done:
-                    self.cp_done.update(g)
-                self.cp_groups = self.cp_groups[len(done):]
+                n = max(len(self.cp_groups) - rec.pending, 0)   # the oldest groups
+                left = []
+                for g in self.cp_groups[:n]:
+                    done, rest = self._cp_split(g, guards, src)
+                    self.cp_done.update(u for u in done if u not in rest)
+                    if rest:
+                        left.append(rest)
+                self.cp_groups = left + self.cp_groups[n:]
             return
         if op == "gemm_async":
             acc = args[0]
@@ -460,30 +475,6 @@ def check_protocol(func, target=None) -> list:
     c._count_check()
     _register_pressure(c.accs)
     return c.notes
-
-
-MAX_REGS = 255     # registers per thread (PTX ISA); past them ptxas spills to local memory
-
-
-def _register_pressure(accs):
-    """wgmma accumulators live in registers for the whole main loop: more than a thread has
-    makes ptxas spill them (kilobytes of local memory per thread, silently).  A warning, not
-    an error: the kernel is still correct, only slow."""
-    regs, names = 0, []
-    for buf, src in accs.values():
-        n = buf.span_elems()
-        if n is None:
-            return
-        r = (n * buf.dtype.bits + 31) // 32
-        regs += r
-        names.append(f"'{buf.name}' ({r} registers, first used at {src})")
-    if regs > MAX_REGS:
-        import warnings
-
-        warnings.warn(f"wgmma accumulators {', '.join(names)} need {regs} registers per thread, "
-                      f"more than the {MAX_REGS} a thread has: ptxas will spill them to local "
-                      f"memory; use a narrower tile (N) or fewer accumulators per warpgroup",
-                      UserWarning, stacklevel=2)
 
 
 def protocol_notes(kernel, arch: str = "sm_90a") -> str:

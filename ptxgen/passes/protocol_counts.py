@@ -1,9 +1,12 @@
-"""Arrivals per phase against an mbarrier's init count (the part of the protocol check,
-protocol.py, that runs once the walk has seen every arrival and wait).  Decided only where
-both are constants and every arrival's threads are known; otherwise a note says why."""
+"""Counts of the protocol check (protocol.py): arrivals per phase against an mbarrier's init
+count, once the walk has seen every arrival and wait (decided only where both are constants
+and every arrival's threads are known; otherwise a note says why); pipeline stages held on
+each path of an if_, as the walk goes; wgmma accumulator registers."""
 from __future__ import annotations
 
-from .protocol_threads import _fail, _trips
+import warnings
+
+from .protocol_threads import _Unknown, _fail, _loaded, _trips
 
 
 class _Bar:
@@ -174,4 +177,88 @@ class _Counts:
                           f"equal the arrivals of one phase: one per copy_async(mbar=...) and "
                           f"per arrive, times the threads that run it")
 
-    # ---- reads of buffers ------------------------------------------------------------
+
+class _Paths:
+    """Pipeline stages held per path (a mixin of _Check).  A wait on a barrier indexed by a
+    local stage scalar acquires that stage; a store that moves the scalar on releases it
+    (Pipeline's release and commit advance it; a store of a constant is its start).  Both
+    branches of an if_ must leave each stage held or free alike: a release on one path only
+    is decided by the branch structure, whatever the condition, so it is refused, except
+    where thread ids decide that every thread running the if_ takes the same branch.  A
+    runtime condition around both the wait and the release leaves both branches alike."""
+
+    def _acquire(self, ptr, src):
+        for u in _loaded(ptr.indices or ()) & self.stages:
+            self.held[u] = (True, src, ptr.buffer.name)
+
+    def _advance(self, s):
+        u = s.buffer.root.uid
+        st = self.held.get(u)
+        if st is not None and st[0] and u in _loaded((s.value,)):
+            self.held[u] = (False, s.src, st[2], st[1])    # released: where, ring, its wait
+
+    def _if(self, s, guards, loops):
+        self._expr_reads(s.cond, s.src)
+        before = self.held
+        self.held = dict(before)
+        self.walk(s.then, (s.cond, True, guards), loops)
+        then, self.held = self.held, dict(before)
+        if s.else_:
+            self.walk(s.else_, (s.cond, False, guards), loops)
+        if then or self.held:
+            self.held = self._join(s, guards, before, then, self.held)
+
+    def _join(self, s, guards, before, then, other) -> dict:
+        """The stages after the if_: the branches' states, which must agree."""
+        for u in then.keys() | other.keys():
+            a, b = then.get(u), other.get(u)
+            if (a is not None and a[0]) == (b is not None and b[0]):
+                continue
+            try:     # threads of the if_ that take its then branch: all, or none?
+                run = self.threads.running(guards)
+                taken = self.threads.running((s.cond, True, guards))
+                if len(taken) == len(run) or not taken:
+                    return then if taken else other
+            except _Unknown:
+                pass
+            hold, free = (a, b) if a is not None and a[0] else (b, a)
+            was = before.get(u)
+            if was is not None and was[0]:
+                raise _fail(free[1], f"this releases the pipeline stage of '{free[2]}' waited "
+                                     f"on at {free[3]} in one branch of the if_ at {s.src} "
+                                     f"only: on the other path the stage is never released, "
+                                     f"so that side stays on it (its next wait passes on the "
+                                     f"old phase) and the other side's wait for the stage "
+                                     f"hangs once the ring wraps; release on every path: "
+                                     f"call cons.release() (a producer: prod.commit()) after "
+                                     f"the if_, or in both branches")
+            raise _fail(hold[1], f"this waits on a pipeline stage of '{hold[2]}' in one branch "
+                                 f"of the if_ at {s.src} only and does not release it there: "
+                                 f"after the if_ the stage is held on one path and free on "
+                                 f"the other, so a release frees a stage the other path never "
+                                 f"waited on (the other side reuses it early); wait and "
+                                 f"release on the same paths: put cons.release() (a "
+                                 f"producer: prod.commit()) in the branch of the wait")
+        return then
+
+
+MAX_REGS = 255     # registers per thread (PTX ISA); past them ptxas spills to local memory
+
+
+def _register_pressure(accs):
+    """wgmma accumulators live in registers for the whole main loop: more than a thread has
+    makes ptxas spill them (kilobytes of local memory per thread, silently).  A warning, not
+    an error: the kernel is still correct, only slow."""
+    regs, names = 0, []
+    for buf, src in accs.values():
+        n = buf.span_elems()
+        if n is None:
+            return
+        r = (n * buf.dtype.bits + 31) // 32
+        regs += r
+        names.append(f"'{buf.name}' ({r} registers, first used at {src})")
+    if regs > MAX_REGS:
+        warnings.warn(f"wgmma accumulators {', '.join(names)} need {regs} registers per thread, "
+                      f"more than the {MAX_REGS} a thread has: ptxas will spill them to local "
+                      f"memory; use a narrower tile (N) or fewer accumulators per warpgroup",
+                      UserWarning, stacklevel=2)

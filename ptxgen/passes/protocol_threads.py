@@ -131,3 +131,45 @@ class _Threads:
         if n is None:
             return 1 if tids else 0
         return len({t // n for t in tids})
+
+
+class _CpGroups:
+    """cp.async groups per thread (a mixin of _Check).  cp.async.commit_group and wait_group
+    act on the calling thread's own copies, so a commit or wait that some issuing threads do
+    not run leaves their part of the copy uncommitted or in flight: a reader that a CTA-wide
+    list would let through (a producer warp copies and commits, a consumer warp waits).  Each
+    copy carries the threads that issued it, where thread ids decide them; where they do not
+    (a runtime guard), the commit or wait covers it, as before: never a guess."""
+
+    def _cp_threads(self, guards):
+        try:
+            return frozenset(self.threads.running(guards))
+        except _Unknown:
+            return None
+
+    def _cp_split(self, entries, guards, src) -> tuple:
+        """(the part of each copy that a commit / wait running under `guards` covers, the
+        part it leaves, marked with `src`)."""
+        mine = self._cp_threads(guards)
+        done, rest = {}, {}
+        for u, (name, wsrc, who, missed) in entries.items():
+            if mine is None or who is None or who <= mine:
+                done[u] = (name, wsrc, who, None)
+                continue
+            if who & mine:
+                done[u] = (name, wsrc, who & mine, None)
+            rest[u] = (name, wsrc, who - mine, src)
+        return done, rest
+
+    def _cp_missed(self, buf, e, uncommitted, src):
+        _, wsrc, who, missed = e
+        op = "async_commit" if uncommitted else "async_wait"
+        lo, hi = min(who), max(who)
+        some = (f"thread {lo}" if lo == hi else f"threads {lo}..{hi}" if hi - lo + 1 == len(who)
+                else f"{len(who)} threads ({lo}, ...)")
+        return _fail(src, f"this reads shared tile '{buf.name}', written by cp.async copy_async "
+                          f"at {wsrc}, but the {op}() at {missed} does not run in {some}, "
+                          f"which issued it: cp.async groups are per thread (commit_group and "
+                          f"wait_group cover only the calling thread's copies), so their copies "
+                          f"may not have landed (stale data); call async_commit() and "
+                          f"async_wait() in the scope and branch that issued the copy")

@@ -8,8 +8,9 @@ is known to crash on some inputs (``.v8`` of 16-bit elements); such PTX, or ever
 instead of killing the interpreter.
 
 A first launch whose cubin is on disk runs little of this: the log is parsed (and its regexes
-compiled) when a figure is first read, which a launch never does, and what only JIT, errors
-or isolation need (subprocess, tempfile, hashlib) is imported there.
+compiled) when a figure is first read, which a launch does only for a log with a note to
+surface (``warn_notes``: ptxas's advice and spills become PtxasWarnings, once per compile),
+and what only JIT, errors or isolation need (subprocess, tempfile, hashlib) is imported there.
 
 nvJitLink is cuda-bindings' ``cuda.bindings.nvjitlink``, imported by the first compile that
 needs it (``cuda.pathfinder`` finds the library of the ``nvidia-nvjitlink`` wheel).
@@ -25,7 +26,8 @@ import warnings
 from collections import OrderedDict
 from functools import lru_cache
 
-from ..errors import PTXCompileError
+from ..errors import PtxasWarning, PTXCompileError, warn_user
+from ..target.table import GATES
 from . import cache, driver
 
 
@@ -131,6 +133,57 @@ def parse_info_log(log: str) -> dict:
 
 def _result(cubin: bytes, arch: str, log: str, name: str) -> CompileResult:
     return CompileResult(cubin, arch, log, name)
+
+
+# ---- what ptxas said that the kernel's author should hear ----------------------------------
+@lru_cache(maxsize=1)
+def _whole_program_re():
+    """A line issuing an instruction the target table marks whole-program (setmaxnreg)."""
+    ops = "|".join(re.escape(g.prefix) for g in GATES if g.whole_program)
+    return re.compile(rf"^\s*(?:@!?%\w+\s+)?(?:{ops})\b", re.M)
+
+
+def jit_from_ptx(ptx: str) -> bool:
+    """Whether the runtime loads this PTX through the driver JIT instead of nvJitLink's cubin:
+    launch_plan does so for a build whose codegen is `whole_program`, which it is exactly when
+    the PTX issues an instruction the target table marks whole-program (every instruction the
+    emitter writes passes its gate).  Asked of the text: compile_ptx gets only that."""
+    return _whole_program_re().search(ptx) is not None
+
+
+def user_notes(res: CompileResult, jit: bool) -> list:
+    """The notes of `res` a kernel's author should hear, one line each: ptxas's warnings and
+    C7xxx advice (wgmma serialized, ...), and registers spilled to local memory.
+
+    Where the runtime loads the kernel from its PTX (`jit`), nvJitLink's relocatable compile
+    is not the code that runs: it ignored setmaxnreg (C7504), which the driver JIT's
+    whole-program compile keeps, so that note is harmless there, and so are its register
+    consequences: spills and wgmma serialized for "insufficient register resources" (the
+    sm_90a attention kernel has both through nvJitLink and neither with `ptxas -v` in
+    whole-program mode).  A cubin of such PTX that is used as is keeps them."""
+    out = []
+    for note in res.notes:
+        if jit and ("(C7504)" in note or "'setmaxnreg' ignored" in note or
+                    "insufficient register resources" in note):
+            continue
+        out.append(" ".join(note.split()))
+    if not jit and not any("spill" in n for n in out):
+        for fn, f in res.functions.items():
+            if f["spill_stores"] or f["spill_loads"]:
+                out.append(f"'{fn}' spills registers to local memory ({f['spill_stores']} bytes "
+                           f"spill stores, {f['spill_loads']} bytes spill loads)")
+    return out
+
+
+def warn_notes(res: CompileResult, name: str, ptx: str) -> None:
+    """Each note of a new compile as a PtxasWarning at the user's line (k.compile(), the first
+    launch): once per compile, as later calls take the memoized result."""
+    log = res.log     # string tests first: a launch parses no log that has nothing to say
+    if not res.notes and log.count("bytes spill stores") == \
+            log.count(" 0 bytes spill stores, 0 bytes spill loads"):
+        return
+    for note in user_notes(res, jit_from_ptx(ptx)):
+        warn_user(f"kernel '{name}' ({res.arch}): {note}", PtxasWarning)
 
 
 # ---- dumps and error formatting ------------------------------------------------------------
@@ -393,6 +446,7 @@ def compile_ptx(ptx: str, arch: str, *, name: str = "kernel", line_origin=None,
         _memo[key] = res
         while len(_memo) > _memo_max[0]:
             _memo.popitem(last=False)
+    warn_notes(res, name, ptx)    # after the memo: an error filter must not undo the compile
     return res
 
 
