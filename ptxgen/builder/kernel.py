@@ -221,6 +221,19 @@ class Kernel:
                 return
         plan.call(args, kw, _DEBUG["bounds"], syncdebug.RECORD if syncdebug.enabled() else None)
 
+    def prepare(self, *args, **kw):
+        """``k.prepare(*args, grid=None, block=None, stream=None, dynamic_smem_bytes=None,
+        **symbols)`` -> a function launching this kernel as ``k(*args, ...)`` would, for new
+        argument values of the same metadata: one positional per input, each tensor as its
+        device pointer (``t.data_ptr()``), each scalar as a number.  Shape symbols, dims,
+        shared memory and the device are those of ``args``, checked now as a launch checks
+        them; a call checks its pointers (non-null, aligned) and scalars.  The caller keys a
+        prepared launch by the metadata it was made for (a wrapper's shapes, dtypes, device:
+        ``ptxgen.kernels``).  Without ``stream``, each call takes torch's current stream then.
+        While a debug mode is on, calls go through ``k(...)`` itself."""
+        plan = self._plan or self._make_plan()
+        return plan.prepare(args, kw, self, _debugging)
+
     def _make_plan(self):
         with self._lock:
             if self._plan is None:
@@ -299,6 +312,11 @@ class _Built:
 
 
 _DEBUG = {"bounds": False}
+
+
+def _debugging() -> bool:
+    """Whether a debug mode that changes the build is on (prepared launches then defer)."""
+    return _DEBUG["bounds"] or syncdebug.enabled()
 
 
 def debug_bounds(on: bool = True) -> bool:

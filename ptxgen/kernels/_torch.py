@@ -16,6 +16,16 @@ def _never() -> bool:
 
 
 compiling = torch.compiler.is_compiling if torch is not None else _never
+# a wrapper's result: empty_like of a contiguous input, or of a `result_like` template, costs
+# less host time than x.new_empty(shape) or torch.empty(shape, ...) (benchmarks/RESULTS.md,
+# "host overhead"), which the tiny-input budget of benchmarks/host_overhead.py needs
+empty_like = torch.empty_like if torch is not None else None
+
+
+def result_like(shape: tuple, dtype, device):
+    """A template of a contiguous result: one element expanded to `shape`.  It is not dense,
+    so torch.empty_like of it allocates `shape` contiguous (row-major), on `device`, of `dtype`."""
+    return torch.empty((), dtype=dtype, device=device).expand(shape)
 
 
 def traced(name: str, args: tuple, out, **kw):
@@ -27,3 +37,12 @@ def traced(name: str, args: tuple, out, **kw):
         return getattr(ops, name)(*args, **kw)
     getattr(ops, name + "_out")(*args, out, **kw)
     return out
+
+
+def into(out, y):
+    """A wrapper's result: y, or `out` after copying y into it where the kernel could not
+    write `out` directly (not contiguous, or misaligned for its vector stores)."""
+    if out is not None and y is not out:
+        out.copy_(y)
+        return out
+    return y

@@ -35,64 +35,11 @@ import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 from . import _torch
+from ._gemm_sm90 import BM, GROUP_M, persistent_setup, store_tile, wgmma_consumer  # noqa: F401
 from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, tensor
 from ._torch import compiling, traced
 
-BM = 128                 # CTA tile rows: two consumer warpgroups x 64
-GROUP_M = 8              # tile rows per rasterization group
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
-
-
-def persistent_tiles(cta, ctas, M, N, K, BN, BK):
-    """The persistent schedule of the Hopper GEMMs: (this CTA's tile count, K-steps, and
-    tile_origin(i) -> (m0, n0) of its i-th tile).  CTA `cta` of `ctas` takes tiles cta,
-    cta + ctas, ..., visited GROUP_M tile rows at a time so the same B columns stay in L2."""
-    tiles_m = pg.let((M + BM - 1) // BM)
-    tiles_n = pg.let((N + BN - 1) // BN)
-    nk = pg.let((K + BK - 1) // BK)
-    mine = pg.let((tiles_m * tiles_n - cta + ctas - 1) // ctas)
-    per_group = pg.let(GROUP_M * tiles_n)
-
-    def tile_origin(i):
-        t = pg.let(cta + i * ctas)
-        first = pg.let(t // per_group * GROUP_M)
-        rows = pg.let(pg.min(tiles_m - first, GROUP_M))
-        r = pg.let(t % per_group)
-        return pg.let((first + r % rows) * BM), pg.let(r // rows * BN)
-    return mine, nk, tile_origin
-
-
-def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK):
-    """Warpgroup 0's thread 0: per tile and K-step, wait for a free ring stage and issue
-    the TMA loads of A (two 64-row halves) and B, three arrivals on the stage's barrier."""
-    with pg.if_(tx == 0):
-        prod = pipe.producer()
-        for i in pg.serial(mine):
-            m0, n0 = tile_origin(i)
-            for k in pg.serial(nk):
-                k0 = pg.let(k * BK)
-                s = prod.stage
-                prod.acquire()
-                for h in range(2):
-                    pg.tile.thread.copy_async(As[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
-                                              A[m0 + 64 * h:m0 + 64 * h + 64, k0:k0 + BK],
-                                              mbar=prod.full)
-                pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
-                                          B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
-                prod.commit()
-
-
-def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate):
-    """One K-step of a consumer warpgroup: wait for the ring stage s, d (+)= a_of(s) @
-    b_of(s)^T with one wgmma group left in flight, and once the previous step's group is done
-    release its stage (`done` is the consumer position one stage behind `cons`)."""
-    s = cons.stage
-    cons.wait()
-    pg.tile.warpgroup.gemm_async(d, a_of(s), b_of(s), accumulate=accumulate)
-    cons.advance()
-    pg.tile.warpgroup.gemm_wait(1)
-    with pg.if_(k > 0):
-        done.release()
 
 
 def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0):
@@ -120,66 +67,17 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
              D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((1,), pg.float32),
              SB: pg.Tensor((1,), pg.float32)):
-        tx = pg.thread_id(384)
-        cta = pg.cta_id(ctas)
-        pool = pg.SMEMPool()
-        As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
-        Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
-        Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
-        pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
-        pool.commit()
-        pipe.init()
-        mine, nk, tile_origin = persistent_tiles(cta, ctas, M, N, K, BN, BK)
-        with pg.warpgroup_role(0):
-            pg.setmaxnreg(40, "dec")
-            tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK)
-
+        tx, As, Bs, Cs, pipe, mine, nk, tile_origin = persistent_setup(
+            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC)
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
-            cons = pipe.consumer(scope="warpgroup")
-            done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
-            acc = pg.tile.warpgroup.mma_accumulator((64, BN), "float32")
-            part = pg.tile.warpgroup.mma_accumulator((64, BN), "float32") if promote else acc
-            first_thread = tx % 128 == 0
-
-            def k_step(k, d, accumulate):
-                wgmma_k_step(cons, done, k, d, lambda s: As[2 * s + c, 0:64, 0:BK],
-                             lambda s: Bs[s, 0:BN, 0:BK], accumulate)
-
+            acc, first_thread, mma_tile = wgmma_consumer(
+                pipe, tx, BN, lambda s: As[2 * s + c, 0:64, 0:BK], lambda s: Bs[s, 0:BN, 0:BK],
+                promote, (SA, SB) if scaled else None)
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
-                if not promote:
-                    for k in pg.serial(nk):
-                        k_step(k, acc, k > 0)
-                else:       # every `promote` K-steps: the partial sum into fp32
-                    pg.tile.warpgroup.zero(acc)
-                    for k in pg.serial(nk):
-                        k_step(k, part, k % promote != 0)
-                        with pg.if_((k % promote == promote - 1) | (k == nk - 1)):
-                            pg.tile.warpgroup.gemm_wait(0)
-                            pg.tile.warpgroup.add(acc, acc, part)
-                pg.tile.warpgroup.gemm_wait(0)
-                done.release()
-                if scaled:                              # fp8: per-tensor dequantization
-                    pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
-                # epilogue: 64 rows x CB boxes of 64 columns per pass through Cs[c]
-                for h in range(boxes // CB):
-                    with pg.if_(first_thread):
-                        pg.tile.thread.async_wait(0, read=True, kind="bulk")
-                    pg.named_barrier(4 + c, 128)
-                    for j in range(CB):
-                        col = (h * CB + j) * 64
-                        pg.tile.warpgroup.cast(Cs[c * CB + j, 0:64, 0:64],
-                                               acc[0:64, col:col + 64])
-                    pg.ptx.fence.proxy_async()
-                    pg.named_barrier(4 + c, 128)
-                    with pg.if_(first_thread):
-                        for j in range(CB):
-                            col = (h * CB + j) * 64
-                            pg.tile.thread.copy_async(
-                                D[m0 + 64 * c:m0 + 64 * c + 64, n0 + col:n0 + col + 64],
-                                Cs[c * CB + j:c * CB + j + 1, 0:64, 0:64])
-                        pg.tile.thread.async_commit(kind="bulk")
+                mma_tile(nk)
+                store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread)
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
 
@@ -346,17 +244,22 @@ def _small_m_accepts(plan: GemmPlan, device):
     return True, ""
 
 
-@path("small_m", _small_m_accepts)
-def _run_small_m(plan: GemmPlan, prepared, a, b, scale_a, scale_b, out):
+def _decode_launch(plan: GemmPlan, device):
+    from .gemm_small_m import decode_launch
+    return decode_launch(plan.M, plan.N, plan.K, plan.dtype, device)
+
+
+@path("small_m", _small_m_accepts, prepare=_decode_launch)
+def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
     """A / B swapped so the tokens sit on wgmma's N, split-K over the SMs (gemm_small_m.py)."""
-    from .gemm_small_m import gemm_small_m
     a, b = a.contiguous(), b.contiguous()
     if a.data_ptr() % 16:
         a = a.clone()
     if b.data_ptr() % 16:
         b = b.clone()
     d = out if out.data_ptr() % 16 == 0 else out.new_empty(out.shape)
-    gemm_small_m(a, b, d, scale_a=scale_a, scale_b=scale_b)
+    launch(a, b, d, None if scale_a is None else scale_a.reshape(1),
+           None if scale_b is None else scale_b.reshape(1))
     if d is not out:
         out.copy_(d)
     return out
@@ -392,13 +295,14 @@ def _meta(t):
 
 
 def _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key):
-    """gemm_plan of the tensors, the result's torch dtype and the path chosen for them,
-    memoized under their metadata."""
+    """gemm_plan of the tensors, the result's template (`result_like`) and the path chosen for
+    them, memoized under their metadata."""
     p = gemm_plan(_meta(a), _meta(b), _meta(scale_a), _meta(scale_b), _meta(out),
                   fast_accum, BN, STAGES)
     _, run, prepared = _choose(p, a.device)
     torch = _torch.torch
-    entry = (p, torch.bfloat16 if p.out_dtype != p.dtype else a.dtype, run, prepared)
+    dtype = torch.bfloat16 if p.out_dtype != p.dtype else a.dtype
+    entry = (p, _torch.result_like((p.M, p.N), dtype, a.device), run, prepared)
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -435,8 +339,8 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     entry = _PLANS.get(key) if key is not None else None
     if entry is None:
         entry = _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key)
-    p, out_dtype, run, prepared = entry
-    res = out if p.direct and out is not None else a.new_empty((p.M, p.N), dtype=out_dtype)
+    p, like, run, prepared = entry
+    res = out if p.direct and out is not None else _torch.empty_like(like)
     if p.M and p.N:
         if p.K == 0:
             res.zero_()

@@ -23,8 +23,8 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from .gemm import persistent_tiles, tma_producer
-from .gemm_small_m import GemmInputError
+from ._gemm_sm90 import persistent_setup, store_tile
+from .gemm_small_m import GemmInputError, cuda_tensors
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
 
@@ -42,20 +42,8 @@ def make_blockscaled(STAGES=5, ctas=132):
     def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
              D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((M, KB), "float32"),
              SB: pg.Tensor((NB, KB), "float32")):
-        tx = pg.thread_id(384)
-        cta = pg.cta_id(ctas)
-        pool = pg.SMEMPool()
-        As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
-        Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
-        Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
-        pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
-        pool.commit()
-        pipe.init()
-        mine, nk, tile_origin = persistent_tiles(cta, ctas, M, N, K, BN, BK)
-        with pg.warpgroup_role(0):
-            pg.setmaxnreg(40, "dec")
-            tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK)
-
+        tx, As, Bs, Cs, pipe, mine, nk, tile_origin = persistent_setup(
+            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC)
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
             cons = pipe.consumer(scope="warpgroup")
@@ -93,21 +81,7 @@ def make_blockscaled(STAGES=5, ctas=132):
                         for h, f in ((0, f0), (1, f1)):
                             q = 4 * j + 2 * h
                             pg.tile.thread.fma(av[q:q + 2], pv[q:q + 2], f, av[q:q + 2])
-                # epilogue: 64 rows x CB boxes of 64 columns through Cs[c]
-                with pg.if_(first_thread):
-                    pg.tile.thread.async_wait(0, read=True, kind="bulk")
-                pg.named_barrier(4 + c, 128)
-                for j in range(CB):
-                    pg.tile.warpgroup.cast(Cs[c * CB + j, 0:64, 0:64],
-                                           acc[0:64, j * 64:j * 64 + 64])
-                pg.ptx.fence.proxy_async()
-                pg.named_barrier(4 + c, 128)
-                with pg.if_(first_thread):
-                    for j in range(CB):
-                        pg.tile.thread.copy_async(
-                            D[m0 + 64 * c:m0 + 64 * c + 64, n0 + j * 64:n0 + j * 64 + 64],
-                            Cs[c * CB + j:c * CB + j + 1, 0:64, 0:64])
-                    pg.tile.thread.async_commit(kind="bulk")
+                store_tile(D, Cs, acc, c, m0, n0, CB, CB, first_thread)
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
 
@@ -129,15 +103,9 @@ def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
     scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)) contiguous float32;
     bfloat16 out (M, N).  The scales apply per 128-wide K block, in fp32."""
     import torch
-    for name, x in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
-        if not isinstance(x, torch.Tensor):
-            raise GemmInputError(f"{name}: a torch tensor, got {type(x).__name__}")
-        if x.device.type != "cuda":
-            raise GemmInputError(f"{name} is on {x.device}: gemm_blockscaled runs on a CUDA "
-                                 f"device; move it with .cuda()")
-        if x.device != a.device:
-            raise GemmInputError(f"{name} is on {x.device}, a on {a.device}: every argument "
-                                 f"on one CUDA device")
+    named = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
+    cuda_tensors("gemm_blockscaled", *named)
+    for name, x in named:
         if x.dim() != 2 or not x.is_contiguous():
             raise GemmInputError(f"{name}: a contiguous 2-D tensor, got shape "
                                  f"{tuple(x.shape)}")

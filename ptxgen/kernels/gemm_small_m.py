@@ -34,7 +34,7 @@ import ptxgen as pg
 from ptxgen.errors import PtxgenError
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from .gemm import wgmma_k_step
+from ._gemm_sm90 import wgmma_consumer
 
 BW = 128                   # weight rows per CTA tile: two consumer warpgroups x 64
 SMEM_BUDGET = 200 * 1024   # ring bytes we allow ourselves (the epilogue tiles come on top)
@@ -169,7 +169,7 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     if dtype not in _OUT:
         raise ConfigError(f"dtype {dtype!r}: bfloat16, float16 or float8_e4m3fn")
     scaled = dtype.startswith("float8") if scaled is None else scaled
-    promote = dtype.startswith("float8")   # cuBLAS's default: each K-step's sum into fp32
+    promote = int(dtype.startswith("float8"))   # cuBLAS's default: each K-step's sum into fp32
     out_dt = _OUT[dtype]
     BK = 128 // _ELEM[dtype]                 # one 128-byte swizzle span of K per stage
     MC = min(MN, 64)                         # tokens per epilogue chunk
@@ -228,31 +228,12 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
 
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
-            cons = pipe.consumer(scope="warpgroup")
-            done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
-            acc = pg.tile.warpgroup.mma_accumulator((64, MN), "float32")
-            part = pg.tile.warpgroup.mma_accumulator((64, MN), "float32") if promote else acc
-            first_thread = tx % 128 == 0
-
-            def k_step(k, d, accumulate):
-                wgmma_k_step(cons, done, k, d, lambda s: Ws[2 * s + c, 0:64, 0:BK],
-                             lambda s: Xs[s, 0:MN, 0:BK], accumulate)
-
+            acc, first_thread, mma_tile = wgmma_consumer(
+                pipe, tx, MN, lambda s: Ws[2 * s + c, 0:64, 0:BK], lambda s: Xs[s, 0:MN, 0:BK],
+                promote, (SA, SB) if scaled else None, each_step=True)
             for i in pg.serial(mine):
                 n0, m0, sp, _, cnt = unit(i)
-                if not promote:
-                    for k in pg.serial(cnt):
-                        k_step(k, acc, k > 0)
-                else:
-                    pg.tile.warpgroup.zero(acc)
-                    for k in pg.serial(cnt):
-                        k_step(k, part, False)
-                        pg.tile.warpgroup.gemm_wait(0)
-                        pg.tile.warpgroup.add(acc, acc, part)
-                pg.tile.warpgroup.gemm_wait(0)
-                done.release()
-                if scaled:
-                    pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
+                mma_tile(cnt)
                 w0 = pg.let(n0 + 64 * c)
                 for j in range(MN // MC):
                     with pg.if_(first_thread):
@@ -332,20 +313,29 @@ def _scale(x, name, dev):
     return x.reshape(1)
 
 
+def cuda_tensors(op: str, *named) -> None:
+    """Each (name, x): a torch tensor on a CUDA device, all on the first one's device; else
+    the GemmInputError naming it."""
+    import torch
+    for name, x in named:
+        if not isinstance(x, torch.Tensor):
+            raise GemmInputError(f"{name}: a torch tensor, got {type(x).__name__}")
+        if x.device.type != "cuda":
+            raise GemmInputError(f"{name} is on {x.device}: {op} runs on a CUDA device; move "
+                                 f"it with .cuda()")
+        first, dev = named[0][0], named[0][1].device
+        if x.device != dev:
+            raise GemmInputError(f"{name} is on {x.device}, {first} on {dev}: every argument "
+                                 f"on one CUDA device")
+
+
 def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
     """a (M, K) @ b (N, K)^T on torch CUDA tensors (row-major) through the decode path.
     bfloat16 / float16 give the same dtype; float8_e4m3fn gives bfloat16 times scale_a *
     scale_b (float32 one-element tensors), each K-step's partial sum promoted to fp32.
     config: a Config to force (else choose_config's); a rule it breaks raises ConfigError."""
     import torch
-    for name, x in (("a", a), ("b", b)):
-        if not isinstance(x, torch.Tensor):
-            raise GemmInputError(f"{name}: a torch tensor, got {type(x).__name__}")
-        if x.device.type != "cuda":
-            raise GemmInputError(f"{name} is on {x.device}: gemm_small_m runs on a CUDA "
-                                 f"device; move it with .cuda()")
-    if a.device != b.device:
-        raise GemmInputError(f"a is on {a.device}, b on {b.device}: both on one CUDA device")
+    cuda_tensors("gemm_small_m", ("a", a), ("b", b))
     if a.dtype != b.dtype or str(a.dtype)[6:] not in _NAMES:
         raise GemmInputError(f"a and b: two bfloat16, float16 or float8_e4m3fn tensors of one "
                              f"dtype, got {a.dtype} and {b.dtype}")
@@ -374,24 +364,51 @@ def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
         return out
     if K == 0:
         return out.zero_()
-    sms, one, no_ws = _device_consts(a.device)
-    cfg = _auto_config(M, N, K, dt, sms) if config is None else config
-    if not isinstance(cfg, Config):
+    if not isinstance(config, (Config, type(None))):
         raise ConfigError(f"config: a gemm_small_m.Config(MN, STAGES, splits), got "
-                          f"{type(cfg).__name__}")
-    check_config(cfg, dt, K)
-    split = cfg.splits > 1
-    sa = one if sa is None else sa
-    sb = one if sb is None else sb
-    kern = kernel_for(dt, cfg.MN, cfg.STAGES, sms, split, fp8)
-    if split:
-        ws = torch.empty((cfg.splits, M, -(-N // 4) * 4), dtype=torch.float32, device=a.device)
-        kern(a, b, out, ws, sa, sb)
-        reduce_for(str(out_dtype)[6:], cfg.splits, 8 * sms)(ws, out)
+                          f"{type(config).__name__}")
+    return decode_launch(M, N, K, dt, a.device, config)(a, b, out, sa, sb)
+
+
+class DecodeLaunch:
+    """The decode path for one (M, N, K, dtype, device, forced Config or None): the
+    configuration and kernels chosen once, and each kernel's launch prepared
+    (`Kernel.prepare`) on the first call, then given the new tensors' pointers.  Takes
+    checked tensors: a (M, K) and b (N, K) row-major and 16-byte aligned, out (M, N)
+    contiguous of the result dtype and 16-byte aligned, sa / sb one-element float32 (1,)
+    tensors or None (1.0)."""
+
+    def __init__(self, M, N, K, dt, device, config=None):
+        sms, self.one, self.no_ws = _device_consts(device)
+        cfg = _auto_config(M, N, K, dt, sms) if config is None else config
+        check_config(cfg, dt, K)
+        self.config, self.shape, self.out_dt = cfg, (M, N), _OUT[dt]
+        self.split = cfg.splits > 1
+        self.kernel = kernel_for(dt, cfg.MN, cfg.STAGES, sms, self.split,
+                                 dt.startswith("float8"))
+        self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms) if self.split else None
+        self.main = self.sum = None         # the prepared launches, made by the first call
+
+    def __call__(self, a, b, out, sa=None, sb=None):
+        import torch
+        (M, N), sa, sb = self.shape, self.one if sa is None else sa, self.one if sb is None else sb
+        ws, d = self.no_ws, out             # the main kernel's W and D
+        if self.split:                      # fp32 partial tiles, summed in split order
+            ws = torch.empty((self.config.splits, M, -(-N // 4) * 4), dtype=torch.float32,
+                             device=a.device)
+        elif N % 8:                         # the TMA store needs 16-byte output rows
+            d = torch.empty((M, -(-N // 8) * 8), dtype=out.dtype, device=a.device)
+        if self.main is None:
+            self.main = self.kernel.prepare(a, b, d, ws, sa, sb)
+            if self.split:
+                self.sum = self.reduce.prepare(ws, out)
+        self.main(a.data_ptr(), b.data_ptr(), d.data_ptr(), ws.data_ptr(), sa.data_ptr(),
+                  sb.data_ptr())
+        if self.split:
+            self.sum(ws.data_ptr(), out.data_ptr())
+        elif d is not out:
+            out.copy_(d[:, :N])
         return out
-    pitch_ok = N % 8 == 0                     # the TMA store needs 16-byte output rows
-    d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=out_dtype, device=a.device)
-    kern(a, b, d, no_ws, sa, sb)
-    if not pitch_ok:
-        out.copy_(d[:, :N])
-    return out
+
+
+decode_launch = functools.lru_cache(maxsize=1024)(DecodeLaunch)   # one per shape class

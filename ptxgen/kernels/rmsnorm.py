@@ -33,7 +33,7 @@ import ptxgen as pg
 from ptxgen.layout import S, TileLayout, tid
 
 from ._checks import ArgumentError, Meta, meta_of, numel, out_tensor, same_device, tensor
-from ._torch import compiling, traced
+from ._torch import compiling, empty_like, into, traced
 
 M = pg.var("M")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -140,13 +140,13 @@ def _meta(t):
 
 
 def _plan(x, weight, out, key):
-    """rmsnorm_plan of the tensors, with the kernel and whether x is already (rows, N),
-    memoized under their metadata."""
+    """rmsnorm_plan of the tensors, with the kernel, whether x is already (rows, N) and a slot
+    for its prepared launch, memoized under their metadata."""
     m = _meta(x)
     rows, n, direct = rmsnorm_plan(m, None if weight is None else _meta(weight),
                                    None if out is None else _meta(out))
-    plan = (make(n, m.dtype, weighted=weight is not None) if rows and n else None, rows, n,
-            direct, len(m.shape) == 2 and m.contiguous, (rows,))
+    plan = [make(n, m.dtype, weighted=weight is not None) if rows and n else None, rows, n,
+            direct, len(m.shape) == 2 and m.contiguous, (rows,), None]
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -163,7 +163,8 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
         return traced("rmsnorm", (x, weight), out, eps=eps)
     try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
         key = (x.shape, x.dtype, x.get_device(), x.is_contiguous(),
-               None if weight is None else (weight.shape, weight.dtype, weight.get_device()),
+               None if weight is None else (weight.shape, weight.dtype, weight.get_device(),
+                                            weight.is_contiguous()),
                None if out is None else (out.shape, out.dtype, out.get_device(),
                                          out.is_contiguous()))
     except AttributeError:          # not a tensor: the rules name the argument
@@ -171,26 +172,31 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     plan = _PLANS.get(key) if key is not None and not knobs else None
     if plan is None:
         plan = _plan(x, weight, out, key if not knobs else None)
-    k, rows, n, direct, flat, grid = plan     # grid: the kernels' own (M,), made once
+    k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
     if out is not None and out.data_ptr() % 16:     # vector stores need aligned rows
         direct = False
-    y = out if direct and out is not None else x.new_empty(x.shape)
+    y = out if direct and out is not None else empty_like(x) if flat else x.new_empty(x.shape)
     if k is not None:
+        xp, wp = x.data_ptr(), 0 if weight is None else weight.data_ptr()
+        if flat and not knobs and not (xp | wp) % 16 and (weight is None or key[4][3]):
+            if run is None:     # the launch for tensors of this plan's metadata, made once
+                run = plan[6] = k.prepare(x, *(() if weight is None else (weight,)), y,
+                                          float(eps), grid=grid)
+            if weight is None:
+                run(xp, y.data_ptr(), float(eps))
+            else:
+                run(xp, wp, y.data_ptr(), float(eps))
+            return into(out, y)
         if knobs:
             k = make(n, str(x.dtype)[6:], weighted=weight is not None, **knobs)
-        if x.data_ptr() % 16:                       # a view at an odd offset
-            x, flat = x.contiguous().clone(), len(x.shape) == 2
-        if not flat:
-            x, y2 = x.contiguous().view(rows, n), y.view(rows, n)
-        else:                                       # already (rows, N) and row-major
-            y2 = y
+        if xp % 16:                                 # a view at an odd offset
+            x = x.contiguous().clone()
+        x, y2 = x.contiguous().view(rows, n), y.view(rows, n)
         if weight is None:
             k(x, y2, float(eps), grid=grid)
         else:
-            if weight.data_ptr() % 16 or not weight.is_contiguous():
+            if wp % 16 or not weight.is_contiguous():
                 weight = weight.contiguous().clone()
             k(x, weight, y2, float(eps), grid=grid)
-    if out is not None and y is not out:
-        out.copy_(y)
-        return out
-    return y
+    return into(out, y)
+

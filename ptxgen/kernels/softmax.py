@@ -31,7 +31,7 @@ import ptxgen as pg
 from ptxgen.layout import S, TileLayout, tid
 
 from ._checks import ArgumentError, Meta, meta_of, numel, out_tensor, tensor
-from ._torch import compiling, traced
+from ._torch import compiling, empty_like, into, traced
 
 M = pg.var("M")
 LOG2E = 1.4426950408889634
@@ -185,13 +185,13 @@ _PLANS: dict = {}
 
 
 def _plan(x, out, key):
-    """softmax_plan of the tensors, with the kernel and whether x is already (rows, N),
-    memoized under their metadata."""
+    """softmax_plan of the tensors, with the kernel, whether x is already (rows, N) and a slot
+    for its prepared launch, memoized under their metadata."""
     m = meta_of(x) if hasattr(x, "is_contiguous") else x
     om = None if out is None else meta_of(out) if hasattr(out, "is_contiguous") else out
     rows, n, direct = softmax_plan(m, om)
-    plan = (make(n, m.dtype) if rows and n else None, rows, n, direct,
-            len(m.shape) == 2 and m.contiguous, (rows,))
+    plan = [make(n, m.dtype) if rows and n else None, rows, n, direct,
+            len(m.shape) == 2 and m.contiguous, (rows,), None]
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -213,20 +213,20 @@ def softmax(x, out=None, **knobs):
     plan = _PLANS.get(key) if key is not None and not knobs else None
     if plan is None:
         plan = _plan(x, out, key if not knobs else None)
-    k, rows, n, direct, flat, grid = plan     # grid: the kernels' own (M,), made once
+    k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
     if out is not None and out.data_ptr() % 16:     # vector stores need aligned rows
         direct = False
-    y = out if direct and out is not None else x.new_empty(x.shape)
+    y = out if direct and out is not None else empty_like(x) if flat else x.new_empty(x.shape)
     if k is not None:
-        if knobs:
-            k = make(n, str(x.dtype)[6:], **knobs)
-        if x.data_ptr() % 16:                       # a view at an odd offset
-            x, flat = x.contiguous().clone(), len(x.shape) == 2
-        if flat:                                    # already (rows, N) and row-major
-            k(x, y, grid=grid)
+        xp = x.data_ptr()
+        if flat and not knobs and not xp % 16:      # (rows, N), row-major, aligned
+            if run is None:     # the launch for tensors of this plan's metadata, made once
+                run = plan[6] = k.prepare(x, y, grid=grid)
+            run(xp, y.data_ptr())
         else:
+            if knobs:
+                k = make(n, str(x.dtype)[6:], **knobs)
+            if xp % 16:                             # a view at an odd offset
+                x = x.contiguous().clone()
             k(x.contiguous().view(rows, n), y.view(rows, n), grid=grid)
-    if out is not None and y is not out:
-        out.copy_(y)
-        return out
-    return y
+    return into(out, y)

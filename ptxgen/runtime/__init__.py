@@ -14,7 +14,8 @@ from .compile import (CompileResult, clear_memory_cache, compile_ptx, parse_info
                       set_memory_cache_size)
 from .driver import (current_device, device_arch, device_count, driver_version, has_gpu,
                      synchronize)
-from .launcher import Launcher, own_launch_path, own_target, stream_handle
+from .launcher import Launcher, own_launch_path, own_target, prepared_launch_path, \
+    stream_handle
 from .module import Function, Module
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "synchronize", "device_arch", "has_gpu", "stats", "reset_stats", "clear_memory_cache",
     "driver_version", "stream_handle", "Binder", "ParamPacker", "parse_info_log",
     "set_memory_cache_size", "device_count", "current_device", "own_launch_path", "own_target",
+    "prepared_launch_path",
 ]

@@ -445,6 +445,10 @@ class Binder:
                               f"got {type(v).__name__} {v!r}")
         return float(v)
 
+    def bf16_scalar(self, i: int, v) -> int:
+        """The bits of parameter i's bfloat16 value v (a number, else the error naming it)."""
+        return _bf16_bits(self._number(self.params[i], v))
+
     def scalar_error(self, values) -> None:
         """Called when packing failed: find the value that did not fit and say so."""
         for i, p in enumerate(self.params):

@@ -116,6 +116,30 @@ class LaunchPlan:
         launcher.launch(values, user, (self.grid_fn or func.grid) if grid is None else grid,
                         func.block if block is None else block, stream, dynamic_smem_bytes)
 
+    def prepare(self, args, kw, launch, debugging):
+        """A launch for arguments like ``args`` with the launch options in ``kw``, every value
+        but the inputs resolved now (``Launcher.prepared``): checks as a launch makes them,
+        the device's build and module, dims, shared memory, stream.  ``launch`` is the
+        kernel's own call, which the prepared launch falls back on (``general``: the same
+        options, the prepared symbols by keyword)."""
+        kw = dict(kw)
+        opts = {k: kw.pop(k) for k in ("grid", "block", "stream", "dynamic_smem_bytes")
+                if kw.get(k) is not None}
+        values, user, dev = (self.bind or self.make_binder())(args, kw)
+        if dev < 0:
+            dev = driver.current_device()
+        if self.check_dims is not None:
+            self.check_dims(opts.get("grid"), opts.get("block"))
+        launcher = self.launchers.get(dev) or self.launcher_for(dev, dev)
+        symbols = {p.name: values[i] for i, p in enumerate(self.params) if p.kind == "symbol"}
+
+        def general(*inputs):
+            return launch(*inputs, **opts, **symbols)
+        f = self.func
+        return launcher.prepared(values, user, opts.get("grid", self.grid_fn or f.grid),
+                                 opts.get("block", f.block), opts.get("stream"),
+                                 opts.get("dynamic_smem_bytes"), general, debugging)
+
     def offer_fast(self, dev: int, launcher) -> None:
         """After a launch with no options on ``dev``: the generated fast launch
         (``own_launch_path``) takes that device's launches from now on if its Launcher

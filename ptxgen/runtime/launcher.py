@@ -148,6 +148,53 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
     return compiled(src, "launch_own_fast", env, name)
 
 
+def prepared_launch_path(L, inputs: list, values: list, dims: tuple, smem: int, stream,
+                         general, debugging):
+    """The launch ``Launcher.prepared`` returns: one argument per kernel input (tensors as
+    their device pointers, scalars as numbers), every other value fixed.  Per call it checks
+    each pointer (an int, non-null, aligned) and packs the scalars (a value that does not fit
+    is named by ``scalar_error``); anything it does not take, and every call while a debug
+    mode is on (``debugging()``), goes to ``general``: the kernel's own launch, which raises
+    the exact error or launches in that mode.  ``stream`` None: torch's current stream of the
+    device per call, as a launch without ``stream=`` takes it."""
+    binder = L.binder
+    names = [f"a{j}" for j in range(len(inputs))]
+    env = {"L": L, "tls": L._tls, "launch": L._launch, "handle": L.fn.handle,
+           "last": driver.last_kernel, "general": general, "debugging": debugging,
+           "DIMS": tuple(dims), "bf16": binder.bf16_scalar, "ts": _torch_stream,
+           "modules": _modules, "current": _torch_current_stream}
+    checks, exprs = [], [repr(v) for v in values]    # symbols keep their prepared values
+    for j, p in enumerate(inputs):
+        i = binder.index[p.name]
+        if p.kind == "tensor":
+            checks.append(f"a{j}.__class__ is not int or a{j} % {p.align} or a{j} <= 0")
+        exprs[i] = f"bf16({i}, a{j})" if i in binder.bf16 else f"a{j}"
+    args = ", ".join(names)
+    if stream is not None:
+        get_stream = [f"    h = {int(stream)}"]
+    else:
+        raw = _torch_current_stream()
+        env["raw"] = raw
+        get_stream = [f"    h = raw({L.device})"] if raw is not None else [
+            "    raw = ts[1] if modules.get('torch') is ts[0] else current()",
+            f"    h = 0 if raw is None else raw({L.device})"]
+    lines = [f"def launch_prepared({args}):", "    if debugging():",
+             f"        return general({args})"]
+    if checks:
+        lines += ["    if (" + "\n            or ".join(checks) + "):",
+                  f"        return general({args})"]
+    lines += get_stream
+    packed = ", ".join(exprs)
+    if L._builders:                  # tensor maps: their bytes from the values, per call
+        env["B"] = L._builders
+        lines += [f"    vals = [{packed}]", "    vals += [b(vals) for b in B]"]
+        packed = "*vals"
+    src = "\n".join(lines) + "\n" + SUBMIT_TAIL.format(
+        values=packed, launch_dims=", ".join(map(str, dims)), dims="DIMS", smem=int(smem),
+        name=repr(L.name)) + "\n"
+    return compiled(src, "launch_prepared", env, L.name)
+
+
 class Launcher:
     """Launches one Function with checked arguments.
 
@@ -256,6 +303,24 @@ class Launcher:
         else:
             h = self._checked_stream(stream)
         self._submit(values, dims, smem, h)
+
+    def prepared(self, values, user, grid, block, stream, dynamic_smem_bytes, general,
+                 debugging):
+        """``prepared_launch_path`` for launches like this one (values bound by the Binder):
+        the dims, dynamic shared memory and an explicit stream are resolved and checked here,
+        once."""
+        g = self._dims(grid, self._grids, "grid", values, user)
+        b = self._dims(block, self._blocks, "block", values, user)
+        smem = self.dynamic_smem_bytes if dynamic_smem_bytes is None else \
+            self._smem_override(dynamic_smem_bytes)
+        if smem > self.fn.max_dynamic_smem:
+            self.fn.ensure_dynamic_smem(smem, self.name)
+        h = None
+        if stream is not None:
+            h = stream if stream.__class__ is int and stream in _ANY_CONTEXT_STREAMS else \
+                self._checked_stream(stream)
+        return prepared_launch_path(self, self.binder.inputs, values, g + b, smem, h, general,
+                                    debugging)
 
     def launch_own(self, values, user) -> None:
         """``launch`` with the Kernel's own grid and block, its default dynamic shared memory

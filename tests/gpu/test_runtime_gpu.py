@@ -568,3 +568,38 @@ def test_launch_with_no_current_context_is_refused_then_made_in_ours():
     assert torch.equal(out, x * 2.0 + 1.0)
     assert stats()["launch_retries"] - before == 1      # refused once, then made current
     assert seen["after"] == int(driver.primary_context(0))
+
+
+def test_prepared_launch_computes_what_the_kernel_call_does():
+    """Kernel.prepare on torch tensors: new tensors of the same metadata by their pointers, on
+    the current stream of each call, and a CUDA graph capture of a prepared launch replays
+    it (the wrappers' tensor-map kernels are covered by the gemm tests)."""
+    torch = pytest.importorskip("torch")
+    import ptxgen as pg
+
+    N = pg.var("N")
+
+    @pg.kernel(grid=lambda a: (a["N"] // 128,), block=(128,))
+    def axpb(y: pg.Tensor((N,), "float32"), x: pg.Tensor((N,), "float32"), a: pg.float32):
+        i = pg.cta_id() * 128 + pg.thread_id(128)
+        y[i] = x[i] * a + 1.0
+
+    x0, y0 = torch.randn(1024, device="cuda"), torch.empty(1024, device="cuda")
+    run = axpb.prepare(y0, x0, 2.0)
+    s = torch.cuda.Stream()
+    for a in (3.0, -0.5):
+        x, y = torch.randn(1024, device="cuda"), torch.full((1024,), float("nan"), device="cuda")
+        with torch.cuda.stream(s):
+            run(y.data_ptr(), x.data_ptr(), a)
+        s.synchronize()
+        assert torch.equal(y, x * a + 1.0)
+    x, y = torch.randn(1024, device="cuda"), torch.full((1024,), float("nan"), device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        run(y.data_ptr(), x.data_ptr(), 4.0)
+    y.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 4.0 + 1.0)
+    with pytest.raises(LaunchError, match="argument 'x': base pointer .* is not 16-byte"):
+        run(y.data_ptr(), x.data_ptr() + 4, 1.0)

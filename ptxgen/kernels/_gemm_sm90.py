@@ -1,0 +1,169 @@
+"""The pieces the persistent, warp-specialized Hopper GEMMs (sm_90a) share: gemm.py's general
+kernel, gemm_blockscaled.py and the decode kernel of gemm_small_m.py build from them, so a fix
+to the schedule, the producer, the consumers' K loop or the epilogue reaches all three.
+
+Each piece traces into the kernel that calls it, and the variable names here are the names
+the PTX comments show (a traced name is the one on the left of its line), so keep them.
+"""
+from typing import NamedTuple
+
+import ptxgen as pg
+
+BM = 128                 # CTA tile rows: two consumer warpgroups x 64
+GROUP_M = 8              # tile rows per rasterization group
+
+
+def persistent_tiles(cta, ctas, M, N, K, BN, BK):
+    """The persistent schedule of the Hopper GEMMs: (this CTA's tile count, K-steps, and
+    tile_origin(i) -> (m0, n0) of its i-th tile).  CTA `cta` of `ctas` takes tiles cta,
+    cta + ctas, ..., visited GROUP_M tile rows at a time so the same B columns stay in L2."""
+    tiles_m = pg.let((M + BM - 1) // BM)
+    tiles_n = pg.let((N + BN - 1) // BN)
+    nk = pg.let((K + BK - 1) // BK)
+    mine = pg.let((tiles_m * tiles_n - cta + ctas - 1) // ctas)
+    per_group = pg.let(GROUP_M * tiles_n)
+
+    def tile_origin(i):
+        t = pg.let(cta + i * ctas)
+        first = pg.let(t // per_group * GROUP_M)
+        rows = pg.let(pg.min(tiles_m - first, GROUP_M))
+        r = pg.let(t % per_group)
+        return pg.let((first + r % rows) * BM), pg.let(r // rows * BN)
+    return mine, nk, tile_origin
+
+
+def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK):
+    """Warpgroup 0's thread 0: per tile and K-step, wait for a free ring stage and issue
+    the TMA loads of A (two 64-row halves) and B, three arrivals on the stage's barrier."""
+    with pg.if_(tx == 0):
+        prod = pipe.producer()
+        for i in pg.serial(mine):
+            m0, n0 = tile_origin(i)
+            for k in pg.serial(nk):
+                k0 = pg.let(k * BK)
+                s = prod.stage
+                prod.acquire()
+                for h in range(2):
+                    pg.tile.thread.copy_async(As[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
+                                              A[m0 + 64 * h:m0 + 64 * h + 64, k0:k0 + BK],
+                                              mbar=prod.full)
+                pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
+                                          B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
+                prod.commit()
+
+
+class Persistent(NamedTuple):
+    """What persistent_setup hands the consumers."""
+    tx: object           # the thread index (384 threads)
+    As: object           # the ring's A tiles, [2 * stage + half] (64 x BK each)
+    Bs: object           # the ring's B tiles, [stage] (BN x BK)
+    Cs: object           # the epilogue tiles, [CB * consumer + box] (64 x 64 of out_dt)
+    pipe: object         # the ring's pg.Pipeline
+    mine: object         # this CTA's tile count
+    nk: object           # K-steps per tile
+    tile_origin: object  # i -> (m0, n0) of this CTA's i-th tile
+
+
+def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC) -> Persistent:
+    """The start of a persistent Hopper GEMM, up to its consumers: 384 threads, one
+    shared-memory pool for the ring (STAGES stages of A 128 x BK and B BN x BK) and the
+    epilogue tiles (CB 64 x 64 boxes per consumer warpgroup), the tile schedule, and warpgroup
+    0 traced as the TMA producer.  LA, LB, LC: the tiles' layouts (made with the kernel)."""
+    (M, K), N = A.shape, B.shape[0]
+    dtype = A.dtype
+    tx = pg.thread_id(384)
+    cta = pg.cta_id(ctas)
+    pool = pg.SMEMPool()
+    As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
+    Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
+    Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
+    pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
+    pool.commit()
+    pipe.init()
+    mine, nk, tile_origin = persistent_tiles(cta, ctas, M, N, K, BN, BK)
+    with pg.warpgroup_role(0):
+        pg.setmaxnreg(40, "dec")
+        tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK)
+    return Persistent(tx, As, Bs, Cs, pipe, mine, nk, tile_origin)
+
+
+def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate):
+    """One K-step of a consumer warpgroup: wait for the ring stage s, d (+)= a_of(s) @
+    b_of(s)^T with one wgmma group left in flight, and once the previous step's group is done
+    release its stage (`done` is the consumer position one stage behind `cons`)."""
+    s = cons.stage
+    cons.wait()
+    pg.tile.warpgroup.gemm_async(d, a_of(s), b_of(s), accumulate=accumulate)
+    cons.advance()
+    pg.tile.warpgroup.gemm_wait(1)
+    with pg.if_(k > 0):
+        done.release()
+
+
+def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=False):
+    """A consumer warpgroup of the general and the decode GEMM, traced at the start of its
+    warpgroup_role (after setmaxnreg): its two ring positions and its 64 x n fp32 accumulator.
+    Returns (acc, first_thread, mma_tile); mma_tile(nk) traces one tile's nk K-steps of
+    acc = a_of(s) @ b_of(s)^T over the ring stages s, waits for the last wgmma group, releases
+    its stage and multiplies acc by scale = (SA, SB) (per-tensor, fp8: SA[0] * SB[0]).
+
+    promote = P > 0 (fp8): wgmma sums P K-steps into a second tile `part`, which is then added
+    to acc, because Hopper's fp8 wgmma keeps only ~14 mantissa bits of its running sum.
+    each_step (the decode kernel, P = 1): add after every step with no traced test; the same
+    sums as P = 1, in the PTX that kernel has always had."""
+    cons = pipe.consumer(scope="warpgroup")
+    done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
+    acc = pg.tile.warpgroup.mma_accumulator((64, n), "float32")
+    part = pg.tile.warpgroup.mma_accumulator((64, n), "float32") if promote else acc
+    first_thread = tx % 128 == 0
+
+    def k_step(k, d, accumulate):
+        wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate)
+
+    def add_part():
+        pg.tile.warpgroup.gemm_wait(0)
+        pg.tile.warpgroup.add(acc, acc, part)
+
+    def mma_tile(nk):
+        if not promote:
+            for k in pg.serial(nk):
+                k_step(k, acc, k > 0)
+        else:       # every `promote` K-steps: the partial sum into fp32
+            pg.tile.warpgroup.zero(acc)
+            for k in pg.serial(nk):
+                if each_step:
+                    k_step(k, part, False)
+                    add_part()
+                else:
+                    k_step(k, part, k % promote != 0)
+                    with pg.if_((k % promote == promote - 1) | (k == nk - 1)):
+                        add_part()
+        pg.tile.warpgroup.gemm_wait(0)
+        done.release()
+        if scale is not None:                       # fp8: per-tensor dequantization
+            SA, SB = scale
+            pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
+    return acc, first_thread, mma_tile
+
+
+def store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread):
+    """The epilogue of consumer warpgroup c: its 64 rows x `boxes` 64-column boxes of acc,
+    cast to D's dtype through Cs[c * CB ..] (CB boxes per pass) and stored with TMA at rows
+    m0 + 64 c, columns n0.. (clipped at the matrix edge).  Each pass first waits until the
+    previous stores have read Cs."""
+    for h in range(boxes // CB):
+        with pg.if_(first_thread):
+            pg.tile.thread.async_wait(0, read=True, kind="bulk")
+        pg.named_barrier(4 + c, 128)
+        for j in range(CB):
+            col = (h * CB + j) * 64
+            pg.tile.warpgroup.cast(Cs[c * CB + j, 0:64, 0:64], acc[0:64, col:col + 64])
+        pg.ptx.fence.proxy_async()
+        pg.named_barrier(4 + c, 128)
+        with pg.if_(first_thread):
+            for j in range(CB):
+                col = (h * CB + j) * 64
+                pg.tile.thread.copy_async(
+                    D[m0 + 64 * c:m0 + 64 * c + 64, n0 + col:n0 + col + 64],
+                    Cs[c * CB + j:c * CB + j + 1, 0:64, 0:64])
+            pg.tile.thread.async_commit(kind="bulk")
