@@ -404,14 +404,16 @@ class PrimFunc:
             return run_deep(TEXT.func, self)
 
 
-def traced_statements(body):
+def traced_statements(body) -> list:
     """Every statement of ``body`` and of the loops and branches in it, in no promised order,
     without descending into Lowered (a tile op's library statements): what the user's trace
-    holds.  Iterative, so a deeply nested kernel costs no recursion."""
-    stack = [body]
+    holds.  Iterative, so a deeply nested kernel costs no recursion; a list, not a
+    generator, since every build scans it (a generator resumes once per statement)."""
+    out, stack = [], [body]
     while stack:
-        for s in stack.pop():
-            yield s
+        stmts = stack.pop()
+        out += stmts
+        for s in stmts:
             t = type(s)
             if t is For or t is While:
                 stack.append(s.body)
@@ -419,6 +421,7 @@ def traced_statements(body):
                 stack.append(s.then)
                 if s.else_:
                     stack.append(s.else_)
+    return out
 
 
 def walk(body, fn):

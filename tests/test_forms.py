@@ -328,3 +328,25 @@ def test_import_ptxgen_leaves_jinja_out():
                           "sys.modules if m.split('.')[0] in ('jinja2', 'markupsafe')))"],
                          env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_form_used_again_formats_as_str_format_does():
+    """A Form compiles into an f-string function on its second use: for every shipped text,
+    that function gives str.format's text, operands of any type, unnamed operands ignored."""
+    import string
+
+    class Reg:
+        def __format__(self, spec):
+            return "%r7"
+
+    for text in forms.FORMS.values():
+        names = {f for _, f, _, _ in string.Formatter().parse(text) if f}
+        if any(not n.isidentifier() for n in names):
+            continue
+        ops = {n: (Reg() if i % 3 == 0 else i if i % 3 == 1 else f"x{i}")
+               for i, n in enumerate(sorted(names))}
+        f = forms.Form(text)
+        want = str.format(text, **ops)
+        assert f.format(**ops, unused=1) == want          # first use: str.format
+        assert f.format(**ops, unused=1) == want          # then compiled
+        assert "format" in vars(f) and f.format(**ops) == want   # the compiled one

@@ -115,7 +115,8 @@ class AddressEmitter:
 
     def _plan(self, buf) -> tuple:
         """(element bytes, strides) of a buffer, once: row-major strides innermost last, in
-        bytes, or in elements (an Expr) past a symbolic extent; None for a layout."""
+        bytes, or in elements (an Expr) past a symbolic extent; None for a layout.  Also its
+        extents for the in-line bounds test of loads and stores (_exts)."""
         dt = buf.dtype
         bits = dt.storage_bits
         if bits < 8:
@@ -124,13 +125,15 @@ class AddressEmitter:
         nb = bits // 8
         strides = None
         shape = buf.shape
-        # the extents for the in-line bounds test of loads and stores
         exts = shape if shape and type(shape[0]) is int else None
         if buf.layout is None:
-            strides = [s * nb if type(s) is int else s
-                       for s in row_major_strides(buf.shape, mul=_stride_mul)]
-            if exts is not None and not set(map(type, shape[1:])) <= PLAIN_INT:
-                exts = None   # a symbolic inner extent
+            if set(map(type, shape)) <= PLAIN_INT:   # int extents: the strides in bytes at once
+                strides = row_major_strides(shape, inner=nb)
+            else:
+                strides = [s * nb if type(s) is int else s
+                           for s in row_major_strides(shape, mul=_stride_mul)]
+                if exts is not None:
+                    exts = None   # a symbolic inner extent
         if exts is None:   # a symbolic extent: infinite (only the lower bound 0 is known)
             exts = tuple([e if type(e) is int else math.inf for e in shape])
         self._exts[buf.uid] = exts
@@ -139,7 +142,8 @@ class AddressEmitter:
 
     def _view_base(self, buf) -> Affine:
         """Bytes from the root storage to a view's data pointer.  Cached per view (its pointer
-        never changes) and per structural pointer, so views of one pointer share the form."""
+        never changes) and per structural pointer (parent uid, index keys), so views of one
+        pointer share the form; both in _bases, whose keys are ints and tuples."""
         hit = self._bases.get(buf.uid)
         if hit is None:
             p = buf.data
@@ -148,9 +152,9 @@ class AddressEmitter:
             else:
                 pidx = tuple([self.an.simplify(i) for i in p.indices])
                 key = (p.buffer.uid, tuple([expr_key(i) for i in pidx]))
-                hit = self._off_cache.get(key)
+                hit = self._bases.get(key)
                 if hit is None:
-                    hit = self._off_cache[key] = self.offset_affine(p.buffer, pidx)
+                    hit = self._bases[key] = self.offset_affine(p.buffer, pidx)
             self._bases[buf.uid] = hit
         return hit
 

@@ -20,6 +20,14 @@ from ..dtypes import reg_class
 from .values import ValueEmitter
 
 class Codegen(ValueEmitter, MemoryEmitter):
+    """One build's emitter.  Its instances keep at most 30 attribute names (with the mixins'):
+    CPython 3.11 stores that many per class in an instance's inline values, and past them
+    every instance gets a dict of its own, on which each `self.x` of the emitter takes the
+    slow lookup.  So state that only some kernels need is a class default, set on the
+    instance that uses it (whole_program here, the mixins' _escapes and _tree_memo)."""
+
+    whole_program = False   # an instruction ptxas keeps only in whole-program mode
+
     def __init__(self, func, target: Target, debug_bounds: bool = False):
         self.func = func
         self.debug_bounds = debug_bounds
@@ -30,7 +38,6 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self._marks: list = [(0, -1)]   # (first body line, index into self.stmts) per statement
         self.stmts: list = []           # (statement text, user src)
         self.ptx_version = target.min_ptx
-        self.whole_program = False     # an instruction ptxas keeps only in whole-program mode
         self.labels = 0
         self.names: set = set()
         self.decls: list[str] = []
@@ -272,10 +279,10 @@ class Codegen(ValueEmitter, MemoryEmitter):
         return self.val(self.an.simplify(o))   # a local element is its register (writable)
 
     # ---- module -------------------------------------------------------------------
-    def params(self) -> list[str]:
+    def params(self, names: dict) -> list[str]:
         out = []
         for p in self.func.params:
-            name = self.param_names[p]
+            name = names[p]
             if p.kind == "tensor":
                 out.append("    " + form("param_ptr").format(align=p.buffer.align, name=name))
             elif p.kind == "tmap":
@@ -284,11 +291,12 @@ class Codegen(ValueEmitter, MemoryEmitter):
                 out.append("    " + form("param", p.var.dtype.ptx.param).format(name=name))
         return out
 
-    def entry(self):
-        """Bind params: load scalars, cvta tensor pointers to the global window."""
+    def entry(self, names: dict):
+        """Bind params (`names`: their sanitized names): load scalars, cvta tensor pointers to
+        the global window."""
         lines = self.lines   # emit, inline
         for p in self.func.params:
-            name = self.param_names[p]
+            name = names[p]
             if p.kind == "tensor":
                 r = self.new_reg("b64")
                 lines.append("    " + form("ld_param", "u64").format(d=r, a=name))
@@ -312,10 +320,10 @@ class Codegen(ValueEmitter, MemoryEmitter):
     def run(self) -> str:
         f = self.func
         self.kernel_name = sanitize(f.name, self.names)
-        self.param_names = {p: sanitize(p.name, self.names) for p in f.params}
+        param_names = {p: sanitize(p.name, self.names) for p in f.params}
         self.stmts.append(("(kernel entry: parameters)", ""))
         self._mark(0)
-        self.entry()
+        self.entry(param_names)
         self.body(f.body)
         self.finish_memory()
         bx, by, bz = (tuple(f.block) + (1, 1, 1))[:3]
@@ -332,7 +340,8 @@ class Codegen(ValueEmitter, MemoryEmitter):
         return render_module(
             ptxgen_version=_version, arch=self.target.arch,
             ptx_version="%d.%d" % self.ptx_version, name=self.kernel_name,
-            module_decls=self.module_decls, params=self.params(), directives=directives,
+            module_decls=self.module_decls, params=self.params(param_names),
+            directives=directives,
             decls=decls, body="\n".join(self.lines), tail="\n".join(self.tail))
 
 

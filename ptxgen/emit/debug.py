@@ -18,6 +18,7 @@ class BoundsChecks:
     """Mixin for Codegen (needs val, an, emit, label, new_reg, module_decls, tail, names)."""
 
     _escapes = None     # raw PTX that leaves the straight path (ret, bra, ...): no proofs
+    _tree_memo = None   # id(index node) -> (node, bounds), made by the first compound index
 
     def check_indices(self, buf, indices, lanes: int = 1, aff=None):
         """Indices of an access that the facts do not confirm in bounds are suspects for
@@ -77,9 +78,12 @@ class BoundsChecks:
         for the whole build (the copies of an unrolled body share x and differ in c; facts
         never change once a variable is bound, and a dead variable is never used again)."""
         if e.op in ("add", "sub") and type(e.b) is Const and type(e.b.value) is int:
-            hit = self._tree_memo.get(id(e.a))
+            memo = self._tree_memo
+            if memo is None:
+                memo = self._tree_memo = {}
+            hit = memo.get(id(e.a))
             if hit is None:
-                hit = self._tree_memo[id(e.a)] = (e.a, self.an.bounds(e.a))
+                hit = memo[id(e.a)] = (e.a, self.an.bounds(e.a))
             lo, hi = hit[1]
             c = e.b.value if e.op == "add" else -e.b.value
             return (None if lo is None else lo + c, None if hi is None else hi + c)

@@ -34,12 +34,9 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         self.local_regs: dict[int, list] = {}   # register-resident local buffers
         self.smem_static = 0
         self.smem_allocs = []     # (bytes, name, src) of each static shared allocation
-        self.local_in_regs = self.func.register_buffers   # decided by passes.lower
-        self._off_cache: dict = {}              # (parent uid, index keys) -> view base
-        self._bases: dict = {}                  # view uid -> byte offset of its data pointer
-        self._plans: dict = {}                  # buffer uid -> (element bytes, byte strides)
-        self._exts: dict = {}                   # buffer uid -> int extents (see _plan)
-        self._tree_memo: dict = {}              # id(index node) -> (node, bounds)
+        self._bases: dict = {}     # view uid, or (parent uid, index keys) -> view base offset
+        self._plans: dict = {}     # buffer uid -> (element bytes, byte strides)
+        self._exts: dict = {}      # buffer uid -> int extents (see _plan)
         self.debug_bounds = getattr(self, "debug_bounds", False)
 
     # ---- storage ----------------------------------------------------------------
@@ -48,7 +45,7 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         scope = buf.scope
         if scope == "local":
             n = buf.span_elems()
-            if buf.uid in self.local_in_regs:
+            if buf.uid in self.func.register_buffers:   # decided by passes.lower
                 cls = reg_class(buf.dtype) if buf.dtype.bits >= 8 or buf.dtype == BOOL else "b32"
                 self.local_regs[buf.uid] = [self.new_reg(cls) for _ in range(n)]
                 return

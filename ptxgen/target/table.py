@@ -139,7 +139,10 @@ MODIFIER_PTX = (("L1::", (7, 4)), ("L2::", (7, 4)), ("shared::cta", (7, 8)),
                 ("shared::cluster", (7, 8)))
 
 
+@lru_cache(maxsize=4096)
 def gate_for(opcode: str) -> Gate | None:
+    """The gate of an opcode's longest gated prefix (cached: the emitter asks it for every
+    instruction whose form it checks, and the table never changes)."""
     parts = opcode.split(".")
     for n in range(len(parts), 0, -1):
         g = _GATE_BY_PREFIX.get(".".join(parts[:n]))
