@@ -6,7 +6,7 @@ they work).  Here: the float64 reference and the error bound run_all checks them
 """
 import numpy as np
 
-from ptxgen.kernels.softmax import KERNELS, _online, make, plan, softmax  # noqa: F401
+from ptxgen.kernels.softmax import KERNELS, _online, make, softmax  # noqa: F401
 
 
 def reference(v):

@@ -32,6 +32,7 @@ from ptxgen.layout import S, TileLayout, tid
 
 from ._checks import ArgumentError, Meta, meta_of, numel, out_tensor, tensor
 from ._torch import compiling, empty_like, into, traced
+from .rmsnorm import plan as row_plan
 
 M = pg.var("M")
 LOG2E = 1.4426950408889634
@@ -39,23 +40,12 @@ INF = float("inf")
 IN_REGISTERS = 32          # elements per thread of a register-resident row
 
 
-def plan(n: int, bits: int, per_thread: int = 16):
-    """(V, T, R): vector width (16-byte accesses when n allows), threads (about
-    n / per_thread, 32..1024), vectors per thread."""
-    V = next(v for v in (128 // bits, 4, 2, 1) if n % v == 0 and v <= 128 // bits)
-    T = 32
-    while T < 1024 and T * per_thread < n:
-        T *= 2
-    R = -(-n // (T * V))
-    return V, T, R
-
-
 @lru_cache(maxsize=None)
 def make(n: int, dtype: str = "float32", per_thread: int = 16):
     """The kernel for rows of n elements: in registers when they fit (IN_REGISTERS
     elements per thread at most), else the online two-pass form in chunks."""
     bits = {"float16": 16, "bfloat16": 16, "float32": 32}[dtype]
-    V, T, R = plan(n, bits, per_thread)
+    V, T, R = row_plan(n, per_thread, max_per_thread=INF, bits=bits)   # rows of any n
     if R * V <= IN_REGISTERS:
         return _in_registers(n, dtype, V, T, R)
     return _online(n, dtype, V, T, max(V, per_thread // V * V))

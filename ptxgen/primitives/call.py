@@ -62,3 +62,16 @@ class Call:
         a = ", ".join(str(x) if isinstance(x, BufferRegion) else format_expr(x)
                       for x in self.args)
         return f"pg.tile.{self.scope.name}.{self.op}({a}) [{self.target}]"
+
+
+class RegionCall(Call):
+    """A call whose first two arguments are its destination and source regions (copies,
+    reductions)."""
+
+    @property
+    def dst(self):
+        return self.args[0]
+
+    @property
+    def src(self):
+        return self.args[1]

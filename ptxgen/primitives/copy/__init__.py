@@ -12,21 +12,13 @@ from functools import cached_property
 
 from ...errors import TraceError
 from ...ir import BufferRegion
-from ..call import Call
+from ..call import RegionCall
 from ..registry import dispatch, evaluate, tile_op
 from .common import analyze_side
 
 
-class CopyCall(Call):
+class CopyCall(RegionCall):
     """A copy's call: the two sides, analysed once from the regions' layout metadata."""
-
-    @property
-    def dst(self) -> BufferRegion:
-        return self.args[0]
-
-    @property
-    def src(self) -> BufferRegion:
-        return self.args[1]
 
     @property
     def dtype(self):

@@ -95,7 +95,7 @@ class LdsmPlan:
         moff = 0
         for i, (_, ms) in enumerate(self.loop):
             if (k >> i) & 1:
-                moff = _reg._add(moff, ms)
+                moff = _reg.add_terms(moff, ms)
         roff = self.reg.base + sum(((k >> i) & 1) * rs for i, (rs, _) in enumerate(self.loop))
         regs = []
         for j in range(self.x):
@@ -243,14 +243,14 @@ def emit_ldstmatrix(call):
     out = [Let(t, SpecialReg("laneid") if scope.name == "warp" else scope.tid,
                (0, scope.nthreads - 1))]
     row = Var("row", _dtype("int32"))
-    out.append(Let(row, _reg._add(mem.base, digits_offset(t, plan.addr_group, 0))))
+    out.append(Let(row, _reg.add_terms(mem.base, digits_offset(t, plan.addr_group, 0))))
     tmp = Buffer("ldsm_regs", (plan.x,), _dtype("uint32"), "local")
     out.append(Alloc(tmp))
     conts = reg_elems(tmp, 0, plan.x)
     vec = VecOperand(tuple(conts))      # braces even for .x1: ptxas wants a vector of 1
     for k in range(plan.count):
         moff, pairs = plan.instr(k)
-        ptr = flat_pointer(mem, element_address(mem, _reg._add(row, moff)))
+        ptr = flat_pointer(mem, element_address(mem, _reg.add_terms(row, moff)))
         moves = []
         for c, elems in zip(conts, pairs):
             rr = [_reg.reg_ref(reg, e) for e in elems]

@@ -39,7 +39,8 @@ def _axis_range(axis, T):
     return {"laneid": 32, "wid_in_wg": 4, "warpid": max(1, T // 32)}.get(axis, T)
 
 
-def _add(a, b):
+def add_terms(a, b):
+    """a + b, leaving out a constant 0 (no add instruction for it)."""
     if isinstance(a, int) and a == 0:
         return b
     if isinstance(b, int) and b == 0:
@@ -379,11 +380,11 @@ def emit_reg_plan(call, plan: RegPlan, hint=""):
     dt = call.dtype
     moves = []
     for regs, sd, m0 in plan.vectors:
-        off = _add(mem.base, toff)
+        off = add_terms(mem.base, toff)
         for d, (_, st) in zip(sd, plan.sym):
             if d:
-                off = _add(off, st * d)
-        off = _add(off, m0)
+                off = add_terms(off, st * d)
+        off = add_terms(off, m0)
         ptr = flat_pointer(mem, element_address(mem, off))
         ld, st = ld_st_pair(ptr, ptr, plan.bits, mem.space, mem.space, conts, hint)
         rr = [reg_ref(reg, r) for r in regs]

@@ -30,7 +30,7 @@ from functools import cached_property
 from ...errors import PtxgenError
 from ...ir import BufferRegion
 from ...target import has_opcode
-from ..call import Call
+from ..call import RegionCall
 from ..copy.common import Leaf, Side, analyze_side, refine
 from ..copy.reg import check_reg_side, thread_map, tmap_stride
 from ..registry import register
@@ -44,15 +44,7 @@ class ReduceRecord:
     scratch: object = None  # BufferRegion of shared scratch (cross-warp stage), or None
 
 
-class ReduceCall(Call):
-    @property
-    def dst(self) -> BufferRegion:
-        return self.args[0]
-
-    @property
-    def src(self) -> BufferRegion:
-        return self.args[1]
-
+class ReduceCall(RegionCall):
     @cached_property
     def structure(self):
         return structure(self.src, self.dst, self.record.axes, self.scope)

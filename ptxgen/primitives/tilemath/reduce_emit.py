@@ -16,7 +16,7 @@ from ...errors import PtxgenError
 from ...ir import (Barrier, BinOp, BOOL, Const, For, If, Let, Load, SpecialReg, Store, Var,
                    VecOperand)
 from ..copy.common import analyze_side
-from ..copy.reg import reg_ref
+from ..copy.reg import add_terms, reg_ref
 from .compute import Emit, convert
 
 INT32, U32 = dtype("int32"), dtype("uint32")
@@ -44,7 +44,7 @@ def _kept_linear(coords, src, axes):
     for d in reversed(range(len(ext))):
         if d in axes:
             continue
-        o = _add(o, coords[d] * mul if mul != 1 else coords[d])
+        o = add_terms(o, coords[d] * mul if mul != 1 else coords[d])
         mul *= ext[d]
     return o
 
@@ -178,7 +178,7 @@ def emit_reduce(call, use_redux=False):
         coords = []
         for a, elems in zip(accs, st.kept):
             _tree(E, op, a, [convert(reg_ref(side, m), rec.acc) for _, m in elems])
-            coords.append([_add(t, c) for t, c in zip(tpart, elems[0][0])])
+            coords.append([add_terms(t, c) for t, c in zip(tpart, elems[0][0])])
     else:
         coords = _mem_accumulate(E, call, st, accs, op, tid, axes)
     if st.lanes:
@@ -189,14 +189,6 @@ def emit_reduce(call, use_redux=False):
                     op, tid)
     _write(E, call, st, accs, coords, tid, axes)
     return pre + E.allocs() + E.stmts
-
-
-def _add(a, b):
-    if isinstance(a, int) and a == 0:
-        return b
-    if isinstance(b, int) and b == 0:
-        return a
-    return a + b
 
 
 def _mem_accumulate(E, call, st, accs, op, tid, axes):
@@ -218,7 +210,7 @@ def _mem_accumulate(E, call, st, accs, op, tid, axes):
     upd, coords = [], []
     for u, a in enumerate(accs):
         c = [0] * nd
-        _unravel(_add(tk_i, u * st.tk), [ext[d] for d in kd], kd, c)
+        _unravel(add_terms(tk_i, u * st.tk), [ext[d] for d in kd], kd, c)
         coords.append(list(c))
         _unravel(r, [ext[d] for d in rd], rd, c)
         x = Load(src.buffer, _src_indices(src, c), src.dtype)
