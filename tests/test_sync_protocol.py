@@ -419,6 +419,89 @@ def test_cp_async_under_a_runtime_guard_is_left_to_the_program():
     assert "cp.async.wait_group 0;" in ptx(pg.kernel(k, grid=(1,), block=(128,)))
 
 
+def seen_kernel(scope="warp", barrier=None, reads=None, n=None):
+    """Warp 0 copies T with cp.async (`scope` thread: thread 0 alone), commits and waits in
+    that scope (a warp's wait ends with bar.warp.sync; a thread's with nothing); `barrier`
+    ("cta", "named", "before": a CTA barrier between the commit and the wait) comes after it,
+    then the threads `reads` picks read T (all of them: a CTA copy)."""
+    def k(A: pg.Tensor((32, 64), "float32"), O: pg.Tensor((32, 64), "float32"), m: pg.int32):
+        tx = pg.thread_id(128)
+        T = pg.alloc_shared((32, 64), "float32", align=16)
+        sc = getattr(pg.tile, scope)
+        with pg.if_(tx < (32 if scope == "warp" else 1)):
+            sc.copy_async(T, A, dispatch="cp_async")                 # at: vis copy
+            sc.async_commit()
+            if barrier == "before":
+                pg.named_barrier(1, 32)
+            sc.async_wait(0)                                         # at: vis wait
+            if barrier == "named":
+                pg.named_barrier_arrive(1, 64)
+        if barrier == "cta":
+            pg.cta_sync()
+        if reads is None:
+            pg.tile.cta.copy(O, T)                                   # at: vis read
+        else:
+            with pg.if_(reads(tx, m)):
+                if barrier == "named":
+                    pg.named_barrier(1, 64)
+                pg.tile.thread.copy(O[0:1, 0:4], T[0:1, 0:4])        # at: vis part read
+    return pg.kernel(k, grid=(1,), block=(128,))
+
+
+def seen_message(read, readers):
+    return (f"{line_of(read)}: this reads shared tile 'T', written by cp.async copy_async at "
+            f"{line_of('vis copy')}, in {readers}, which did not issue it, with no barrier "
+            f"after the async_wait() at {line_of('vis wait')}: a wait makes a thread's own "
+            "copies visible to that thread only, so these threads may read the tile before the "
+            "copy lands (stale data); add pg.cta_sync() after the wait (or a named barrier "
+            "over the waiting and the reading threads)")
+
+
+def test_cp_async_read_by_other_warps_with_no_barrier_is_refused():
+    """A warp's wait (and its bar.warp.sync) covers that warp: warps 1..3 need a CTA barrier."""
+    with pytest.raises(TraceError) as e:
+        ptx(seen_kernel())
+    assert str(e.value) == seen_message("vis read", "threads 32..127")
+
+
+def test_cp_async_read_by_other_threads_after_a_thread_wait_is_refused():
+    with pytest.raises(TraceError) as e:
+        ptx(seen_kernel("thread", reads=lambda tx, m: tx < 32))
+    assert str(e.value) == seen_message("vis part read", "threads 1..31")
+    with pytest.raises(TraceError) as e:     # a barrier before the wait does not count
+        ptx(seen_kernel("warp", barrier="before", reads=lambda tx, m: tx < 64))
+    assert str(e.value) == seen_message("vis part read", "threads 32..63")
+
+
+def test_cp_async_read_after_the_wait_and_a_cta_barrier_builds():
+    assert "bar.sync 0;" in ptx(seen_kernel(barrier="cta"))
+    assert "bar.sync 0;" in ptx(seen_kernel("thread", barrier="cta"))
+
+
+def test_cp_async_read_after_a_named_barrier_over_both_sides_builds():
+    assert "bar.arrive 1, 64;" in ptx(seen_kernel(barrier="named",
+                                                  reads=lambda tx, m: (tx >= 32) & (tx < 64)))
+
+
+def test_cp_async_read_by_the_threads_that_issued_it_builds():
+    """The copying warp (its wait syncs the warp) or thread reads what it waited for."""
+    assert "bar.warp.sync" in ptx(seen_kernel(reads=lambda tx, m: tx < 32))
+    assert "cp.async.wait_group 0;" in ptx(seen_kernel("thread", reads=lambda tx, m: tx == 0))
+
+    def k(A: pg.Tensor((128, 4), "float32"), O: pg.Tensor((128, 4), "float32")):
+        tx = pg.thread_id(128)
+        T = pg.alloc_shared((128, 4), "float32", align=16)
+        pg.tile.thread.copy_async(T[tx:tx + 1, 0:4], A[tx:tx + 1, 0:4], dispatch="cp_async")
+        pg.tile.thread.async_commit()
+        pg.tile.thread.async_wait(0)
+        pg.tile.thread.copy(O[tx:tx + 1, 0:4], T[tx:tx + 1, 0:4])   # each thread its own row
+    assert "cp.async.wait_group 0;" in ptx(pg.kernel(k, grid=(1,), block=(128,)))
+
+
+def test_cp_async_read_under_a_runtime_guard_is_left_to_the_program():
+    assert "cp.async.wait_group 0;" in ptx(seen_kernel(reads=lambda tx, m: m > 0))
+
+
 # ---- wgmma: proxy fence and accumulator --------------------------------------------------------
 def wgmma_kernel(fence=True, wait=True):
     from ptxgen.primitives.tcgen05 import canonical_layout

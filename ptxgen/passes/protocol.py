@@ -17,7 +17,8 @@ Checked:
   - the arrivals a phase receives equal the init count (copies with mbar=, arrives), per
     loop iteration for a ring of barriers indexed by a stage;
   - shared tiles written by cp.async are read only after an async_commit and async_wait
-    that cover them, run by the threads that issued the copy (groups are per thread);
+    that cover them, run by the threads that issued the copy (groups are per thread), by
+    other threads only after a barrier that follows the wait;
   - tiles written by plain stores are fenced (fence.proxy.async) before wgmma reads them;
   - a wgmma accumulator is read only after a gemm_wait covering its group;
   - a tile written through cluster_view is read only after cluster_sync (or an mbarrier
@@ -56,7 +57,8 @@ class _Check(_Counts, _Paths, _CpGroups):
         # cp.async: buffer uid -> (name, src, issuing threads, the commit / wait they missed)
         self.cp_open: dict = {}       # written, uncommitted
         self.cp_groups: list = []     # [{uid: ...}] committed, not yet waited
-        self.cp_done: set = set()     # uids some completed cp.async wrote
+        self.cp_seen: dict = {}       # uid -> (name, src, threads it is visible to, wait src)
+        self.cp_bars, self.guards = {}, None   # named barrier id -> its threads; who reads
         self.dirty: dict = {}         # shared buffer uid -> src of a plain write not fenced
         self.wg_groups: list = []     # [(acc uid, name, src)] wgmma groups not yet waited
         self.peer_of: dict = {}       # cluster view uid -> the tile uid it maps
@@ -208,7 +210,7 @@ class _Check(_Counts, _Paths, _CpGroups):
             for e in [self.cp_open.get(u)] + [g[u] for g in self.cp_groups if u in g]:
                 if e is not None and e[3] is not None:    # threads a commit / wait missed
                     raise self._cp_missed(buf, e, e is self.cp_open.get(u), src)
-            if u not in self.cp_done:
+            if u not in self.cp_seen:
                 where = (self.cp_open.get(u) or next(g[u] for g in self.cp_groups if u in g))[1]
                 if u in self.cp_open:
                     how = "before async_commit() and async_wait()"
@@ -220,6 +222,7 @@ class _Check(_Counts, _Paths, _CpGroups):
                 raise _fail(src, f"this reads shared tile '{buf.name}', written by cp.async "
                                  f"copy_async at {where}, {how}: the copy may not have "
                                  f"landed (stale data); call {fix} before the read")
+        self._cp_visible(buf, src)
         for acc, name, gsrc in self.wg_groups:
             if acc == u:
                 raise _fail(src, f"this reads the wgmma accumulator '{name}' of the gemm_async "
@@ -237,8 +240,7 @@ class _Check(_Counts, _Paths, _CpGroups):
         stack = [e]
         while stack:
             x = stack.pop()
-            t = type(x)
-            if t is Load:
+            if type(x) is Load:
                 self._read(x.buffer, src)
             stack += subexpressions(x)
 
@@ -248,6 +250,7 @@ class _Check(_Counts, _Paths, _CpGroups):
         for s in body:
             t = type(s)
             src = s.src
+            self.guards = guards
             if t is If:
                 self._if(s, guards, loops)
             elif t is For:
@@ -271,6 +274,8 @@ class _Check(_Counts, _Paths, _CpGroups):
             elif t is Barrier:
                 if s.kind == "cta" and s.count is None and type(s.id) is int and s.id == 0:
                     self._cta_barrier()
+                elif self.cp_seen:
+                    self._cp_barrier(s, guards)
             elif t is Instr:
                 self._instr(s, guards, loops, bid)
             elif t is TileCall:
@@ -283,6 +288,7 @@ class _Check(_Counts, _Paths, _CpGroups):
     def _cta_barrier(self):
         for st in self.bars.values():
             st.pending = False
+        self._cp_sync(None)
 
     def _write(self, buf, src):
         scope = buf.root.scope
@@ -329,6 +335,7 @@ class _Check(_Counts, _Paths, _CpGroups):
                 par = ops[-1] if ".parity" in op else None
                 self._wait(ptr, par, src, guards, loops, bid, "this mbarrier wait")
                 self.dsmem.clear()
+                self._cp_sync(None)
             elif op.startswith("mbarrier.expect_tx"):
                 self._bar(ptr, src)
             else:
@@ -375,8 +382,9 @@ class _Check(_Counts, _Paths, _CpGroups):
                 else:   # a load with no mbarrier is cp.async (TMA and bulk need one)
                     self.cp_open[d.buffer.uid] = (d.buffer.name, src,
                                                   self._cp_threads(guards), None)
-                    self.cp_done.discard(d.buffer.uid)
-            else:
+                    self.cp_seen.pop(d.buffer.uid, None)
+            else:   # a bulk / TMA store: the scope synchronizes, then one thread reads
+                self._cp_scope(s.scope, guards)
                 self._read(sr.buffer, src)
             return
         if op == "async_commit":
@@ -391,10 +399,12 @@ class _Check(_Counts, _Paths, _CpGroups):
                 left = []
                 for g in self.cp_groups[:n]:
                     done, rest = self._cp_split(g, guards, src)
-                    self.cp_done.update(u for u in done if u not in rest)
+                    self._cp_landed(done, rest, src)
                     if rest:
                         left.append(rest)
                 self.cp_groups = left + self.cp_groups[n:]
+            if rec.sync:    # then the scope synchronizes (groups.emit_wait)
+                self._cp_scope(s.scope, guards)
             return
         if op == "gemm_async":
             acc = args[0]

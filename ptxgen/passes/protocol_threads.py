@@ -56,6 +56,13 @@ def _fail(src, msg):
     return TraceError(f"{src or '?'}: {msg}")
 
 
+def _some(who) -> str:
+    """A set of thread ids in words: thread 3, threads 32..127, 40 threads (1, ...)."""
+    lo, hi = min(who), max(who)
+    return (f"thread {lo}" if lo == hi else f"threads {lo}..{hi}" if hi - lo + 1 == len(who)
+            else f"{len(who)} threads ({lo}, ...)")
+
+
 class _Threads:
     """Which threads of the block run a statement, from its enclosing if_ conditions, when
     those depend on thread ids alone (lets of tid expressions are followed)."""
@@ -139,7 +146,13 @@ class _CpGroups:
     not run leaves their part of the copy uncommitted or in flight: a reader that a CTA-wide
     list would let through (a producer warp copies and commits, a consumer warp waits).  Each
     copy carries the threads that issued it, where thread ids decide them; where they do not
-    (a runtime guard), the commit or wait covers it, as before: never a guess."""
+    (a runtime guard), the commit or wait covers it, as before: never a guess.
+
+    A wait makes a thread's own copies visible to that thread only: `cp_seen` holds, for each
+    tile a completed copy wrote, the threads that may read it (its issuers, then each barrier
+    after the wait adds the threads of the barrier instances some of them took part in: the
+    wait's own scope sync, pg.warp_sync, named barriers by id; None: every thread, after
+    bar.sync 0, a cluster barrier or an mbarrier wait, a handshake not followed here)."""
 
     def _cp_threads(self, guards):
         try:
@@ -161,14 +174,77 @@ class _CpGroups:
             rest[u] = (name, wsrc, who - mine, src)
         return done, rest
 
+    def _cp_landed(self, done, rest, src):
+        """The copies a wait at `src` completes: visible to their issuing threads."""
+        for u, (name, wsrc, who, _) in done.items():
+            if u not in rest:
+                self.cp_seen[u] = (name, wsrc, who, src)
+
+    def _cp_sync(self, groups):
+        """A barrier: `groups` are the thread sets of its instances (None: every thread);
+        a copy visible to a thread of one becomes visible to all of it."""
+        for u, (name, wsrc, seen, wait) in self.cp_seen.items():
+            if seen is not None:
+                if groups is None:
+                    seen = None
+                else:
+                    for g in groups:
+                        if not g.isdisjoint(seen):
+                            seen = seen | g
+                self.cp_seen[u] = (name, wsrc, seen, wait)
+
+    def _cp_scope(self, scope, guards):
+        """The scope barrier an async_wait (sync=True) or a bulk / TMA store's prelude runs."""
+        n = _GROUP.get(scope)
+        if n != 1 and self.cp_seen:
+            self._cp_sync(None if n is None else self._cp_groups(guards, lambda t: t // n))
+
+    def _cp_barrier(self, s, guards):
+        """pg.warp_sync (each warp's running lanes) or a named barrier: its instances are the
+        threads of every bar.sync / bar.arrive on that id seen so far."""
+        if s.kind == "warp":
+            return self._cp_sync(self._cp_groups(guards, lambda t: t // 32))
+        key = (lambda t: s.id) if type(s.id) is int else \
+            (lambda t: self.threads._eval(s.id, t))
+        groups = self._cp_groups(guards, key, self.cp_bars)
+        self._cp_sync(groups)
+
+    def _cp_groups(self, guards, key, acc=None):
+        """The running threads grouped by `key(tid)` (merged into `acc` by key), or None
+        where thread ids do not decide them."""
+        try:
+            out = {}
+            for t in self.threads.running(guards):
+                out.setdefault(key(t), set()).add(t)
+        except _Unknown:
+            return None
+        if acc is None:
+            return list(out.values())
+        for k, g in out.items():
+            acc[k] = acc.get(k, frozenset()) | g
+        return [acc[k] for k in out]
+
+    def _cp_visible(self, buf, src):
+        """A read of a tile a completed copy wrote, by threads it is not visible to."""
+        e = self.cp_seen.get(buf.uid)
+        if e is None or not e[2]:     # every thread (None), or a copy no thread ran
+            return
+        readers = self._cp_threads(self.guards)
+        if readers is None or readers <= e[2]:
+            return
+        raise _fail(src, f"this reads shared tile '{buf.name}', written by cp.async copy_async "
+                         f"at {e[1]}, in {_some(readers - e[2])}, which did not issue it, with "
+                         f"no barrier after the async_wait() at {e[3]}: a wait makes a "
+                         f"thread's own copies visible to that thread only, so these threads "
+                         f"may read the tile before the copy lands (stale data); add "
+                         f"pg.cta_sync() after the wait (or a named barrier over the waiting "
+                         f"and the reading threads)")
+
     def _cp_missed(self, buf, e, uncommitted, src):
         _, wsrc, who, missed = e
         op = "async_commit" if uncommitted else "async_wait"
-        lo, hi = min(who), max(who)
-        some = (f"thread {lo}" if lo == hi else f"threads {lo}..{hi}" if hi - lo + 1 == len(who)
-                else f"{len(who)} threads ({lo}, ...)")
         return _fail(src, f"this reads shared tile '{buf.name}', written by cp.async copy_async "
-                          f"at {wsrc}, but the {op}() at {missed} does not run in {some}, "
+                          f"at {wsrc}, but the {op}() at {missed} does not run in {_some(who)}, "
                           f"which issued it: cp.async groups are per thread (commit_group and "
                           f"wait_group cover only the calling thread's copies), so their copies "
                           f"may not have landed (stale data); call async_commit() and "
