@@ -4,7 +4,8 @@ linked guard and loop chains."""
 from __future__ import annotations
 
 from ..errors import TraceError
-from ..ir import BinOp, Cast, Const, For, If, Let, Load, Not, Select, SpecialReg, Var, While, subexpressions
+from ..ir import (BinOp, Cast, Const, For, Let, Load, Not, Select, SpecialReg, Var,
+                  subexpressions, traced_statements)
 
 
 _SHARED = ("shared", "shared.dyn")
@@ -68,21 +69,10 @@ class _Threads:
     those depend on thread ids alone (lets of tid expressions are followed)."""
 
     def __init__(self, body, block):
-        self.binds = {}
         self.block = block
-        self.memo = {}
-        stack = [body]
-        while stack:
-            for s in stack.pop():
-                t = type(s)
-                if t is Let:
-                    self.binds[s.var.uid] = s.value
-                elif t is For or t is While:
-                    stack.append(s.body)
-                elif t is If:
-                    stack.append(s.then)
-                    if s.else_:
-                        stack.append(s.else_)
+        self.memo = {}        # guard chain -> the thread ids running under it
+        self.one = {}         # (id(guard), polarity) -> the thread ids it lets through
+        self.binds = {s.var.uid: s.value for s in traced_statements(body) if type(s) is Let}
 
     def _eval(self, e, tid):
         t = type(e)
@@ -117,6 +107,46 @@ class _Threads:
             return self._eval(e.t if self._eval(e.cond, tid) else e.f, tid)
         raise _Unknown(type(e).__name__)
 
+    def _values(self, e, n):
+        """e's value in each of threads 0..n-1 as a list (one value where it does not depend
+        on the thread): _eval over the whole block at once, one Python step per operation
+        instead of one per operation and thread.  A select evaluates per thread, as only its
+        taken side may be defined."""
+        t = type(e)
+        if t is Const:
+            return e.value
+        if t is SpecialReg:
+            if e.name == "tid.x":
+                return list(range(n))
+            if e.name == "laneid":
+                return [i % 32 for i in range(n)]
+            if e.name in ("tid.y", "tid.z"):
+                return 0
+            raise _Unknown(e.name)
+        if t is Var:
+            v = self.binds.get(e.uid)
+            if v is None:
+                raise _Unknown(e.name)
+            return self._values(v, n)
+        if t is BinOp:
+            f = _OPS.get(e.op)
+            if f is None:
+                raise _Unknown(e.op)
+            a, b = self._values(e.a, n), self._values(e.b, n)
+            if e.op in ("floordiv", "floormod") and (0 in b if type(b) is list else not b):
+                raise _Unknown("division by zero")
+            if type(a) is list:
+                return list(map(f, a, b)) if type(b) is list else [f(x, b) for x in a]
+            return [f(a, y) for y in b] if type(b) is list else f(a, b)
+        if t is Not:
+            a = self._values(e.a, n)
+            return [not x for x in a] if type(a) is list else not a
+        if t is Cast:
+            return self._values(e.a, n)
+        if t is Select:
+            return [self._eval(e, i) for i in range(n)]
+        raise _Unknown(type(e).__name__)
+
     def running(self, guards) -> list:
         """The thread ids (x; the block must be 1-D) that satisfy every guard."""
         guards = _chain(guards)
@@ -126,9 +156,28 @@ class _Threads:
             bx, by, bz = self.block
             if by * bz != 1 and guards:
                 raise _Unknown("a 2-D or 3-D block")
-            r = [t for t in range(bx)
-                 if all(bool(self._eval(c, t)) == pol for c, pol in guards)]
-            self.memo[key] = r
+            ids = range(bx)
+            for c, pol in guards:     # chains share guards: each is evaluated once
+                through = self._through(c, pol, bx)
+                ids = [t for t in ids if t in through]
+            r = self.memo[key] = list(ids)
+        return r
+
+    def _through(self, c, pol, bx) -> frozenset:
+        """The thread ids for which guard c is `pol`; what it cannot decide is raised again
+        from the memo."""
+        k = (id(c), pol)
+        r = self.one.get(k)
+        if r is None:
+            try:
+                v = self._values(c, bx)
+                r = frozenset(t for t, x in enumerate(v) if bool(x) == pol) \
+                    if type(v) is list else frozenset(range(bx)) if bool(v) == pol else frozenset()
+            except _Unknown as e:
+                r = e
+            self.one[k] = r
+        if isinstance(r, _Unknown):
+            raise r
         return r
 
     def instances(self, guards, scope) -> int:
