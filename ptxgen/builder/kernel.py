@@ -232,7 +232,7 @@ class Kernel:
         ``ptxgen.kernels``).  Without ``stream``, each call takes torch's current stream then.
         While a debug mode is on, calls go through ``k(...)`` itself."""
         plan = self._plan or self._make_plan()
-        return plan.prepare(args, kw, self, _debugging)
+        return plan.prepare(args, kw, self, ((_DEBUG, "bounds"), (syncdebug.MODE, "sync")))
 
     def _make_plan(self):
         with self._lock:
@@ -312,11 +312,6 @@ class _Built:
 
 
 _DEBUG = {"bounds": False}
-
-
-def _debugging() -> bool:
-    """Whether a debug mode that changes the build is on (prepared launches then defer)."""
-    return _DEBUG["bounds"] or syncdebug.enabled()
 
 
 def debug_bounds(on: bool = True) -> bool:

@@ -186,7 +186,7 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
                 run(xp, y.data_ptr(), float(eps))
             else:
                 run(xp, wp, y.data_ptr(), float(eps))
-            return into(out, y)
+            return y if out is None else into(out, y)
         if knobs:
             k = make(n, str(x.dtype)[6:], weighted=weight is not None, **knobs)
         if xp % 16:                                 # a view at an odd offset
@@ -198,5 +198,5 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
             if wp % 16 or not weight.is_contiguous():
                 weight = weight.contiguous().clone()
             k(x, weight, y2, float(eps), grid=grid)
-    return into(out, y)
+    return y if out is None else into(out, y)
 

@@ -35,17 +35,18 @@ _U64, _U32, _BOOL = _dtype("uint64"), _dtype("uint32"), _dtype("bool")
 # what the host reads back (runtime/syncdebug.py gets it from the builder: no import)
 RECORD = {"symbol": SYMBOL, "magic": MAGIC, "limit_ns": LIMIT_NS}
 
-_MODE = {"sync": "sync" in os.environ.get("PTXGEN_DEBUG", "").replace(",", " ").split()}
+MODE = {  # read by prepared launches too (Kernel.prepare)
+    "sync": "sync" in os.environ.get("PTXGEN_DEBUG", "").replace(",", " ").split()}
 
 
 def enabled() -> bool:
-    return _MODE["sync"]
+    return MODE["sync"]
 
 
 def set_sync(on: bool) -> bool:
     """Switch the mode; returns the previous setting (kernels rebuild on their next use)."""
-    prev = _MODE["sync"]
-    _MODE["sync"] = bool(on)
+    prev = MODE["sync"]
+    MODE["sync"] = bool(on)
     return prev
 
 

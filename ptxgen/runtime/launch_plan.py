@@ -116,12 +116,13 @@ class LaunchPlan:
         launcher.launch(values, user, (self.grid_fn or func.grid) if grid is None else grid,
                         func.block if block is None else block, stream, dynamic_smem_bytes)
 
-    def prepare(self, args, kw, launch, debugging):
+    def prepare(self, args, kw, launch, debug_flags):
         """A launch for arguments like ``args`` with the launch options in ``kw``, every value
         but the inputs resolved now (``Launcher.prepared``): checks as a launch makes them,
         the device's build and module, dims, shared memory, stream.  ``launch`` is the
         kernel's own call, which the prepared launch falls back on (``general``: the same
-        options, the prepared symbols by keyword)."""
+        options, the prepared symbols by keyword) while any of ``debug_flags`` ((mapping,
+        key) pairs: the debug modes that change a build) is on."""
         kw = dict(kw)
         opts = {k: kw.pop(k) for k in ("grid", "block", "stream", "dynamic_smem_bytes")
                 if kw.get(k) is not None}
@@ -138,7 +139,7 @@ class LaunchPlan:
         f = self.func
         return launcher.prepared(values, user, opts.get("grid", self.grid_fn or f.grid),
                                  opts.get("block", f.block), opts.get("stream"),
-                                 opts.get("dynamic_smem_bytes"), general, debugging)
+                                 opts.get("dynamic_smem_bytes"), general, debug_flags)
 
     def offer_fast(self, dev: int, launcher) -> None:
         """After a launch with no options on ``dev``: the generated fast launch

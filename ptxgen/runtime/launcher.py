@@ -149,20 +149,22 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
 
 
 def prepared_launch_path(L, inputs: list, values: list, dims: tuple, smem: int, stream,
-                         general, debugging):
+                         general, debug_flags=()):
     """The launch ``Launcher.prepared`` returns: one argument per kernel input (tensors as
     their device pointers, scalars as numbers), every other value fixed.  Per call it checks
     each pointer (an int, non-null, aligned) and packs the scalars (a value that does not fit
     is named by ``scalar_error``); anything it does not take, and every call while a debug
-    mode is on (``debugging()``), goes to ``general``: the kernel's own launch, which raises
-    the exact error or launches in that mode.  ``stream`` None: torch's current stream of the
-    device per call, as a launch without ``stream=`` takes it."""
+    mode is on (any ``mapping[key]`` of ``debug_flags``), goes to ``general``: the kernel's
+    own launch, which raises the exact error or launches in that mode.  ``stream`` None:
+    torch's current stream of the device per call, as a launch without ``stream=`` takes it."""
     binder = L.binder
     names = [f"a{j}" for j in range(len(inputs))]
     env = {"L": L, "tls": L._tls, "launch": L._launch, "handle": L.fn.handle,
-           "last": driver.last_kernel, "general": general, "debugging": debugging,
-           "DIMS": tuple(dims), "bf16": binder.bf16_scalar, "ts": _torch_stream,
-           "modules": _modules, "current": _torch_current_stream}
+           "last": driver.last_kernel, "general": general, "DIMS": tuple(dims),
+           "bf16": binder.bf16_scalar, "ts": _torch_stream, "modules": _modules,
+           "current": _torch_current_stream}
+    env.update((f"F{i}", flags) for i, (flags, _) in enumerate(debug_flags))
+    debugging = " or ".join(f"F{i}[{key!r}]" for i, (_, key) in enumerate(debug_flags))
     checks, exprs = [], [repr(v) for v in values]    # symbols keep their prepared values
     for j, p in enumerate(inputs):
         i = binder.index[p.name]
@@ -178,8 +180,9 @@ def prepared_launch_path(L, inputs: list, values: list, dims: tuple, smem: int, 
         get_stream = [f"    h = raw({L.device})"] if raw is not None else [
             "    raw = ts[1] if modules.get('torch') is ts[0] else current()",
             f"    h = 0 if raw is None else raw({L.device})"]
-    lines = [f"def launch_prepared({args}):", "    if debugging():",
-             f"        return general({args})"]
+    lines = [f"def launch_prepared({args}):"]
+    if debugging:
+        lines += [f"    if {debugging}:", f"        return general({args})"]
     if checks:
         lines += ["    if (" + "\n            or ".join(checks) + "):",
                   f"        return general({args})"]
@@ -305,7 +308,7 @@ class Launcher:
         self._submit(values, dims, smem, h)
 
     def prepared(self, values, user, grid, block, stream, dynamic_smem_bytes, general,
-                 debugging):
+                 debug_flags=()):
         """``prepared_launch_path`` for launches like this one (values bound by the Binder):
         the dims, dynamic shared memory and an explicit stream are resolved and checked here,
         once."""
@@ -320,7 +323,7 @@ class Launcher:
             h = stream if stream.__class__ is int and stream in _ANY_CONTEXT_STREAMS else \
                 self._checked_stream(stream)
         return prepared_launch_path(self, self.binder.inputs, values, g + b, smem, h, general,
-                                    debugging)
+                                    debug_flags)
 
     def launch_own(self, values, user) -> None:
         """``launch`` with the Kernel's own grid and block, its default dynamic shared memory
