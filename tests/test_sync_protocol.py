@@ -945,3 +945,27 @@ def test_a_branch_every_consumer_thread_takes_builds():
         with pg.if_(tx < 64):                        # thread 32, the consumer, always takes it
             cons.release()
     assert "mbarrier.try_wait" in ptx(branchy_ring(consume))
+
+
+def test_guards_are_evaluated_per_thread_with_selects_taking_one_side():
+    """The threads a guard lets through, evaluated over the whole block at once: a select
+    evaluates only the side each thread takes (the other divides by zero there)."""
+    from ptxgen.dtypes import dtype
+    from ptxgen.ir import BinOp, Const, Select, SpecialReg
+    from ptxgen.passes.protocol_threads import _Threads
+
+    i32, b = dtype("int32"), dtype("bool")
+    tid = SpecialReg("tid.x")
+    lane = SpecialReg("laneid")
+    # tid < 32 ? 64 // (32 - tid) : tid % 7   -- the true side divides by zero for tid = 32
+    picked = Select(BinOp("lt", tid, Const(32), b),
+                    BinOp("floordiv", Const(64), BinOp("sub", Const(32), tid, i32), i32),
+                    BinOp("floormod", tid, Const(7), i32), i32)
+    guard = BinOp("eq", picked, Const(2), b)
+    odd_lane = BinOp("eq", BinOp("floormod", lane, Const(2), i32), Const(1), b)
+    th = _Threads([], (64, 1, 1))
+    want = [t for t in range(64) if (64 // (32 - t) if t < 32 else t % 7) == 2]
+    assert th.running((guard, True, None)) == want
+    assert th.running((odd_lane, False, (guard, True, None))) == \
+        [t for t in want if t % 32 % 2 == 0]
+    assert th.value(picked, 40) == 5 and th.value(Const(3), 7) == 3

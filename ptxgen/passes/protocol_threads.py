@@ -74,15 +74,19 @@ class _Threads:
         self.one = {}         # (id(guard), polarity) -> the thread ids it lets through
         self.binds = {s.var.uid: s.value for s in traced_statements(body) if type(s) is Let}
 
-    def _eval(self, e, tid):
+    def _values(self, e, ids):
+        """e's value in each thread of `ids` as a list in that order (one value where it does
+        not depend on the thread): the whole block at once, one Python step per operation.
+        A select evaluates each side over the threads that take it only, since the other side
+        may be undefined there (a division by zero)."""
         t = type(e)
         if t is Const:
             return e.value
         if t is SpecialReg:
             if e.name == "tid.x":
-                return tid
+                return list(ids)
             if e.name == "laneid":
-                return tid % 32
+                return [i % 32 for i in ids]
             if e.name in ("tid.y", "tid.z"):
                 return 0
             raise _Unknown(e.name)
@@ -90,62 +94,38 @@ class _Threads:
             v = self.binds.get(e.uid)
             if v is None:
                 raise _Unknown(e.name)
-            return self._eval(v, tid)
+            return self._values(v, ids)
         if t is BinOp:
             f = _OPS.get(e.op)
             if f is None:
                 raise _Unknown(e.op)
-            a, b = self._eval(e.a, tid), self._eval(e.b, tid)
-            if e.op in ("floordiv", "floormod") and not b:
-                raise _Unknown("division by zero")
-            return f(a, b)
-        if t is Not:
-            return not self._eval(e.a, tid)
-        if t is Cast:
-            return self._eval(e.a, tid)
-        if t is Select:
-            return self._eval(e.t if self._eval(e.cond, tid) else e.f, tid)
-        raise _Unknown(type(e).__name__)
-
-    def _values(self, e, n):
-        """e's value in each of threads 0..n-1 as a list (one value where it does not depend
-        on the thread): _eval over the whole block at once, one Python step per operation
-        instead of one per operation and thread.  A select evaluates per thread, as only its
-        taken side may be defined."""
-        t = type(e)
-        if t is Const:
-            return e.value
-        if t is SpecialReg:
-            if e.name == "tid.x":
-                return list(range(n))
-            if e.name == "laneid":
-                return [i % 32 for i in range(n)]
-            if e.name in ("tid.y", "tid.z"):
-                return 0
-            raise _Unknown(e.name)
-        if t is Var:
-            v = self.binds.get(e.uid)
-            if v is None:
-                raise _Unknown(e.name)
-            return self._values(v, n)
-        if t is BinOp:
-            f = _OPS.get(e.op)
-            if f is None:
-                raise _Unknown(e.op)
-            a, b = self._values(e.a, n), self._values(e.b, n)
+            a, b = self._values(e.a, ids), self._values(e.b, ids)
             if e.op in ("floordiv", "floormod") and (0 in b if type(b) is list else not b):
                 raise _Unknown("division by zero")
             if type(a) is list:
                 return list(map(f, a, b)) if type(b) is list else [f(x, b) for x in a]
             return [f(a, y) for y in b] if type(b) is list else f(a, b)
         if t is Not:
-            a = self._values(e.a, n)
+            a = self._values(e.a, ids)
             return [not x for x in a] if type(a) is list else not a
         if t is Cast:
-            return self._values(e.a, n)
+            return self._values(e.a, ids)
         if t is Select:
-            return [self._eval(e, i) for i in range(n)]
+            c = self._values(e.cond, ids)
+            if type(c) is not list:
+                return self._values(e.t if c else e.f, ids)
+            sides = []
+            for side, want in ((e.t, True), (e.f, False)):
+                mine = [i for i, x in zip(ids, c) if bool(x) == want]
+                v = self._values(side, mine) if mine else []
+                sides.append(iter(v if type(v) is list else [v] * len(mine)))
+            return [next(sides[0]) if x else next(sides[1]) for x in c]
         raise _Unknown(type(e).__name__)
+
+    def value(self, e, tid):
+        """e's value in thread `tid` (a named barrier's id, ...)."""
+        v = self._values(e, [tid])
+        return v[0] if type(v) is list else v
 
     def running(self, guards) -> list:
         """The thread ids (x; the block must be 1-D) that satisfy every guard."""
@@ -170,7 +150,7 @@ class _Threads:
         r = self.one.get(k)
         if r is None:
             try:
-                v = self._values(c, bx)
+                v = self._values(c, range(bx))
                 r = frozenset(t for t, x in enumerate(v) if bool(x) == pol) \
                     if type(v) is list else frozenset(range(bx)) if bool(v) == pol else frozenset()
             except _Unknown as e:
@@ -254,7 +234,7 @@ class _CpGroups:
         if s.kind == "warp":
             return self._cp_sync(self._cp_groups(guards, lambda t: t // 32))
         key = (lambda t: s.id) if type(s.id) is int else \
-            (lambda t: self.threads._eval(s.id, t))
+            (lambda t: self.threads.value(s.id, t))
         groups = self._cp_groups(guards, key, self.cp_bars)
         self._cp_sync(groups)
 
