@@ -8,21 +8,8 @@ import pytest
 
 import ptxgen as pg
 from ptxgen.errors import LaunchError
-from ptxgen.runtime import clear_memory_cache
-from _fakecuda import FLOAT32, FakeDriver, FakeTorchTensor, install, install_fake_torch, \
-    register_torch_dtypes, scale_kernel
-
-
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
-    clear_memory_cache()
-    f = install(monkeypatch, FakeDriver(archs=((9, 0), (9, 0))))
-    register_torch_dtypes(monkeypatch)
-    f.torch_stream = {0: 0, 1: 0}
-    install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: f.torch_stream[dev])
-    f.param_bytes = 20
-    return f
+from _fakecuda import FLOAT32, FakeTorchTensor, scale_kernel
+from test_launch_fast import fake  # noqa: F401  (the stand-in driver and torch, as a fixture)
 
 
 def T(fake, device, n=256, offset=0):
