@@ -607,21 +607,23 @@ def test_ldmatrix_layout_is_the_mma_a_fragment():
 
 
 def simulate_ldsm(plan, T):
-    """{(thread, register) -> shared offset} under PTX ldmatrix/stmatrix semantics."""
+    """{(thread, register) -> shared offset} under PTX ldmatrix/stmatrix semantics: a lane's
+    32 bits of a matrix are 2 16-bit elements or, for 8-bit plans, 4 bytes in memory order."""
     out = {}
+    per = 2 if plan.byte is None else 4          # elements in one lane's 32 bits
     for k in range(plan.count):
         _, pairs = plan.instr(k)
         for w in range(T // 32):
             rows = [[plan.row_offset(w * 32 + j * 8 + r, k) for r in range(8)]
                     for j in range(plan.x)]
             for j in range(plan.x):
-                assert all(a % 8 == 0 for a in rows[j])           # 16-byte aligned rows
+                assert all(a % (4 * per) == 0 for a in rows[j])   # 16-byte aligned rows
                 for lane in range(32):
-                    for p in range(2):
+                    for p in range(per):
                         if plan.trans:
                             m = rows[j][2 * (lane % 4) + p] + lane // 4
                         else:
-                            m = rows[j][lane // 4] + 2 * (lane % 4) + p
+                            m = rows[j][lane // 4] + per * (lane % 4) + p
                         key = (w * 32 + lane, pairs[j][p])
                         assert key not in out
                         out[key] = m
@@ -718,3 +720,33 @@ def test_reg_property_random_layouts(draw, mem, pad):
     else:
         assert table.chosen == "ldstmatrix"
         assert simulate_ldsm(table.call.plan(plan_ldsm)[0], 32) == want
+
+
+@pytest.mark.parametrize("roles", [["r1", "r0", "l0", "l1", "l4", "l3", "l2"],
+                                   ["r0", "r1", "l0", "l1", "l4", "l3", "l2"]])
+def test_ldmatrix_of_bytes_in_either_register_order_moves_the_data(roles):
+    """8-bit ldmatrix whose register order of a lane's 4 bytes differs from memory's (r1
+    innermost): ptxsim runs global -> shared -> ldmatrix -> registers -> global and gets the
+    tile back, and the plan model agrees."""
+    from support.ptxsim import run
+
+    lay, _ = _layout_from_roles(0, 7, roles)
+    got = []
+
+    @pg.kernel(grid=(1,), block=(32,))
+    def k(A: pg.Tensor((1, 128), "int8"), B: pg.Tensor((1, 128), "int8")):
+        pg.thread_id(32)
+        M = pg.alloc_shared((1, 128), "int8")
+        R = pg.alloc_local((1, 128), "int8", layout=lay)
+        pg.tile.warp.copy(M[0:1, 0:128], A[0:1, 0:128])
+        pg.cta_sync()
+        got.append(pg.tile.explain("copy", R[:, :], M[0:1, 0:128], scope="warp"))
+        pg.tile.warp.copy(R[:, :], M[0:1, 0:128])
+        pg.tile.warp.copy(B[0:1, 0:128], R[:, :])
+    assert "ldmatrix.sync.aligned.m8n8" in k.ptx("sm_90a") and got[0].chosen == "ldstmatrix"
+    A = (np.arange(128) * 7 % 127).astype(np.int8).reshape(1, 128)
+    B = np.full((1, 128), -1, np.int8)
+    run(k, [A, B])
+    assert np.array_equal(A, B)
+    call = got[0].call
+    assert simulate_ldsm(call.plan(plan_ldsm)[0], 32) == truth(call.dst, call.src, "warp")
