@@ -365,7 +365,8 @@ def _never_exits(cond, body) -> str:
     reads only immutable values and local registers that nothing in the body writes (memory
     other threads may write, and raw branches out, leave it undecided)."""
     if type(cond) is Const:
-        why = "its condition is the constant True" if cond.value else ""
+        if not cond.value:
+            return ""
     else:
         regs, stack = set(), [cond]
         while stack:
@@ -379,9 +380,6 @@ def _never_exits(cond, body) -> str:
                                                             "laneid", "cluster")):
                 return ""      # clocks and other changing registers
             stack += subexpressions(e)
-        why = (f"its condition `{format_expr(cond)}` reads no value the body changes")
-    if not why:
-        return ""
     for s in traced_statements(body):
         t = type(s)
         if t is Instr:
@@ -403,7 +401,9 @@ def _never_exits(cond, body) -> str:
             a = s.args[0] if s.args else None
             if type(cond) is not Const and hasattr(a, "buffer") and a.buffer.root.uid in regs:
                 return ""
-    return why
+    if type(cond) is Const:
+        return "its condition is the constant True"
+    return f"its condition `{format_expr(cond)}` reads no value the body changes"
 
 
 def _converged(ctx, what: str, group: str, at):

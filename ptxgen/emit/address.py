@@ -17,7 +17,8 @@ import math
 from operator import itemgetter
 
 from ..errors import PtxgenError
-from ..ir import INT32, INT64, PLAIN_INT, BinOp, BufferPtr, Const, Expr, Var, expr_key
+from ..ir import (INT32, INT64, PLAIN_INT, BinOp, BufferPtr, Const, Expr, SpecialReg, Var,
+                  expr_key)
 from ..layout import row_major_strides
 from ..analysis.simplify import Affine
 from ..target.forms import form
@@ -25,6 +26,7 @@ from ..target.forms import form
 SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
           "shared.cluster": "shared::cluster"}
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
+_PURE = frozenset((Var, SpecialReg))   # atoms whose value val() keeps for the whole scope
 
 
 def _stride_mul(ext, stride):
@@ -189,6 +191,9 @@ class AddressEmitter:
             if type(atom) is Var and atom.dtype is aff.dtype:
                 # the index is a variable: once scaled, no operand needed
                 v = self.val(atom) if scaled is None else None
+            elif scaled is not None and all(type(t[0]) in _PURE for t in terms.values()):
+                # the scaled index is known, and so is its value: val would only look it up
+                v = None
             else:
                 aff.const = 0
                 if g != 1:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import PrimFunc
 from .lower import lower
 from . import syncdebug
-from .protocol import check_protocol
+from .protocol import check_cluster_arch, check_protocol
 from .tiles import lower_tiles
 
 
@@ -19,9 +19,12 @@ def prepare(func: PrimFunc, target) -> PrimFunc:
     if syncdebug.enabled():   # bounded waits (sync debug mode): the sites name what timed out
         body, sites = syncdebug.instrument(body)
         attrs = dict(attrs, sync_sites=sites)
-    body, registers, has_tiles = lower(body)
+    body, registers, has_tiles, has_sync = lower(body)
     unrolled = PrimFunc(func.name, func.params, body, func.grid, func.block,
                         func.dynamic_smem_bytes, func.dynamic_smem_reserve, attrs,
                         frozenset(registers))
-    check_protocol(unrolled, target)
+    if has_sync:
+        check_protocol(unrolled, target)
+    else:   # what check_protocol does for a kernel with nothing it follows, without its scan
+        check_cluster_arch(unrolled, target)
     return lower_tiles(unrolled, target) if has_tiles else unrolled

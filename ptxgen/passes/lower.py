@@ -142,14 +142,23 @@ def _subst_arg(a, m):
 def lower(body):
     """(body with every `pg.unroll` loop expanded into copies of its body, uids of the local
     buffers allocated in it whose every access has a constant element offset, whether it
-    holds a tile call).  A build needs all three, and one walk over the statements can
-    expand the loops and collect what the register decision reads.  Statements with no
-    unrolled loop inside are kept, not rebuilt; storage allocated outside `body` is already
-    placed, so only its own allocations are decided."""
-    allocated, accesses, exprs, tiles = set(), [], [], []
-    out = _walk(body, allocated, accesses, exprs, tiles)
+    holds a tile call, whether it holds anything the protocol check follows).  A build needs
+    all four, and one walk over the statements can expand the loops and collect what the
+    register decision reads.  Statements with no unrolled loop inside are kept, not rebuilt;
+    storage allocated outside `body` is already placed, so only its own allocations are
+    decided."""
+    allocated, accesses, exprs, tiles, syncs = set(), [], [], [], []
+    out = _walk(body, allocated, accesses, exprs, tiles, syncs)
+    has_sync = bool(syncs) or any(t.op in SYNC_TILE_OPS for t in tiles)
     return (list(body) if out is None else out), _registers(allocated, accesses, exprs), \
-        bool(tiles)
+        bool(tiles), has_sync
+
+
+# what the protocol check follows (passes/protocol.py): these tile ops, and instructions
+# whose opcode starts with one of these
+SYNC_TILE_OPS = frozenset(("copy_async", "async_commit", "async_wait", "gemm_async",
+                           "gemm_wait"))
+SYNC_OPCODES = ("mbarrier.", "mapa", "barrier.cluster")
 
 
 _LEAVES = frozenset((Const, Var, SpecialReg))
@@ -179,12 +188,13 @@ def _registers(allocated: set, accesses: list, exprs: list) -> set:
     return used - dynamic
 
 
-def _walk(body, allocated: set, accesses: list, exprs: list, tiles: list):
+def _walk(body, allocated: set, accesses: list, exprs: list, tiles: list, syncs: list):
     """One pre-order pass over body: expands its `pg.unroll` loops and collects, from the
     statements of the result, the uids of the local buffers they allocate, the accesses they
     make directly (buffer, indices; indices None where an address is taken) and the
-    expressions still to search for loads, and its tile calls.  Returns the new statement list, or None when
-    nothing changed (the list is copied on the first change)."""
+    expressions still to search for loads, its tile calls and its instructions of
+    SYNC_OPCODES.  Returns the new statement list, or None when nothing changed (the list is
+    copied on the first change)."""
     out = None
     for s in body:
         t = type(s)
@@ -197,27 +207,30 @@ def _walk(body, allocated: set, accesses: list, exprs: list, tiles: list):
         elif t is For:
             if s.kind == "unroll":
                 copies = _expand(s)
-                _walk(copies, allocated, accesses, exprs, tiles)   # nothing left to expand: a scan
+                # nothing left to expand: a scan
+                _walk(copies, allocated, accesses, exprs, tiles, syncs)
                 if out is None:
                     out = list(body[:body.index(s)])
                 out += copies
                 continue
             exprs.append(s.start)
             exprs.append(s.stop)
-            inner = _walk(s.body, allocated, accesses, exprs, tiles)
+            inner = _walk(s.body, allocated, accesses, exprs, tiles, syncs)
             if inner is not None:
                 if out is None:
                     out = list(body[:body.index(s)])
                 s = For(s.var, s.start, s.stop, s.step, s.kind, inner, src=s.src)
         elif t is Instr:   # _registers reads into Mem and VecOperand operands
             exprs += s.operands
+            if s.opcode.startswith(SYNC_OPCODES):
+                syncs.append(s)
         elif t is Alloc:
             if s.buffer.scope == "local":
                 allocated.add(s.buffer.uid)
         elif t is If:
             exprs.append(s.cond)
-            then = _walk(s.then, allocated, accesses, exprs, tiles)
-            else_ = _walk(s.else_, allocated, accesses, exprs, tiles) if s.else_ else None
+            then = _walk(s.then, allocated, accesses, exprs, tiles, syncs)
+            else_ = _walk(s.else_, allocated, accesses, exprs, tiles, syncs) if s.else_ else None
             if then is not None or else_ is not None:
                 if out is None:
                     out = list(body[:body.index(s)])
@@ -225,7 +238,7 @@ def _walk(body, allocated: set, accesses: list, exprs: list, tiles: list):
                        s.else_ if else_ is None else else_, src=s.src)
         elif t is While:
             exprs.append(s.cond)
-            inner = _walk(s.body, allocated, accesses, exprs, tiles)
+            inner = _walk(s.body, allocated, accesses, exprs, tiles, syncs)
             if inner is not None:
                 if out is None:
                     out = list(body[:body.index(s)])
@@ -244,7 +257,7 @@ def _expand(s: For) -> list:
     inner = s.body
     for x in inner:   # unroll's test, in line: most unrolled bodies are straight-line code
         if type(x) in _NESTED:   # what _walk collects here is of the template: not needed
-            out = _walk(inner, set(), [], [], [])
+            out = _walk(inner, set(), [], [], [], [])
             if out is not None:
                 inner = out
             break

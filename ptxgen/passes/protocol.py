@@ -32,6 +32,7 @@ from ..ir import (Barrier, BufferPtr, BufferRegion, Const, DeclBuffer, For, If, 
                   Load, Mem, Store, TileCall, VecOperand, While, expr_key, traced_statements,
                   subexpressions)
 
+from .lower import SYNC_OPCODES, SYNC_TILE_OPS, lower
 from .protocol_counts import _Bar, _Counts, _Paths, _register_pressure
 from .protocol_threads import _SHARED, _CpGroups, _Threads, _Unknown, _chain, _fail, _loaded
 
@@ -449,18 +450,15 @@ class _Check(_Counts, _Paths, _CpGroups):
                                  f"call pg.tile.warpgroup.gemm_wait(0) first")
 
 
-_SYNC_OPS = frozenset(("copy_async", "async_commit", "async_wait", "gemm_async", "gemm_wait"))
-
-
 def _has_sync(body) -> bool:
     """Whether the kernel holds anything this check follows (most kernels do not: they pay
-    one flat scan, and deep ones no recursion)."""
+    one flat scan, and deep ones no recursion; a build has lower()'s answer already)."""
     for s in traced_statements(body):
         t = type(s)
         if t is TileCall:
-            if s.op in _SYNC_OPS:
+            if s.op in SYNC_TILE_OPS:
                 return True
-        elif t is Instr and s.opcode.startswith(("mbarrier.", "mapa", "barrier.cluster")):
+        elif t is Instr and s.opcode.startswith(SYNC_OPCODES):
             return True
     return False
 
@@ -490,10 +488,8 @@ def check_protocol(func, target=None) -> list:
 def protocol_notes(kernel, arch: str = "sm_90a") -> str:
     """What the protocol check could not decide for `kernel` (a pg.kernel or its PrimFunc),
     one line each, in the spirit of pg.tile.explain."""
-    from .lower import lower
-
     func = getattr(kernel, "ir", kernel)
-    body, _, _ = lower(func.body)
+    body = lower(func.body)[0]
     tmp = type(func)(func.name, func.params, body, func.grid, func.block)
     notes = check_protocol(tmp)
     return "\n".join(notes) if notes else "every synchronization fact was decided"

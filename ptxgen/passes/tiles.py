@@ -103,7 +103,7 @@ class _Pass:
             stmts = _lower_tile(s, self.target, self.an, self.block)
         except PtxgenError as e:
             raise located_at(e, s.src) from None
-        stmts, in_regs, _ = lower(stmts)
+        stmts, in_regs = lower(stmts)[:2]
         self.registers |= in_regs
         self.async_copies |= s.op == "copy_async"
         if self.tmaps:
