@@ -19,7 +19,7 @@ def _fail(msg: str) -> SystemExit:
 def _where(e: BaseException, path: str) -> str:
     """file:line of an exception raised while importing `path`: the innermost frame in that
     file, else the innermost frame outside ptxgen and the standard library."""
-    from .builder.context import is_library
+    from .errors import is_library
 
     target = os.path.realpath(path)
     mine = other = None

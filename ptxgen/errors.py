@@ -3,6 +3,7 @@ is a PtxgenError subclass with a message that says what is wrong, where, and (wh
 fix."""
 from __future__ import annotations
 
+import linecache
 import os
 import re
 import sys
@@ -73,8 +74,29 @@ def located_at(e: PtxgenError, src: str) -> PtxgenError:
     return e
 
 
-# ptxgen's directory, spelled as its modules were imported: a frame's co_filename spells it so
-_PKG = os.path.dirname(__file__) + os.sep
+# Frames carry the path the module was imported by (maybe with "..", e.g. from a sys.path
+# entry like "benchmarks/.."); match that spelling as well as the normalized one.
+PKG_DIRS = tuple({os.path.dirname(__file__) + os.sep,
+                  os.path.dirname(os.path.abspath(__file__)) + os.sep})
+# ptxgen/kernels/ is kernel source written with the builder as a user writes it: its lines
+# name the kernels' registers and locate their errors, as they did in examples/.
+_KERNEL_DIRS = tuple(os.path.join(d, "kernels") + os.sep for d in PKG_DIRS)
+# The standard library's directory: that of its pure modules (linecache is one, and unlike
+# os never frozen), sysconfig's "stdlib" path without importing sysconfig for it (that import
+# would slow `import ptxgen`; benchmarks/RESULTS.md has the figure).
+_STDLIB = (os.path.dirname(os.path.normpath(os.path.abspath(linecache.__file__))) + os.sep,)
+_IS_LIB: dict = {}      # co_filename -> a frame of ptxgen or of the standard library
+
+
+def is_library(filename: str) -> bool:
+    """A frame of ptxgen or of the standard library (contextlib's `with` machinery,
+    functools, ...), never the user's line; installed packages (site-packages) may be."""
+    lib = _IS_LIB.get(filename)
+    if lib is None:
+        lib = filename.startswith(PKG_DIRS) and not filename.startswith(_KERNEL_DIRS) or \
+            filename.startswith(_STDLIB) and "-packages" + os.sep not in filename
+        _IS_LIB[filename] = lib
+    return lib
 
 
 def _first_outside(inner: str, f):
@@ -90,15 +112,18 @@ def caller_src(inner: str) -> str:
     level: no trace is running to locate its error).  "" when ptxgen itself made the call: the
     caller words the error (a dispatch reason, a fallback), and a trace locates what escapes."""
     f = _first_outside(inner, sys._getframe(1))
-    if f is None or f.f_code.co_filename.startswith(_PKG):
+    if f is None or f.f_code.co_filename.startswith(PKG_DIRS):
         return ""
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
 
 
 def warn_user(message: str, category: type) -> None:
-    """warnings.warn at the user's line, the first frame outside ptxgen: a fixed stacklevel
-    cannot know how deep in ptxgen the warning starts (k.compile(), a launch, a thread)."""
-    f = _first_outside(_PKG, sys._getframe(1))
+    """warnings.warn at the user's line, the first frame outside ptxgen and the standard
+    library: a fixed stacklevel cannot know how deep in ptxgen the warning starts
+    (k.compile(), a launch, a thread)."""
+    f = sys._getframe(1)
+    while f is not None and is_library(f.f_code.co_filename):
+        f = f.f_back
     if f is None:
         warnings.warn(message, category, stacklevel=2)
         return

@@ -11,39 +11,13 @@ import re
 import threading
 from sys import _getframe
 
-from ..errors import TraceError
+from ..errors import TraceError, is_library
 from ..ir import (Alloc, BinOp, BufferPtr, Cast, Const, DeclBuffer, Let, Load, Not, PrimFunc,
                   Select, SpecialReg, Stmt, Var)
 
-# Frames carry the path the module was imported by (maybe with "..", e.g. from a sys.path
-# entry like "benchmarks/.."); match that spelling as well as the normalized one.
-_PKG_DIRS = tuple({os.path.dirname(os.path.dirname(__file__)) + os.sep,
-                   os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep})
-# ptxgen/kernels/ is kernel source written with the builder as a user writes it: its lines
-# name the kernels' registers and locate their trace errors, as they did in examples/.
-_KERNEL_DIRS = tuple(os.path.join(d, "ptxgen", "kernels") + os.sep
-                     for d in {os.path.dirname(p[:-1]) for p in _PKG_DIRS})
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
-
-
-# The standard library's directory: that of its pure modules (linecache is one, and unlike
-# os never frozen), which is sysconfig's "stdlib" path without importing sysconfig for it
-# (that import would slow `import ptxgen`; benchmarks/RESULTS.md has the figure).
-_STDLIB = (os.path.dirname(os.path.normpath(os.path.abspath(linecache.__file__))) + os.sep,)
-_IS_PKG: dict = {}      # co_filename -> frame belongs to ptxgen or the standard library
 _SITES: dict = {}       # (co_filename, line) -> Site
-
-
-def is_library(filename: str) -> bool:
-    """A frame of ptxgen or of the standard library (contextlib's `with` machinery,
-    functools, ...), never the user's line; installed packages (site-packages) may be."""
-    pkg = _IS_PKG.get(filename)
-    if pkg is None:
-        pkg = filename.startswith(_PKG_DIRS) and not filename.startswith(_KERNEL_DIRS) or \
-            filename.startswith(_STDLIB) and "-packages" + os.sep not in filename
-        _IS_PKG[filename] = pkg
-    return pkg
 
 
 class Site:
@@ -77,10 +51,7 @@ def user_site(depth: int = 2) -> Site:
         site = _SITES.get(key)     # only user lines are kept: a hit needs no package check
         if site is not None:
             return site
-        pkg = _IS_PKG.get(fn)
-        if pkg is None:
-            pkg = is_library(fn)
-        if not pkg:
+        if not is_library(fn):
             site = _SITES[key] = Site(fn, f.f_lineno)
             return site
         f = f.f_back

@@ -8,8 +8,7 @@ import os
 import re
 
 from ..deep import run_deep, too_deep
-from ..errors import LOCATED, PtxgenError, TraceError
-from . import context
+from ..errors import LOCATED, PKG_DIRS, PtxgenError, TraceError, is_library
 
 
 def locate(e: PtxgenError):
@@ -22,7 +21,7 @@ def locate(e: PtxgenError):
     tb = e.__traceback__
     while tb is not None:
         fname = tb.tb_frame.f_code.co_filename
-        if not context.is_library(fname):
+        if not is_library(fname):
             where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
         tb = tb.tb_next
     if where:
@@ -40,7 +39,7 @@ def deep_located(fn, args, what):
         where = getattr(e, "ptxgen_src", None)
         tb = e.__traceback__
         while where is None and tb is not None:
-            if not context.is_library(tb.tb_frame.f_code.co_filename):
+            if not is_library(tb.tb_frame.f_code.co_filename):
                 where = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
             tb = tb.tb_next
         raise too_deep(where or "", what) from None
@@ -61,9 +60,9 @@ def signature_error(e: TypeError):
     tb = e.__traceback__
     while tb is not None:
         fname = tb.tb_frame.f_code.co_filename
-        if fname.startswith(context._PKG_DIRS):
+        if fname.startswith(PKG_DIRS):
             where = None          # raised inside ptxgen: not a call made by the user
-        elif not context.is_library(fname):
+        elif not is_library(fname):
             where = f"{os.path.basename(fname)}:{tb.tb_lineno}"
         tb = tb.tb_next
     if where is None or m.group(1) not in _pg_names():
