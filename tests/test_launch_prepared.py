@@ -46,7 +46,7 @@ def test_a_prepared_launch_is_the_kernels_launch(fake):
 def test_it_takes_the_current_stream_per_call(fake):
     k = scale_kernel()
     out, x = T(fake, 0), T(fake, 0)
-    run = k.prepare(out, x, 1.0)
+    run = k.prepare(out, x, 1.0, grid=None, stream=None)    # None: as if left out
     s = fake.make_stream(0)
     for stream in (0, s, 0):
         fake.torch_stream[0] = stream

@@ -124,8 +124,8 @@ class LaunchPlan:
         options, the prepared symbols by keyword) while any of ``debug_flags`` ((mapping,
         key) pairs: the debug modes that change a build) is on."""
         kw = dict(kw)
-        opts = {k: kw.pop(k) for k in ("grid", "block", "stream", "dynamic_smem_bytes")
-                if kw.get(k) is not None}
+        opts = {k: kw.pop(k, None) for k in ("grid", "block", "stream", "dynamic_smem_bytes")}
+        opts = {k: v for k, v in opts.items() if v is not None}   # None: the kernel's own
         values, user, dev = (self.bind or self.make_binder())(args, kw)
         if dev < 0:
             dev = driver.current_device()
