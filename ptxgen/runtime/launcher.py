@@ -112,6 +112,19 @@ def own_target(launcher) -> tuple:
     return launcher, launcher._tls, launcher._launch, launcher.fn.handle
 
 
+def _current_stream_source(env: dict, dev: str) -> list:
+    """Source lines of a generated launch that set h to torch's current raw stream of device
+    `dev` (an expression), with what they read added to `env`: the current-stream function as
+    found now (torch has made CUDA tensors, so it initialized CUDA), else looked up per
+    launch, as launch_own does."""
+    raw = _torch_current_stream()
+    env.update(raw=raw, ts=_torch_stream, modules=_modules, current=_torch_current_stream)
+    if raw is not None:
+        return [f"    h = raw({dev})"]
+    return ["    raw = ts[1] if modules.get('torch') is ts[0] else current()",
+            f"    h = 0 if raw is None else raw({dev})"]
+
+
 def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
                     dtype_objects: dict, name: str):
     """A Kernel's whole launch with no launch options, generated for its signature: the
@@ -128,14 +141,8 @@ def own_launch_path(binder, targets: dict, dims: tuple, smem: int, tensor_type,
     if code is None:
         return None
     env, lines, values = code
-    raw = _torch_current_stream()
-    env.update(targets=targets, ts=_torch_stream, modules=_modules, raw=raw,
-               current=_torch_current_stream, DIMS=tuple(dims), last=driver.last_kernel)
-    # torch's current-stream function as found now (torch has CUDA tensors, so it initialized
-    # CUDA); else looked up per launch, as launch_own does
-    stream = ["    h = raw(dev)"] if raw is not None else [
-        "    raw = ts[1] if modules.get('torch') is ts[0] else current()",
-        "    h = 0 if raw is None else raw(dev)"]
+    env.update(targets=targets, DIMS=tuple(dims), last=driver.last_kernel)
+    stream = _current_stream_source(env, "dev")
     src = "\n".join([
         "def launch_own_fast(args):", *lines,
         "    t = targets.get(dev)",
@@ -161,8 +168,7 @@ def prepared_launch_path(L, inputs: list, values: list, dims: tuple, smem: int, 
     names = [f"a{j}" for j in range(len(inputs))]
     env = {"L": L, "tls": L._tls, "launch": L._launch, "handle": L.fn.handle,
            "last": driver.last_kernel, "general": general, "DIMS": tuple(dims),
-           "bf16": binder.bf16_scalar, "ts": _torch_stream, "modules": _modules,
-           "current": _torch_current_stream}
+           "bf16": binder.bf16_scalar}
     env.update((f"F{i}", flags) for i, (flags, _) in enumerate(debug_flags))
     debugging = " or ".join(f"F{i}[{key!r}]" for i, (_, key) in enumerate(debug_flags))
     checks, exprs = [], [repr(v) for v in values]    # symbols keep their prepared values
@@ -175,11 +181,7 @@ def prepared_launch_path(L, inputs: list, values: list, dims: tuple, smem: int, 
     if stream is not None:
         get_stream = [f"    h = {int(stream)}"]
     else:
-        raw = _torch_current_stream()
-        env["raw"] = raw
-        get_stream = [f"    h = raw({L.device})"] if raw is not None else [
-            "    raw = ts[1] if modules.get('torch') is ts[0] else current()",
-            f"    h = 0 if raw is None else raw({L.device})"]
+        get_stream = _current_stream_source(env, str(L.device))
     lines = [f"def launch_prepared({args}):"]
     if debugging:
         lines += [f"    if {debugging}:", f"        return general({args})"]
