@@ -38,6 +38,7 @@ from . import _torch
 from ._gemm_sm90 import BM, GROUP_M, persistent_setup, store_tile, wgmma_consumer  # noqa: F401
 from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, tensor
 from ._torch import compiling, traced
+from .gemm_small_m import decode_launch, store_back, store_target
 
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
 
@@ -245,7 +246,6 @@ def _small_m_accepts(plan: GemmPlan, device):
 
 
 def _decode_launch(plan: GemmPlan, device):
-    from .gemm_small_m import decode_launch
     return decode_launch(plan.M, plan.N, plan.K, plan.dtype, device)
 
 
@@ -257,7 +257,7 @@ def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
         a = a.clone()
     if b.data_ptr() % 16:
         b = b.clone()
-    d = out if out.data_ptr() % 16 == 0 else out.new_empty(out.shape)
+    d = out if out.data_ptr() % 16 == 0 else out.new_empty(out.shape)   # split-K's sum too
     launch(a, b, d, None if scale_a is None else scale_a.reshape(1),
            None if scale_b is None else scale_b.reshape(1))
     if d is not out:
@@ -268,7 +268,6 @@ def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
 @path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
 def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
-    N = plan.N
     a, b = a.contiguous(), b.contiguous()
     if plan.K_pad != plan.K:
         a, b = _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
@@ -276,15 +275,11 @@ def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
         a = a.clone()
     if b.data_ptr() % 16:
         b = b.clone()
-    d = out
-    if N % 8 or out.data_ptr() % 16:           # the TMA store: 16-byte rows
-        d = out.new_empty((plan.M, -(-N // 8) * 8))
+    d = store_target(out)
     one = _unit_scale(a.get_device()) if scale_a is None or scale_b is None else None
     kernel(a, b, d, one if scale_a is None else scale_a.reshape(1),
            one if scale_b is None else scale_b.reshape(1))
-    if d is not out:
-        out.copy_(d[:, :N])
-    return out
+    return store_back(d, out)
 
 
 _PLANS: dict = {}

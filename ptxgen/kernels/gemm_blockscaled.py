@@ -24,7 +24,7 @@ import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 from ._gemm_sm90 import persistent_setup, store_tile
-from .gemm_small_m import GemmInputError, cuda_tensors
+from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
 
@@ -133,10 +133,6 @@ def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
         return out
     if K == 0:
         return out.zero_()
-    pitch_ok = N % 8 == 0
-    d = out if pitch_ok else torch.empty((M, -(-N // 8) * 8), dtype=torch.bfloat16,
-                                         device=a.device)
+    d = store_target(out)
     kernel_for(5, _sms(a.device))(a, b, d, scale_a, scale_b)
-    if not pitch_ok:
-        out.copy_(d[:, :N])
-    return out
+    return store_back(d, out)

@@ -313,6 +313,22 @@ def _scale(x, name, dev):
     return x.reshape(1)
 
 
+def store_target(out):
+    """What a kernel's TMA store writes for `out` (M, N) of 16-bit elements: out itself, or,
+    where its rows are not whole 16-byte units at 16-byte aligned addresses, a tensor with N
+    rounded up to 8 whose first N columns `store_back` copies into out."""
+    N = out.shape[1]
+    return out if N % 8 == 0 and out.data_ptr() % 16 == 0 else \
+        out.new_empty((out.shape[0], -(-N // 8) * 8))
+
+
+def store_back(d, out):
+    """out, after copying store_target's padded tensor d into it (nothing when d is out)."""
+    if d is not out:
+        out.copy_(d[:, :out.shape[1]])
+    return out
+
+
 def cuda_tensors(op: str, *named) -> None:
     """Each (name, x): a torch tensor on a CUDA device, all on the first one's device; else
     the GemmInputError naming it."""
@@ -396,8 +412,8 @@ class DecodeLaunch:
         if self.split:                      # fp32 partial tiles, summed in split order
             ws = torch.empty((self.config.splits, M, -(-N // 4) * 4), dtype=torch.float32,
                              device=a.device)
-        elif N % 8:                         # the TMA store needs 16-byte output rows
-            d = torch.empty((M, -(-N // 8) * 8), dtype=out.dtype, device=a.device)
+        else:
+            d = store_target(out)
         if self.main is None:
             self.main = self.kernel.prepare(a, b, d, ws, sa, sb)
             if self.split:
@@ -406,9 +422,8 @@ class DecodeLaunch:
                   sb.data_ptr())
         if self.split:
             self.sum(ws.data_ptr(), out.data_ptr())
-        elif d is not out:
-            out.copy_(d[:, :N])
-        return out
+            return out
+        return store_back(d, out)
 
 
 decode_launch = functools.lru_cache(maxsize=1024)(DecodeLaunch)   # one per shape class
