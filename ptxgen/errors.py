@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import warnings
+from functools import lru_cache
 
 LOCATED = re.compile(r"^[^\s:]+\.py:\d+: ")   # "file.py:12: ..." (a located message)
 
@@ -85,18 +86,12 @@ _KERNEL_DIRS = tuple(os.path.join(d, "kernels") + os.sep for d in PKG_DIRS)
 # os never frozen), sysconfig's "stdlib" path without importing sysconfig for it (that import
 # would slow `import ptxgen`; benchmarks/RESULTS.md has the figure).
 _STDLIB = (os.path.dirname(os.path.normpath(os.path.abspath(linecache.__file__))) + os.sep,)
-_IS_LIB: dict = {}      # co_filename -> a frame of ptxgen or of the standard library
-
-
+@lru_cache(maxsize=None)   # per file name; a hit is a C call, no Python frame
 def is_library(filename: str) -> bool:
     """A frame of ptxgen or of the standard library (contextlib's `with` machinery,
     functools, ...), never the user's line; installed packages (site-packages) may be."""
-    lib = _IS_LIB.get(filename)
-    if lib is None:
-        lib = filename.startswith(PKG_DIRS) and not filename.startswith(_KERNEL_DIRS) or \
-            filename.startswith(_STDLIB) and "-packages" + os.sep not in filename
-        _IS_LIB[filename] = lib
-    return lib
+    return filename.startswith(PKG_DIRS) and not filename.startswith(_KERNEL_DIRS) or \
+        filename.startswith(_STDLIB) and "-packages" + os.sep not in filename
 
 
 def _first_outside(inner: str, f):

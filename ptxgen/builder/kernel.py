@@ -42,7 +42,6 @@ class Kernel:
         # a callable grid is computed per launch from the arguments (e.g. one CTA per tile);
         # the body then may not fix gridDim with cta_id(n)
         self._grid_fn = grid if callable(grid) else None
-        grid, block, dynamic_smem_bytes = _ints(grid), _ints(block), _ints(dynamic_smem_bytes)
         args = (None if self._grid_fn else grid, block, dynamic_smem_bytes)
         try:
             self.ir = self._trace(*args)
@@ -63,9 +62,11 @@ class Kernel:
         except TypeError:
             g = b = None
         if grid is not None:
-            func.grid = g or launch_dims("grid", grid, src)
+            func.grid = g or launch_dims("grid", _ints(grid), src)
         if block is not None:
-            func.block = b or launch_dims("block", block, src)
+            func.block = b or launch_dims("block", _ints(block), src)
+        if dyn is not None and type(dyn) is not int:
+            dyn = _ints(dyn)
         if dyn is not None:
             if isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 0:
                 raise TraceError(f"{src}: dynamic_smem_bytes must be a non-negative int, got "

@@ -14,6 +14,7 @@ updates are written out (new_reg/emit/remember are what they do): the helper cal
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from operator import itemgetter
 
 from ..errors import PtxgenError
@@ -37,6 +38,12 @@ def _stride_mul(ext, stride):
     st = stride if isinstance(stride, Expr) else Const(stride, ext.dtype)
     e = ext if isinstance(ext, Expr) else Const(ext, st.dtype)
     return BinOp("mul", e, st, st.dtype)
+
+
+@lru_cache(maxsize=1024)
+def _byte_strides(shape: tuple, nb: int) -> tuple:
+    """Row-major byte strides of an all-int shape: few shapes recur across builds."""
+    return row_major_strides(shape, inner=nb)
 
 
 class AddressEmitter:
@@ -130,7 +137,7 @@ class AddressEmitter:
         exts = shape if shape and type(shape[0]) is int else None
         if buf.layout is None:
             if set(map(type, shape)) <= PLAIN_INT:   # int extents: the strides in bytes at once
-                strides = row_major_strides(shape, inner=nb)
+                strides = _byte_strides(shape, nb)
             else:
                 strides = [s * nb if type(s) is int else s
                            for s in row_major_strides(shape, mul=_stride_mul)]

@@ -184,8 +184,11 @@ class ValueEmitter(ConvertEmitter):
         return self._int_binop(e)
 
     def _int_binop(self, e: BinOp) -> str:
+        """Index arithmetic, the emitter's most frequent node: its register allocation and
+        line are written out (what new_reg and emit do), and a 32/64-bit result skips
+        _narrow."""
         op, dt = e.op, e.dtype
-        ty, cls, _ = _INT_REGS.get(dt) or _int_regs(dt)   # int_type, reg_class
+        ty, cls, prefix = _INT_REGS.get(dt) or _int_regs(dt)   # int_type, reg_class
         b = e.b
         b_const = b.value if type(b) is Const else None
         a = e.a
@@ -196,20 +199,24 @@ class ValueEmitter(ConvertEmitter):
             y = self.val(b)
             r = self.new_reg(cls)
             self.emit(form("ternary", "mad.lo", ty).format(d=r, a=x, b=self.imm(a.b), c=y))
-            return self._narrow(r, dt)
+            return r if dt.bits >= 32 else self._narrow(r, dt)
         av = self.val(a)
         if op in _POW2_FORMS and b_const is not None and b_const > 0 \
                 and b_const & (b_const - 1) == 0:
             shift = b_const.bit_length() - 1
-            r = self.new_reg(cls)
+            n = self.reg_counts[cls] + 1   # new_reg, written out
+            self.reg_counts[cls] = n
+            r = prefix + str(n)
             if op == "mul":
-                self.emit(form("binary", "shl", "b" + ty[1:]).format(d=r, a=av, b=shift))
-                return self._narrow(r, dt)
+                self.lines.append("    " + form("binary", "shl", "b" + ty[1:]).format(
+                    d=r, a=av, b=shift))
+                return r if dt.bits >= 32 else self._narrow(r, dt)
             if op == "floordiv":   # arithmetic shift == floor division by 2^k
-                self.emit(form("binary", "shr", ty).format(d=r, a=av, b=shift))
+                self.lines.append("    " + form("binary", "shr", ty).format(d=r, a=av, b=shift))
                 return r
             # two's complement: a & (2^k - 1) == floor modulo
-            self.emit(form("binary", "and", "b" + ty[1:]).format(d=r, a=av, b=b_const - 1))
+            self.lines.append("    " + form("binary", "and", "b" + ty[1:]).format(
+                d=r, a=av, b=b_const - 1))
             return r
         bv = self.val(b)
         if op in ("floordiv", "floormod"):
@@ -217,10 +224,12 @@ class ValueEmitter(ConvertEmitter):
         opcode = _INT_OPCODE.get(op)
         if opcode is None:
             raise PtxgenError(f"integer operator {op} has no PTX form")
-        r = self.new_reg(cls)
-        self.emit(form("binary", opcode, ty if opcode in _TYPED_SIGNED else "b" + ty[1:])
-                  .format(d=r, a=av, b=bv))
-        return self._narrow(r, dt)
+        n = self.reg_counts[cls] + 1   # new_reg, written out
+        self.reg_counts[cls] = n
+        r = prefix + str(n)
+        self.lines.append("    " + form("binary", opcode, ty if opcode in _TYPED_SIGNED else
+                                         "b" + ty[1:]).format(d=r, a=av, b=bv))
+        return r if dt.bits >= 32 else self._narrow(r, dt)
 
     def _floor_divmod(self, op, e, a, b, ty, cls):
         bb = self.an.bounds(e.b)

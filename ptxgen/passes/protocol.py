@@ -27,33 +27,35 @@ Checked:
 """
 from __future__ import annotations
 
+from operator import attrgetter
+
 from ..errors import ArchError
 from ..ir import (Barrier, BufferPtr, BufferRegion, Const, DeclBuffer, For, If, Instr, Let,
-                  Load, Mem, Store, TileCall, VecOperand, While, expr_key, traced_statements,
-                  subexpressions)
+                  Load, Mem, Store, TileCall, VecOperand, While, expr_key, subexpressions)
 
-from .lower import SYNC_OPCODES, SYNC_TILE_OPS, lower
+from .lower import lower
 from .protocol_counts import _Bar, _Counts, _Paths, _register_pressure
-from .protocol_threads import _SHARED, _CpGroups, _Threads, _Unknown, _chain, _fail, _loaded
+from .protocol_threads import (_SHARED, _CpGroups, _Threads, _Unknown, _chain, _fail, _loaded,
+                               _scan)
+
+_VALUE = attrgetter("value")
+# instructions that matter with no memory operand (the rest name a barrier word or a tile)
+_BARE = ("barrier.cluster.wait", "fence.proxy.async")
 
 
 class _Check(_Counts, _Paths, _CpGroups):
-    def __init__(self, func):
+    def __init__(self, func, scan):
         self.func = func
-        self.threads = _Threads(func.body, func.block)
-        self.waited_bufs, self.stages = set(), set()   # stages: local scalars waits index
-        for s in traced_statements(func.body):
-            if type(s) is Instr and s.opcode.startswith("mbarrier.") and "wait" in s.opcode:
-                for o in s.operands:
-                    if type(o) is Mem and type(o.ptr) is BufferPtr:
-                        self.waited_bufs.add(o.ptr.buffer.uid)
-                        self.stages |= _loaded(o.ptr.indices or ())
+        _, binds, self.waited_bufs, self.stages = scan   # stages: local scalars waits index
+        self.threads = _Threads(func.body, func.block, binds)
         self.held: dict = {}          # stage scalar uid -> its state on this path (_Paths)
         self.bars: dict = {}
+        self.by_buf: dict = {}        # barrier buffer uid -> its states in self.bars, in order
         self.tma_pending: dict = {}   # tile uid -> (barrier uid, name, src) of a TMA load
         self.store_loop: dict = {}    # local buffer uid -> the innermost loop of its last store
         self.accs: dict = {}          # root uid -> (register accumulator, first gemm_async)
         self.clock = 0
+        self.syncs = 0                # CTA-wide barriers so far (_Bar.init_syncs)
         self.notes: list = []
         # cp.async: buffer uid -> (name, src, issuing threads, the commit / wait they missed)
         self.cp_open: dict = {}       # written, uncommitted
@@ -71,36 +73,31 @@ class _Check(_Counts, _Paths, _CpGroups):
         return self.clock
 
     # ---- barriers ----------------------------------------------------------------------
-    def _bar(self, ptr: BufferPtr, src):
-        """(state, index key) of the barrier `ptr` names: a constant element has a state
-        of its own, a computed index names the whole array (a ring)."""
+    def _bar(self, ptr: BufferPtr):
+        """The state of the barrier `ptr` names: a constant element has a state of its own,
+        a computed index names the whole array (a ring)."""
         b = ptr.buffer
         idx = ptr.indices or ()
-        if all(type(i) is Const for i in idx):
-            key = (b.uid, tuple(i.value for i in idx))
-            name = b.name + ("" if b.numel() == 1 else f"[{', '.join(str(i.value) for i in idx)}]")
-            ring = False
-        else:
-            key = (b.uid, None)
-            name = b.name
-            ring = True
+        ring = not all(type(i) is Const for i in idx)
+        key = (b.uid, None if ring else tuple(map(_VALUE, idx)))
         st = self.bars.get(key)
         if st is None:
-            st = self.bars[key] = _Bar(name)
-            st.buffer, st.ring = b, ring
-        return st, tuple(expr_key(i) for i in idx)
+            name = b.name if ring or b.numel() == 1 else \
+                f"{b.name}[{', '.join(map(str, map(_VALUE, idx)))}]"
+            st = self.bars[key] = _Bar(name, b, ring)
+            self.by_buf.setdefault(b.uid, []).append(st)
+        return st
 
-    def _elements(self, st):
-        """Every constant-index state of the ring `st`'s buffer."""
-        return [v for (u, k), v in self.bars.items() if u == st.buffer.uid and k is not None]
+    def _inited(self, st):
+        """Every initialised constant-index state of the ring `st`'s buffer."""
+        return [v for v in self.by_buf[st.buffer.uid] if not v.ring and v.init is not None]
 
     def _check_use(self, st, what, src, guards):
         if st.buffer.uid not in self.waited_bufs:
             return    # never waited on: a fragment (emission tests), nothing reads through it
         if st.ring:
-            els = self._elements(st)
             n = st.buffer.numel() or 0
-            inited = [e for e in els if e.init is not None]
+            inited = self._inited(st)
             if len(inited) < n:
                 if not inited:
                     raise _fail(src, f"{what} uses mbarrier '{st.name}', which is never "
@@ -125,8 +122,8 @@ class _Check(_Counts, _Paths, _CpGroups):
         self._check_visible(st, what, src, guards)
 
     def _check_visible(self, st, what, src, guards):
-        if not st.pending:
-            return
+        if st.init_syncs != self.syncs:
+            return        # a CTA barrier came after the init: every thread sees it
         _, isrc, iguards = st.init
         try:
             mine = set(self.threads.running(iguards))
@@ -155,7 +152,8 @@ class _Check(_Counts, _Paths, _CpGroups):
                              f"pg.if_(tx == 0)), then pg.cta_sync()")
 
     def _arrival(self, ptr, src, guards, loops, scope, what, tx=True):
-        st, ikey = self._bar(ptr, src)
+        st = self._bar(ptr)
+        ikey = tuple(map(expr_key, ptr.indices or ()))
         self._check_use(st, what, src, guards)
         try:
             w = self.threads.instances(guards, scope)
@@ -170,12 +168,13 @@ class _Check(_Counts, _Paths, _CpGroups):
         st.site_tx.append(tx)
 
     def _wait(self, ptr, parity, src, guards, loops, body_id, what):
-        st, _ = self._bar(ptr, src)
+        st = self._bar(ptr)
         self._check_use(st, what, src, guards)
         if self.stages:
             self._acquire(ptr, src)
-        for k in [k for k, v in self.tma_pending.items() if v[0] == ptr.buffer.uid]:
-            del self.tma_pending[k]
+        if self.tma_pending:
+            for k in [k for k, v in self.tma_pending.items() if v[0] == ptr.buffer.uid]:
+                del self.tma_pending[k]
         p = parity.value if type(parity) is Const else None
         st.waits.append((p, id(loops[0]) if loops else None, src))
         st.wait_loops.append(loops[0] if loops else None)
@@ -199,7 +198,15 @@ class _Check(_Counts, _Paths, _CpGroups):
             st.last_parity[body_id] = (p, src, len(st.sites))
         st.waited = True
 
+    def _outstanding(self):
+        """Whether some read can be refused (truthy): a copy, a wgmma group or a peer write
+        is in flight.  For most statements none is, and a read needs no look."""
+        return (self.tma_pending or self.cp_open or self.cp_groups or self.cp_seen or
+                self.wg_groups or self.dsmem)
+
     def _read(self, buf, src):
+        if not self._outstanding():
+            return
         u = buf.uid
         t = self.tma_pending.get(u)
         if t is not None:
@@ -238,6 +245,8 @@ class _Check(_Counts, _Paths, _CpGroups):
                              f"the write and the read")
 
     def _expr_reads(self, e, src):
+        if not self._outstanding():
+            return
         stack = [e]
         while stack:
             x = stack.pop()
@@ -248,47 +257,51 @@ class _Check(_Counts, _Paths, _CpGroups):
     # ---- statements ----------------------------------------------------------------------
     def walk(self, body, guards, loops):
         bid = id(body)
+        self.guards = guards      # who runs a read (_cp_visible); set again after a nested body
         for s in body:
             t = type(s)
-            src = s.src
-            self.guards = guards
-            if t is If:
+            if t is Instr:
+                if Mem in map(type, s.operands) or s.opcode.startswith(_BARE) or \
+                        s.form == "mapa":
+                    self._instr(s, guards, loops, bid)
+            elif t is Let:
+                self._expr_reads(s.value, s.src)
+            elif t is Store:
+                self._expr_reads(s.value, s.src)
+                self._write(s.buffer, s.src)
+                root = s.buffer.root
+                if root.scope == "local":
+                    self.store_loop[root.uid] = id(loops[0]) if loops else None
+                    if root.uid in self.stages:
+                        self._advance(s)
+            elif t is DeclBuffer:
+                if s.buffer.scope == "shared.cluster" and self.mapa is not None:
+                    self.peer_of[s.buffer.uid] = self.mapa
+                    self.mapa = None
+            elif t is If:
                 self._if(s, guards, loops)
+                self.guards = guards
             elif t is For:
                 self.walk(s.body, guards, (s, loops))
+                self.guards = guards
             elif t is While:
                 if len(s.body) == 1 and type(s.body[0]) is Instr and \
                         (s.body[0].form == "mbarrier_wait"):
                     self._instr(s.body[0], guards, loops, bid)
                 else:
-                    self._expr_reads(s.cond, src)
+                    self._expr_reads(s.cond, s.src)
                     self.walk(s.body, guards, (s, loops))
-            elif t is Let:
-                self._expr_reads(s.value, src)
-            elif t is Store:
-                self._expr_reads(s.value, src)
-                self._write(s.buffer, src)
-                if s.buffer.root.scope == "local":
-                    self.store_loop[s.buffer.root.uid] = id(loops[0]) if loops else None
-                    if s.buffer.root.uid in self.stages:
-                        self._advance(s)
+                    self.guards = guards
             elif t is Barrier:
                 if s.kind == "cta" and s.count is None and type(s.id) is int and s.id == 0:
                     self._cta_barrier()
                 elif self.cp_seen:
                     self._cp_barrier(s, guards)
-            elif t is Instr:
-                self._instr(s, guards, loops, bid)
             elif t is TileCall:
                 self._tile(s, guards, loops)
-            elif t is DeclBuffer:
-                if s.buffer.scope == "shared.cluster" and self.mapa is not None:
-                    self.peer_of[s.buffer.uid] = self.mapa
-                    self.mapa = None
 
     def _cta_barrier(self):
-        for st in self.bars.values():
-            st.pending = False
+        self.syncs += 1
         self._cp_sync(None)
 
     def _write(self, buf, src):
@@ -300,32 +313,24 @@ class _Check(_Counts, _Paths, _CpGroups):
             self.dsmem[tile] = (name, src)
 
     def _instr(self, s, guards, loops, bid):
-        op, form, src = s.opcode, s.form, s.src
-        ops = s.operands
-        if op.startswith("barrier.cluster.wait"):
-            self._cta_barrier()
-            self.dsmem.clear()
-            return
-        if op.startswith("fence.proxy.async"):
-            self.dirty.clear()
-            return
-        if form == "mapa":
-            self.mapa = (s.attrs or {}).get("peer_of")
-            return
+        """An instruction with a memory operand, a cluster barrier wait, a proxy fence or a
+        mapa (walk passes no other)."""
+        op, src, ops = s.opcode, s.src, s.operands
         if op.startswith("mbarrier."):
-            ptr = next((o.ptr for o in ops if type(o) is Mem and type(o.ptr) is BufferPtr),
-                       None)
-            if ptr is None:
+            for o in ops:
+                if type(o) is Mem and type(o.ptr) is BufferPtr:
+                    ptr = o.ptr
+                    break
+            else:
                 return
             if op.startswith("mbarrier.init"):
-                st, _ = self._bar(ptr, src)
+                st = self._bar(ptr)
                 self._one_initialiser(st, src, guards)
                 cnt = ops[-1]
                 st.init = (cnt.value if type(cnt) is Const else None, src, guards)
-                st.pending, st.dead, st.waited, st.last_parity = True, None, False, {}
+                st.init_syncs, st.dead, st.waited, st.last_parity = self.syncs, None, False, {}
             elif op.startswith("mbarrier.inval"):
-                st, _ = self._bar(ptr, src)
-                st.dead = src
+                self._bar(ptr).dead = src
             elif op.startswith(("mbarrier.arrive", "mbarrier.arrive_drop")):
                 if "expect_tx" in op or op.startswith("mbarrier.arrive.") or op == \
                         "mbarrier.arrive":
@@ -338,10 +343,19 @@ class _Check(_Counts, _Paths, _CpGroups):
                 self.dsmem.clear()
                 self._cp_sync(None)
             elif op.startswith("mbarrier.expect_tx"):
-                self._bar(ptr, src)
+                self._bar(ptr)
             else:
-                st, _ = self._bar(ptr, src)
-                st.opaque = f"'{op}' at {src} (not followed by this check)"
+                self._bar(ptr).opaque = f"'{op}' at {src} (not followed by this check)"
+            return
+        if op.startswith("barrier.cluster.wait"):
+            self._cta_barrier()
+            self.dsmem.clear()
+            return
+        if op.startswith("fence.proxy.async"):
+            self.dirty.clear()
+            return
+        if s.form == "mapa":
+            self.mapa = (s.attrs or {}).get("peer_of")
             return
         # another instruction naming a barrier word (tcgen05.commit, a raw copy): its
         # arrivals are not counted
@@ -359,9 +373,8 @@ class _Check(_Counts, _Paths, _CpGroups):
                     self._read(o.ptr.buffer, src)
 
     def _opaque(self, buf, why):
-        for key, st in self.bars.items():
-            if key[0] == buf.uid:
-                st.opaque = why
+        for st in self.by_buf.get(buf.uid, ()):
+            st.opaque = why
 
     def _tile(self, s, guards, loops):
         op, src, args = s.op, s.src, s.args
@@ -371,7 +384,7 @@ class _Check(_Counts, _Paths, _CpGroups):
             if rec.direction == "load":
                 if rec.mbar is not None:
                     if rec.multicast is not None or s.scope == "cluster":
-                        st, _ = self._bar(rec.mbar, src)
+                        st = self._bar(rec.mbar)
                         st.opaque = f"the multicast copy at {src}"
                         self._check_use(st, "this copy_async", src, guards)
                     else:
@@ -450,19 +463,6 @@ class _Check(_Counts, _Paths, _CpGroups):
                                  f"call pg.tile.warpgroup.gemm_wait(0) first")
 
 
-def _has_sync(body) -> bool:
-    """Whether the kernel holds anything this check follows (most kernels do not: they pay
-    one flat scan, and deep ones no recursion; a build has lower()'s answer already)."""
-    for s in traced_statements(body):
-        t = type(s)
-        if t is TileCall:
-            if s.op in SYNC_TILE_OPS:
-                return True
-        elif t is Instr and s.opcode.startswith(SYNC_OPCODES):
-            return True
-    return False
-
-
 def check_cluster_arch(func, target):
     """Clusters need sm_90+: say so at the kernel's cluster= line, not in the emitter."""
     c = func.attrs.get("cluster")
@@ -476,9 +476,10 @@ def check_protocol(func, target=None) -> list:
     """Raise a located TraceError for a synchronization mistake the facts decide; return the
     notes on what they leave undecided."""
     check_cluster_arch(func, target)
-    if not _has_sync(func.body):
+    scan = _scan(func.body)
+    if not scan[0]:
         return []
-    c = _Check(func)
+    c = _Check(func, scan)
     c.walk(func.body, None, None)
     c._count_check()
     _register_pressure(c.accs)

@@ -10,18 +10,21 @@ from .protocol_threads import _Unknown, _fail, _loaded, _trips
 
 
 class _Bar:
-    """What the walk knows of one mbarrier word (or one ring of them)."""
+    """What the walk knows of one mbarrier word (or one ring of them).  Fields that are only
+    ever replaced, never changed in place, default at class level."""
+    init = None               # (count or None, src, guards) of the latest init
+    init_syncs = None         # _Check.syncs at the latest init: equal while no CTA barrier since
+    dead = None               # src of an inval with no init since
+    waited = False
+    opaque = ""               # why its arrivals cannot be counted
 
-    def __init__(self, name):
+    def __init__(self, name, buffer, ring):
         self.name = name
-        self.init = None          # (count or None, src, guards) of the latest init
-        self.pending = False      # initialised, no CTA barrier since
-        self.dead = None          # src of an inval with no init since
+        self.buffer = buffer
+        self.ring = ring          # a computed index: the state of the whole array
         self.last_parity = {}     # body id -> (parity, src, arrivals so far) of its last wait
-        self.waited = False
         self.sites = []           # (weight or None, loop id, index key, src) of arrivals
         self.waits = []           # (parity or None, loop id, src)
-        self.opaque = ""          # why its arrivals cannot be counted
         self.site_pos = []        # program-order positions of the arrivals and the waits
         self.site_tx = []         # whether each arrival leaves transaction bytes pending
         self.site_bufs = []       # the local buffers each arrival's barrier index reads
@@ -120,7 +123,7 @@ class _Counts:
             self._compare(st, count, isrc, st.sites, "")
 
     def _ring(self, ring):
-        els = [e for e in self._elements(ring) if e.init is not None]
+        els = self._inited(ring)
         counts = {e.init[0] for e in els}
         if not els or None in counts or len(counts) != 1:
             if els:

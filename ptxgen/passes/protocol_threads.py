@@ -1,20 +1,22 @@
-"""Facts the protocol check (protocol.py) evaluates: which threads run a statement (its if_
-conditions on thread ids, evaluated for every thread of the block), constant trip counts,
-linked guard and loop chains."""
+"""Facts the protocol check (protocol.py) evaluates: what one scan of the trace finds before
+the walk, which threads run a statement (its if_ conditions on thread ids, evaluated for
+every thread of the block), constant trip counts, linked guard and loop chains."""
 from __future__ import annotations
 
+from itertools import compress, repeat
+from operator import (add, and_, eq, floordiv, ge, gt, le, lshift, lt, mod, mul, ne, not_,
+                      or_, rshift, sub, xor)
+
 from ..errors import TraceError
-from ..ir import (BinOp, Cast, Const, For, Let, Load, Not, Select, SpecialReg, Var,
-                  subexpressions, traced_statements)
+from ..ir import (BinOp, BufferPtr, Cast, Const, For, Instr, Let, Load, Mem, Not, Select,
+                  SpecialReg, TileCall, Var, subexpressions, traced_statements)
+from .lower import SYNC_OPCODES, SYNC_TILE_OPS
 
 
 _SHARED = ("shared", "shared.dyn")
-_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-        "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
-        "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
-        "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "min": min, "max": max,
-        "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-        "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+_OPS = {"add": add, "sub": sub, "mul": mul, "floordiv": floordiv, "floormod": mod,
+        "and": and_, "or": or_, "xor": xor, "shl": lshift, "shr": rshift, "min": min,
+        "max": max, "lt": lt, "le": le, "gt": gt, "ge": ge, "eq": eq, "ne": ne}
 _GROUP = {"thread": 1, "warp": 32, "warpgroup": 128, "cta": None, "cluster": None}
 
 
@@ -64,15 +66,43 @@ def _some(who) -> str:
             else f"{len(who)} threads ({lo}, ...)")
 
 
+def _scan(body) -> tuple:
+    """One flat pass over the trace for what the walk needs before it starts: (whether the
+    kernel holds anything this check follows, the lets a guard may name, the barrier buffers
+    some wait names, the local scalars that index them).  A build has lower()'s answer to
+    the first already; most kernels never get here."""
+    sync, binds, waited, stages = False, {}, set(), set()
+    for s in traced_statements(body):
+        t = type(s)
+        if t is Instr:
+            op = s.opcode
+            if op.startswith(SYNC_OPCODES):
+                sync = True
+                if op.startswith("mbarrier.") and "wait" in op:
+                    for o in s.operands:
+                        if type(o) is Mem and type(o.ptr) is BufferPtr:
+                            waited.add(o.ptr.buffer.uid)
+                            stages |= _loaded(o.ptr.indices or ())
+        elif t is Let:
+            binds[s.var.uid] = s.value
+        elif t is TileCall and s.op in SYNC_TILE_OPS:
+            sync = True
+    return sync, binds, waited, stages
+
+
 class _Threads:
     """Which threads of the block run a statement, from its enclosing if_ conditions, when
-    those depend on thread ids alone (lets of tid expressions are followed)."""
+    those depend on thread ids alone (lets of tid expressions are followed).  Each value is
+    a list over the threads, mapped with the operator module's functions: the per-thread
+    steps run in C."""
 
-    def __init__(self, body, block):
+    def __init__(self, body, block, binds=None):
         self.block = block
         self.memo = {}        # guard chain -> the thread ids running under it
+        self.last = {}        # id(guards) -> (guards, their ids): the chain walked once
         self.one = {}         # (id(guard), polarity) -> the thread ids it lets through
-        self.binds = {s.var.uid: s.value for s in traced_statements(body) if type(s) is Let}
+        self.binds = binds if binds is not None else \
+            {s.var.uid: s.value for s in traced_statements(body) if type(s) is Let}
 
     def _values(self, e, ids):
         """e's value in each thread of `ids` as a list in that order (one value where it does
@@ -86,7 +116,7 @@ class _Threads:
             if e.name == "tid.x":
                 return list(ids)
             if e.name == "laneid":
-                return [i % 32 for i in ids]
+                return list(map(mod, ids, repeat(32)))
             if e.name in ("tid.y", "tid.z"):
                 return 0
             raise _Unknown(e.name)
@@ -103,11 +133,11 @@ class _Threads:
             if e.op in ("floordiv", "floormod") and (0 in b if type(b) is list else not b):
                 raise _Unknown("division by zero")
             if type(a) is list:
-                return list(map(f, a, b)) if type(b) is list else [f(x, b) for x in a]
-            return [f(a, y) for y in b] if type(b) is list else f(a, b)
+                return list(map(f, a, b if type(b) is list else repeat(b)))
+            return list(map(f, repeat(a), b)) if type(b) is list else f(a, b)
         if t is Not:
             a = self._values(e.a, ids)
-            return [not x for x in a] if type(a) is list else not a
+            return list(map(not_, a)) if type(a) is list else not a
         if t is Cast:
             return self._values(e.a, ids)
         if t is Select:
@@ -115,8 +145,8 @@ class _Threads:
             if type(c) is not list:
                 return self._values(e.t if c else e.f, ids)
             sides = []
-            for side, want in ((e.t, True), (e.f, False)):
-                mine = [i for i, x in zip(ids, c) if bool(x) == want]
+            for side, takes in ((e.t, c), (e.f, list(map(not_, c)))):
+                mine = list(compress(ids, takes))
                 v = self._values(side, mine) if mine else []
                 sides.append(iter(v if type(v) is list else [v] * len(mine)))
             return [next(sides[0]) if x else next(sides[1]) for x in c]
@@ -128,19 +158,24 @@ class _Threads:
         return v[0] if type(v) is list else v
 
     def running(self, guards) -> list:
-        """The thread ids (x; the block must be 1-D) that satisfy every guard."""
-        guards = _chain(guards)
-        key = tuple([(id(c), pol) for c, pol in guards])
+        """The thread ids (x; the block must be 1-D) that satisfy every guard, ascending.
+        `last` holds the chain itself, so its id is not reused while it is a key."""
+        hit = self.last.get(id(guards))
+        if hit is not None and hit[0] is guards:
+            return hit[1]
+        chain = _chain(guards)
+        key = tuple([(id(c), pol) for c, pol in chain])
         r = self.memo.get(key)
         if r is None:
             bx, by, bz = self.block
-            if by * bz != 1 and guards:
+            if by * bz != 1 and chain:
                 raise _Unknown("a 2-D or 3-D block")
-            ids = range(bx)
-            for c, pol in guards:     # chains share guards: each is evaluated once
+            ids = None
+            for c, pol in chain:     # chains share guards: each is evaluated once
                 through = self._through(c, pol, bx)
-                ids = [t for t in ids if t in through]
-            r = self.memo[key] = list(ids)
+                ids = through if ids is None else ids & through
+            r = self.memo[key] = list(range(bx)) if ids is None else sorted(ids)
+        self.last[id(guards)] = (guards, r)
         return r
 
     def _through(self, c, pol, bx) -> frozenset:
@@ -151,7 +186,7 @@ class _Threads:
         if r is None:
             try:
                 v = self._values(c, range(bx))
-                r = frozenset(t for t, x in enumerate(v) if bool(x) == pol) \
+                r = frozenset(compress(range(bx), v if pol else map(not_, v))) \
                     if type(v) is list else frozenset(range(bx)) if bool(v) == pol else frozenset()
             except _Unknown as e:
                 r = e
@@ -166,7 +201,7 @@ class _Threads:
         n = _GROUP.get(scope)
         if n is None:
             return 1 if tids else 0
-        return len({t // n for t in tids})
+        return len(tids) if n == 1 else len(set(map(floordiv, tids, repeat(n))))
 
 
 class _CpGroups:
