@@ -86,6 +86,8 @@ _KERNEL_DIRS = tuple(os.path.join(d, "kernels") + os.sep for d in PKG_DIRS)
 # os never frozen), sysconfig's "stdlib" path without importing sysconfig for it (that import
 # would slow `import ptxgen`; benchmarks/RESULTS.md has the figure).
 _STDLIB = (os.path.dirname(os.path.normpath(os.path.abspath(linecache.__file__))) + os.sep,)
+
+
 @lru_cache(maxsize=None)   # per file name; a hit is a C call, no Python frame
 def is_library(filename: str) -> bool:
     """A frame of ptxgen or of the standard library (contextlib's `with` machinery,

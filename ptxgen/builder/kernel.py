@@ -65,7 +65,7 @@ class Kernel:
             func.grid = g or launch_dims("grid", _ints(grid), src)
         if block is not None:
             func.block = b or launch_dims("block", _ints(block), src)
-        if dyn is not None and type(dyn) is not int:
+        if type(dyn) is not int:     # None stays None; numpy integers become ints
             dyn = _ints(dyn)
         if dyn is not None:
             if isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 0:

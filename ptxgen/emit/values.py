@@ -201,35 +201,29 @@ class ValueEmitter(ConvertEmitter):
             self.emit(form("ternary", "mad.lo", ty).format(d=r, a=x, b=self.imm(a.b), c=y))
             return r if dt.bits >= 32 else self._narrow(r, dt)
         av = self.val(a)
+        narrow = True            # a product or sum may leave a sub-32-bit type's range
         if op in _POW2_FORMS and b_const is not None and b_const > 0 \
                 and b_const & (b_const - 1) == 0:
-            shift = b_const.bit_length() - 1
-            n = self.reg_counts[cls] + 1   # new_reg, written out
-            self.reg_counts[cls] = n
-            r = prefix + str(n)
+            bv = b_const.bit_length() - 1
             if op == "mul":
-                self.lines.append("    " + form("binary", "shl", "b" + ty[1:]).format(
-                    d=r, a=av, b=shift))
-                return r if dt.bits >= 32 else self._narrow(r, dt)
-            if op == "floordiv":   # arithmetic shift == floor division by 2^k
-                self.lines.append("    " + form("binary", "shr", ty).format(d=r, a=av, b=shift))
-                return r
-            # two's complement: a & (2^k - 1) == floor modulo
-            self.lines.append("    " + form("binary", "and", "b" + ty[1:]).format(
-                d=r, a=av, b=b_const - 1))
-            return r
-        bv = self.val(b)
-        if op in ("floordiv", "floormod"):
-            return self._floor_divmod(op, e, av, bv, ty, cls)
-        opcode = _INT_OPCODE.get(op)
-        if opcode is None:
-            raise PtxgenError(f"integer operator {op} has no PTX form")
+                line = form("binary", "shl", "b" + ty[1:])
+            elif op == "floordiv":   # arithmetic shift == floor division by 2^k
+                line, narrow = form("binary", "shr", ty), False
+            else:                    # two's complement: a & (2^k - 1) == floor modulo
+                line, bv, narrow = form("binary", "and", "b" + ty[1:]), b_const - 1, False
+        else:
+            bv = self.val(b)
+            if op in ("floordiv", "floormod"):
+                return self._floor_divmod(op, e, av, bv, ty, cls)
+            opcode = _INT_OPCODE.get(op)
+            if opcode is None:
+                raise PtxgenError(f"integer operator {op} has no PTX form")
+            line = form("binary", opcode, ty if opcode in _TYPED_SIGNED else "b" + ty[1:])
         n = self.reg_counts[cls] + 1   # new_reg, written out
         self.reg_counts[cls] = n
         r = prefix + str(n)
-        self.lines.append("    " + form("binary", opcode, ty if opcode in _TYPED_SIGNED else
-                                         "b" + ty[1:]).format(d=r, a=av, b=bv))
-        return r if dt.bits >= 32 else self._narrow(r, dt)
+        self.lines.append("    " + line.format(d=r, a=av, b=bv))
+        return r if not narrow or dt.bits >= 32 else self._narrow(r, dt)
 
     def _floor_divmod(self, op, e, a, b, ty, cls):
         bb = self.an.bounds(e.b)
