@@ -330,23 +330,40 @@ def test_import_ptxgen_leaves_jinja_out():
     assert out.strip() == "[]"
 
 
-def test_a_form_used_again_formats_as_str_format_does():
-    """A Form compiles into an f-string function on its second use: for every shipped text,
-    that function gives str.format's text, operands of any type, unnamed operands ignored."""
+def test_a_shipped_form_fills_as_str_format_does():
+    """Every shipped text whose fields are plain names has its generated f-string function,
+    and form() fills through it: str.format's text for operands of any type, operands the
+    text does not name ignored."""
     import string
 
     class Reg:
         def __format__(self, spec):
             return "%r7"
 
-    for text in forms.FORMS.values():
+    for key, text in forms.FORMS.items():
+        if key[0] == "<module>":
+            continue
         names = {f for _, f, _, _ in string.Formatter().parse(text) if f}
-        if any(not n.isidentifier() for n in names):
+        fill = forms.FILL.get(text)
+        assert (fill is not None) == all(n.isidentifier() for n in names), text
+        if fill is None:
             continue
         ops = {n: (Reg() if i % 3 == 0 else i if i % 3 == 1 else f"x{i}")
                for i, n in enumerate(sorted(names))}
-        f = forms.Form(text)
-        want = str.format(text, **ops)
-        assert f.format(**ops, unused=1) == want          # first use: str.format
-        assert f.format(**ops, unused=1) == want          # then compiled
-        assert "format" in vars(f) and f.format(**ops) == want   # the compiled one
+        assert fill(**ops, unused=1) == str.format(text, **ops), text
+        f = forms.form(key[0], *key[1], **dict(key[2]))
+        assert vars(f)["format"] is fill and f.format(**ops) == str.format(text, **ops)
+
+
+def test_a_form_the_table_lacks_fills_through_str_format(monkeypatch):
+    key = ("binary", ("add", "s32"), ())
+    monkeypatch.delitem(forms.FORMS, key)     # rendered by jinja
+    monkeypatch.delitem(forms.FILL, "add.s32 {d}, {a}, {b};")   # ... and no function for it
+    forms.form.cache_clear()
+    try:
+        f = forms.form("binary", "add", "s32")
+        assert "format" not in vars(f)
+        assert f.format(d="%r3", a="%r1", b=4, n=3) == "add.s32 %r3, %r1, 4;"
+    finally:
+        monkeypatch.undo()
+        forms.form.cache_clear()
