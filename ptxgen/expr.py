@@ -33,7 +33,7 @@ PLAIN_INT = frozenset((int,))
 BOOL = dtype("bool")
 HANDLE = dtype("handle")
 
-_ids = itertools.count()
+uids = itertools.count()
 INT32_VALUES = range(-2**31, 2**31)   # `x in` it: one C call, cheaper than a chained compare
 
 # ----------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class Var(Expr):
     def __init__(self, name: str, dtype: DType = None, uid: int | None = None):
         self.name = name
         self.dtype = INT32 if dtype is None else dtype
-        self.uid = uid = next(_ids) if uid is None else uid
+        self.uid = uid = next(uids) if uid is None else uid
         self._key = ("v", uid)   # eager: every Var gets keyed, and a tuple costs less than a call
 
     def _make_key(self):

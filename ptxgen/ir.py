@@ -13,7 +13,7 @@ from typing import Any
 
 from .dtypes import DType
 from .errors import TraceError
-from .expr import _ids
+from .expr import uids
 from .expr import (  # noqa: F401  (re-exported: the IR's public expression names are ir's)
     BOOL, HANDLE, INT32, INT64, PLAIN_INT, TEXT, BinOp, BufferPtr, Cast, Const, Expr, Load, Not,
     Select, SpecialReg, Var, as_expr, binop, cast, const, const_hazard, expr_key, int_range,
@@ -49,7 +49,7 @@ class Buffer:
         # buffers reached through an address value: tmem (the allocated TMEM address) and
         # shared.cluster (another CTA's shared tile: the mapa'd shared::cluster address)
         self.tmem_addr = tmem_addr
-        self.uid = next(_ids) if uid is None else uid
+        self.uid = next(uids) if uid is None else uid
         # the buffer that owns the storage this one views: the emitter asks per access, so it
         # is a plain attribute (a view's `data` is fixed when it is made)
         self.root = self if data is None else data.buffer.root

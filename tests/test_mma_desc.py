@@ -448,7 +448,7 @@ def test_check_layout_matches_whole_tile_equals_per_element(have, want):
     verdict and the message must be exactly those of the element-by-element check."""
     from ptxgen.primitives import mma_desc
 
-    c = mma_desc._canon(*have[:2], 16, 64, 64, have[2])
+    c = mma_desc.canonical_plan(*have[:2], 16, 64, 64, have[2])
     vectorized = lambda r, k: mma_desc._offset(c, r, k) // 2           # noqa: E731
     per_element = lambda r, k: vectorized(int(r), int(k))               # noqa: E731
     kw = dict(major=want[0], swizzle=want[1], elem_bits=16, rows=64, k_extent=64)

@@ -952,7 +952,7 @@ def test_guards_are_evaluated_per_thread_with_selects_taking_one_side():
     evaluates only the side each thread takes (the other divides by zero there)."""
     from ptxgen.dtypes import dtype
     from ptxgen.ir import BinOp, Const, Select, SpecialReg
-    from ptxgen.passes.protocol_threads import _Threads
+    from ptxgen.passes.protocol_threads import Threads
 
     i32, b = dtype("int32"), dtype("bool")
     tid = SpecialReg("tid.x")
@@ -963,7 +963,7 @@ def test_guards_are_evaluated_per_thread_with_selects_taking_one_side():
                     BinOp("floormod", tid, Const(7), i32), i32)
     guard = BinOp("eq", picked, Const(2), b)
     odd_lane = BinOp("eq", BinOp("floormod", lane, Const(2), i32), Const(1), b)
-    th = _Threads([], (64, 1, 1))
+    th = Threads([], (64, 1, 1))
     want = [t for t in range(64) if (64 // (32 - t) if t < 32 else t % 7) == 2]
     assert th.running((guard, True, None)) == want
     assert th.running((odd_lane, False, (guard, True, None))) == \

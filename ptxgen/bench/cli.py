@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         sweep.load_plugins(args.plugin)
         configs = _configs(args)
         if args.plot:
-            report._matplotlib()  # fail before the sweep, not after it
+            report.require_matplotlib()  # fail before the sweep, not after it
         if not configs:
             print("ptxgen bench: no copy variants registered (pass --plugin MODULE); "
                   "timing the baselines only", file=err)

@@ -303,7 +303,7 @@ def _best(doc) -> float | None:
 
 
 # ---- plot ----------------------------------------------------------------------
-def _matplotlib():
+def require_matplotlib():
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -317,7 +317,7 @@ def plot_report(doc: dict, path: str) -> None:
     """One panel per dtype x scope: horizontal bars (variant x tile, GB/s, fastest on top)
     so every label stays readable, baselines and the datasheet peak as vertical lines, WRONG
     kernels in red; written with the Agg backend (no display)."""
-    Figure, Canvas = _matplotlib()
+    Figure, Canvas = require_matplotlib()
     timed = [r for r in doc["rows"] if r["gbps"] is not None]
     panels = list(dict.fromkeys((r["dtype"], r["scope"]) for r in timed)) or [("", "")]
     ncol = min(3, len(panels))

@@ -13,7 +13,7 @@ from ..ir import Buffer, Expr, SCOPES, as_expr
 from .context import trace_state, fail
 
 
-def _check_align(align):
+def check_align(align):
     if not isinstance(align, int) or align <= 0 or align & (align - 1):
         raise PtxgenError(f"align must be a power of two in bytes, got {align!r}")
 
@@ -54,7 +54,7 @@ def make_buffer(name, shape, dt, scope, layout=None, elem_offset=0, byte_offset=
     if not isinstance(dt, DType):      # parameters and views pass a DType already
         dt = _dtype(dt)
     if not isinstance(align, int) or align <= 0 or align & (align - 1):
-        _check_align(align)    # raises; the test is repeated here to save a call per buffer
+        check_align(align)    # raises; the test is repeated here to save a call per buffer
     if scope not in SCOPES:
         raise fail(f"unknown scope {scope!r}; scopes are {', '.join(SCOPES)}")
     for s in shape:
@@ -85,7 +85,7 @@ def _check_start(name, layout, elem_offset):
                    + (" or use non-negative strides" if lo < 0 else ""))
 
 
-def _live(b: Buffer):
+def check_live_buffer(b: Buffer):
     """Reject a handle whose buffer was allocated in a body that has ended (outside a trace
     the metadata is still readable)."""
     ctx = trace_state.ctx

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import LayoutError
 from ..layout import S, TileLayout, row_major_strides
 from ..ir import Buffer, DeclBuffer, as_expr
-from .buffers import _live, make_buffer
+from .buffers import check_live_buffer, make_buffer
 from .context import assigned_name, current, fail, user_site
 
 
@@ -54,7 +54,7 @@ class SubIndexer:
 
     def __getitem__(self, key):
         b = self.tensor.buffer
-        _live(b)
+        check_live_buffer(b)
         shape, layout, off = sub_layout(b, key if type(key) is tuple else (key,))
         ctx, at = current(), user_site()
         name = ctx.unique(assigned_name(b.name + "_sub", at))

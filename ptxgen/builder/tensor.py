@@ -16,7 +16,7 @@ from ..analysis.simplify import Analyzer
 from ..ir import (Buffer, BufferPtr, BufferRegion, Const, DeclBuffer, Expr, Load, SCOPES, Store,
                   Var, as_expr, not_a_value)
 from .tensor_meta import TensorMeta, check_one_layout, strided_layout
-from .buffers import _check_align, _live, make_buffer  # noqa: F401  (make_buffer: re-exported)
+from .buffers import check_align, check_live_buffer, make_buffer  # noqa: F401  (re-exported)
 from .subview import Ramp, SubIndexer, ramp_access, ramp_not_last
 from .nc_hazard import note_nc_load
 from .context import (Site, trace_state, assigned_name, check_live_expr,
@@ -41,7 +41,7 @@ class Tensor:
             self.given_align = align          # None: a view keeps its storage's alignment
             self.align = 16 if align is None else align
             self.scope = scope
-            _check_align(self.align)
+            check_align(self.align)
             if scope not in SCOPES:
                 raise PtxgenError(f"unknown scope {scope!r}; scopes are {', '.join(SCOPES)}")
             for s in self.shape:
@@ -263,12 +263,12 @@ class TensorHandle(TensorMeta):
         """B.sub[...]: a sub-tensor view (seed 002): `a:b` narrows a dim, `s::k` keeps every
         k-th element from s, an index drops the dim, `:` (or a missing trailing entry) keeps
         it.  Unlike B[a:b] (a region, for tile ops) it is a tensor, indexed from 0."""
-        _live(self.buffer)
+        check_live_buffer(self.buffer)
         return SubIndexer(self)
 
     def view(self, *shape, layout=None, dtype=None):
         b = self.buffer
-        _live(b)
+        check_live_buffer(b)
         dt = _dtype(dtype) if dtype is not None else b.dtype
         n_new = math.prod(shape)
         n_old = b.numel()
@@ -288,7 +288,7 @@ class TensorHandle(TensorMeta):
 
     def permute(self, *dims):
         b = self.buffer
-        _live(b)
+        check_live_buffer(b)
         if sorted(dims) != list(range(b.ndim)):
             raise fail(f"permute of '{b.name}' needs a permutation of 0..{b.ndim - 1}, got {dims}")
         if not all(isinstance(s, int) for s in b.shape):
@@ -309,7 +309,7 @@ class TensorHandle(TensorMeta):
         shape: the raw span (gaps included); with layout= (the layout interprets the shape),
         the logical number of elements a thread holds, as TIRx infers it (seed 002)."""
         b = self.buffer
-        _live(b)
+        check_live_buffer(b)
         if b.scope != "local":
             raise fail(f"local() is for local buffers; '{b.name}' is {b.scope}")
         span = b.layout.span("m") if b.layout is not None else b.numel()

@@ -23,7 +23,7 @@ Checked:
   - a wgmma accumulator is read only after a gemm_wait covering its group;
   - a tile written through cluster_view is read only after cluster_sync (or an mbarrier
     wait: a handshake this pass does not follow);
-  - a pipeline stage waited on is released on every path of an if_ or on none (_Paths).
+  - a pipeline stage waited on is released on every path of an if_ or on none (Paths).
 """
 from __future__ import annotations
 
@@ -34,28 +34,28 @@ from ..ir import (Barrier, BufferPtr, BufferRegion, Const, DeclBuffer, For, If, 
                   Load, Mem, Store, TileCall, VecOperand, While, expr_key, subexpressions)
 
 from .lower import lower
-from .protocol_counts import _Bar, _Counts, _Paths, _register_pressure
-from .protocol_threads import (_SHARED, _CpGroups, _Threads, _Unknown, _chain, _fail, _loaded,
-                               _scan)
+from .protocol_counts import Bar, Counts, Paths, register_pressure
+from .protocol_threads import (SHARED_SCOPES, CpGroups, Threads, Unknown, chain_list, error,
+                               loaded_locals, scan_trace)
 
 _VALUE = attrgetter("value")
 # instructions that matter with no memory operand (the rest name a barrier word or a tile)
 _BARE = ("barrier.cluster.wait", "fence.proxy.async")
 
 
-class _Check(_Counts, _Paths, _CpGroups):
+class _Check(Counts, Paths, CpGroups):
     def __init__(self, func, scan):
         self.func = func
         _, binds, self.waited_bufs, self.stages = scan   # stages: local scalars waits index
-        self.threads = _Threads(func.body, func.block, binds)
-        self.held: dict = {}          # stage scalar uid -> its state on this path (_Paths)
+        self.threads = Threads(func.body, func.block, binds)
+        self.held: dict = {}          # stage scalar uid -> its state on this path (Paths)
         self.bars: dict = {}
         self.by_buf: dict = {}        # barrier buffer uid -> its states in self.bars, in order
         self.tma_pending: dict = {}   # tile uid -> (barrier uid, name, src) of a TMA load
         self.store_loop: dict = {}    # local buffer uid -> the innermost loop of its last store
         self.accs: dict = {}          # root uid -> (register accumulator, first gemm_async)
         self.clock = 0
-        self.syncs = 0                # CTA-wide barriers so far (_Bar.init_syncs)
+        self.syncs = 0                # CTA-wide barriers so far (Bar.init_syncs)
         self.notes: list = []
         # cp.async: buffer uid -> (name, src, issuing threads, the commit / wait they missed)
         self.cp_open: dict = {}       # written, uncommitted
@@ -84,7 +84,7 @@ class _Check(_Counts, _Paths, _CpGroups):
         if st is None:
             name = b.name if ring or b.numel() == 1 else \
                 f"{b.name}[{', '.join(map(str, map(_VALUE, idx)))}]"
-            st = self.bars[key] = _Bar(name, b, ring)
+            st = self.bars[key] = Bar(name, b, ring)
             self.by_buf.setdefault(b.uid, []).append(st)
         return st
 
@@ -100,7 +100,7 @@ class _Check(_Counts, _Paths, _CpGroups):
             inited = self._inited(st)
             if len(inited) < n:
                 if not inited:
-                    raise _fail(src, f"{what} uses mbarrier '{st.name}', which is never "
+                    raise error(src, f"{what} uses mbarrier '{st.name}', which is never "
                                      f"initialised before this point: call "
                                      f"pg.ptx.mbarrier.init (one thread), then pg.cta_sync(), "
                                      f"before any arrive or wait (for a pg.Pipeline: "
@@ -112,11 +112,11 @@ class _Check(_Counts, _Paths, _CpGroups):
                 self._check_visible(e, what, src, guards)
             return
         if st.dead is not None:
-            raise _fail(src, f"{what} uses mbarrier '{st.name}' after mbarrier.inval at "
+            raise error(src, f"{what} uses mbarrier '{st.name}' after mbarrier.inval at "
                              f"{st.dead}: an invalidated barrier is ordinary memory; "
                              f"initialise it again first, or move the inval after the last use")
         if st.init is None:
-            raise _fail(src, f"{what} uses mbarrier '{st.name}' before it is initialised: "
+            raise error(src, f"{what} uses mbarrier '{st.name}' before it is initialised: "
                              f"call pg.ptx.mbarrier.init (one thread), then pg.cta_sync(), "
                              f"before any arrive or wait (for a pg.Pipeline: pipe.init())")
         self._check_visible(st, what, src, guards)
@@ -128,13 +128,13 @@ class _Check(_Counts, _Paths, _CpGroups):
         try:
             mine = set(self.threads.running(iguards))
             users = set(self.threads.running(guards))
-        except _Unknown as e:
+        except Unknown as e:
             self.notes.append(f"{src}: whether the threads of this {what} initialised "
                               f"'{st.name}' themselves depends on {e}: not checked")
             return
         if users <= mine:
             return        # the initialising threads themselves: program order suffices
-        raise _fail(src, f"{what} uses mbarrier '{st.name}' initialised at {isrc} with no CTA "
+        raise error(src, f"{what} uses mbarrier '{st.name}' initialised at {isrc} with no CTA "
                          f"barrier in between: other threads may arrive or wait before the "
                          f"init lands; call pg.cta_sync() after the init block")
 
@@ -143,10 +143,10 @@ class _Check(_Counts, _Paths, _CpGroups):
             return
         try:
             n = len(self.threads.running(guards))
-        except _Unknown:
+        except Unknown:
             return
         if n > 1:
-            raise _fail(src, f"mbarrier.init of '{st.name}' runs in {n} threads of each CTA: "
+            raise error(src, f"mbarrier.init of '{st.name}' runs in {n} threads of each CTA: "
                              f"every init resets the barrier, racing the arrivals of the "
                              f"threads past it; initialise from one thread (with "
                              f"pg.if_(tx == 0)), then pg.cta_sync()")
@@ -157,13 +157,13 @@ class _Check(_Counts, _Paths, _CpGroups):
         self._check_use(st, what, src, guards)
         try:
             w = self.threads.instances(guards, scope)
-        except _Unknown as e:
+        except Unknown as e:
             w = None
             self.notes.append(f"{src}: how many threads run this {what} depends on {e}: "
                               f"the arrivals on '{st.name}' are not counted")
         st.sites.append((w, id(loops[0]) if loops else None, ikey, src))
-        st.site_bufs.append(_loaded(ptr.indices or ()))
-        st.site_loops.append(tuple(x for x, in _chain(loops, 1)))
+        st.site_bufs.append(loaded_locals(ptr.indices or ()))
+        st.site_loops.append(tuple(x for x, in chain_list(loops, 1)))
         st.site_pos.append(self._tick())
         st.site_tx.append(tx)
 
@@ -183,14 +183,14 @@ class _Check(_Counts, _Paths, _CpGroups):
             return
         if p is not None:
             if p == 1 and not st.waited:
-                raise _fail(src, f"{what} waits on parity 1 of mbarrier '{st.name}', fresh "
+                raise error(src, f"{what} waits on parity 1 of mbarrier '{st.name}', fresh "
                                  f"from its init at {st.init[1]}: the phase before the first "
                                  f"counts as complete, so this wait passes at once and what "
                                  f"it guards is read early; wait on parity 0 first (phases go "
                                  f"0, 1, 0, ...: pass phase & 1 of a counter)")
             last = st.last_parity.get(body_id)
             if last is not None and last[0] == p and last[2] < len(st.sites):
-                raise _fail(src, f"{what} waits on parity {p} of mbarrier '{st.name}' again "
+                raise error(src, f"{what} waits on parity {p} of mbarrier '{st.name}' again "
                                  f"(as at {last[1]}) with no other parity between, after new "
                                  f"arrivals: that phase is already complete, so this wait "
                                  f"passes at once and does not wait for them; wait on parity "
@@ -210,7 +210,7 @@ class _Check(_Counts, _Paths, _CpGroups):
         u = buf.uid
         t = self.tma_pending.get(u)
         if t is not None:
-            raise _fail(src, f"this reads shared tile '{buf.name}', filled by the TMA copy at "
+            raise error(src, f"this reads shared tile '{buf.name}', filled by the TMA copy at "
                              f"{t[2]}, before any wait on its mbarrier '{t[1]}': the bytes may "
                              f"not have landed; wait first (pg.ptx.mbarrier.try_wait(bar, "
                              f"phase) or the pipeline consumer's wait())")
@@ -227,19 +227,19 @@ class _Check(_Counts, _Paths, _CpGroups):
                     how = "before an async_wait() covers its group"
                     fix = ("pg.tile.<scope>.async_wait(0) (or a pending count that leaves its "
                            "group out)")
-                raise _fail(src, f"this reads shared tile '{buf.name}', written by cp.async "
+                raise error(src, f"this reads shared tile '{buf.name}', written by cp.async "
                                  f"copy_async at {where}, {how}: the copy may not have "
                                  f"landed (stale data); call {fix} before the read")
         self._cp_visible(buf, src)
         for acc, name, gsrc in self.wg_groups:
             if acc == u:
-                raise _fail(src, f"this reads the wgmma accumulator '{name}' of the gemm_async "
+                raise error(src, f"this reads the wgmma accumulator '{name}' of the gemm_async "
                                  f"at {gsrc} before a gemm_wait covers its group: call "
                                  f"pg.tile.warpgroup.gemm_wait(0) before reading it")
         tile = self.peer_of.get(u, (u, None))[0]
         if tile in self.dsmem:
             name, wsrc = self.dsmem[tile]
-            raise _fail(src, f"this reads shared tile '{name}', written through a cluster_view "
+            raise error(src, f"this reads shared tile '{name}', written through a cluster_view "
                              f"of it at {wsrc} with no cluster_sync in between: the peer CTA's "
                              f"write may not be visible yet; call pg.cluster_sync() between "
                              f"the write and the read")
@@ -306,7 +306,7 @@ class _Check(_Counts, _Paths, _CpGroups):
 
     def _write(self, buf, src):
         scope = buf.root.scope
-        if scope in _SHARED:
+        if scope in SHARED_SCOPES:
             self.dirty[buf.uid] = src
         elif scope == "shared.cluster" and buf.uid in self.peer_of:
             tile, name = self.peer_of[buf.uid]
@@ -423,10 +423,10 @@ class _Check(_Counts, _Paths, _CpGroups):
         if op == "gemm_async":
             acc = args[0]
             for r in args[1:3]:
-                if isinstance(r, BufferRegion) and r.buffer.root.scope in _SHARED:
+                if isinstance(r, BufferRegion) and r.buffer.root.scope in SHARED_SCOPES:
                     w = self.dirty.get(r.buffer.uid)
                     if w is not None:
-                        raise _fail(src, f"gemm_async reads shared tile '{r.buffer.name}', "
+                        raise error(src, f"gemm_async reads shared tile '{r.buffer.name}', "
                                          f"written by plain stores at {w} with no "
                                          f"fence.proxy.async in between: wgmma reads through "
                                          f"the async proxy and may see stale bytes; call "
@@ -458,7 +458,7 @@ class _Check(_Counts, _Paths, _CpGroups):
         """Writing an accumulator while its wgmma is in flight races the tensor core too."""
         for acc, name, gsrc in self.wg_groups:
             if acc == buf.uid:
-                raise _fail(src, f"this writes the wgmma accumulator '{name}' of the "
+                raise error(src, f"this writes the wgmma accumulator '{name}' of the "
                                  f"gemm_async at {gsrc} before a gemm_wait covers its group: "
                                  f"call pg.tile.warpgroup.gemm_wait(0) first")
 
@@ -476,13 +476,13 @@ def check_protocol(func, target=None) -> list:
     """Raise a located TraceError for a synchronization mistake the facts decide; return the
     notes on what they leave undecided."""
     check_cluster_arch(func, target)
-    scan = _scan(func.body)
+    scan = scan_trace(func.body)
     if not scan[0]:
         return []
     c = _Check(func, scan)
     c.walk(func.body, None, None)
     c._count_check()
-    _register_pressure(c.accs)
+    register_pressure(c.accs)
     return c.notes
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import warnings
 
-from .protocol_threads import _Unknown, _fail, _loaded, _trips
+from .protocol_threads import Unknown, error, loaded_locals, trip_count
 
 
-class _Bar:
+class Bar:
     """What the walk knows of one mbarrier word (or one ring of them).  Fields that are only
     ever replaced, never changed in place, default at class level."""
     init = None               # (count or None, src, guards) of the latest init
@@ -33,7 +33,7 @@ class _Bar:
         self.wait_pos = []
 
 
-class _Counts:
+class Counts:
     """The count checks of _Check (a mixin: they read its barrier states and notes)."""
 
     def _count_check(self):
@@ -71,9 +71,9 @@ class _Counts:
             if p is None or loop is None or not any(x == lp for _, x, _, _ in st.sites):
                 continue
             same = {q for q, x, _ in st.waits if x == lp}
-            n = _trips(loop)
+            n = trip_count(loop)
             if same == {p} and (n is None or n > 1):
-                raise _fail(src, f"this wait on mbarrier '{st.name}' uses the constant parity "
+                raise error(src, f"this wait on mbarrier '{st.name}' uses the constant parity "
                                  f"{p} in a loop that completes a new phase each iteration: "
                                  f"from the second iteration on it passes at once (the phase "
                                  f"with that parity is complete), so the data is read early; "
@@ -115,7 +115,7 @@ class _Counts:
         if phases == 1 or racing or got < phases * count:
             if phases > 1 and got < phases * count:
                 lines = ", ".join(s for *_, s in st.sites)
-                raise _fail(isrc, f"mbarrier '{st.name}' is initialised for {count} "
+                raise error(isrc, f"mbarrier '{st.name}' is initialised for {count} "
                                   f"arrival(s) per phase and waited on for {phases} phases, "
                                   f"but the program makes {got} (at {lines}): the last phase "
                                   f"never completes (a hang); make one phase's arrivals equal "
@@ -153,7 +153,7 @@ class _Counts:
                     break
                 trips = 1
                 for x in loops[ids.index(stage) + 1:]:
-                    n = _trips(x)
+                    n = trip_count(x)
                     if n is None:
                         why = f"the arrival at {src} is in a loop of unknown trip count"
                         break
@@ -174,14 +174,14 @@ class _Counts:
         effect = ("the phase never completes (a hang)" if got < count else
                   "the extra arrivals and their bytes spill into the next phase (a fault or "
                   "stale data)")
-        raise _fail(isrc, f"mbarrier '{st.name}' is initialised for {count} arrival(s) per "
+        raise error(isrc, f"mbarrier '{st.name}' is initialised for {count} arrival(s) per "
                           f"phase, but the program makes {got}{per} (at {lines}): {effect}; "
                           f"make the init count (pg.Pipeline's producer_arrivals / consumers) "
                           f"equal the arrivals of one phase: one per copy_async(mbar=...) and "
                           f"per arrive, times the threads that run it")
 
 
-class _Paths:
+class Paths:
     """Pipeline stages held per path (a mixin of _Check).  A wait on a barrier indexed by a
     local stage scalar acquires that stage; a store that moves the scalar on releases it
     (Pipeline's release and commit advance it; a store of a constant is its start).  Both
@@ -191,13 +191,13 @@ class _Paths:
     runtime condition around both the wait and the release leaves both branches alike."""
 
     def _acquire(self, ptr, src):
-        for u in _loaded(ptr.indices or ()) & self.stages:
+        for u in loaded_locals(ptr.indices or ()) & self.stages:
             self.held[u] = (True, src, ptr.buffer.name)
 
     def _advance(self, s):
         u = s.buffer.root.uid
         st = self.held.get(u)
-        if st is not None and st[0] and u in _loaded((s.value,)):
+        if st is not None and st[0] and u in loaded_locals((s.value,)):
             self.held[u] = (False, s.src, st[2], st[1])    # released: where, ring, its wait
 
     def _if(self, s, guards, loops):
@@ -222,12 +222,12 @@ class _Paths:
                 taken = self.threads.running((s.cond, True, guards))
                 if len(taken) == len(run) or not taken:
                     return then if taken else other
-            except _Unknown:
+            except Unknown:
                 pass
             hold, free = (a, b) if a is not None and a[0] else (b, a)
             was = before.get(u)
             if was is not None and was[0]:
-                raise _fail(free[1], f"this releases the pipeline stage of '{free[2]}' waited "
+                raise error(free[1], f"this releases the pipeline stage of '{free[2]}' waited "
                                      f"on at {free[3]} in one branch of the if_ at {s.src} "
                                      f"only: on the other path the stage is never released, "
                                      f"so that side stays on it (its next wait passes on the "
@@ -235,7 +235,7 @@ class _Paths:
                                      f"hangs once the ring wraps; release on every path: "
                                      f"call cons.release() (a producer: prod.commit()) after "
                                      f"the if_, or in both branches")
-            raise _fail(hold[1], f"this waits on a pipeline stage of '{hold[2]}' in one branch "
+            raise error(hold[1], f"this waits on a pipeline stage of '{hold[2]}' in one branch "
                                  f"of the if_ at {s.src} only and does not release it there: "
                                  f"after the if_ the stage is held on one path and free on "
                                  f"the other, so a release frees a stage the other path never "
@@ -248,7 +248,7 @@ class _Paths:
 MAX_REGS = 255     # registers per thread (PTX ISA); past them ptxas spills to local memory
 
 
-def _register_pressure(accs):
+def register_pressure(accs):
     """wgmma accumulators live in registers for the whole main loop: more than a thread has
     makes ptxas spill them (kilobytes of local memory per thread, silently).  A warning, not
     an error: the kernel is still correct, only slow."""

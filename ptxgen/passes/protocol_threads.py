@@ -13,18 +13,18 @@ from ..ir import (BinOp, BufferPtr, Cast, Const, For, Instr, Let, Load, Mem, Not
 from .lower import SYNC_OPCODES, SYNC_TILE_OPS
 
 
-_SHARED = ("shared", "shared.dyn")
+SHARED_SCOPES = ("shared", "shared.dyn")
 _OPS = {"add": add, "sub": sub, "mul": mul, "floordiv": floordiv, "floormod": mod,
         "and": and_, "or": or_, "xor": xor, "shl": lshift, "shr": rshift, "min": min,
         "max": max, "lt": lt, "le": le, "gt": gt, "ge": ge, "eq": eq, "ne": ne}
 _GROUP = {"thread": 1, "warp": 32, "warpgroup": 128, "cta": None, "cluster": None}
 
 
-class _Unknown(Exception):
+class Unknown(Exception):
     """A guard or index the pass cannot evaluate per thread."""
 
 
-def _loaded(exprs) -> set:
+def loaded_locals(exprs) -> set:
     """Root uids of the local buffers an index reads (a pipeline's stage scalar)."""
     out, stack = set(), list(exprs)
     while stack:
@@ -36,7 +36,7 @@ def _loaded(exprs) -> set:
     return out
 
 
-def _trips(loop):
+def trip_count(loop):
     """A serial loop's constant trip count, or None."""
     if type(loop) is not For or type(loop.start) is not Const or type(loop.stop) is not Const \
             or type(loop.step) is not int:
@@ -44,7 +44,7 @@ def _trips(loop):
     return max(0, -(-(loop.stop.value - loop.start.value) // loop.step))
 
 
-def _chain(node, n=2) -> list:
+def chain_list(node, n=2) -> list:
     """A linked (item..., parent) chain as a list, outermost first: guards and loops are
     linked, so a deeply nested kernel costs linear memory."""
     out = []
@@ -55,7 +55,8 @@ def _chain(node, n=2) -> list:
     return out
 
 
-def _fail(src, msg):
+def error(src, msg):
+    """A TraceError located at `src` (a site's "file:line", or None)."""
     return TraceError(f"{src or '?'}: {msg}")
 
 
@@ -66,7 +67,7 @@ def _some(who) -> str:
             else f"{len(who)} threads ({lo}, ...)")
 
 
-def _scan(body) -> tuple:
+def scan_trace(body) -> tuple:
     """One flat pass over the trace for what the walk needs before it starts: (whether the
     kernel holds anything this check follows, the lets a guard may name, the barrier buffers
     some wait names, the local scalars that index them).  A build has lower()'s answer to
@@ -82,7 +83,7 @@ def _scan(body) -> tuple:
                     for o in s.operands:
                         if type(o) is Mem and type(o.ptr) is BufferPtr:
                             waited.add(o.ptr.buffer.uid)
-                            stages |= _loaded(o.ptr.indices or ())
+                            stages |= loaded_locals(o.ptr.indices or ())
         elif t is Let:
             binds[s.var.uid] = s.value
         elif t is TileCall and s.op in SYNC_TILE_OPS:
@@ -90,7 +91,7 @@ def _scan(body) -> tuple:
     return sync, binds, waited, stages
 
 
-class _Threads:
+class Threads:
     """Which threads of the block run a statement, from its enclosing if_ conditions, when
     those depend on thread ids alone (lets of tid expressions are followed).  Each value is
     a list over the threads, mapped with the operator module's functions: the per-thread
@@ -119,19 +120,19 @@ class _Threads:
                 return list(map(mod, ids, repeat(32)))
             if e.name in ("tid.y", "tid.z"):
                 return 0
-            raise _Unknown(e.name)
+            raise Unknown(e.name)
         if t is Var:
             v = self.binds.get(e.uid)
             if v is None:
-                raise _Unknown(e.name)
+                raise Unknown(e.name)
             return self._values(v, ids)
         if t is BinOp:
             f = _OPS.get(e.op)
             if f is None:
-                raise _Unknown(e.op)
+                raise Unknown(e.op)
             a, b = self._values(e.a, ids), self._values(e.b, ids)
             if e.op in ("floordiv", "floormod") and (0 in b if type(b) is list else not b):
-                raise _Unknown("division by zero")
+                raise Unknown("division by zero")
             if type(a) is list:
                 return list(map(f, a, b if type(b) is list else repeat(b)))
             return list(map(f, repeat(a), b)) if type(b) is list else f(a, b)
@@ -150,7 +151,7 @@ class _Threads:
                 v = self._values(side, mine) if mine else []
                 sides.append(iter(v if type(v) is list else [v] * len(mine)))
             return [next(sides[0]) if x else next(sides[1]) for x in c]
-        raise _Unknown(type(e).__name__)
+        raise Unknown(type(e).__name__)
 
     def value(self, e, tid):
         """e's value in thread `tid` (a named barrier's id, ...)."""
@@ -163,13 +164,13 @@ class _Threads:
         hit = self.last.get(id(guards))
         if hit is not None and hit[0] is guards:
             return hit[1]
-        chain = _chain(guards)
+        chain = chain_list(guards)
         key = tuple([(id(c), pol) for c, pol in chain])
         r = self.memo.get(key)
         if r is None:
             bx, by, bz = self.block
             if by * bz != 1 and chain:
-                raise _Unknown("a 2-D or 3-D block")
+                raise Unknown("a 2-D or 3-D block")
             ids = None
             for c, pol in chain:     # chains share guards: each is evaluated once
                 through = self._through(c, pol, bx)
@@ -188,10 +189,10 @@ class _Threads:
                 v = self._values(c, range(bx))
                 r = frozenset(compress(range(bx), v if pol else map(not_, v))) \
                     if type(v) is list else frozenset(range(bx)) if bool(v) == pol else frozenset()
-            except _Unknown as e:
+            except Unknown as e:
                 r = e
             self.one[k] = r
-        if isinstance(r, _Unknown):
+        if isinstance(r, Unknown):
             raise r
         return r
 
@@ -204,7 +205,7 @@ class _Threads:
         return len(tids) if n == 1 else len(set(map(floordiv, tids, repeat(n))))
 
 
-class _CpGroups:
+class CpGroups:
     """cp.async groups per thread (a mixin of _Check).  cp.async.commit_group and wait_group
     act on the calling thread's own copies, so a commit or wait that some issuing threads do
     not run leaves their part of the copy uncommitted or in flight: a reader that a CTA-wide
@@ -221,7 +222,7 @@ class _CpGroups:
     def _cp_threads(self, guards):
         try:
             return frozenset(self.threads.running(guards))
-        except _Unknown:
+        except Unknown:
             return None
 
     def _cp_split(self, entries, guards, src) -> tuple:
@@ -280,7 +281,7 @@ class _CpGroups:
             out = {}
             for t in self.threads.running(guards):
                 out.setdefault(key(t), set()).add(t)
-        except _Unknown:
+        except Unknown:
             return None
         if acc is None:
             return list(out.values())
@@ -296,7 +297,7 @@ class _CpGroups:
         readers = self._cp_threads(self.guards)
         if readers is None or readers <= e[2]:
             return
-        raise _fail(src, f"this reads shared tile '{buf.name}', written by cp.async copy_async "
+        raise error(src, f"this reads shared tile '{buf.name}', written by cp.async copy_async "
                          f"at {e[1]}, in {_some(readers - e[2])}, which did not issue it, with "
                          f"no barrier after the async_wait() at {e[3]}: a wait makes a "
                          f"thread's own copies visible to that thread only, so these threads "
@@ -307,7 +308,7 @@ class _CpGroups:
     def _cp_missed(self, buf, e, uncommitted, src):
         _, wsrc, who, missed = e
         op = "async_commit" if uncommitted else "async_wait"
-        return _fail(src, f"this reads shared tile '{buf.name}', written by cp.async copy_async "
+        return error(src, f"this reads shared tile '{buf.name}', written by cp.async copy_async "
                           f"at {wsrc}, but the {op}() at {missed} does not run in {_some(who)}, "
                           f"which issued it: cp.async groups are per thread (commit_group and "
                           f"wait_group cover only the calling thread's copies), so their copies "

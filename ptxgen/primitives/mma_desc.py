@@ -227,7 +227,11 @@ class _Canon(NamedTuple):
     k_instr: int     # K elements per MMA instruction
 
 
-def _canon(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k_instr=None) -> _Canon:
+def canonical_plan(major, swizzle, elem_bits, rows, k_extent, atom_order=None,
+                   k_instr=None) -> _Canon:
+    """How a (rows, k_extent) operand tiles into the canonical core-matrix units of its
+    major-ness and swizzle: unit extents, their order and byte strides (checked against the
+    shape), which both the wgmma and the tcgen05 descriptors encode."""
     if major not in ("K", "MN"):
         raise PtxgenError(f"major={major!r} must be 'K' or 'MN'")
     sw_name = swizzle_mode(swizzle)
@@ -274,7 +278,7 @@ def canonical_offset(major, swizzle, elem_bits, rows, k_extent, atom_order=None
     ``atom_order`` says which way units are stacked first: 'mn' (default for K-major) or 'k'
     (default for MN-major).  The defaults are what one TMA box per unit column writes.
     """
-    c = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order)
+    c = canonical_plan(major, swizzle, elem_bits, rows, k_extent, atom_order)
 
     def offset(row: int, k: int) -> int:
         if not (0 <= row < c.rows and 0 <= k < c.k_extent):
@@ -293,14 +297,14 @@ def k_step_offsets(major, swizzle, elem_bits, rows, k_extent, atom_order=None, k
     it jumps by the K unit stride instead.  Row 0 of an aligned unit is never permuted, so these are
     plain (unswizzled) offsets.
     """
-    c = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order, k_instr)
+    c = canonical_plan(major, swizzle, elem_bits, rows, k_extent, atom_order, k_instr)
     return [_offset(c, 0, i * c.k_instr) for i in range(c.k_extent // c.k_instr)]
 
 
 def mma_operand_desc_params(*, major, swizzle, elem_bits, rows, k_extent, atom_order=None,
                             k_instr=None) -> DescParams:
     """LBO/SBO in bytes for a canonical tile of ``rows x k_extent`` elements (see module notes)."""
-    c = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order, k_instr)
+    c = canonical_plan(major, swizzle, elem_bits, rows, k_extent, atom_order, k_instr)
     sw = MMA_SWIZZLES[c.swizzle]
     if c.swizzle == "none":
         lbo, sbo = c.k_stride, c.mn_stride
@@ -371,11 +375,11 @@ def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, s
                     return r, k, got / 8
         return None
 
-    default = _canon(major, swizzle, elem_bits, rows, k_extent, atom_order).order
+    default = canonical_plan(major, swizzle, elem_bits, rows, k_extent, atom_order).order
     tried = [default] if atom_order else [default, {"mn": "k", "k": "mn"}[default]]
     misses = []
     for order in tried:
-        c = _canon(major, swizzle, elem_bits, rows, k_extent, order)
+        c = canonical_plan(major, swizzle, elem_bits, rows, k_extent, order)
         miss = first_mismatch(c)
         if miss is None:
             return mma_operand_desc_params(major=major, swizzle=swizzle, elem_bits=elem_bits,
@@ -390,7 +394,7 @@ def check_layout_matches(offset_fn_elems: Callable[[int, int], int], *, major, s
         if (mj, sw) == (major, c.swizzle) and o in tried:
             continue
         try:
-            alt = _canon(mj, sw, elem_bits, rows, k_extent, o)
+            alt = canonical_plan(mj, sw, elem_bits, rows, k_extent, o)
         except PtxgenError:
             continue
         if first_mismatch(alt) is None:

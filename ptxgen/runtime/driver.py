@@ -56,7 +56,7 @@ def _load():
                 d = _module()
                 (err,) = d.cuInit(0)
                 if err:
-                    _init_error = f"cuInit failed: {_name(d, err)}"
+                    _init_error = f"cuInit failed: {error_name(d, err)}"
                 else:
                     _drv = d
             except Exception as e:  # no libcuda: cuda.pathfinder's DynamicLibNotFoundError
@@ -72,7 +72,7 @@ def drv():
     return d
 
 
-def _name(d, err) -> str:
+def error_name(d, err) -> str:
     try:
         e, s = d.cuGetErrorName(err)
         if not e and s:
@@ -96,7 +96,7 @@ def error(err, call: str, kernel: str | None = None, hint: str = "") -> CudaErro
     """Build the CudaError for a failed call; sticky codes say the context is gone."""
     code = int(err)
     d = _drv
-    name = _name(d, err) if d is not None else STICKY.get(code, f"CUDA error {code}")
+    name = error_name(d, err) if d is not None else STICKY.get(code, f"CUDA error {code}")
     desc = _describe(d, err) if d is not None else ""
     where = f" for kernel '{kernel}'" if kernel else ""
     msg = f"{call} failed{where}: {name} ({code})" + (f": {desc}" if desc else "")

@@ -74,15 +74,15 @@ class Module:
         if not err:
             return handle
         log = bytes(err_buf).split(b"\0", 1)[0].decode(errors="replace")
-        if driver._name(d, err) in _JIT_FAILURES or log.strip():
+        if driver.error_name(d, err) in _JIT_FAILURES or log.strip():
             try:
                 arch = driver.device_arch(dev)
             except CudaError:
                 arch = "sm_??"
             raise compile_error(
-                ptx, arch, log or driver._name(d, err), name=name, line_origin=line_origin,
+                ptx, arch, log or driver.error_name(d, err), name=name, line_origin=line_origin,
                 headline=f"the driver's PTX JIT rejected kernel '{name}' for {arch} "
-                         f"({driver._name(d, err)}):")
+                         f"({driver.error_name(d, err)}):")
         raise driver.error(err, "cuModuleLoadDataEx", name)
 
     def function(self, entry: str) -> "Function":

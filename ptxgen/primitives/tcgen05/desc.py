@@ -44,7 +44,7 @@ def canonical_layout(rows: int, k: int, dtype, *, major="K", swizzle="128B", ato
     prepends a dim of whole tiles.  This is what `smem_operand` accepts without complaint.
     """
     sw, bits = norm_swizzle(swizzle), _dtype(dtype).bits
-    c = md._canon(major, sw, bits, rows, k, atom_order)      # checks the shape, picks the order
+    c = md.canonical_plan(major, sw, bits, rows, k, atom_order)   # checks the shape, orders units
     inner = mma_canonical_grid(rows, k, bits, sw, major, c.order,
                                () if stages is None else (stages,))
     return inner if sw == "none" else ComposeLayout(Swizzle.mma(sw, bits), inner)
@@ -224,7 +224,7 @@ def smem_operand(region, *, k_instr: int, role="A", major=None, swizzle=None) ->
         raise _fail(role, region, f"its layout {what} for a {sw}-swizzled {R}x{K} {dt} tile "
                     f"(rule: PTX ISA 'Canonical Layouts'): {detail}")
     mj, order, params = found
-    c = md._canon(mj, sw, bits, R, K, order)
+    c = md.canonical_plan(mj, sw, bits, R, K, order)
     if r0 % c.unit_rows or rows % c.unit_rows:
         raise _fail(role, region, f"rows {r0}:{r0 + rows} do not cover whole {c.unit_rows}-row "
                     f"units of the {mj}-major {sw} layout")

@@ -96,7 +96,7 @@ def _layout_fix(region) -> str:
     R, K = buf.shape[-2], buf.shape[-1]
     for sw in ("128B", "64B", "32B", "none"):
         try:
-            md._canon("K", sw, buf.dtype.bits, R, K)
+            md.canonical_plan("K", sw, buf.dtype.bits, R, K)
         except PtxgenError:
             continue
         return (f"fix: lay '{buf.name}' out as canonical_layout({R}, {K}, '{buf.dtype}', "
