@@ -10,9 +10,9 @@ and the share of a launch the fast launch saves (keep it at >= 5%).  The GPU wor
 this is the Python + driver submission cost.  Rounds are interleaved, so a drift of the host
 falls on every variant alike.
 
-``--fake-driver`` runs without a GPU: the driver is the stand-in of tests/_fakecuda.py with its
-launch made a no-op, and the tensors are torch-like stand-ins, so what is timed is ptxgen's own
-Python per launch (checks, packing, dispatch).
+``--fake-driver`` runs without a GPU: the driver is the stand-in of tests/support/fakecuda.py
+with its launch made a no-op, and the tensors are torch-like stand-ins, so what is timed is
+ptxgen's own Python per launch (checks, packing, dispatch).
 
     python benchmarks/launch_overhead.py [--n 10000] [--json out.json] [--fake-driver]
 """
@@ -69,14 +69,14 @@ def fake_setup():
     """The stand-in driver, installed as ptxgen's, with torch-like tensors on cuda:0 and a
     fake torch module, so the fast launch is generated for them."""
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    from _fakecuda import FLOAT32, FakeDriver, FakeTorchTensor
+    from support.fakecuda import FLOAT32, FakeDriver, FakeTorchTensor
     from ptxgen.runtime import args, launcher
 
     fake = FakeDriver(archs=[(9, 0)])
     fake.cuLaunchKernel = lambda *a: (0,)          # the driver's own cost taken out
     driver._drv, driver._init_error = fake, None
     launcher._torch_stream[:] = [None, None]
-    args._torch_dt[FLOAT32] = "float32"
+    args.torch_dt[FLOAT32] = "float32"
     x = FakeTorchTensor(fake.alloc(0), (1024,), 0)
     y = FakeTorchTensor(fake.alloc(0), (1024,), 0)
     fake_torch = type(sys)("torch")

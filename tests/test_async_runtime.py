@@ -1,6 +1,6 @@
 """Tensor maps and cluster launches without a GPU: the arguments ptxgen hands
 cuTensorMapEncodeTiled and cuLaunchKernelEx, recorded by the stand-in driver of
-tests/_fakecuda.py (real nvJitLink builds the cubins)."""
+support/fakecuda.py (real nvJitLink builds the cubins)."""
 import ctypes
 
 import pytest
@@ -9,7 +9,7 @@ import ptxgen as pg
 from ptxgen.errors import LaunchError
 from ptxgen.runtime import clear_memory_cache
 from ptxgen.runtime.tensormap import TensorMapBuilder, encode_args
-from _fakecuda import FakeDriver, install
+from support.fakecuda import FakeDriver, install
 
 M = pg.var("M")
 

@@ -13,8 +13,8 @@ from ptxgen.errors import PtxasWarning
 from ptxgen.runtime import CompileResult, clear_memory_cache
 from ptxgen.runtime.compile import jit_from_ptx, user_notes
 from support import gemm_cases as G
-from _fakecuda import (FLOAT32, FakeDriver, FakeTorchTensor, install, install_fake_torch,
-                       register_torch_dtypes)
+from support.fakecuda import (FLOAT32, FakeDriver, FakeTorchTensor, install,
+                              install_fake_torch, register_torch_dtypes)
 
 pytest.importorskip("cuda.bindings.nvjitlink")
 

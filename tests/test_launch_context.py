@@ -1,7 +1,7 @@
 """The launch path does not ask which context is current (see runtime/launcher.py): a launch
 that the driver refuses because another device's context, or none, is current in the thread
 is made again in its own context.  Every way the current context can differ from the
-launch's, with the stand-in driver (tests/_fakecuda.py, which refuses such launches as the
+launch's, with the stand-in driver (support/fakecuda.py, which refuses such launches as the
 driver does): the kernel runs on its tensors' device, the thread keeps its own current
 context, the driver calls per launch, and errors that are the launch's own are raised."""
 import threading
@@ -11,8 +11,8 @@ import pytest
 import ptxgen as pg
 from ptxgen.errors import CudaError
 from ptxgen.runtime import clear_memory_cache, reset_stats, stats
-from _fakecuda import FLOAT32, FakeDriver, FakeTorchTensor, install, register_torch_dtypes, \
-    scale_kernel
+from support.fakecuda import FLOAT32, FakeDriver, FakeTorchTensor, install, \
+    register_torch_dtypes, scale_kernel
 
 N = pg.var("N")
 

@@ -2,7 +2,7 @@
 launch with no options, a Kernel's torch-tensor launches run one generated function.  It must
 do exactly what the general path does (same driver call, same packed bytes, same device and
 stream) and leave everything else to it (other arguments, options, errors, debug builds).
-A stand-in driver (tests/_fakecuda.py) records each launch; the fake torch module makes the
+A stand-in driver (support/fakecuda.py) records each launch; the fake torch module makes the
 fake tensor class play torch.Tensor."""
 import threading
 from collections import Counter
@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 import ptxgen as pg
 from ptxgen.errors import LaunchError
 from ptxgen.runtime import clear_memory_cache
-from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
+from support.fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
     install_fake_torch, register_torch_dtypes, scale_kernel
 
 @pytest.fixture

@@ -2,13 +2,13 @@
 were made once for arguments of one metadata, called per launch with the new device pointers
 and scalars.  It must make exactly the launch ``k(...)`` makes for those arguments, and leave
 anything else (bad pointers, scalars that do not fit, debug builds) to the kernel's own call.
-A stand-in driver (tests/_fakecuda.py) records each launch."""
+A stand-in driver (support/fakecuda.py) records each launch."""
 import numpy as np
 import pytest
 
 import ptxgen as pg
 from ptxgen.errors import LaunchError
-from _fakecuda import FLOAT32, FakeTorchTensor, scale_kernel
+from support.fakecuda import FLOAT32, FakeTorchTensor, scale_kernel
 from test_launch_fast import fake  # noqa: F401  (the stand-in driver and torch, as a fixture)
 
 

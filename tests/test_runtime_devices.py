@@ -1,5 +1,5 @@
 """Per-device execution and launch safety of pg.Kernel, without a GPU: a stand-in driver with
-several devices (tests/_fakecuda.py) records what a launch asks of it.  Real nvJitLink builds
+several devices (support/fakecuda.py) records what a launch asks of it.  Real nvJitLink builds
 the cubins, so these also cover one build per arch and one module per device."""
 import os
 import subprocess
@@ -14,7 +14,7 @@ import ptxgen as pg
 from ptxgen.errors import CudaError, LaunchError
 from ptxgen.runtime import Binder, ParamSpec, clear_memory_cache
 from ptxgen.runtime.args import ROW_MAJOR
-from _fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
+from support.fakecuda import FLOAT16, FLOAT32, FakeDriver, FakeTorchTensor, install, \
     install_fake_torch, register_torch_dtypes, scale_kernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,5 +1,5 @@
 """The driver binding (cuda-bindings' ``cuda.bindings.driver``): loaded by the first driver
-call and not before, a clean answer without a driver, and a test stand-in (tests/_fakecuda.py)
+call and not before, a clean answer without a driver, and a test stand-in (support/fakecuda.py)
 whose calls are the binding's.  CPU only."""
 import inspect
 import os
@@ -12,7 +12,7 @@ import pytest
 from ptxgen.errors import CudaError
 from ptxgen.runtime import driver
 
-from _fakecuda import FakeDriver
+from support.fakecuda import FakeDriver
 
 cb = pytest.importorskip("cuda.bindings.driver")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
