@@ -9,7 +9,7 @@ Constant parts fold into the `[reg+imm]` operand.
 
 _address runs once per memory access, so its register allocation, emission and value-table
 updates are written out (new_reg/emit/remember are what they do): the helper calls would be
-~4-6% of a build's Python calls, a tracked figure (benchmarks/emit_speed.py).
+a share of every build's Python calls, a tracked figure (benchmarks/emit_speed.py).
 """
 from __future__ import annotations
 

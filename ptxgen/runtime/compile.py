@@ -349,7 +349,7 @@ def _tools_current(meta: dict) -> bool:
     """Whether an entry's tools are this process's.  The driver is compared once this process
     uses one (an offline compile never loads libcuda to check).  nvJitLink: while the library
     file that made the entry is unchanged and this is the same Python environment, the entry's
-    version stands without loading nvJitLink (about 10 ms, more from a cold page cache);
+    version stands without loading nvJitLink (a library load, the slow part of a cached launch);
     otherwise nvJitLink is asked for its version."""
     now = driver.loaded_driver_version()
     was = meta.get("driver", "none")
