@@ -59,6 +59,7 @@ def __getattr__(name):
         raise AttributeError(f"module 'ptxgen' has no attribute '{name}'")
     from .builder.tile import tile
     from .builder import tcgen05, mma, async_copy, mma_sync, tile_math  # noqa: F401  (pg.tile ops)
+    from .builder import atomic  # noqa: F401  (pg.ptx.atom / red / fence.acq_rel, sc)
     from .alloc import Pipeline, Resources, SMEMPool, TMEMPool, resources_of  # (pg.ptx helpers)
     from .builder.ptx import ptx
     from .primitives.copy.ldstmatrix import ldmatrix_layout

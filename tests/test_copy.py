@@ -188,6 +188,40 @@ def test_uniform_branch_is_fine():
     assert "ld.global.v4.u32" in k.ptx("sm_90a")
 
 
+def _copy_under_flag(flag_index):
+    """A warp-scope copy under a condition that reads a flag: `flag_index(tx, w)` picks the
+    element (shared flags, or the global G with "global")."""
+    @pg.kernel(grid=(1,), block=(128,))
+    def k(A: pg.Tensor((32, 32), "float32"), G: pg.Tensor((4,), "int32")):
+        tx = pg.thread_id(128)
+        w = pg.warp_id()
+        flags = pg.alloc_shared((4,), "int32")
+        sm = pg.alloc_shared((32, 32), "float32")
+        with pg.if_(tx == 0):
+            flags[0] = 1
+        pg.cta_sync()
+        cond = G[0] == 1 if flag_index == "global" else flags[flag_index(tx, w)] == 1
+        with pg.if_(cond):
+            pg.tile.warp.copy(sm[0:32, 0:32], A[0:32, 0:32])
+    return k
+
+
+@pytest.mark.parametrize("index", [lambda tx, w: 0, lambda tx, w: w])
+def test_a_shared_flag_read_at_a_warp_uniform_index_is_a_uniform_branch(index):
+    """Every lane reads the same shared element (the flag one thread set before the barrier),
+    so every lane takes the same way: the warp's copy runs under it."""
+    assert "ld.global.v4.u32" in _copy_under_flag(index).ptx("sm_90a")
+
+
+@pytest.mark.parametrize("index,why", [
+    (lambda tx, w: tx % 4, "reads shared memory at an index that differs between threads"),
+    ("global", "reads memory or per-thread values")])
+def test_a_flag_read_per_lane_or_from_global_memory_is_not_uniform(index, why):
+    with pytest.raises(pg.DispatchError, match=r"not all 32 threads of the warp scope are active "
+                       r"here \(the branch condition " + why):
+        _copy_under_flag(index).ptx("sm_90a")
+
+
 def test_cache_hint_on_shared_source_rejected():
     @pg.kernel(grid=(1,), block=(32,))
     def k(A: pg.Tensor((32, 32), "float32")):

@@ -2,6 +2,8 @@
 fixed-order reduction, evict-first weight stream) assembles for sm_90a with no spills and the
 forms it was designed around, runs in ptxsim bit for bit against numpy on ragged shapes (split
 and not), and its heuristic table and forced-configuration checks behave as documented."""
+import re
+
 import numpy as np
 import pytest
 
@@ -40,6 +42,21 @@ def test_assembles_without_spills(dt, MN, split, wgmma):
     assert f"cp.async.bulk.tensor.{dims}.global.shared::cta.bulk_group" in ptx
 
 
+def test_fused_kernel_counts_each_split_and_assembles_without_spills():
+    """The fused kernel: the partial goes out with plain stores (no TMA store into W), one
+    release fence and one acq_rel count per (unit, warpgroup), and D's 2-D TMA store."""
+    k = S.make_small_m("bfloat16", MN=16, STAGES=S.stages_for(16, "bfloat16"), fused=True)
+    r = k.compile("sm_90a")
+    assert r.spill_bytes == 0 and r.registers <= 168
+    ptx = _instrs(k)
+    assert ptx.count("fence.acq_rel.gpu;") == 1
+    assert len(re.findall(r"atom\.acq_rel\.gpu\.global\.add\.s32 %r\d+, \[%rd\d+\], 1;", ptx)) == 1
+    assert "cp.async.bulk.tensor.3d" not in ptx
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx
+    with pytest.raises(S.ConfigError, match="exclude each other"):
+        S.make_small_m("bfloat16", MN=16, STAGES=4, split=True, fused=True)
+
+
 def test_reduce_loads_every_split_then_adds_in_order():
     """The split loop is unrolled: the loads are independent (in flight together), the adds
     chain s = 0, 1, 2, 3 in that order (the fixed order is what makes it deterministic)."""
@@ -50,13 +67,36 @@ def test_reduce_loads_every_split_then_adds_in_order():
     assert body.count("add.rn.f32") == 3
 
 
-def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0):
+def _sim_fused(dt, a, b, MN, splits, ctas, stages):
+    """The fused kernel in ptxsim: D's bits; its counters must be back at zero."""
+    (M, K), N = a.shape, b.shape[0]
+    k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, fused=True)
+    tiles_n, tiles_m = -(-N // S.BW), -(-M // MN)
+    ND = -(-N // 8) * 8
+    D = np.full((M, ND), 0x7FC1, np.uint16)
+    W = np.full((splits, tiles_n * S.BW, tiles_m * MN), np.nan, np.float32)
+    cnt = np.zeros(2 * tiles_n * tiles_m, np.int32)
+    sa, sb = np.array([0.5], np.float32), np.array([0.25], np.float32)
+    run(k, [G.encode(a, dt), G.encode(b, dt), D, W, sa, sb, cnt],
+        scalars=[M, K, N, ND, *W.shape, cnt.size])
+    assert (cnt == 0).all(), "the last split of each tile leaves its counter at zero"
+    return D[:, :N]
+
+
+def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, fused=False, data=None):
     """Run the GEMM (and with splits > 1 the reduction) in ptxsim; (got, want) output bits.
-    Outputs and workspace poisoned with NaN first."""
+    Outputs and workspace poisoned with NaN first.  fused: the split-K reduction in the
+    GEMM kernel.  data: (a, b) instead of the seeded small integers."""
     rng = np.random.default_rng(seed)
     a = rng.integers(-3, 4, size=(M, K)) / 2
     b = rng.integers(-3, 4, size=(N, K)) / 2
+    if data is not None:
+        a, b = data
     fp8 = dt.startswith("float8")
+    ref = (a @ b.T) * (0.125 if fp8 else 1.0)
+    want = ref.astype(np.float16).view(np.uint16) if dt == "float16" else _bf16_bits(ref)
+    if fused:
+        return _sim_fused(dt, a, b, MN, splits, ctas, stages), want
     split = splits > 1
     k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, split=split)
     ND, NW = -(-N // 8) * 8, -(-N // 4) * 4
@@ -70,8 +110,6 @@ def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0):
         out_dt = "bfloat16" if fp8 else dt
         D = np.full((M, N), 0x7FC1, np.uint16)
         run(S.make_reduce(out_dt, splits, ctas=2, threads=64), [W, D], scalars=[M, NW, N])
-    ref = (a @ b.T) * (0.125 if fp8 else 1.0)
-    want = ref.astype(np.float16).view(np.uint16) if dt == "float16" else _bf16_bits(ref)
     return D[:, :N], want
 
 
@@ -96,6 +134,37 @@ def test_sim_matches_numpy(dt, M, N, K, MN, splits, ctas):
     got, want = _sim(dt, M, N, K, MN, splits, ctas)
     bad = np.argwhere(got != want)
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+@pytest.mark.parametrize("dt,M,N,K,MN,splits,ctas", [
+    ("bfloat16", 5, 130, 200, 8, 2, 2),       # 2 splits, ragged N: padded workspace tiles
+    ("bfloat16", 13, 200, 300, 16, 3, 1),     # one CTA runs every split of every tile
+    ("float16", 3, 64, 256, 8, 4, 3),         # splits spread over CTAs, some CTAs idle
+    ("float8_e4m3fn", 20, 130, 500, 32, 2, 2),  # fp8, promoted, scaled
+    ("bfloat16", 9, 70, 320, 16, 1, 2),       # S = 1: the fused kernel writes D directly
+])
+def test_fused_split_k_matches_numpy(dt, M, N, K, MN, splits, ctas):
+    got, want = _sim(dt, M, N, K, MN, splits, ctas, fused=True)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+def test_fused_split_k_gives_the_reduce_kernels_bits():
+    """The fused reduction adds the partials in the reduce kernel's split order, whichever
+    split arrives last.  The data makes the order visible: K = 3 blocks of 64, one per split,
+    whose partial sums are 2^24, then 1, then -2^24: in fp32, in order 0, 1, 2 the
+    small one is lost ((2^24 + 1) - 2^24 = 0), in any other order it survives."""
+    M, N, K = 6, 70, 192
+    a = np.ones((M, K))
+    b = np.zeros((N, K))
+    b[:, 0:64] = 2.0 ** 18
+    b[:, 64] = 1
+    b[:, 128:192] = -2.0 ** 18
+    two_kernels, exact = _sim("bfloat16", M, N, K, 8, 3, 2, data=(a, b))
+    assert (two_kernels == 0).all() and (exact != 0).all()
+    for ctas in (1, 2, 3):     # a different CTA finishes each tile last
+        fused, _ = _sim("bfloat16", M, N, K, 8, 3, ctas, data=(a, b), fused=True)
+        assert (fused == two_kernels).all()
 
 
 def test_split_results_do_not_depend_on_the_split_count():
@@ -141,6 +210,7 @@ def test_choose_config_rows():
                           "more than 204800; use at most 4 stages for MN = 256"),
     (S.Config(16, 4, 9), r"config.splits = 9: 1 to 8 \(the K-blocks of 64 for K = 512\), so "
                          r"every split has work"),
+    (S.Config(16, 4, 2, fused="yes"), "config.fused = 'yes': True or False"),
 ])
 def test_bad_forced_config(cfg, msg):
     with pytest.raises(S.ConfigError, match=msg) as e:

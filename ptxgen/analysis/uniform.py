@@ -3,7 +3,10 @@
 A tile primitive in a `warp` scope needs all 32 lanes of a warp active.  Conditions
 that depend only on uniform values (parameters, CTA ids, constants) pass; those that
 depend on thread ids are evaluated for every thread of the block (numpy, vectorized)
-and must be constant within each group; anything that reads memory is refused.  The
+and must be constant within each group.  Memory is refused, except an element of shared memory
+at an index the same within the group (a flag one thread wrote before a barrier): every thread
+of the group reads that one element, so they read one value unless a write races with the
+reads, which would be the program's own data race.  The
 one analysis of warp uniformity: alloc's checked .sync.aligned helpers ask it too.
 `active_run` says which threads of each group such conditions leave active, for the
 variants that can run on part of a scope.
@@ -15,6 +18,11 @@ from ..ir import BinOp, Cast, Const, Load, Not, Select, SpecialReg, Var
 np = None   # numpy, imported by the first thread-dependent condition: not by `import ptxgen`
 
 _UNIFORM_REGS = ("ctaid", "nctaid", "ntid", "nwarpid")
+_SHARED = ("shared", "shared.dyn")
+
+
+def _shared_element(e) -> bool:
+    return e.indices is not None and e.buffer.root.scope in _SHARED
 
 
 def _classify(binds, e, memo) -> str:
@@ -41,7 +49,12 @@ def _classify(binds, e, memo) -> str:
         memo[e.uid] = r
         return r
     if t is Load:
-        return "varying"
+        if not _shared_element(e):
+            return "varying"
+        parts = {_classify(binds, i, memo) for i in e.indices}
+        # one element for the whole block; per thread: maybe one per group (_group_uniform)
+        return "uniform" if parts <= {"const", "uniform"} else \
+            "varying" if "varying" in parts else "thread"
     kids = {BinOp: lambda: (e.a, e.b), Cast: lambda: (e.a,), Not: lambda: (e.a,),
             Select: lambda: (e.cond, e.t, e.f)}.get(t)
     if kids is None:
@@ -59,6 +72,8 @@ def _eval(binds, e, env):
         return e.value
     if t is SpecialReg:
         return env[e.name]
+    if t is Load:        # a shared element at a thread-dependent index: not evaluated here
+        raise KeyError(e.buffer.uid)
     if t is Var:
         fact = binds[e.uid]       # KeyError, as for a loop var: a runtime value
         if fact[0] != "let":
@@ -141,6 +156,8 @@ def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[boo
         if _group_uniform(ctx, binds, cond, n, {}):
             return True, ""
         return prove_split, "" if prove_split else \
+            "the branch condition reads shared memory at an index that differs between " \
+            "threads" if _reads_memory(binds, cond) else \
             "the branch condition mixes thread ids with runtime values"
     total = len(v)
     if total % n:
@@ -154,6 +171,18 @@ def uniform_within(ctx, cond, n: int, *, prove_split: bool = False) -> tuple[boo
         return False, (f"the branch condition differs between threads {g * n}..{g * n + n - 1} "
                        f"of one group")
     return True, ""
+
+
+def _reads_memory(binds, e) -> bool:
+    t = type(e)
+    if t is Load:
+        return True
+    if t is Var:
+        fact = binds.get(e.uid)
+        return fact is not None and fact[0] == "let" and _reads_memory(binds, fact[2])
+    kids = {BinOp: lambda: (e.a, e.b), Cast: lambda: (e.a,), Not: lambda: (e.a,),
+            Select: lambda: (e.cond, e.t, e.f)}.get(t)
+    return kids is not None and any(_reads_memory(binds, k) for k in kids())
 
 
 def _group_uniform(ctx, binds, e, n, memo) -> bool:
@@ -172,6 +201,8 @@ def _group_uniform(ctx, binds, e, n, memo) -> bool:
             fact = binds.get(e.uid)
             return fact is not None and fact[0] == "let" and \
                 _group_uniform(ctx, binds, fact[2], n, memo)
+        if t is Load:     # a shared element: one per group when its index is
+            return all(_group_uniform(ctx, binds, i, n, memo) for i in e.indices)
         kids = {BinOp: lambda: (e.a, e.b), Cast: lambda: (e.a,), Not: lambda: (e.a,),
                 Select: lambda: (e.cond, e.t, e.f)}.get(t)
         return kids is not None and all(_group_uniform(ctx, binds, k, n, memo) for k in kids())

@@ -118,9 +118,10 @@ def _check_operands(ops, ctx, dead: dict):
             check_live_expr(o, dead)
 
 
-def emit_instr(opcode: str, operands, *, guard=None, gate=None, form=None):
+def emit_instr(opcode: str, operands, *, guard=None, gate=None, form=None, outs=0):
     """Append one instruction.  Library helpers pass the `form` (a macro of
-    templates/isa.ptx.j2) their opcode was rendered from; a user's `pg.ptx[...]` has none."""
+    templates/isa.ptx.j2) their opcode was rendered from; a user's `pg.ptx[...]` has none.
+    `outs`: how many leading operands it writes (the emitter checks they are registers)."""
     ctx = current()
     if not isinstance(opcode, str) or not _OPCODE.fullmatch(opcode):
         raise fail(f"{opcode!r} is not a PTX opcode (letters, digits, '_', '.' and '::' only)")
@@ -133,7 +134,8 @@ def emit_instr(opcode: str, operands, *, guard=None, gate=None, form=None):
         for o in ops:
             if isinstance(o, Mem) and isinstance(o.ptr, BufferPtr):
                 note_nc_load(ctx, o.ptr.buffer, user_src())
-    return ctx.append(Instr(opcode, ops, form, attrs={"gate": gate} if gate else None, guard=g))
+    return ctx.append(Instr(opcode, ops, form, attrs={"gate": gate} if gate else None, outs=outs,
+                            guard=g))
 
 
 class _Namespace:

@@ -12,7 +12,10 @@ the weight stream, which is the whole cost, runs on a fraction of the machine.  
     the units fill whole rounds of the persistent grid (one CTA per SM);
   * the reduction is deterministic: with S > 1 each unit stores its fp32 partial tile to a
     workspace W (S, M, N) with TMA, and a second kernel sums s = 0 .. S-1 in that fixed order
-    (the same bits every run); with S = 1 the tile goes straight to D;
+    (the same bits every run); with S = 1 the tile goes straight to D.  Config(fused=True)
+    reduces inside the GEMM instead: each split stores its partial and counts itself on the
+    tile's counter (atom.acq_rel.gpu), and the split that counts last sums the S partials in
+    the same order and writes D (no second launch, the same bits);
   * the weights are read once: their TMA loads carry L2 evict_first, the activations (read by
     every CTA) evict_last;
   * the stages are small (128 x BK weights + MN x BK tokens), so the ring is deep (up to 16).
@@ -22,7 +25,8 @@ clips at the matrix edge, so any M, N work; K needs a row pitch that is a multip
 
     prefers_small_m(M, N, K)                whether gemm() should route a shape here
     choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
-    make_small_m(dtype, MN, STAGES, ctas, split)   the kernel for one configuration
+    make_small_m(dtype, MN, STAGES, ctas, split, fused=False)   the kernel of a configuration
+                                                   (_small_m_kernel.py)
     gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None)   torch tensors
 """
 
@@ -30,43 +34,19 @@ clips at the matrix edge, so any M, N work; K needs a row pitch that is a multip
 import functools
 from typing import NamedTuple
 
-import ptxgen as pg
-from ptxgen.errors import PtxgenError
-from ptxgen.primitives.tcgen05 import canonical_layout
-
-from ._gemm_sm90 import wgmma_consumer
-
-BW = 128                   # weight rows per CTA tile: two consumer warpgroups x 64
-SMEM_BUDGET = 200 * 1024   # ring bytes we allow ourselves (the epilogue tiles come on top)
-MAX_STAGES = 16
-_OUT = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
-_ELEM = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
-
-
-class GemmInputError(PtxgenError, ValueError):
-    """An argument of gemm_small_m that breaks a rule; the message names both."""
-
-
-class ConfigError(GemmInputError):
-    """A forced small-M configuration that the kernel's rules forbid."""
+from ._small_m_kernel import (BW, ELEM_BYTES, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET, ConfigError,
+                              GemmInputError, make_reduce, make_small_m, valid_mn)
 
 
 class Config(NamedTuple):
-    """MN: wgmma N (token tile); STAGES: ring depth; splits: K ranges per output tile."""
+    """MN: wgmma N (token tile); STAGES: ring depth; splits: K ranges per output tile;
+    fused: with splits > 1, reduce them in the GEMM kernel (the last split of a tile sums
+    them) instead of a second kernel over the workspace."""
     MN: int
     STAGES: int
     splits: int
     reason: str = ""
-
-
-def valid_mn(MN) -> tuple:
-    """(ok, reason) for a token tile width: wgmma's N is a multiple of 8 up to 256, and the
-    epilogue moves 64-column chunks, so above 64 it is a multiple of 64."""
-    if not isinstance(MN, int) or MN < 8 or MN > 256 or MN % 8:
-        return False, f"MN = {MN!r}: wgmma N is a multiple of 8 from 8 to 256"
-    if MN > 64 and MN % 64:
-        return False, f"MN = {MN}: above 64 the epilogue's 64-token chunks need a multiple of 64"
-    return True, ""
+    fused: bool = False
 
 
 def stages_for(MN, dtype) -> int:
@@ -132,10 +112,10 @@ def choose_config(M, N, K, dtype="bfloat16", sms=132) -> Config:
     """The configuration the heuristic table gives for this shape (see CONFIG_TABLE)."""
     MN = round_mn(M)
     tiles = -(-N // BW) * -(-M // MN)
-    nk = -(-K // (128 // _ELEM[dtype]))
+    nk = -(-K // (128 // ELEM_BYTES[dtype]))
     for name, applies, why in CONFIG_TABLE:
         if applies(M, N, K, tiles, nk, sms):
-            splits = (best_splits(M, N, K, _ELEM[dtype], MN, sms) if name == "split-k"
+            splits = (best_splits(M, N, K, ELEM_BYTES[dtype], MN, sms) if name == "split-k"
                       else 1)
             return Config(MN, stages_for(MN, dtype), splits, f"{name}: {why}")
     raise AssertionError("the last row always applies")
@@ -153,133 +133,12 @@ def check_config(cfg, dtype, K) -> None:
         raise ConfigError(f"config.STAGES = {cfg.STAGES}: the ring needs {ring} bytes of shared "
                           f"memory, more than {SMEM_BUDGET}; use at most "
                           f"{stages_for(cfg.MN, dtype)} stages for MN = {cfg.MN}")
-    nk = -(-K // (128 // _ELEM[dtype]))
+    if not isinstance(cfg.fused, bool):
+        raise ConfigError(f"config.fused = {cfg.fused!r}: True or False")
+    nk = -(-K // (128 // ELEM_BYTES[dtype]))
     if not isinstance(cfg.splits, int) or not 1 <= cfg.splits <= max(1, nk):
         raise ConfigError(f"config.splits = {cfg.splits!r}: 1 to {nk} (the K-blocks of "
-                          f"{128 // _ELEM[dtype]} for K = {K}), so every split has work")
-
-
-def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None):
-    """The kernel for one configuration; M, N, K and the split count S (W's first extent) are
-    launch-time symbols.  split=False: D gets the tile (S must be 1); split=True: W (S, M, NW)
-    gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it)."""
-    ok, why = valid_mn(MN)
-    if not ok:
-        raise ConfigError(why)
-    if dtype not in _OUT:
-        raise ConfigError(f"dtype {dtype!r}: bfloat16, float16 or float8_e4m3fn")
-    scaled = dtype.startswith("float8") if scaled is None else scaled
-    promote = int(dtype.startswith("float8"))   # cuBLAS's default: each K-step's sum into fp32
-    out_dt = _OUT[dtype]
-    BK = 128 // _ELEM[dtype]                 # one 128-byte swizzle span of K per stage
-    MC = min(MN, 64)                         # tokens per epilogue chunk
-    st_dt = "float32" if split else out_dt
-    M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
-    ND, S, MW, NW = pg.var("ND"), pg.var("S"), pg.var("MW"), pg.var("NW")
-    LW = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # weights: [2 * stage + half]
-    LX = canonical_layout(MN, BK, dtype, stages=STAGES)       # tokens
-
-    def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
-             D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, MW, NW), "float32"),
-             SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32")):
-        tx = pg.thread_id(384)
-        cta = pg.cta_id(ctas)
-        pool = pg.SMEMPool()
-        Ws = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LW)
-        Xs = pool.alloc((STAGES, MN, BK), dtype, align=1024, layout=LX)
-        Cs = pool.alloc((2, MC, 64), st_dt, align=1024)
-        pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
-        pool.commit()
-        pipe.init()
-        CsT = Cs.permute(0, 2, 1)                       # (2, 64 weight rows, MC tokens)
-        tiles_m = pg.let((M + MN - 1) // MN)
-        tiles = pg.let((N + BW - 1) // BW * tiles_m)
-        nk = pg.let((K + BK - 1) // BK)
-        mine = pg.let((tiles * S - cta + ctas - 1) // ctas)
-
-        def unit(i):
-            """Weight row, token row, split, first K-block and K-block count of this CTA's
-            i-th unit; consecutive CTAs take the token tiles of one weight tile (L2 reuse)."""
-            u = pg.let(cta + i * ctas)
-            s = pg.let(u // tiles)
-            r = pg.let(u % tiles)
-            kb0 = pg.let(s * nk // S)
-            return (pg.let(r // tiles_m * BW), pg.let(r % tiles_m * MN), s, kb0,
-                    pg.let((s + 1) * nk // S - kb0))
-
-        with pg.warpgroup_role(0):
-            pg.setmaxnreg(40, "dec")
-            with pg.if_(tx == 0):
-                prod = pipe.producer()
-                for i in pg.serial(mine):
-                    n0, m0, _, kb0, cnt = unit(i)
-                    for k in pg.serial(cnt):
-                        k0 = pg.let((kb0 + k) * BK)
-                        s = prod.stage
-                        prod.acquire()
-                        for h in range(2):
-                            pg.tile.thread.copy_async(Ws[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
-                                                      B[n0 + 64 * h:n0 + 64 * h + 64, k0:k0 + BK],
-                                                      mbar=prod.full, cache_hint="evict_first")
-                        pg.tile.thread.copy_async(Xs[s:s + 1, 0:MN, 0:BK],
-                                                  A[m0:m0 + MN, k0:k0 + BK], mbar=prod.full,
-                                                  cache_hint="evict_last")
-                        prod.commit()
-
-        with pg.warpgroup_role(range(1, 3)) as c:
-            pg.setmaxnreg(232, "inc")
-            acc, first_thread, mma_tile = wgmma_consumer(
-                pipe, tx, MN, lambda s: Ws[2 * s + c, 0:64, 0:BK], lambda s: Xs[s, 0:MN, 0:BK],
-                promote, (SA, SB) if scaled else None, each_step=True)
-            for i in pg.serial(mine):
-                n0, m0, sp, _, cnt = unit(i)
-                mma_tile(cnt)
-                w0 = pg.let(n0 + 64 * c)
-                for j in range(MN // MC):
-                    with pg.if_(first_thread):
-                        pg.tile.thread.async_wait(0, read=True, kind="bulk")
-                    pg.named_barrier(4 + c, 128)
-                    pg.tile.warpgroup.cast(CsT[c, 0:64, 0:MC], acc[0:64, j * MC:j * MC + MC])
-                    pg.ptx.fence.proxy_async()
-                    pg.named_barrier(4 + c, 128)
-                    with pg.if_(first_thread):
-                        t0 = m0 + j * MC
-                        if split:
-                            pg.tile.thread.copy_async(W[sp:sp + 1, t0:t0 + MC, w0:w0 + 64],
-                                                      Cs[c:c + 1, 0:MC, 0:64])
-                        else:
-                            pg.tile.thread.copy_async(D[t0:t0 + MC, w0:w0 + 64],
-                                                      Cs[c:c + 1, 0:MC, 0:64])
-                        pg.tile.thread.async_commit(kind="bulk")
-            with pg.if_(first_thread):
-                pg.tile.thread.async_wait(0, kind="bulk")
-
-    gemm.__name__ = (f"gemm_small_m_{dtype}_n{MN}_s{STAGES}" + ("_splitk" if split else "") +
-                     ("_scaled" if scaled else ""))
-    return pg.kernel(gemm, grid=(ctas,), block=(384,))
-
-
-def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
-    """D[m, n] = sum over s = 0 .. splits-1, in that order, of W[s, m, n] (fp32), rounded once
-    to out_dt: the fixed order makes split-K's result the same bits every run.  The split
-    loop is unrolled so a thread's `splits` loads are in flight together (a serial loop
-    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM)."""
-    M, N, NW = pg.var("M"), pg.var("N"), pg.var("NW")
-
-    def reduce(W: pg.Tensor((splits, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
-        tx = pg.thread_id(threads)
-        b = pg.cta_id(ctas)
-        for e in pg.serial(b * threads + tx, M * N, ctas * threads):
-            m = pg.let(e // N)
-            n = pg.let(e % N)
-            parts = [pg.let(W[s, m, n]) for s in range(splits)]
-            acc = parts[0]
-            for p in parts[1:]:
-                acc = pg.let(acc + p)
-            D[m, n] = pg.cast(acc, out_dt)
-
-    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}"
-    return pg.kernel(reduce, grid=(ctas,), block=(threads,))
+                          f"{128 // ELEM_BYTES[dtype]} for K = {K}), so every split has work")
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_small_m)
@@ -297,6 +156,13 @@ def _device_consts(device):
     return (torch.cuda.get_device_properties(device).multi_processor_count,
             torch.ones(1, dtype=torch.float32, device=device),
             torch.zeros((1, 1, 4), dtype=torch.float32, device=device))
+
+
+def _current_stream(device):
+    """torch's current stream on `device`, as its raw handle."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device.index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def _scale(x, name, dev):
@@ -398,16 +264,40 @@ class DecodeLaunch:
         sms, self.one, self.no_ws = _device_consts(device)
         cfg = _auto_config(M, N, K, dt, sms) if config is None else config
         check_config(cfg, dt, K)
-        self.config, self.shape, self.out_dt = cfg, (M, N), _OUT[dt]
-        self.split = cfg.splits > 1
+        self.config, self.shape, self.out_dt = cfg, (M, N), OUT_DTYPE[dt]
+        self.fused = cfg.fused and cfg.splits > 1
+        self.split = cfg.splits > 1 and not self.fused
         self.kernel = kernel_for(dt, cfg.MN, cfg.STAGES, sms, self.split,
-                                 dt.startswith("float8"))
+                                 dt.startswith("float8"), self.fused)
         self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms) if self.split else None
         self.main = self.sum = None         # the prepared launches, made by the first call
+        self.counters = {}                  # fused: per stream, the tiles' arrival counters
+
+    def _fused_call(self, a, b, out, sa, sb):
+        """The fused split-K launch: W padded to whole tiles (token-contiguous), and this
+        stream's counters, which the kernel leaves at zero (so they are made once per stream:
+        two streams running this shape at once must not share them)."""
+        import torch
+        (M, N), (MN, splits) = self.shape, (self.config.MN, self.config.splits)
+        ws = torch.empty((splits, -(-N // BW) * BW, -(-M // MN) * MN), dtype=torch.float32,
+                         device=a.device)
+        stream = _current_stream(a.device)
+        cnt = self.counters.get(stream)
+        if cnt is None:
+            cnt = self.counters[stream] = torch.zeros(2 * -(-N // BW) * -(-M // MN),
+                                                      dtype=torch.int32, device=a.device)
+        d = store_target(out)
+        if self.main is None:
+            self.main = self.kernel.prepare(a, b, d, ws, sa, sb, cnt)
+        self.main(a.data_ptr(), b.data_ptr(), d.data_ptr(), ws.data_ptr(), sa.data_ptr(),
+                  sb.data_ptr(), cnt.data_ptr())
+        return store_back(d, out)
 
     def __call__(self, a, b, out, sa=None, sb=None):
         import torch
         (M, N), sa, sb = self.shape, self.one if sa is None else sa, self.one if sb is None else sb
+        if self.fused:
+            return self._fused_call(a, b, out, sa, sb)
         ws, d = self.no_ws, out             # the main kernel's W and D
         if self.split:                      # fp32 partial tiles, summed in split order
             ws = torch.empty((self.config.splits, M, -(-N // 4) * 4), dtype=torch.float32,

@@ -367,6 +367,15 @@ class _Check(Counts, Paths, CpGroups):
             p = ops[0].ptr if ops and type(ops[0]) is Mem else None
             if type(p) is BufferPtr:
                 self._write(p.buffer, src)
+        elif op.startswith(("atom.", "red.")):   # its values, then a read (atom) and a write of
+            for o in ops:                          # a shared element, as ld / st.shared
+                if type(o) is not Mem:
+                    if type(o) is not str:
+                        self._expr_reads(o, src)
+                elif type(o.ptr) is BufferPtr and o.ptr.buffer.root.scope != "global":
+                    if op[0] == "a":
+                        self._read(o.ptr.buffer, src)
+                    self._write(o.ptr.buffer, src)
         elif op.startswith(("ld.", "ldmatrix")):
             for o in ops:
                 if type(o) is Mem and type(o.ptr) is BufferPtr:

@@ -52,5 +52,10 @@ def check_proxy_fences(body) -> None:
             buf = getattr(s.operands[0].ptr, "buffer", None)
             if buf is not None and buf.root.scope in _SHARED:
                 dirty[_key(buf)] = s.src
+        elif op.startswith(("atom.", "red.")):   # a generic-proxy write of its element
+            for o in s.operands:
+                buf = getattr(o.ptr, "buffer", None) if isinstance(o, Mem) else None
+                if buf is not None and buf.root.scope in _SHARED:
+                    dirty[_key(buf)] = s.src
 
     walk(body, visit)

@@ -73,6 +73,63 @@ def _g(prefix, min_sm=0, min_ptx=(0, 0), archs=None, feature="", except_archs=()
                 frozenset(except_archs), whole_program)
 
 
+# atom / red / fence (builder/atomic.py), measured with ptxas 13.0 through nvJitLink 13.5 on
+# sm_80, sm_90a and sm_100a (every combination below assembles; the arch gates are in GATES).
+# ATOMIC_TYPES: the PTX types each operation takes (red takes atom's but exch and cas).  Not
+# here, as ptxas refuses them: add .s64 / .b32 / .b64 ("Operation .add requires .u32 or .s32
+# or .u64 or .f64 or .f16 or .f16x2 or .f32 or .bf16 or .bf16x2"; an int64 add is .u64, the
+# same bits), min/max of f32/f64 ("Operation .min requires .u32 or .s32 or .u64 or .s64 or
+# .f16 ..."), scalar min/max of f16/bf16 ("Vector modifier required for instruction
+# 'atom.min.f16.global'": packed forms only, sm_90, PTX 8.1), inc/dec other than .u32
+# ("Operation .inc requires .u32 type"), and/or/xor/exch of signed, unsigned or float types
+# ("requires .b32 or .b64 type"), any 8-bit or u16/s16 type ("Unexpected instruction types"),
+# and a b16 operation but cas ("Arguments mismatch").  A .b type takes any register of its
+# width (cas.b32 of f32 registers assembles); a b16 one needs a 16-bit register.
+ATOMIC_TYPES = {
+    "add": ("u32", "s32", "u64", "f32", "f64", "f16", "bf16"),
+    "min": ("u32", "s32", "u64", "s64"), "max": ("u32", "s32", "u64", "s64"),
+    "inc": ("u32",), "dec": ("u32",),
+    "and": ("b32", "b64"), "or": ("b32", "b64"), "xor": ("b32", "b64"),
+    "exch": ("b32", "b64"), "cas": ("b16", "b32", "b64"),
+}
+RED_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")
+# ptxas: "Illegal modifier '.acquire' for instruction 'red'" (and '.acq_rel'); "Illegal modifier
+# '.sc' for instruction 'atom'".  fence.acquire / fence.release need sm_90 and PTX 8.6: not used
+ATOM_SEMS = ("relaxed", "acquire", "release", "acq_rel")
+RED_SEMS = ("relaxed", "release")
+FENCE_SEMS = ("acq_rel", "sc")
+ATOMIC_SCOPES = ("cta", "cluster", "gpu", "sys")
+ATOMIC_SPACES = ("global", "shared")   # .shared is .shared::cta, and needs no PTX 7.8
+
+
+def _atomic_gates() -> list:
+    """atom.<sem>.<scope>.<space>.<op>.<type> and fence.<sem>.<scope>: .cluster scope needs
+    sm_90 and PTX 7.8 (ptxas: "Feature '.cluster scope' requires .target sm_90 or higher"), a
+    bfloat16 add too ("Instruction 'atom.add.bf16.global' requires .target sm_90 or higher"),
+    measured with ptxas 13.0 through nvJitLink 13.5 on sm_80, sm_90a and sm_100a.  A float16
+    add and a 16-bit cas need sm_70 and PTX 6.3 (PTX ISA; nvJitLink 13.5 has no sm_70 to
+    measure, and sm_75 takes both at its own 6.3).  A longer prefix wins, so each typed gate
+    of cluster scope carries the cluster requirement too."""
+    cluster = (90, (7, 8))
+    out = [_g(f"{i}.{sem}.cluster", *cluster, feature=f"{i} scope=cluster")
+           for i, sems in (("atom", ATOM_SEMS), ("red", RED_SEMS), ("fence", FENCE_SEMS))
+           for sem in sems]
+    for i, sems, ops in (("atom", ATOM_SEMS, ("add.noftz.f16", "add.noftz.bf16", "cas.b16")),
+                         ("red", RED_SEMS, ("add.noftz.f16", "add.noftz.bf16"))):
+        for sem in sems:
+            for scope in ATOMIC_SCOPES:
+                for space in ATOMIC_SPACES:
+                    for op in ops:
+                        sm, ptx, feature = (90, (7, 8), f"bfloat16 {i}.add") if "bf16" in op \
+                            else (70, (6, 3), "")
+                        if scope == "cluster":
+                            sm, ptx = max(sm, cluster[0]), max(ptx, cluster[1])
+                            feature = feature or f"{i} scope=cluster"
+                        out.append(_g(f"{i}.{sem}.{scope}.{space}.{op}", sm, ptx,
+                                      feature=feature))
+    return out
+
+
 # Longest matching prefix wins.  Opcodes are compared on whole dotted components.
 GATES = [
     _g("ldmatrix", 75, (6, 5)),
@@ -130,6 +187,7 @@ GATES = [
     _g("cvt.rn.satfinite.e2m1x2", 100, (8, 6), archs=FP4_CVT_ARCHS),
     _g("cvt.rn.f16x2.e2m1x2", 100, (8, 6), archs=FP4_CVT_ARCHS),
     _g("redux.sync", 80, (7, 0)),
+    *_atomic_gates(),
 ]
 _GATE_BY_PREFIX = {g.prefix: g for g in GATES}
 

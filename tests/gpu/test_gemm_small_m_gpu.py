@@ -116,6 +116,41 @@ def test_split_k_is_bit_identical_across_runs(torch):
                                first.view(torch.int16))
 
 
+def test_fused_split_k_gives_the_two_kernel_bits(torch):
+    """The reduction inside the GEMM: the same bits as the workspace + reduce kernel path, run
+    after run, with the counters left at zero; also under CUDA graph replay and on a second
+    stream (each stream has its own counters)."""
+    from ptxgen.kernels import gemm_small_m as S
+    torch.manual_seed(4)
+    for M, N, K, splits in [(1, 14336, 4096, 7), (16, 4096, 14336, 4), (5, 1000, 2000, 3),
+                            (64, 8192, 8192, 2)]:
+        a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+        b = torch.randn(N, K, device="cuda").to(torch.bfloat16)
+        cfg = S.Config(S.round_mn(M), S.stages_for(S.round_mn(M), "bfloat16"), splits)
+        want = S.gemm_small_m(a, b, config=cfg).view(torch.int16)
+        fused = cfg._replace(fused=True)
+        for _ in range(10):
+            out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            assert torch.equal(S.gemm_small_m(a, b, out, config=fused).view(torch.int16), want)
+        launch = S.decode_launch(M, N, K, "bfloat16", a.device, fused)
+        assert all(int(c.abs().sum()) == 0 for c in launch.counters.values())
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            got = S.gemm_small_m(a, b, config=fused)
+        side.synchronize()
+        assert torch.equal(got.view(torch.int16), want)
+        out = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        S.gemm_small_m(a, b, out, config=fused)          # prepared before capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            S.gemm_small_m(a, b, out, config=fused)
+        for _ in range(3):
+            out.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out.view(torch.int16), want)
+
+
 def test_blockscaled_bit_exact_on_integer_data(torch):
     from ptxgen.kernels.gemm_blockscaled import gemm_blockscaled
     rng = np.random.default_rng(5)

@@ -10,8 +10,10 @@ global/shared/local memory (scalars and vectors, any cache modifiers), branches,
 ex2/lg2/rsqrt/rcp/sqrt, every cvt rounding and saturation (float8 included),
 shfl.sync.bfly, redux.sync; and, in ptxsim_async.py, mbarriers, cp.async, bulk and TMA copies
 (tensor maps from `tensor_map_blob`), multicast and thread-block clusters (the CTAs of a
-cluster run in one schedule: barrier.cluster, mapa, ld/st.shared::cluster).  Anything else
-raises `Unsupported`, so a test cannot pass by skipping work.  The ALU half is ptxsim_alu.py.
+cluster run in one schedule: barrier.cluster, mapa, ld/st.shared::cluster); in
+ptxsim_atomic.py atom and red (each one indivisible read-modify-write; fences are no-ops).
+Anything else raises `Unsupported`, so a test cannot pass by skipping work.  The ALU half is
+ptxsim_alu.py.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import numpy as np
 from .ptxsim_alu import (AluOps, Trap, Unsupported, _WIDTH, _from_float, _mask,  # noqa: F401
                          _reg_bits, _signed)
 from .ptxsim_async import AsyncOps, cluster_sregs, tensor_map_blob
+from .ptxsim_atomic import AtomicOps
 from .ptxsim_mma import MmaOps
 from .ptxsim_math import MathOps
 
@@ -126,7 +129,7 @@ class Kernel:
         return guard, op, ops
 
 
-class Sim(MathOps, AluOps, MmaOps, AsyncOps):
+class Sim(MathOps, AluOps, MmaOps, AsyncOps, AtomicOps):
     def __init__(self, ptx: str, mem: Memory | None = None, stop_at=()):
         self.k = Kernel(ptx)
         self.mem = mem or Memory()

@@ -1,0 +1,209 @@
+"""The decode GEMM's kernels (gemm_small_m.py chooses the configuration and launches them):
+make_small_m, the A/B-swapped persistent split-K GEMM, and make_reduce, the fixed-order sum of
+its split partials when they are not reduced inside the GEMM.  See gemm_small_m.py for the
+design."""
+import ptxgen as pg
+from ptxgen.errors import PtxgenError
+from ptxgen.primitives.tcgen05 import canonical_layout
+
+from ._gemm_sm90 import wgmma_consumer
+
+BW = 128                   # weight rows per CTA tile: two consumer warpgroups x 64
+SMEM_BUDGET = 200 * 1024   # ring bytes we allow ourselves (the epilogue tiles come on top)
+MAX_STAGES = 16
+OUT_DTYPE = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
+ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
+
+
+class GemmInputError(PtxgenError, ValueError):
+    """An argument of gemm_small_m that breaks a rule; the message names both."""
+
+
+class ConfigError(GemmInputError):
+    """A forced small-M configuration that the kernel's rules forbid."""
+
+
+def valid_mn(MN) -> tuple:
+    """(ok, reason) for a token tile width: wgmma's N is a multiple of 8 up to 256, and the
+    epilogue moves 64-column chunks, so above 64 it is a multiple of 64."""
+    if not isinstance(MN, int) or MN < 8 or MN > 256 or MN % 8:
+        return False, f"MN = {MN!r}: wgmma N is a multiple of 8 from 8 to 256"
+    if MN > 64 and MN % 64:
+        return False, f"MN = {MN}: above 64 the epilogue's 64-token chunks need a multiple of 64"
+    return True, ""
+
+
+def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None,
+                 fused=False):
+    """The kernel for one configuration; M, N, K and the split count S (W's first extent) are
+    launch-time symbols.  split=False: D gets the tile (S must be 1); split=True: W (S, M, NW)
+    gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it).
+    fused=True: split-K reduced in this kernel (any S >= 1): each split stores its partial in
+    W (S, NW, MW) (tiles padded, token-contiguous: the accumulator fragment's own layout) and
+    counts itself in CNT (2 per tile, one per consumer warpgroup, zero before the launch);
+    the split that counts last sums the S partials in split order and writes D, and sets its
+    counter back to zero.  The same bits as the reduce kernel, with no second launch."""
+    if fused and split:
+        raise ConfigError("split=True (workspace + reduce kernel) and fused=True (reduced in "
+                          "the kernel) exclude each other")
+    ok, why = valid_mn(MN)
+    if not ok:
+        raise ConfigError(why)
+    if dtype not in OUT_DTYPE:
+        raise ConfigError(f"dtype {dtype!r}: bfloat16, float16 or float8_e4m3fn")
+    scaled = dtype.startswith("float8") if scaled is None else scaled
+    promote = int(dtype.startswith("float8"))   # cuBLAS's default: each K-step's sum into fp32
+    out_dt = OUT_DTYPE[dtype]
+    BK = 128 // ELEM_BYTES[dtype]                 # one 128-byte swizzle span of K per stage
+    MC = min(MN, 64)                         # tokens per epilogue chunk
+    st_dt = "float32" if split else out_dt
+    M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
+    ND, S, MW, NW, NC = pg.var("ND"), pg.var("S"), pg.var("MW"), pg.var("NW"), pg.var("NC")
+    LW = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # weights: [2 * stage + half]
+    LX = canonical_layout(MN, BK, dtype, stages=STAGES)       # tokens
+
+    def body(A, B, D, W, SA, SB, CNT):
+        tx = pg.thread_id(384)
+        cta = pg.cta_id(ctas)
+        pool = pg.SMEMPool()
+        Ws = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LW)
+        Xs = pool.alloc((STAGES, MN, BK), dtype, align=1024, layout=LX)
+        Cs = pool.alloc((2, MC, 64), st_dt, align=1024)
+        arrived = pool.alloc((2,), "int32") if fused else None   # a counter's old value
+        pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
+        pool.commit()
+        pipe.init()
+        CsT = Cs.permute(0, 2, 1)                       # (2, 64 weight rows, MC tokens)
+        tiles_m = pg.let((M + MN - 1) // MN)
+        tiles = pg.let((N + BW - 1) // BW * tiles_m)
+        nk = pg.let((K + BK - 1) // BK)
+        mine = pg.let((tiles * S - cta + ctas - 1) // ctas)
+
+        def unit(i):
+            """Weight row, token row, split, first K-block and K-block count of this CTA's
+            i-th unit; consecutive CTAs take the token tiles of one weight tile (L2 reuse)."""
+            u = pg.let(cta + i * ctas)
+            s = pg.let(u // tiles)
+            r = pg.let(u % tiles)
+            kb0 = pg.let(s * nk // S)
+            return (pg.let(r // tiles_m * BW), pg.let(r % tiles_m * MN), s, kb0,
+                    pg.let((s + 1) * nk // S - kb0), r)
+
+        with pg.warpgroup_role(0):
+            pg.setmaxnreg(40, "dec")
+            with pg.if_(tx == 0):
+                prod = pipe.producer()
+                for i in pg.serial(mine):
+                    n0, m0, _, kb0, cnt, _ = unit(i)
+                    for k in pg.serial(cnt):
+                        k0 = pg.let((kb0 + k) * BK)
+                        s = prod.stage
+                        prod.acquire()
+                        for h in range(2):
+                            pg.tile.thread.copy_async(Ws[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
+                                                      B[n0 + 64 * h:n0 + 64 * h + 64, k0:k0 + BK],
+                                                      mbar=prod.full, cache_hint="evict_first")
+                        pg.tile.thread.copy_async(Xs[s:s + 1, 0:MN, 0:BK],
+                                                  A[m0:m0 + MN, k0:k0 + BK], mbar=prod.full,
+                                                  cache_hint="evict_last")
+                        prod.commit()
+
+        with pg.warpgroup_role(range(1, 3)) as c:
+            pg.setmaxnreg(232, "inc")
+            acc, first_thread, mma_tile = wgmma_consumer(
+                pipe, tx, MN, lambda s: Ws[2 * s + c, 0:64, 0:BK], lambda s: Xs[s, 0:MN, 0:BK],
+                promote, (SA, SB) if scaled else None, each_step=True)
+            part = pg.tile.warpgroup.mma_accumulator((64, MN), "float32") if fused else None
+
+            def store_tile(sp, m0, w0):
+                """The accumulator out through shared memory and TMA, MC tokens at a time:
+                into W's split sp, or into D (the TMA clips at its edges)."""
+                for j in range(MN // MC):
+                    with pg.if_(first_thread):
+                        pg.tile.thread.async_wait(0, read=True, kind="bulk")
+                    pg.named_barrier(4 + c, 128)
+                    pg.tile.warpgroup.cast(CsT[c, 0:64, 0:MC], acc[0:64, j * MC:j * MC + MC])
+                    pg.ptx.fence.proxy_async()
+                    pg.named_barrier(4 + c, 128)
+                    with pg.if_(first_thread):
+                        t0 = m0 + j * MC
+                        if split:
+                            pg.tile.thread.copy_async(W[sp:sp + 1, t0:t0 + MC, w0:w0 + 64],
+                                                      Cs[c:c + 1, 0:MC, 0:64])
+                        else:
+                            pg.tile.thread.copy_async(D[t0:t0 + MC, w0:w0 + 64],
+                                                      Cs[c:c + 1, 0:MC, 0:64])
+                        pg.tile.thread.async_commit(kind="bulk")
+
+            def reduce_in_kernel(sp, r, m0, w0):
+                """S > 1: publish this split's partial and count it on the tile's counter;
+                the split that counts last sums all S partials in split order into acc and
+                writes D (the condition reads a shared slot: uniform in the warpgroup)."""
+                pg.tile.warpgroup.copy(W[sp, w0:w0 + 64, m0:m0 + MN], acc)
+                pg.named_barrier(4 + c, 128)            # the whole partial is written ...
+                with pg.if_(first_thread):
+                    pg.ptx.fence.acq_rel("gpu")         # ... and released at GPU scope
+                    old = pg.ptx.atom.add(CNT[2 * r + c], 1, sem="acq_rel", scope="gpu")
+                    arrived[c] = old
+                    with pg.if_(old == S - 1):          # every split has counted: reset
+                        CNT[2 * r + c] = 0
+                pg.named_barrier(4 + c, 128)
+                with pg.if_(arrived[c] == S - 1):       # the others' partials are visible
+                    pg.tile.warpgroup.copy(acc, W[0, w0:w0 + 64, m0:m0 + MN])
+                    for s in pg.serial(1, S):
+                        pg.tile.warpgroup.copy(part, W[s, w0:w0 + 64, m0:m0 + MN])
+                        pg.tile.warpgroup.add(acc, acc, part)
+                    store_tile(sp, m0, w0)
+
+            for i in pg.serial(mine):
+                n0, m0, sp, _, cnt, r = unit(i)
+                mma_tile(cnt)
+                w0 = pg.let(n0 + 64 * c)
+                if fused:
+                    with pg.if_(S == 1):
+                        store_tile(sp, m0, w0)
+                    with pg.if_(S > 1):
+                        reduce_in_kernel(sp, r, m0, w0)
+                else:
+                    store_tile(sp, m0, w0)
+            with pg.if_(first_thread):
+                pg.tile.thread.async_wait(0, kind="bulk")
+
+    if fused:
+        def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
+                 D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, NW, MW), "float32"),
+                 SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32"),
+                 CNT: pg.Tensor((NC,), "int32")):
+            body(A, B, D, W, SA, SB, CNT)
+    else:
+        def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
+                 D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, MW, NW), "float32"),
+                 SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32")):
+            body(A, B, D, W, SA, SB, None)
+
+    gemm.__name__ = (f"gemm_small_m_{dtype}_n{MN}_s{STAGES}" + ("_splitk" if split else "") +
+                     ("_fused" if fused else "") + ("_scaled" if scaled else ""))
+    return pg.kernel(gemm, grid=(ctas,), block=(384,))
+
+
+def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
+    """D[m, n] = sum over s = 0 .. splits-1, in that order, of W[s, m, n] (fp32), rounded once
+    to out_dt: the fixed order makes split-K's result the same bits every run.  The split
+    loop is unrolled so a thread's `splits` loads are in flight together (a serial loop
+    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM)."""
+    M, N, NW = pg.var("M"), pg.var("N"), pg.var("NW")
+
+    def reduce(W: pg.Tensor((splits, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
+        tx = pg.thread_id(threads)
+        b = pg.cta_id(ctas)
+        for e in pg.serial(b * threads + tx, M * N, ctas * threads):
+            m = pg.let(e // N)
+            n = pg.let(e % N)
+            parts = [pg.let(W[s, m, n]) for s in range(splits)]
+            acc = parts[0]
+            for p in parts[1:]:
+                acc = pg.let(acc + p)
+            D[m, n] = pg.cast(acc, out_dt)
+
+    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}"
+    return pg.kernel(reduce, grid=(ctas,), block=(threads,))
