@@ -74,11 +74,11 @@ def _sim_fused(dt, a, b, MN, splits, ctas, stages):
     tiles_n, tiles_m = -(-N // S.BW), -(-M // MN)
     ND = -(-N // 8) * 8
     D = np.full((M, ND), 0x7FC1, np.uint16)
-    W = np.full((splits, tiles_n * S.BW, tiles_m * MN), np.nan, np.float32)
+    W = np.full((splits, tiles_n * tiles_m, S.BW, MN), np.nan, np.float32)
     cnt = np.zeros(2 * tiles_n * tiles_m, np.int32)
     sa, sb = np.array([0.5], np.float32), np.array([0.25], np.float32)
     run(k, [G.encode(a, dt), G.encode(b, dt), D, W, sa, sb, cnt],
-        scalars=[M, K, N, ND, *W.shape, cnt.size])
+        scalars=[M, K, N, ND, splits, tiles_n * tiles_m, cnt.size])
     assert (cnt == 0).all(), "the last split of each tile leaves its counter at zero"
     return D[:, :N]
 

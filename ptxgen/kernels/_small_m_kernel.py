@@ -39,7 +39,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     launch-time symbols.  split=False: D gets the tile (S must be 1); split=True: W (S, M, NW)
     gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it).
     fused=True: split-K reduced in this kernel (any S >= 1): each split stores its partial in
-    W (S, NW, MW) (tiles padded, token-contiguous: the accumulator fragment's own layout) and
+    W (S, tiles, BW, MN) (a whole tile per block, tokens contiguous: the accumulator
+    fragment's own layout, so its stores are vectors of constant strides) and
     counts itself in CNT (2 per tile, one per consumer warpgroup, zero before the launch);
     the split that counts last sums the S partials in split order and writes D, and sets its
     counter back to zero.  The same bits as the reduce kernel, with no second launch."""
@@ -58,7 +59,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     MC = min(MN, 64)                         # tokens per epilogue chunk
     st_dt = "float32" if split else out_dt
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
-    ND, S, MW, NW, NC = pg.var("ND"), pg.var("S"), pg.var("MW"), pg.var("NW"), pg.var("NC")
+    ND, S, MW, NW = pg.var("ND"), pg.var("S"), pg.var("MW"), pg.var("NW")
+    NT, NC = pg.var("NT"), pg.var("NC")      # fused: the tiles, their counters
     LW = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # weights: [2 * stage + half]
     LX = canonical_layout(MN, BK, dtype, stages=STAGES)       # tokens
 
@@ -139,7 +141,7 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                 """S > 1: publish this split's partial and count it on the tile's counter;
                 the split that counts last sums all S partials in split order into acc and
                 writes D (the condition reads a shared slot: uniform in the warpgroup)."""
-                pg.tile.warpgroup.copy(W[sp, w0:w0 + 64, m0:m0 + MN], acc)
+                pg.tile.warpgroup.copy(W[sp, r, 64 * c:64 * c + 64, 0:MN], acc)
                 pg.named_barrier(4 + c, 128)            # the whole partial is written ...
                 with pg.if_(first_thread):
                     pg.ptx.fence.acq_rel("gpu")         # ... and released at GPU scope
@@ -149,9 +151,9 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                         CNT[2 * r + c] = 0
                 pg.named_barrier(4 + c, 128)
                 with pg.if_(arrived[c] == S - 1):       # the others' partials are visible
-                    pg.tile.warpgroup.copy(acc, W[0, w0:w0 + 64, m0:m0 + MN])
+                    pg.tile.warpgroup.copy(acc, W[0, r, 64 * c:64 * c + 64, 0:MN])
                     for s in pg.serial(1, S):
-                        pg.tile.warpgroup.copy(part, W[s, w0:w0 + 64, m0:m0 + MN])
+                        pg.tile.warpgroup.copy(part, W[s, r, 64 * c:64 * c + 64, 0:MN])
                         pg.tile.warpgroup.add(acc, acc, part)
                     store_tile(sp, m0, w0)
 
@@ -171,7 +173,7 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
 
     if fused:
         def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
-                 D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, NW, MW), "float32"),
+                 D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, NT, BW, MN), "float32"),
                  SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32"),
                  CNT: pg.Tensor((NC,), "int32")):
             body(A, B, D, W, SA, SB, CNT)

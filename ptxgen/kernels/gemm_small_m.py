@@ -274,18 +274,18 @@ class DecodeLaunch:
         self.counters = {}                  # fused: per stream, the tiles' arrival counters
 
     def _fused_call(self, a, b, out, sa, sb):
-        """The fused split-K launch: W padded to whole tiles (token-contiguous), and this
+        """The fused split-K launch: W a block per tile (token-contiguous), and this
         stream's counters, which the kernel leaves at zero (so they are made once per stream:
         two streams running this shape at once must not share them)."""
         import torch
         (M, N), (MN, splits) = self.shape, (self.config.MN, self.config.splits)
-        ws = torch.empty((splits, -(-N // BW) * BW, -(-M // MN) * MN), dtype=torch.float32,
-                         device=a.device)
+        tiles = -(-N // BW) * -(-M // MN)
+        ws = torch.empty((splits, tiles, BW, MN), dtype=torch.float32, device=a.device)
         stream = _current_stream(a.device)
         cnt = self.counters.get(stream)
         if cnt is None:
-            cnt = self.counters[stream] = torch.zeros(2 * -(-N // BW) * -(-M // MN),
-                                                      dtype=torch.int32, device=a.device)
+            cnt = self.counters[stream] = torch.zeros(2 * tiles, dtype=torch.int32,
+                                                      device=a.device)
         d = store_target(out)
         if self.main is None:
             self.main = self.kernel.prepare(a, b, d, ws, sa, sb, cnt)
