@@ -140,13 +140,19 @@ def _atomic(ins, py, ptr, values, sem, scope):
     return old
 
 
-def _atom_helper(py):
+def _helper(ins, py):
+    """pg.ptx.<ins>.<py>(ptr, value, *, sem, scope) for ins "atom" (returns the old value) or
+    "red" (does not)."""
     def helper(ptr, value, *, sem="relaxed", scope="gpu"):
-        return _atomic("atom", py, ptr, (value,), sem, scope)
+        return _atomic(ins, py, ptr, (value,), sem, scope)
+    op = _OPS[py]
     helper.__name__ = helper.__qualname__ = py
-    helper.__doc__ = (f"atom.{_OPS[py]}: one indivisible read-modify-write of the element "
-                      f"`ptr`; returns its old value (a scalar of the element's dtype).  sem: "
-                      f"{', '.join(ATOM_SEMS)}; scope: {', '.join(ATOMIC_SCOPES)}.")
+    helper.__doc__ = (
+        f"atom.{op}: one indivisible read-modify-write of the element `ptr`; returns its old "
+        f"value (a scalar of the element's dtype).  sem: {', '.join(ATOM_SEMS)}"
+        if ins == "atom" else
+        f"red.{op}: atom.{op} without the old value (no register waits for it).  sem: "
+        f"{', '.join(RED_SEMS)}") + f"; scope: {', '.join(ATOMIC_SCOPES)}."
     return helper
 
 
@@ -154,16 +160,6 @@ def cas(ptr, expected, desired, *, sem="relaxed", scope="gpu"):
     """atom.cas: store `desired` if the element equals `expected` (bit for bit); returns the
     old value, so `old == expected` says whether this thread's swap happened."""
     return _atomic("atom", "cas", ptr, (expected, desired), sem, scope)
-
-
-def _red_helper(py):
-    def helper(ptr, value, *, sem="relaxed", scope="gpu"):
-        return _atomic("red", py, ptr, (value,), sem, scope)
-    helper.__name__ = helper.__qualname__ = py
-    helper.__doc__ = (f"red.{_OPS[py]}: atom.{_OPS[py]} without the old value (no register "
-                      f"waits for it).  sem: {', '.join(RED_SEMS)}; scope: "
-                      f"{', '.join(ATOMIC_SCOPES)}.")
-    return helper
 
 
 _FENCE_WHY = {"acq_rel": "a release and an acquire at once: a fence before the atom that "
@@ -181,9 +177,9 @@ def _fence_helper(sem):
     return helper
 
 
-HELPERS = {**{f"atom.{py}": _atom_helper(py) for py in _OPS if py != "cas"},
+HELPERS = {**{f"atom.{py}": _helper("atom", py) for py in _OPS if py != "cas"},
            "atom.cas": cas,
-           **{f"red.{py}": _red_helper(py) for py, op in _OPS.items() if op in RED_OPS},
+           **{f"red.{py}": _helper("red", py) for py, op in _OPS.items() if op in RED_OPS},
            **{f"fence.{sem}": _fence_helper(sem) for sem in FENCE_SEMS}}
 
 for _name, _fn in HELPERS.items():
