@@ -128,8 +128,8 @@ def _call(fn, kwargs: dict, what: str):
 def load_kernels(spec: str, kernel_args: dict | None = None):
     """Kernels of a Python file or an importable module: `file.py` / `pkg.module` (all: its
     `dump(**kernel_args)` hook when it has one and arguments are given, else its KERNELS
-    list and module-level kernels), or `...:name` (that kernel, or the factory `name`
-    called with the kernel arguments)."""
+    list and module-level kernels, else, with none of those, its `dump()`), or `...:name`
+    (that kernel, or the factory `name` called with the kernel arguments)."""
     from .builder.kernel import Kernel
 
     path, _, want = spec.partition(":")
@@ -141,8 +141,8 @@ def load_kernels(spec: str, kernel_args: dict | None = None):
             not isinstance(getattr(mod, want), Kernel):
         return _as_kernels(_call(getattr(mod, want), kernel_args or {}, f"{want}()"),
                            f"{want}()")
+    hook = getattr(mod, "dump", None)
     if kernel_args:
-        hook = getattr(mod, "dump", None)
         if not callable(hook):
             raise _fail(f"--kernel-args needs a factory (`{where}:<factory>`) or a dump() "
                         f"hook in {where}, which has none")
@@ -157,6 +157,8 @@ def load_kernels(spec: str, kernel_args: dict | None = None):
                     if isinstance(k, Kernel):
                         found.setdefault(id(k), (k.name, k))
         kernels = list(found.values())
+        if not kernels and callable(hook):   # every kernel made by a factory: dump()'s defaults
+            kernels = _as_kernels(_call(hook, {}, f"{where}: dump()"), "dump()")
     if want:
         chosen = [(a, k) for a, k in kernels if want in (a, k.name)]
         if not chosen:

@@ -10,7 +10,8 @@ a dict on every call.
 
 Run it after changing templates/ (tests/test_forms.py fails until then).  It builds what
 scripts/ptx_hashes.py builds (the tile copies, every `ptxgen bench copy` config), every kernel
-of every example in examples/ for sm_80/sm_90a/sm_100a, and an elementwise kernel with a
+of every example in examples/ and every kernel ptxgen.kernels ships (its dump() defaults) for
+sm_80/sm_90a/sm_100a, and an elementwise kernel with a
 scalar parameter of each scalar type, with an empty table, so every text comes from the
 templates.
 """
@@ -49,6 +50,31 @@ def examples():
         mod = importlib.import_module(name)
         for k in getattr(mod, "KERNELS", None) or [v for v in vars(mod).values()
                                                    if isinstance(v, pg.Kernel)]:
+            for arch in ("sm_80", "sm_90a", "sm_100a"):
+                try:
+                    k.ptx(arch)
+                except pg.PtxgenError:
+                    pass
+
+
+def shipped():
+    """Every kernel of ptxgen.kernels in its dump() defaults (else its KERNELS) for each arch:
+    the shipped kernels' first build needs no jinja either."""
+    import importlib
+    import pkgutil
+    import warnings
+
+    import ptxgen as pg
+    import ptxgen.kernels as pkg
+
+    warnings.simplefilter("ignore")
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"ptxgen.kernels.{info.name}")
+        hook = getattr(mod, "dump", None)
+        kernels = hook() if callable(hook) else getattr(mod, "KERNELS", [])
+        for k in kernels:
             for arch in ("sm_80", "sm_90a", "sm_100a"):
                 try:
                     k.ptx(arch)
@@ -104,6 +130,7 @@ def collect() -> dict:
     with contextlib.redirect_stdout(io.StringIO()):
         ptx_hashes.main()
     examples()
+    shipped()
     elementwise()
     return texts
 

@@ -78,6 +78,19 @@ def test_dump_a_module_path_writes_its_default_kernels(tmp_path):
         (tmp_path / "softmax_float32_8192_t512.ptx").read_text()
 
 
+@pytest.mark.parametrize("module, names", [
+    ("gemm_small_m", ["gemm_small_m_bfloat16_n16_s11.ptx",
+                      "gemm_small_m_bfloat16_n16_s11_fused.ptx",
+                      "gemm_small_m_bfloat16_n16_s11_splitk.ptx",
+                      "gemm_small_m_reduce_bfloat16_x4.ptx"]),
+    ("gemm_blockscaled", ["gemm_blockscaled_fp8_s5.ptx"]),
+])
+def test_dump_a_module_of_factories_writes_its_dump_defaults(tmp_path, module, names):
+    """A module with no module-level kernel (all made by factories): its dump() defaults."""
+    assert main(["dump", f"ptxgen.kernels.{module}", "-o", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
 def test_dump_factory_arguments(tmp_path):
     assert main(["dump", "ptxgen.kernels.rmsnorm", "--kernel-args",
                  "n=4096,dtype=float32,weighted=False", "-o", str(tmp_path / "a")]) == 0

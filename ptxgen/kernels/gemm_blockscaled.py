@@ -92,6 +92,11 @@ def make_blockscaled(STAGES=5, ctas=132):
 kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
 
+def dump(STAGES: int = 5, ctas: int = 132) -> list:
+    """`ptxgen dump ptxgen.kernels.gemm_blockscaled [--kernel-args STAGES=4]`: the kernel."""
+    return [make_blockscaled(STAGES, ctas)]
+
+
 @functools.lru_cache(maxsize=None)
 def _sms(device) -> int:
     import torch

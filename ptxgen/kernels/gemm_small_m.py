@@ -141,6 +141,18 @@ def check_config(cfg, dtype, K) -> None:
                           f"{128 // ELEM_BYTES[dtype]} for K = {K}), so every split has work")
 
 
+def dump(dtype: str = "bfloat16", MN: int = 16, STAGES: int | None = None, splits: int = 4,
+         ctas: int = 132) -> list:
+    """`ptxgen dump ptxgen.kernels.gemm_small_m [--kernel-args dtype=float8_e4m3fn,MN=32]`: the
+    kernels of one token tile: D written directly, the split partials into the workspace with
+    their reduce kernel (`splits` ways), and the split-K reduced in the GEMM (fused)."""
+    stages = stages_for(MN, dtype) if STAGES is None else STAGES
+    return [make_small_m(dtype, MN, stages, ctas),
+            make_small_m(dtype, MN, stages, ctas, split=True),
+            make_reduce(OUT_DTYPE[dtype], splits, 8 * ctas),
+            make_small_m(dtype, MN, stages, ctas, fused=True)]
+
+
 kernel_for = functools.lru_cache(maxsize=None)(make_small_m)
 reduce_for = functools.lru_cache(maxsize=None)(make_reduce)
 _auto_config = functools.lru_cache(maxsize=4096)(choose_config)    # per call: a dict lookup

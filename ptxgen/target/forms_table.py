@@ -17,6 +17,8 @@ FORMS = {
         'rsqrt.approx.f32',
     ('array_decl', ('shared',), ()):
         '.shared .align {align} .b8 {name}[{n}];',
+    ('atom', ('acq_rel', 'gpu', 'global', 'add', 's32'), ()):
+        'atom.acq_rel.gpu.global.add.s32',
     ('bar_arrive', (), ()):
         'bar.arrive {id}, {n};',
     ('bar_sync', (False,), ()):
@@ -139,6 +141,8 @@ FORMS = {
         '.extern .shared .align {align} .b8 {name}[];',
     ('farith', ('fma', 'f32'), ()):
         'fma.rn.f32',
+    ('fence', ('acq_rel', 'gpu'), ()):
+        'fence.acq_rel.gpu',
     ('fence_mbarrier_init', (), ()):
         'fence.mbarrier_init.release.cluster',
     ('fence_proxy_async', ('shared::cta',), ()):
@@ -341,6 +345,8 @@ FORMS = {
         'st.shared.s32 [{a}], {v};',
     ('st', ('shared', 'u16'), ()):
         'st.shared.u16 [{a}], {v};',
+    ('st', ('shared', 'u16', 1), ()):
+        'st.shared.u16 [{a}], {v};',
     ('st', ('shared', 'u32'), ()):
         'st.shared.u32 [{a}], {v};',
     ('st', ('shared', 'u32', 1), ()):
@@ -391,6 +397,8 @@ FORMS = {
         'cp.async.bulk.tensor.2d.global.shared::cta.bulk_group',
     ('tma_store', (2, '', True), ()):
         'cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint',
+    ('tma_store', (3, '', False), ()):
+        'cp.async.bulk.tensor.3d.global.shared::cta.bulk_group',
     ('tma_store', (4, '', False), ()):
         'cp.async.bulk.tensor.4d.global.shared::cta.bulk_group',
     ('unary', ('not', 'pred'), ()):
@@ -401,6 +409,10 @@ FORMS = {
         'wgmma.fence.sync.aligned',
     ('wgmma_mma', ('m64n128k16', 'f32.bf16.bf16'), ()):
         'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16',
+    ('wgmma_mma', ('m64n128k32', 'f32.e4m3.e4m3'), ()):
+        'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3',
+    ('wgmma_mma', ('m64n16k16', 'f32.bf16.bf16'), ()):
+        'wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16',
     ('wgmma_mma', ('m64n176k16', 'f32.bf16.bf16'), ()):
         'wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16',
     ('wgmma_mma', ('m64n256k16', 'f32.bf16.bf16'), ()):
@@ -420,6 +432,8 @@ FILL = {
         lambda **_: 'rsqrt.approx.f32',
     '.shared .align {align} .b8 {name}[{n}];':
         lambda align, name, n, **_: f'.shared .align {align} .b8 {name}[{n}];',
+    'atom.acq_rel.gpu.global.add.s32':
+        lambda **_: 'atom.acq_rel.gpu.global.add.s32',
     'bar.arrive {id}, {n};':
         lambda id, n, **_: f'bar.arrive {id}, {n};',
     'bar.sync {id};':
@@ -540,6 +554,8 @@ FILL = {
         lambda align, name, **_: f'.extern .shared .align {align} .b8 {name}[];',
     'fma.rn.f32':
         lambda **_: 'fma.rn.f32',
+    'fence.acq_rel.gpu':
+        lambda **_: 'fence.acq_rel.gpu',
     'fence.mbarrier_init.release.cluster':
         lambda **_: 'fence.mbarrier_init.release.cluster',
     'fence.proxy.async.shared::cta':
@@ -772,6 +788,8 @@ FILL = {
         lambda **_: 'cp.async.bulk.tensor.2d.global.shared::cta.bulk_group',
     'cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint':
         lambda **_: 'cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint',
+    'cp.async.bulk.tensor.3d.global.shared::cta.bulk_group':
+        lambda **_: 'cp.async.bulk.tensor.3d.global.shared::cta.bulk_group',
     'cp.async.bulk.tensor.4d.global.shared::cta.bulk_group':
         lambda **_: 'cp.async.bulk.tensor.4d.global.shared::cta.bulk_group',
     'not.pred {d}, {a};':
@@ -782,6 +800,10 @@ FILL = {
         lambda **_: 'wgmma.fence.sync.aligned',
     'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16':
         lambda **_: 'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16',
+    'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3':
+        lambda **_: 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3',
+    'wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16':
+        lambda **_: 'wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16',
     'wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16':
         lambda **_: 'wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16',
     'wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16':
