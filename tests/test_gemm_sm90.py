@@ -41,12 +41,12 @@ def test_promoted_fp8_assembles_without_spills():
         E.make_gemm("float8_e4m3fn", BN=256, scaled=True, promote=2)
 
 
-def _sim(dt, M, N, K, BN, ctas, promote=0, seed=0):
+def _sim(dt, M, N, K, BN, ctas, promote=0, seed=0, pingpong=False):
     rng = np.random.default_rng(seed)
     a = rng.integers(-3, 4, size=(M, K)) / 2
     b = rng.integers(-3, 4, size=(N, K)) / 2
     scaled = dt.startswith("float8")
-    k = E.make_gemm(dt, BN=BN, ctas=ctas, scaled=scaled, promote=promote)
+    k = E.make_gemm(dt, BN=BN, ctas=ctas, scaled=scaled, promote=promote, pingpong=pingpong)
     ND = -(-N // 8) * 8
     D = np.full((M, ND), 0x7FC1, np.uint16)                       # poisoned (NaN bits)
     sa, sb = np.array([0.5 if scaled else 1], np.float32), np.array([0.25 if scaled else 1],
@@ -70,3 +70,32 @@ def test_sim_matches_numpy(dt, M, N, K, BN, ctas, promote):
     got, want = _sim(dt, M, N, K, BN, ctas, promote)
     bad = np.argwhere(got != want)
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+@pytest.mark.parametrize("dt,M,N,K,BN,ctas,promote", [
+    ("float8_e4m3fn", 40, 20, 500, 128, 2, 1),  # promoted every K-step, 1 tile per CTA
+    ("float8_e4m3fn", 260, 130, 300, 128, 1, 1),  # 6 tiles on one CTA: turns across tiles
+    ("bfloat16", 260, 130, 72, 128, 2, 0),      # plain accumulation takes turns too
+    ("bfloat16", 10, 10, 64, 128, 2, 0),        # CTA 1 has no tile: the turns still balance
+])
+def test_pingpong_consumers_give_the_same_bits(dt, M, N, K, BN, ctas, promote):
+    """The consumers taking turns to issue change when the wgmmas run, not what they sum."""
+    got, want = _sim(dt, M, N, K, BN, ctas, promote, pingpong=True)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+def test_pingpong_takes_turns_around_each_wgmma_issue():
+    """Per K-step: wait for this warpgroup's turn (bar.sync 10 + c), issue the step's wgmmas,
+    hand the turn to the other (bar.arrive 11 - c); warpgroup 1 hands warpgroup 0 the first
+    turn, and warpgroup 0 takes the last one back after its tiles."""
+    k = E.make_gemm("float8_e4m3fn", BN=192, STAGES=4, scaled=True, promote=1, pingpong=True)
+    lines = [ln.strip() for ln in k.ptx("sm_90a").splitlines() if not ln.lstrip().startswith("//")]
+    turns = [i for i, ln in enumerate(lines) if ln.startswith("bar") and ln.endswith(", 256;")]
+    assert [lines[i].split()[0] for i in turns] == ["bar.arrive", "bar.sync", "bar.arrive",
+                                                    "bar.sync"]
+    assert lines[turns[0]] == "bar.arrive 10, 256;" and lines[turns[3]] == "bar.sync 10, 256;"
+    step = lines[turns[1]:turns[2]]
+    assert sum(ln.startswith("wgmma.mma_async") for ln in step) == 4     # BK 128 / K 32
+    assert sum(ln.startswith("wgmma.mma_async") for ln in lines) == 4    # none outside a turn
+    assert k.name.endswith("_pp")

@@ -11,6 +11,7 @@ import ptxgen as pg
 
 BM = 128                 # CTA tile rows: two consumer warpgroups x 64
 GROUP_M = 8              # tile rows per rasterization group
+TURN = 10                # named barriers 10, 11: the ping-pong consumers' turns to issue
 
 
 def persistent_tiles(cta, ctas, M, N, K, BN, BK):
@@ -87,20 +88,26 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC) -> Pers
     return Persistent(tx, As, Bs, Cs, pipe, mine, nk, tile_origin)
 
 
-def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate):
+def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate, rank=None):
     """One K-step of a consumer warpgroup: wait for the ring stage s, d (+)= a_of(s) @
     b_of(s)^T with one wgmma group left in flight, and once the previous step's group is done
-    release its stage (`done` is the consumer position one stage behind `cons`)."""
+    release its stage (`done` is the consumer position one stage behind `cons`).  rank (0 or
+    1, ping-pong): issue the wgmma only in this warpgroup's turn, then hand the turn over."""
     s = cons.stage
     cons.wait()
+    if rank is not None:
+        pg.named_barrier(TURN + rank, 256)
     pg.tile.warpgroup.gemm_async(d, a_of(s), b_of(s), accumulate=accumulate)
+    if rank is not None:
+        pg.named_barrier_arrive(TURN + 1 - rank, 256)
     cons.advance()
     pg.tile.warpgroup.gemm_wait(1)
     with pg.if_(k > 0):
         done.release()
 
 
-def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=False):
+def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=False,
+                   pingpong_rank=None):
     """A consumer warpgroup of the general and the decode GEMM, traced at the start of its
     warpgroup_role (after setmaxnreg): its two ring positions and its 64 x n fp32 accumulator.
     Returns (acc, first_thread, mma_tile); mma_tile(nk) traces one tile's nk K-steps of
@@ -110,7 +117,12 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
     promote = P > 0 (fp8): wgmma sums P K-steps into a second tile `part`, which is then added
     to acc, because Hopper's fp8 wgmma keeps only ~14 mantissa bits of its running sum.
     each_step (the decode kernel, P = 1): add after every step with no traced test; the same
-    sums as P = 1, in the PTX that kernel has always had."""
+    sums as P = 1, in the PTX that kernel has always had.
+
+    pingpong_rank = c (this consumer's rank, 0 or 1): the two consumers take turns to issue
+    their K-steps' wgmmas (warpgroup 0 first), so one adds its partial tile into acc while
+    the other's wgmma holds the tensor cores; the caller ends with pingpong_end(c).  The same
+    sums in the same order: only when each warpgroup issues changes."""
     cons = pipe.consumer(scope="warpgroup")
     done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
     acc = pg.tile.warpgroup.mma_accumulator((64, n), "float32")
@@ -118,7 +130,11 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
     first_thread = tx % 128 == 0
 
     def k_step(k, d, accumulate):
-        wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate)
+        wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate, pingpong_rank)
+
+    if pingpong_rank is not None:
+        with pg.if_(pingpong_rank == 1):       # warpgroup 0 has the first turn
+            pg.named_barrier_arrive(TURN, 256)
 
     def add_part():
         pg.tile.warpgroup.gemm_wait(0)
@@ -144,6 +160,13 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
             SA, SB = scale
             pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
     return acc, first_thread, mma_tile
+
+
+def pingpong_end(c):
+    """After the last K-step of a ping-pong consumer pair: warpgroup 0 takes the turn that
+    warpgroup 1 handed over last, so both named barriers end complete."""
+    with pg.if_(c == 0):
+        pg.named_barrier(TURN, 256)
 
 
 def store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread):

@@ -35,7 +35,8 @@ import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 from . import _torch
-from ._gemm_sm90 import BM, GROUP_M, persistent_setup, store_tile, wgmma_consumer  # noqa: F401
+from ._gemm_sm90 import (BM, GROUP_M, persistent_setup, pingpong_end,  # noqa: F401
+                         store_tile, wgmma_consumer)
 from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, tensor
 from ._torch import compiling, traced
 from .gemm_small_m import decode_launch, store_back, store_target
@@ -43,12 +44,15 @@ from .gemm_small_m import decode_launch, store_back, store_target
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
 
 
-def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0):
+def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0,
+              pingpong=False):
     """The kernel for one configuration; M, N, K are launch-time symbols.  `promote` = P > 0
     (fp8): wgmma accumulates P K-steps (of 128) into a partial tile, which is then added to
     the fp32 accumulator, because Hopper's fp8 wgmma keeps only ~14 mantissa bits of its
     running sum; P = 1 is what cuBLAS does unless use_fast_accum (measured: the same error
-    against fp64).  Two 64 x BN fp32 tiles fit the 232 registers for BN = 128 only."""
+    against fp64).  Two 64 x BN fp32 tiles fit the 232 registers for BN <= 192.  `pingpong`:
+    the two consumers take turns to issue their wgmmas (wgmma_consumer), so one's additions
+    overlap the other's MMAs; the same results."""
     out_dt = _IN[dtype]
     if promote and BN > 192:
         raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN <= 192 fits the "
@@ -74,16 +78,18 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
             pg.setmaxnreg(232, "inc")
             acc, first_thread, mma_tile = wgmma_consumer(
                 pipe, tx, BN, lambda s: As[2 * s + c, 0:64, 0:BK], lambda s: Bs[s, 0:BN, 0:BK],
-                promote, (SA, SB) if scaled else None)
+                promote, (SA, SB) if scaled else None, pingpong_rank=c if pingpong else None)
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
                 mma_tile(nk)
                 store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread)
+            if pingpong:
+                pingpong_end(c)
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
 
     name = (f"gemm_sm90_{dtype}_n{BN}_s{STAGES}" + ("_scaled" if scaled else "") +
-            (f"_p{promote}" if promote else ""))
+            (f"_p{promote}" if promote else "") + ("_pp" if pingpong else ""))
     gemm.__name__ = name
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
@@ -95,10 +101,10 @@ KERNELS = [make_gemm()]           # what run_all dumps (bf16, BN 256, 4 stages, 
 
 
 def dump(dtype: str = "bfloat16", BN: int = 256, STAGES: int = 4, ctas: int = 132,
-         scaled: bool = False, promote: int = 0) -> list:
+         scaled: bool = False, promote: int = 0, pingpong: bool = False) -> list:
     """`ptxgen dump ptxgen.kernels.gemm --kernel-args dtype=float8_e4m3fn,BN=192,scaled=True,
     promote=1`: the kernel of that configuration."""
-    return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote)]
+    return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote, pingpong)]
 
 
 DTYPES = ("bfloat16", "float16", "float8_e4m3fn")

@@ -46,13 +46,36 @@ def test_ragged_k_and_bad_inputs(example):
 @pytest.mark.parametrize("cfg", [("bfloat16", 256, 4, False, 0), ("float16", 128, 5, False, 0),
                                  ("float8_e4m3fn", 256, 4, True, 0),
                                  ("float8_e4m3fn", 128, 5, True, 1),
-                                 ("float8_e4m3fn", 192, 4, True, 1)])
+                                 ("float8_e4m3fn", 192, 4, True, 1),
+                                 ("float8_e4m3fn", 192, 4, True, 1, True)])
 def test_driver_jit_no_spills(example, cfg):
     """Loaded from PTX (the driver's whole-program JIT keeps setmaxnreg): the entry count is
     168 registers (64 Ki / 384 threads) and nothing is spilled to local memory."""
     from ptxgen.runtime import Module
-    dt, BN, ST, scaled, promote = cfg
-    k = example.make_gemm(dt, BN=BN, STAGES=ST, scaled=scaled, promote=promote)
+    dt, BN, ST, scaled, promote, *pp = cfg
+    k = example.make_gemm(dt, BN=BN, STAGES=ST, scaled=scaled, promote=promote,
+                          pingpong=bool(pp))
     fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
     assert fn.attribute("NUM_REGS") == 168
     assert fn.attribute("LOCAL_SIZE_BYTES") == 0
+
+
+def test_pingpong_gives_the_same_bits(example):
+    """fp8 promoted, random data, 3 tiles per CTA and more: the consumers taking turns
+    change when the wgmmas issue, not the sums (the same bits as the default kernel)."""
+    import torch
+    torch.manual_seed(5)
+    f8 = torch.float8_e4m3fn
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    one = torch.tensor([1.0], device="cuda")
+    for M, N, K in [(2048, 4096, 1024), (300, 520, 1040), (4096, 4096, 4096)]:
+        a = torch.randn(M, K, device="cuda").to(f8)
+        b = torch.randn(N, K, device="cuda").to(f8)
+        outs = []
+        for pp in (False, True):
+            k = example.make_gemm("float8_e4m3fn", BN=192, STAGES=4, ctas=sms, scaled=True,
+                                  promote=1, pingpong=pp)
+            out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            k(a, b, out, one, one)
+            outs.append(out.view(torch.int16))
+        assert torch.equal(outs[0], outs[1])
