@@ -239,11 +239,12 @@ def test_blockscaled_assembles_without_spills():
     assert ptx.count("fma.rn.f32") >= 64            # acc += part * scale: 64 per thread
 
 
-@pytest.mark.parametrize("M,N,K,ctas", [
-    (70, 130, 300, 2),         # ragged M, N (padded D), K (a partial last scale block)
-    (130, 64, 256, 1),         # one CTA, two row tiles
+@pytest.mark.parametrize("M,N,K,ctas,pingpong", [
+    (70, 130, 300, 2, False),  # ragged M, N (padded D), K (a partial last scale block)
+    (130, 64, 256, 1, False),  # one CTA, two row tiles
+    (130, 130, 300, 1, True),  # the consumers taking turns, four tiles on one CTA
 ])
-def test_blockscaled_sim_matches_numpy(M, N, K, ctas):
+def test_blockscaled_sim_matches_numpy(M, N, K, ctas, pingpong):
     """Integer data and power-of-two scales: every product and sum is exact in fp32, so the
     output is the reference rounded once to bfloat16."""
     from ptxgen.kernels import gemm_blockscaled as BS
@@ -255,7 +256,7 @@ def test_blockscaled_sim_matches_numpy(M, N, K, ctas):
     sb = (2.0 ** rng.integers(-3, 3, size=(NB, KB))).astype(np.float32)
     ND = -(-N // 8) * 8
     D = np.full((M, ND), 0x7FC1, np.uint16)
-    run(BS.make_blockscaled(STAGES=3, ctas=ctas),
+    run(BS.make_blockscaled(STAGES=3, ctas=ctas, pingpong=pingpong),
         [G.encode(a, "float8_e4m3fn"), G.encode(b, "float8_e4m3fn"), D, sa, sb],
         scalars=[M, K, N, ND, KB, NB])
     ref = np.zeros((M, N))

@@ -23,14 +23,16 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import persistent_setup, store_tile
+from ._gemm_sm90 import TURN, persistent_setup, pingpong_end, store_tile
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
 
 
-def make_blockscaled(STAGES=5, ctas=132):
-    """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128))."""
+def make_blockscaled(STAGES=5, ctas=132, pingpong=False):
+    """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128)).
+    pingpong: the two consumers take turns to issue their wgmmas, so one's scaled additions
+    overlap the other's MMAs (the same sums)."""
     dtype, out_dt = "float8_e4m3fn", "bfloat16"
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
     ND, KB, NB = pg.var("ND"), pg.var("KB"), pg.var("NB")
@@ -55,6 +57,9 @@ def make_blockscaled(STAGES=5, ctas=132):
             av, pv = acc.local(), part.local()   # register 4j + 2h + e: row h, column pair j
 
             nxt = [pg.local_scalar("float32") for _ in range(3)]   # step k's scales
+            if pingpong:
+                with pg.if_(c == 1):                    # warpgroup 0 has the first turn
+                    pg.named_barrier_arrive(TURN, 256)
 
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
@@ -73,8 +78,12 @@ def make_blockscaled(STAGES=5, ctas=132):
                     load_scales(pg.min(k + 1, nk - 1))      # in flight during this step
                     s = cons.stage
                     cons.wait()
+                    if pingpong:
+                        pg.named_barrier(TURN + c, 256)
                     pg.tile.warpgroup.gemm_async(part, As[2 * s + c, 0:64, 0:BK],
                                                  Bs[s, 0:BN, 0:BK], accumulate=False)
+                    if pingpong:
+                        pg.named_barrier_arrive(TURN + 1 - c, 256)
                     pg.tile.warpgroup.gemm_wait(0)
                     cons.release()
                     for j in range(BN // 8):
@@ -82,19 +91,21 @@ def make_blockscaled(STAGES=5, ctas=132):
                             q = 4 * j + 2 * h
                             pg.tile.thread.fma(av[q:q + 2], pv[q:q + 2], f, av[q:q + 2])
                 store_tile(D, Cs, acc, c, m0, n0, CB, CB, first_thread)
+            if pingpong:
+                pingpong_end(c)
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
 
-    gemm.__name__ = f"gemm_blockscaled_fp8_s{STAGES}"
+    gemm.__name__ = f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
 
-def dump(STAGES: int = 5, ctas: int = 132) -> list:
+def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False) -> list:
     """`ptxgen dump ptxgen.kernels.gemm_blockscaled [--kernel-args STAGES=4]`: the kernel."""
-    return [make_blockscaled(STAGES, ctas)]
+    return [make_blockscaled(STAGES, ctas, pingpong)]
 
 
 @functools.lru_cache(maxsize=None)
