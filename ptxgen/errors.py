@@ -125,5 +125,9 @@ def warn_user(message: str, category: type) -> None:
         warnings.warn(message, category, stacklevel=2)
         return
     g = f.f_globals
-    warnings.warn_explicit(message, category, f.f_code.co_filename, f.f_lineno,
-                           g.get("__name__"), g.setdefault("__warningregistry__", {}), g)
+    where = (message, category, f.f_code.co_filename, f.f_lineno, g.get("__name__"),
+             g.setdefault("__warningregistry__", {}))
+    try:    # the module's globals let the warning show a line that only its loader has
+        warnings.warn_explicit(*where, g)
+    except ImportError:     # `python -c` and the REPL: __main__'s loader has no source
+        warnings.warn_explicit(*where)

@@ -109,6 +109,19 @@ def test_a_spilling_kernel_warns_once_per_compile_at_the_compile_line():
     assert got[0].filename == __file__
 
 
+def test_a_warning_from_python_c_is_shown_not_raised():
+    """In `python -c` (and the REPL) __main__'s loader has no source to give the warning's
+    line: the warning still shows, at the user's line, and the call goes on."""
+    import subprocess
+    import sys
+    code = "from ptxgen.errors import warn_user\nwarn_user('too many registers', UserWarning)\n" \
+           "print('went on')"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "went on\n"
+    assert p.stderr == "<string>:2: UserWarning: too many registers\n"
+
+
 def test_the_setmaxnreg_note_of_a_jit_loaded_kernel_stays_quiet():
     k = G.make_warpspec_kernel()
     with warnings.catch_warnings(record=True) as got:
