@@ -135,6 +135,7 @@ def test_fused_split_k_gives_the_two_kernel_bits(torch):
         launch = S.decode_launch(M, N, K, "bfloat16", a.device, fused)
         assert all(int(c.abs().sum()) == 0 for c in launch.counters.values())
         side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             got = S.gemm_small_m(a, b, config=fused)
         side.synchronize()
