@@ -296,6 +296,8 @@ class DecodeLaunch:
         stream = _current_stream(a.device)
         cnt = self.counters.get(stream)
         if cnt is None:
+            if len(self.counters) >= 64:    # streams come and go: a dropped one's memory goes
+                self.counters.clear()       # back to its own stream's pool, in stream order
             cnt = self.counters[stream] = torch.zeros(2 * tiles, dtype=torch.int32,
                                                       device=a.device)
         d = store_target(out)
