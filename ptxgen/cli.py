@@ -238,41 +238,38 @@ def cmd_dump(args) -> int:
         status = 3
     for _spec, k in jobs:
         for arch in args.arch:
-            stem = k.name
-            suffix = f".{arch}" if len(args.arch) > 1 else ""
+            stem = out / (k.name + (f".{arch}" if len(args.arch) > 1 else ""))
             try:
-                text = k.ptx(arch)
+                print(_dump_one(k, arch, stem, args.cubin or args.sass, nvdisasm))
             except PtxgenError as e:
                 print(f"{k.name} [{arch}]: {e}", file=sys.stderr)
                 status = status or 1
-                continue
-            p = out / f"{stem}{suffix}.ptx"
-            _write(p, text)
-            line = f"{p}"
-            if args.cubin or args.sass:
-                try:
-                    res = k.compile(arch)
-                except PtxgenError as e:
-                    print(f"{k.name} [{arch}]: {e}", file=sys.stderr)
-                    status = status or 1
-                    continue
-                c = out / f"{stem}{suffix}.cubin"
-                _write(c, res.cubin)
-                line += (f"  {c.name}: {res.registers} registers, {res.spill_bytes} spill "
-                         f"bytes, {res.shared_bytes} static smem bytes")
-                if nvdisasm:
-                    s = out / f"{stem}{suffix}.sass"
-                    r = subprocess.run([nvdisasm, "-c", str(c)], capture_output=True, text=True)
-                    if r.returncode == 0:
-                        _write(s, r.stdout)
-                        line += f"  {s.name}"
-                    else:
-                        print(f"nvdisasm failed on {c}: {r.stderr.strip()}", file=sys.stderr)
-            res_summary = {a: b for a, b in k.resources.items() if a != "memory" and b}
-            if res_summary:
-                line += "  resources: " + ", ".join(f"{a}={b}" for a, b in res_summary.items())
-            print(line)
     return status
+
+
+def _dump_one(k, arch: str, stem, cubin: bool, nvdisasm) -> str:
+    """Write `stem`.ptx (and .cubin, .sass) of kernel k for `arch`; the line that says so."""
+    p = stem.with_name(stem.name + ".ptx")
+    _write(p, k.ptx(arch))
+    line = f"{p}"
+    if cubin:
+        res = k.compile(arch)
+        c = stem.with_name(stem.name + ".cubin")
+        _write(c, res.cubin)
+        line += (f"  {c.name}: {res.registers} registers, {res.spill_bytes} spill "
+                 f"bytes, {res.shared_bytes} static smem bytes")
+        if nvdisasm:
+            s = stem.with_name(stem.name + ".sass")
+            r = subprocess.run([nvdisasm, "-c", str(c)], capture_output=True, text=True)
+            if r.returncode == 0:
+                _write(s, r.stdout)
+                line += f"  {s.name}"
+            else:
+                print(f"nvdisasm failed on {c}: {r.stderr.strip()}", file=sys.stderr)
+    res_summary = {a: b for a, b in k.resources.items() if a != "memory" and b}
+    if res_summary:
+        line += "  resources: " + ", ".join(f"{a}={b}" for a, b in res_summary.items())
+    return line
 
 
 def main(argv=None) -> int:

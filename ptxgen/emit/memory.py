@@ -199,21 +199,11 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         space = SPACE.get(root.scope)
         if base is None or space is None:
             self._unaddressable(buf, root)
-        indices = e.indices
-        if self.debug_bounds:
-            self.bounds_check(buf, indices)
         if e.cache:
             self.need_opcode("ld.global" + e.cache)
-        aff = self.offset_affine(buf, indices)
-        if not self._known_in_bounds(buf, indices, lanes):
-            self.check_indices(buf, indices, lanes, aff)
+        nbits = e.dtype.bits * lanes
+        addr = self._access_address(buf, root, base, space, e.indices, lanes, nbits)
         dt = buf.dtype
-        if lanes > 1:
-            nbits = e.dtype.bits * lanes
-            if nbits > dt.bits:
-                self._check_vector_alignment(buf, root, indices, nbits // 8, aff)
-        reg, off = self._address(base, space, aff)
-        addr = reg + "+" + str(off) if off else reg
         counts = self.reg_counts
         if lanes == 1:
             if dt == BOOL:
@@ -238,6 +228,20 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         vec = _new_str(_VecRegs, text)   # _VecRegs(regs) without its Python-level __new__
         vec.regs = regs
         return vec
+
+    def _access_address(self, buf, root, base, space, indices, lanes, nbits) -> str:
+        """The `[reg+imm]` operand of a load or store of `lanes` elements (nbits in all) at
+        buf[indices], checked against the buffer first: the bounds debug mode's test, the
+        exact in-bounds test where the facts do not decide, a vector's alignment."""
+        if self.debug_bounds:
+            self.bounds_check(buf, indices)
+        aff = self.offset_affine(buf, indices)
+        if not self._known_in_bounds(buf, indices, lanes):
+            self.check_indices(buf, indices, lanes, aff)
+        if lanes > 1 and nbits > buf.dtype.bits:
+            self._check_vector_alignment(buf, root, indices, nbits // 8, aff)
+        reg, off = self._address(base, space, aff)
+        return reg + "+" + str(off) if off else reg
 
     def _known_in_bounds(self, buf, indices, lanes) -> bool:
         """Constant indices and variables whose facts bound them inside the buffer (and the
@@ -285,18 +289,9 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
         if cache:
             self.need_opcode("st.global" + cache)
         v = self.val(value) if lanes > 1 else self.reg(value)
-        if self.debug_bounds:
-            self.bounds_check(buf, indices)
-        aff = self.offset_affine(buf, indices)
-        if not self._known_in_bounds(buf, indices, lanes):
-            self.check_indices(buf, indices, lanes, aff)
+        nbits = value.dtype.bits * lanes
+        addr = self._access_address(buf, root, base, space, indices, lanes, nbits)
         dt = buf.dtype
-        if lanes > 1:
-            nbits = value.dtype.bits * lanes
-            if nbits > dt.bits:
-                self._check_vector_alignment(buf, root, indices, nbits // 8, aff)
-        reg, off = self._address(base, space, aff)
-        addr = reg + "+" + str(off) if off else reg
         if lanes == 1:
             mt = dt.ptx.mem or mem_type(dt)
             self.lines.append("    " + form("st", space, mt).format(a=addr, v=v))
