@@ -1,7 +1,8 @@
 """pg.ptx.atom / red / fence (ptxgen/builder/atomic.py): the exact PTX of each form, every
 admitted (op, dtype, sem, scope, space) assembled by nvJitLink for each arch that admits it
 (and ptxas refusing what the table leaves out), the located refusals, how the protocol check
-reads them, and their results in the simulator (tests/support/ptxsim_atomic.py)."""
+reads them, and their results in the simulator (tests/support/ptxsim_atomic.py); atomics on
+another CTA's shared memory (a pg.cluster_view, .shared::cluster) likewise."""
 import re
 
 import numpy as np
@@ -10,8 +11,8 @@ import pytest
 import ptxgen as pg
 from ptxgen.builder.atomic import allowed_dtypes, ptx_type
 from ptxgen.errors import ArchError, TraceAttributeError, TraceError
-from ptxgen.target import (ATOM_SEMS, ATOMIC_SCOPES, ATOMIC_TYPES, FENCE_SEMS, RED_OPS,
-                           RED_SEMS, has_opcode, parse_target)
+from ptxgen.target import (ATOM_SEMS, ATOMIC_CLUSTER_SPACE, ATOMIC_SCOPES, ATOMIC_TYPES,
+                           FENCE_SEMS, RED_OPS, RED_SEMS, check_opcode, has_opcode, parse_target)
 from ptxgen.target.forms import opcode
 from support import atomic_cases as AC
 from support import ptxsim
@@ -132,10 +133,13 @@ def test_the_admitted_table():
 
 
 def _every_form(arch, space):
-    """A kernel with every admitted atom / red / fence of `space` that `arch` has by its gate,
-    and the opcodes left out."""
+    """A kernel with every admitted atom / red / fence of `space` that `arch` has by its gate
+    (traced, not built), the opcodes in it and the opcodes left out.  .shared::cluster: the
+    tiles of the other CTA of a pair (through pg.cluster_view), with no scope cta (refused at
+    the call) and no fences (they name no space)."""
     t = parse_target(arch)
     left_out, made = [], []
+    dsmem = space == ATOMIC_CLUSTER_SPACE
 
     def k(BF: pg.Tensor((4,), "bfloat16"), F16: pg.Tensor((4,), "float16"),
           F32: pg.Tensor((4,), "float32"), F64: pg.Tensor((4,), "float64"),
@@ -144,6 +148,9 @@ def _every_form(arch, space):
         bufs = dict(zip(DTYPES, (BF, F16, F32, F64, I32, I64, U32, U64)))
         if space == "shared":
             bufs = {d: pg.alloc_shared((4,), d) for d in DTYPES}
+        elif dsmem:
+            peer = pg.cta_rank_in_cluster() ^ 1
+            bufs = {d: pg.cluster_view(pg.alloc_shared((4,), d), peer) for d in DTYPES}
         for op in ATOMIC_TYPES:
             for d in allowed_dtypes(op):
                 for ins, sems in (("atom", ATOM_SEMS), ("red", RED_SEMS)):
@@ -151,6 +158,8 @@ def _every_form(arch, space):
                         continue
                     for sem in sems:
                         for scope in ATOMIC_SCOPES:
+                            if dsmem and scope == "cta":
+                                continue
                             code = opcode(ins, sem, scope, space, op, ptx_type(op, d))
                             if not has_opcode(code, t):
                                 left_out.append(code)
@@ -159,20 +168,22 @@ def _every_form(arch, space):
                             fn = getattr(getattr(pg.ptx, ins), PY.get(op, op))
                             fn(bufs[d][1], *((1, 2) if op == "cas" else (1,)), sem=sem,
                                scope=scope)
-        for sem in FENCE_SEMS:
+        for sem in FENCE_SEMS if not dsmem else ():
             for scope in ATOMIC_SCOPES:
                 code = opcode("fence", sem, scope)
                 (made if has_opcode(code, t) else left_out).append(code)
                 if has_opcode(code, t):
                     getattr(pg.ptx.fence, sem)(scope)
-    kern = pg.kernel(k, grid=(1,), block=(32,))
-    return kern.ptx(arch), made, left_out
+    kern = pg.kernel(k, grid=(2,) if dsmem else (1,), block=(32,),   # at: every form
+                     cluster=(2, 1, 1) if dsmem else None)
+    return kern, made, left_out
 
 
 @pytest.mark.parametrize("space", ["global", "shared"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])
 def test_every_admitted_form_assembles(arch, space):
-    text, made, left_out = _every_form(arch, space)
+    kern, made, left_out = _every_form(arch, space)
+    text = kern.ptx(arch)
     emitted = [ln.strip().split(" ")[0].rstrip(";") for ln in text.splitlines()
                if ln.strip().startswith(("atom.", "red.", "fence."))]
     assert emitted == made
@@ -505,6 +516,150 @@ def test_sim_float_adds_round_in_the_element_format():
     assert apply("add", "f32", 0x80000000, 0x80000000) == 0x80000000       # -0 + -0
     assert apply("add", "f64", int(np.float64(0.1).view(np.uint64)),
                  int(np.float64(0.2).view(np.uint64))) == int(np.float64(0.1 + 0.2).view(np.uint64))
+
+
+# ---------------------------------------------------------------- another CTA's shared memory
+def test_an_atomic_on_a_cluster_view_is_shared_cluster_at_the_mapa_address():
+    @pg.kernel(grid=(2,), block=(32,), cluster=(2, 1, 1))
+    def k(O: pg.Tensor((64,), "int32")):
+        tx = pg.thread_id(32)
+        sm = pg.alloc_shared((4,), "int32")
+        peer = pg.cluster_view(sm, 0)
+        pg.ptx.red.add(peer[0], tx)
+        O[tx] = pg.ptx.atom.max(peer[2], tx, sem="acq_rel", scope="cluster")
+    text = k.ptx("sm_90a")
+    mapa = re.search(r"mapa\.shared::cluster\.u32 (%r\d+), %r\d+, 0;", text).group(1)
+    red, atom = instrs(k)
+    assert red == f"red.relaxed.gpu.shared::cluster.add.s32 [{mapa}], %r1;"
+    assert re.fullmatch(rf"atom\.acq_rel\.cluster\.shared::cluster\.max\.s32 %r\d+, "
+                        rf"\[{re.escape(mapa)}\+8\], %r1;", atom), atom
+    assert re.search(r"mov\.u32 %r1, %tid\.x;", text) and ".version 8.0" in text
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_every_admitted_form_assembles_on_another_ctas_shared_memory(arch):
+    kern, made, left_out = _every_form(arch, ATOMIC_CLUSTER_SPACE)
+    text = kern.ptx(arch)
+    emitted = [ln.strip().split(" ")[0] for ln in text.splitlines()
+               if ln.strip().startswith(("atom.", "red."))]
+    assert emitted == made and left_out == []
+    # atom: 44 (op, dtype) pairs x 4 sems x 3 scopes (not cta); red: 30 x 2 x 3
+    assert len(made) == 44 * 12 + 30 * 6
+    assert all(".shared::cluster." in c and ".cta." not in c for c in made)
+    ok, log = assemble(text, arch)
+    assert ok, log[-2000:]
+
+
+def test_atomics_on_another_ctas_shared_memory_need_sm_90():
+    kern, made, left_out = _every_form("sm_80", ATOMIC_CLUSTER_SPACE)
+    assert made == [] and len(left_out) == 44 * 12 + 30 * 6
+    for code in left_out:
+        ins = code.split(".")[0]
+        with pytest.raises(ArchError) as e:
+            check_opcode(code, parse_target("sm_80"))
+        assert str(e.value) == (f"'distributed shared memory ({ins}.shared::cluster)' needs "
+                                f"sm_90 or newer; the target is sm_80")
+    with pytest.raises(ArchError) as e:       # a kernel of them: its cluster says it first
+        kern.ptx("sm_80")
+    assert str(e.value) == (
+        f"{at('every form')}: cluster=(2, 1, 1) needs sm_90 or newer (thread-block "
+        f"clusters, .reqnctapercluster); the target is sm_80: build for sm_90a, or drop cluster=")
+    # ptxas agrees: the same form on sm_80
+    ok, log = assemble(_module("red.relaxed.gpu.shared::cluster.add.u32 [%r1], %r2;")
+                       .replace("sm_90a", "sm_80").replace(".version 8.0", ".version 7.8"),
+                       "sm_80")
+    assert not ok and "Feature '::cluster' requires .target sm_90 or higher" in log
+
+
+def test_the_gate_holds_a_raw_shared_cluster_atomic_too():
+    def k(O: pg.Tensor((32,), "uint32")):
+        sm = pg.alloc_shared((4,), "uint32")
+        old = pg.local_scalar("uint32")
+        pg.ptx["atom.relaxed.cluster.shared::cluster.add.u32"](old, sm[0], 1)   # at: raw
+        O[0] = old
+    fails(_k(k, "sm_80"), "raw", "'distributed shared memory (atom.shared::cluster)' needs "
+          "sm_90 or newer; the target is sm_80", ArchError)
+    assert "atom.relaxed.cluster.shared::cluster.add.u32" in _k(k, "sm_90a")()
+
+
+def _dsmem(body, arch="sm_90a"):
+    return lambda: pg.kernel(body, grid=(2,), block=(32,), cluster=(2, 1, 1)).ptx(arch)
+
+
+def test_a_cta_scope_on_another_ctas_shared_memory_is_refused():
+    def k(C: pg.Tensor((4,), "uint32")):
+        sm = pg.alloc_shared((4,), "uint32", name="cnt")
+        peer = pg.cluster_view(sm, 1)
+        pg.ptx.red.add(peer[0], 1, scope="cta")   # at: cta
+    fails(_dsmem(k), "cta", "pg.ptx.red.add: scope='cta' on 'peer', a cluster_view (another "
+          "CTA's shared memory): two atomics are indivisible against each other only when each "
+          "one's scope includes the other's thread (PTX ISA, memory consistency model: morally "
+          "strong operations), and .cta leaves out the CTA that owns the memory and the "
+          "cluster's other CTAs; use scope='cluster' (or 'gpu', 'sys')", TraceError)
+    # ptxas itself takes it: the rule is the memory model's
+    ok, log = assemble(_module("atom.relaxed.cta.shared::cluster.add.u32 %r1, [%r2], %r3;"),
+                       "sm_90a")
+    assert ok, log
+
+    def k2(F: pg.Tensor((4,), "float32")):
+        sm = pg.alloc_shared((4,), "float32")
+        peer = pg.cluster_view(sm, 1)
+        pg.ptx.atom.xor(peer[0], 1, scope="cluster")   # at: xor
+    fails(_dsmem(k2), "xor", "pg.ptx.atom.xor: ptr 'peer' holds float32 elements, which xor "
+          "does not take; xor takes int32, int64, uint32, uint64 elements", TraceError)
+
+
+def test_the_protocol_check_accepts_a_cluster_counter():
+    """Every CTA's red.add into rank 0's tile after a cluster_sync, rank 0's read after
+    another: no error (and none for tests/support/atomic_cases.py's red + atom counter); the
+    read with no second cluster_sync is refused."""
+    assert "atom.relaxed.cluster.shared::cluster.add.u32" in AC.cluster_counter_kernel().ptx(
+        "sm_90a")
+
+    def kernel(sync):
+        def k(X: pg.Tensor((64,), "uint32"), S: pg.Tensor((1,), "uint32")):
+            tx = pg.thread_id(32)
+            acc = pg.alloc_shared((2,), "uint32")
+            with pg.if_(tx == 0):
+                acc[0] = 0
+            pg.cluster_sync()
+            pg.ptx.red.add(pg.cluster_view(acc, 0)[0], X[tx])   # at: red
+            if sync:
+                pg.cluster_sync()
+            with pg.if_((pg.cta_rank_in_cluster() == 0) & (tx == 0)):
+                S[0] = acc[0]   # at: read
+        return _dsmem(k)
+    assert re.search(r"red\.relaxed\.gpu\.shared::cluster\.add\.u32 \[%r\d+\], %r\d+;\n"
+                     r"(.*\n){1,4}\s*barrier\.cluster\.arrive;", kernel(True)())
+    fails(kernel(False), "read", f"this reads shared tile 'acc', written through a cluster_view "
+          f"of it at {at('red')} with no cluster_sync in between: the peer CTA's write may not "
+          f"be visible yet; call pg.cluster_sync() between the write and the read", TraceError)
+
+
+def test_an_atom_after_plain_writes_through_a_cluster_view_is_still_a_stale_read():
+    def k(O: pg.Tensor((32,), "uint32")):
+        tx = pg.thread_id(32)
+        peer = pg.cluster_view(pg.alloc_shared((2,), "uint32", name="acc"), 0)
+        O[tx] = pg.ptx.atom.add(peer[0], 1, scope="cluster")
+        O[tx] = pg.ptx.atom.add(peer[0], 1, scope="gpu")     # after an atomic: no stale read
+        peer[1] = 5                                                   # at: st
+        O[tx] = pg.ptx.atom.add(peer[0], 1, scope="cluster")          # at: atom
+    fails(_dsmem(k), "atom", f"this reads shared tile 'acc', written through a cluster_view of "
+          f"it at {at('st')} with no cluster_sync in between: the peer CTA's write may not be "
+          f"visible yet; call pg.cluster_sync() between the write and the read", TraceError)
+
+
+@pytest.mark.parametrize("clusters", [1, 2])
+def test_sim_a_cluster_counts_into_rank_0s_shared_memory(clusters):
+    size, threads = 4, 64
+    x = np.random.default_rng(clusters).integers(0, 1 << 24, clusters * size * threads,
+                                                 dtype=np.uint32)
+    total, cnt = np.zeros(clusters, np.uint32), np.zeros(clusters, np.uint32)
+    old = np.full(clusters * size * threads, 0xFFFFFFFF, np.uint32)
+    ptxsim.run(AC.cluster_counter_kernel(clusters, size, threads), [x, total, cnt, old])
+    AC.check_cluster_counter(x, total, cnt, old, clusters, size, threads)
+    assert total.tolist() == [int(v) % (1 << 32) for v in
+                              x.astype(np.uint64).reshape(clusters, -1).sum(axis=1)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])

@@ -6,20 +6,24 @@ no signed `inc`, no scalar f16 `min`, an s64 `add` spelled .u64) and atom, red a
 take their own memory-order modifiers; a raw `pg.ptx["atom..."]` that gets one wrong fails in
 ptxas, at a line of PTX the user never wrote.  These helpers derive the PTX type from the
 buffer's element dtype, refuse at the call what ptxas would refuse (naming what is allowed),
-and leave the arch to the table (cluster scope and a bfloat16 add need sm_90: GATES).
+and leave the arch to the table (cluster scope, a bfloat16 add and another CTA's shared
+memory need sm_90: GATES).
 
 Every form is spelled in full, atom.<sem>.<scope>.<space>.<op>.<type>, PTX's defaults
 (.relaxed, .gpu) written out, so the line says what it orders; .shared (the CTA window) keeps
 one kernel assembling on sm_80.  `ptr` is an element as other helpers take it: `t[i]`,
 `t.ptr_to([i])`, a tensor (its first element) or a pg.shared_scalar, of global or shared
-memory.
+memory, or an element of a `pg.cluster_view(tile, rank)`: CTA `rank`'s copy of the tile
+(distributed shared memory, .shared::cluster at the view's mapa'd address, as its loads and
+stores), where scope must reach past the issuing CTA (cluster, gpu or sys).
 """
 from __future__ import annotations
 
 from ..dtypes import ALL_SCALARS, dtype as _dtype
 from ..errors import TraceError
 from ..ir import BufferPtr, Const, Expr, as_expr
-from ..target import ATOM_SEMS, ATOMIC_SCOPES, ATOMIC_TYPES, FENCE_SEMS, RED_OPS, RED_SEMS
+from ..target import (ATOM_SEMS, ATOMIC_CLUSTER_SPACE, ATOMIC_SCOPES, ATOMIC_TYPES, FENCE_SEMS,
+                      RED_OPS, RED_SEMS)
 from ..target.forms import opcode
 from .context import fail
 from .ptx import element_pointer, emit_instr, ptx
@@ -30,7 +34,8 @@ from .tensor import TensorHandle
 _OPS = {"add": "add", "min": "min", "max": "max", "inc": "inc", "dec": "dec", "and_": "and",
         "or_": "or", "xor": "xor", "exch": "exch", "cas": "cas"}
 _BY_WIDTH = ("and", "or", "xor", "exch", "cas")     # typed .b16/.b32/.b64: bits, not values
-_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared"}
+_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared",
+          "shared.cluster": ATOMIC_CLUSTER_SPACE}    # a cluster_view: another CTA's tile
 
 
 def ptx_type(op: str, dt) -> str | None:
@@ -78,9 +83,6 @@ def _target(ptr, what):
     space = _SPACE.get(scope)
     if space is None:
         where = {"local": "local memory (per thread: no other thread can race on it)",
-                 "shared.cluster": "a cluster_view of another CTA's shared memory "
-                                   "(.shared::cluster, which these helpers do not emit: use "
-                                   "pg.ptx['atom...'])",
                  "tmem": "tensor memory"}.get(scope, f"{scope} memory")
         raise fail(f"{what}: ptr '{b.name}' is in {where}; atomics act on global or shared "
                    f"memory only")
@@ -128,6 +130,14 @@ def _atomic(ins, py, ptr, values, sem, scope):
     _choice(what, "scope", scope, ATOMIC_SCOPES)
     p, space = _target(ptr, what)
     b = p.buffer
+    if space == ATOMIC_CLUSTER_SPACE and scope == "cta":
+        # ptxas takes .cta here; the memory model makes it no atomic for the other CTAs
+        raise fail(f"{what}: scope='cta' on '{b.name}', a cluster_view (another CTA's "
+                   f"shared memory): two atomics are indivisible against each other only when "
+                   f"each one's scope includes the other's thread (PTX ISA, memory consistency "
+                   f"model: morally strong operations), and .cta leaves out the CTA that owns "
+                   f"the memory and the cluster's other CTAs; use scope='cluster' (or 'gpu', "
+                   f"'sys')")
     t = _type_of(what, py, op, b.dtype, b.name)
     args = ("value",) if len(values) == 1 else ("expected", "desired")
     vals = [_value(v, b.dtype, what, a, b.name) for v, a in zip(values, args)]

@@ -22,7 +22,9 @@ Checked:
   - tiles written by plain stores are fenced (fence.proxy.async) before wgmma reads them;
   - a wgmma accumulator is read only after a gemm_wait covering its group;
   - a tile written through cluster_view is read only after cluster_sync (or an mbarrier
-    wait: a handshake this pass does not follow);
+    wait: a handshake this pass does not follow); atomics wider than a CTA (atom / red of
+    scope cluster, gpu or sys) through it or on the tile itself are indivisible against one
+    another, so an atom after such writes is no stale read;
   - a pipeline stage waited on is released on every path of an if_ or on none (Paths).
 """
 from __future__ import annotations
@@ -66,7 +68,8 @@ class _Check(Counts, Paths, CpGroups):
         self.wg_groups: list = []     # [(acc uid, name, src)] wgmma groups not yet waited
         self.peer_of: dict = {}       # cluster view uid -> the tile uid it maps
         self.mapa: object = None
-        self.dsmem: dict = {}         # tile uid -> (name, src) written through a peer view
+        self.dsmem: dict = {}         # tile uid -> (name, src, atomic) written through a
+        #                               peer view (atomic: by atom / red wider than a CTA only)
 
     def _tick(self):
         self.clock += 1
@@ -204,7 +207,9 @@ class _Check(Counts, Paths, CpGroups):
         return (self.tma_pending or self.cp_open or self.cp_groups or self.cp_seen or
                 self.wg_groups or self.dsmem)
 
-    def _read(self, buf, src):
+    def _read(self, buf, src, atomic=False):
+        """`atomic`: the read of an atom wider than a CTA (it reads the element's latest value
+        in the order of every such atom and red on it)."""
         if not self._outstanding():
             return
         u = buf.uid
@@ -237,8 +242,9 @@ class _Check(Counts, Paths, CpGroups):
                                  f"at {gsrc} before a gemm_wait covers its group: call "
                                  f"pg.tile.warpgroup.gemm_wait(0) before reading it")
         tile = self.peer_of.get(u, (u, None))[0]
-        if tile in self.dsmem:
-            name, wsrc = self.dsmem[tile]
+        w = self.dsmem.get(tile)
+        if w is not None and not (atomic and w[2]):
+            name, wsrc, _ = w
             raise error(src, f"this reads shared tile '{name}', written through a cluster_view "
                              f"of it at {wsrc} with no cluster_sync in between: the peer CTA's "
                              f"write may not be visible yet; call pg.cluster_sync() between "
@@ -304,13 +310,17 @@ class _Check(Counts, Paths, CpGroups):
         self.syncs += 1
         self._cp_sync(None)
 
-    def _write(self, buf, src):
+    def _write(self, buf, src, atomic=False):
+        """`atomic`: the write of an atom / red wider than a CTA; a plain write already
+        outstanding on the tile stays the one a later read is refused for."""
         scope = buf.root.scope
         if scope in SHARED_SCOPES:
             self.dirty[buf.uid] = src
         elif scope == "shared.cluster" and buf.uid in self.peer_of:
             tile, name = self.peer_of[buf.uid]
-            self.dsmem[tile] = (name, src)
+            w = self.dsmem.get(tile)
+            if w is None or (w[2] and not atomic):
+                self.dsmem[tile] = (name, src, atomic)
 
     def _instr(self, s, guards, loops, bid):
         """An instruction with a memory operand, a cluster barrier wait, a proxy fence or a
@@ -368,14 +378,18 @@ class _Check(Counts, Paths, CpGroups):
             if type(p) is BufferPtr:
                 self._write(p.buffer, src)
         elif op.startswith(("atom.", "red.")):   # its values, then a read (atom) and a write of
-            for o in ops:                          # a shared element, as ld / st.shared
+            # a shared element, as ld / st.shared (.shared::cluster: through a cluster_view);
+            # wide: a scope past the CTA (PTX's default is .gpu), indivisible against the other
+            # CTAs' atomics
+            wide = "cta" not in op.split(".")
+            for o in ops:
                 if type(o) is not Mem:
                     if type(o) is not str:
                         self._expr_reads(o, src)
                 elif type(o.ptr) is BufferPtr and o.ptr.buffer.root.scope != "global":
                     if op[0] == "a":
-                        self._read(o.ptr.buffer, src)
-                    self._write(o.ptr.buffer, src)
+                        self._read(o.ptr.buffer, src, atomic=wide)
+                    self._write(o.ptr.buffer, src, atomic=wide)
         elif op.startswith(("ld.", "ldmatrix")):
             for o in ops:
                 if type(o) is Mem and type(o.ptr) is BufferPtr:

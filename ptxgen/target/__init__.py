@@ -6,9 +6,9 @@ modifiers); `forms` gives the instruction forms of templates/ (pre-rendered in
 `forms_table`).  Everything above this layer asks here; nothing here imports anything of
 ptxgen but `errors`.
 """
-from .table import (ATOM_SEMS, ATOMIC_SCOPES, ATOMIC_SPACES, ATOMIC_TYPES,  # noqa: F401
-                    CACHE_HINTS, FENCE_SEMS, GATES, MAX_PTX, MIN_PTX, MODIFIER_PTX, RED_OPS,
-                    RED_SEMS, SMEM_LIMITS, TCGEN05_ARCHS, TMEM_COLS, WIDE_VECTOR_BITS,
-                    WIDE_VECTOR_GATE, Gate, Target,
+from .table import (ATOM_SEMS, ATOMIC_CLUSTER_SPACE, ATOMIC_SCOPES,  # noqa: F401
+                    ATOMIC_SPACES, ATOMIC_TYPES, CACHE_HINTS, FENCE_SEMS, GATES, MAX_PTX,
+                    MIN_PTX, MODIFIER_PTX, RED_OPS, RED_SEMS, SMEM_LIMITS, TCGEN05_ARCHS,
+                    TMEM_COLS, WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, Gate, Target,
                     arch_specific, cache_modifiers, check_opcode, gate_for, has_opcode,
                     parse_target, smem_limits, wide_vector_refusal)

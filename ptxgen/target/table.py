@@ -100,6 +100,19 @@ RED_SEMS = ("relaxed", "release")
 FENCE_SEMS = ("acq_rel", "sc")
 ATOMIC_SCOPES = ("cta", "cluster", "gpu", "sys")
 ATOMIC_SPACES = ("global", "shared")   # .shared is .shared::cta, and needs no PTX 7.8
+# Another CTA's shared memory (a pg.cluster_view: the mapa'd 32-bit address), measured with
+# ptxas 13.0 through nvJitLink 13.5: every (op, PTX type, sem, scope) above, scope .cta
+# included, assembles as atom/red.<sem>.<scope>.shared::cluster.<op>.<type> on sm_90 (PTX
+# 7.8), sm_90a (8.0), sm_100, sm_100a (8.6) and sm_120 (8.7), 632 forms each, and the types
+# left out above fail with the same messages as in global memory.  sm_80 refuses every one:
+# "Feature '::cluster' requires .target sm_90 or higher" (and at .version 7.0 "Feature
+# '::cluster' requires PTX ISA .version 7.8 or later"); sm_89 too, adding "Feature '.cluster
+# scope' requires .target sm_90 or higher" for scope=cluster.  ptxas also takes scope .cta
+# here, but the helpers refuse it: by the PTX ISA's memory model (8.7, morally strong
+# operations; the atomicity of RMW operations) two atomics are atomic with respect to each
+# other only if each one's scope includes the other's thread, and a .cta scope leaves out the
+# owning CTA and every other CTA of the cluster.
+ATOMIC_CLUSTER_SPACE = "shared::cluster"
 
 
 def _atomic_gates() -> list:
@@ -127,6 +140,14 @@ def _atomic_gates() -> list:
                             feature = feature or f"{i} scope=cluster"
                         out.append(_g(f"{i}.{sem}.{scope}.{space}.{op}", sm, ptx,
                                       feature=feature))
+    # distributed shared memory: sm_90 and PTX 7.8 for every operation and type (that covers
+    # the bfloat16 add's and cluster scope's needs, so one gate per (sem, scope) is the
+    # longest prefix of each form)
+    for i, sems in (("atom", ATOM_SEMS), ("red", RED_SEMS)):
+        for sem in sems:
+            for scope in ATOMIC_SCOPES:
+                out.append(_g(f"{i}.{sem}.{scope}.{ATOMIC_CLUSTER_SPACE}", *cluster,
+                              feature=f"distributed shared memory ({i}.shared::cluster)"))
     return out
 
 

@@ -60,3 +60,44 @@ def last_cta_reference(x, ctas, threads):
     for p in parts:
         total = np.float32(total + p)
     return parts, total
+
+
+def cluster_counter_kernel(clusters=2, size=4, threads=64):
+    """Distributed shared memory: after a cluster_sync (rank 0's counters zeroed), every thread
+    of every CTA of a cluster adds its X value into rank 0's shared SUM counter
+    (red.add.shared::cluster through pg.cluster_view) and 1 into its CNT counter (atom.add,
+    keeping the old value in OLD); after another cluster_sync rank 0 writes both to global."""
+    ctas = clusters * size
+
+    @pg.kernel(grid=(ctas,), block=(threads,), cluster=(size, 1, 1))
+    def cluster_counter(X: pg.Tensor((ctas * threads,), "uint32"),
+                        SUM: pg.Tensor((clusters,), "uint32"),
+                        CNT: pg.Tensor((clusters,), "uint32"),
+                        OLD: pg.Tensor((ctas * threads,), "uint32")):
+        tx = pg.thread_id(threads)
+        rank = pg.cta_rank_in_cluster()
+        i = pg.let(pg.cta_id(ctas) * threads + tx)
+        acc = pg.alloc_shared((2,), "uint32")
+        with pg.if_(tx < 2):
+            acc[tx] = 0
+        pg.cluster_sync()
+        root = pg.cluster_view(acc, 0)
+        pg.ptx.red.add(root[0], X[i], scope="cluster")
+        OLD[i] = pg.ptx.atom.add(root[1], 1, scope="cluster")
+        pg.cluster_sync()
+        with pg.if_((rank == 0) & (tx == 0)):
+            c = pg.cluster_id()
+            SUM[c] = acc[0]
+            CNT[c] = acc[1]
+    return cluster_counter
+
+
+def check_cluster_counter(x, total, cnt, old, clusters, size, threads):
+    """Each cluster's rank 0 counted its cluster's threads once each: SUM is the sum of their
+    X values (mod 2**32), CNT their number, and their old values a permutation of 0..n-1."""
+    n = size * threads
+    per = x.reshape(clusters, n).astype(np.uint64).sum(axis=1) % (1 << 32)
+    assert np.array_equal(total, per.astype(np.uint32))
+    assert np.array_equal(cnt, np.full(clusters, n, np.uint32))
+    for c in range(clusters):
+        assert np.array_equal(np.sort(old[c * n:(c + 1) * n]), np.arange(n, dtype=np.uint32))

@@ -7,15 +7,18 @@ and (atom) returns the old bits exactly.  Semantics per the PTX ISA (atom): inc 
 old bits equal b, min/max compare as the type's signedness says; a float add rounds to nearest
 even in the element's format (exactly, through ptxsim_math's formats), and .f32 flushes
 subnormal inputs and results to a zero of the same sign (the PTX ISA's rule for atom/red
-.add.f32, not measured here; .noftz f16/bf16 keep them).  Memory is global or the CTA's shared
-window (.shared, .shared::cta); a generic address or a vector form raises Unsupported.
+.add.f32, not measured here; .noftz f16/bf16 keep them).  Memory is global, the CTA's shared
+window (.shared, .shared::cta) or, through a mapa'd address, any CTA's of the cluster
+(.shared::cluster, as ld/st.shared::cluster reach it: ptxsim_async's `_cluster_shared`); a
+generic address or a vector form raises Unsupported.
 """
 from __future__ import annotations
 
 from .ptxsim_alu import _WIDTH, Unsupported, _mask, _reg_bits, _signed
 from .ptxsim_math import _BITS, _exact_op, _zero_sign, decode, round_bits
 
-_SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared"}
+_SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared",
+           "shared::cluster": "shared::cluster"}
 _OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas")
 _FLOATS = ("f16", "bf16", "f32", "f64")
 
