@@ -142,6 +142,7 @@ def test_sim_matches_numpy(dt, M, N, K, MN, splits, ctas):
     ("float16", 3, 64, 256, 8, 4, 3),         # splits spread over CTAs, some CTAs idle
     ("float8_e4m3fn", 20, 130, 500, 32, 2, 2),  # fp8, promoted, scaled
     ("bfloat16", 9, 70, 320, 16, 1, 2),       # S = 1: the fused kernel writes D directly
+    ("bfloat16", 70, 64, 256, 64, 2, 2),      # two token tiles: a counter pair per tile
 ])
 def test_fused_split_k_matches_numpy(dt, M, N, K, MN, splits, ctas):
     got, want = _sim(dt, M, N, K, MN, splits, ctas, fused=True)
