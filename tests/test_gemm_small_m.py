@@ -53,6 +53,13 @@ def test_fused_kernel_counts_each_split_and_assembles_without_spills():
     assert len(re.findall(r"atom\.acq_rel\.gpu\.global\.add\.s32 %r\d+, \[%rd\d+\], 1;", ptx)) == 1
     assert "cp.async.bulk.tensor.3d" not in ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx
+    # the warpgroup's barrier separates its partial's stores from the thread that releases
+    # them: a release covers the other threads' writes only after they synchronized with it
+    lines = [ln.strip() for ln in ptx.splitlines() if ln.strip()]
+    fence = next(i for i, ln in enumerate(lines) if ln == "fence.acq_rel.gpu;")
+    bar = max(i for i, ln in enumerate(lines[:fence]) if ln.startswith("bar.sync"))
+    last_store = max(i for i, ln in enumerate(lines[:fence]) if ln.startswith("st.global"))
+    assert last_store < bar and lines[bar].endswith(", 128;")
     with pytest.raises(S.ConfigError, match="exclude each other"):
         S.make_small_m("bfloat16", MN=16, STAGES=4, split=True, fused=True)
 
