@@ -82,8 +82,9 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
         mine = pg.let((tiles * S - cta + ctas - 1) // ctas)
 
         def unit(i):
-            """Weight row, token row, split, first K-block and K-block count of this CTA's
-            i-th unit; consecutive CTAs take the token tiles of one weight tile (L2 reuse)."""
+            """Weight row, token row, split, first K-block, K-block count and tile index of
+            this CTA's i-th unit; consecutive CTAs take the token tiles of one weight tile
+            (L2 reuse)."""
             u = pg.let(cta + i * ctas)
             s = pg.let(u // tiles)
             r = pg.let(u % tiles)
