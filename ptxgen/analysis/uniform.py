@@ -21,6 +21,19 @@ _UNIFORM_REGS = ("ctaid", "nctaid", "ntid", "nwarpid")
 _SHARED = ("shared", "shared.dyn")
 
 
+def _children(e):
+    """The operands of an arithmetic node (BinOp, Cast, Not, Select), or None for a leaf or
+    anything else."""
+    t = type(e)
+    if t is BinOp:
+        return (e.a, e.b)
+    if t is Cast or t is Not:
+        return (e.a,)
+    if t is Select:
+        return (e.cond, e.t, e.f)
+    return None
+
+
 def _shared_element(e) -> bool:
     return e.indices is not None and e.buffer.root.scope in _SHARED
 
@@ -55,11 +68,10 @@ def _classify(binds, e, memo) -> str:
         # one element for the whole block; per thread: maybe one per group (_group_uniform)
         return "uniform" if parts <= {"const", "uniform"} else \
             "varying" if "varying" in parts else "thread"
-    kids = {BinOp: lambda: (e.a, e.b), Cast: lambda: (e.a,), Not: lambda: (e.a,),
-            Select: lambda: (e.cond, e.t, e.f)}.get(t)
+    kids = _children(e)
     if kids is None:
         return "varying"
-    parts = {_classify(binds, k, memo) for k in kids()}
+    parts = {_classify(binds, k, memo) for k in kids}
     for level in ("varying", "thread", "uniform"):
         if level in parts:
             return level
@@ -180,9 +192,8 @@ def _reads_memory(binds, e) -> bool:
     if t is Var:
         fact = binds.get(e.uid)
         return fact is not None and fact[0] == "let" and _reads_memory(binds, fact[2])
-    kids = {BinOp: lambda: (e.a, e.b), Cast: lambda: (e.a,), Not: lambda: (e.a,),
-            Select: lambda: (e.cond, e.t, e.f)}.get(t)
-    return kids is not None and any(_reads_memory(binds, k) for k in kids())
+    kids = _children(e)
+    return kids is not None and any(_reads_memory(binds, k) for k in kids)
 
 
 def _group_uniform(ctx, binds, e, n, memo) -> bool:
@@ -203,9 +214,8 @@ def _group_uniform(ctx, binds, e, n, memo) -> bool:
                 _group_uniform(ctx, binds, fact[2], n, memo)
         if t is Load:     # a shared element: one per group when its index is
             return all(_group_uniform(ctx, binds, i, n, memo) for i in e.indices)
-        kids = {BinOp: lambda: (e.a, e.b), Cast: lambda: (e.a,), Not: lambda: (e.a,),
-                Select: lambda: (e.cond, e.t, e.f)}.get(t)
-        return kids is not None and all(_group_uniform(ctx, binds, k, n, memo) for k in kids())
+        kids = _children(e)
+        return kids is not None and all(_group_uniform(ctx, binds, k, n, memo) for k in kids)
     if len(v) % n:
         return False
     g = np.asarray(v).reshape(-1, n)

@@ -23,7 +23,7 @@ from ..dtypes import ALL_SCALARS, dtype as _dtype
 from ..errors import TraceError
 from ..ir import BufferPtr, Const, Expr, as_expr
 from ..target import (ATOM_SEMS, ATOMIC_CLUSTER_SPACE, ATOMIC_SCOPES, ATOMIC_TYPES, FENCE_SEMS,
-                      RED_OPS, RED_SEMS)
+                      RED_OPS, RED_SEMS, STATE_SPACE)
 from ..target.forms import opcode
 from .context import fail
 from .ptx import element_pointer, emit_instr, ptx
@@ -34,8 +34,8 @@ from .tensor import TensorHandle
 _OPS = {"add": "add", "min": "min", "max": "max", "inc": "inc", "dec": "dec", "and_": "and",
         "or_": "or", "xor": "xor", "exch": "exch", "cas": "cas"}
 _BY_WIDTH = ("and", "or", "xor", "exch", "cas")     # typed .b16/.b32/.b64: bits, not values
-_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared",
-          "shared.cluster": ATOMIC_CLUSTER_SPACE}    # a cluster_view: another CTA's tile
+# the state spaces atomics act in: all but local memory, which no other thread can race on
+_SPACE = {k: v for k, v in STATE_SPACE.items() if k != "local"}
 
 
 def ptx_type(op: str, dt) -> str | None:

@@ -22,10 +22,10 @@ from ..ir import (INT32, INT64, PLAIN_INT, BinOp, BufferPtr, Const, Expr, Specia
                   expr_key)
 from ..layout import row_major_strides
 from ..analysis.simplify import Affine
+from ..target import STATE_SPACE
 from ..target.forms import form
 
-SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
-          "shared.cluster": "shared::cluster"}
+SPACE = STATE_SPACE      # the buffer's scope -> its PTX state space (target/table.py)
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
 _PURE = frozenset((Var, SpecialReg))   # atoms whose value val() keeps for the whole scope
 

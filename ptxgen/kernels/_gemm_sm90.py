@@ -96,10 +96,10 @@ def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate, rank=None):
     s = cons.stage
     cons.wait()
     if rank is not None:
-        pg.named_barrier(TURN + rank, 256)
+        take_turn(rank)
     pg.tile.warpgroup.gemm_async(d, a_of(s), b_of(s), accumulate=accumulate)
     if rank is not None:
-        pg.named_barrier_arrive(TURN + 1 - rank, 256)
+        hand_turn(rank)
     cons.advance()
     pg.tile.warpgroup.gemm_wait(1)
     with pg.if_(k > 0):
@@ -133,8 +133,7 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
         wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate, pingpong_rank)
 
     if pingpong_rank is not None:
-        with pg.if_(pingpong_rank == 1):       # warpgroup 0 has the first turn
-            pg.named_barrier_arrive(TURN, 256)
+        pingpong_start(pingpong_rank)
 
     def add_part():
         pg.tile.warpgroup.gemm_wait(0)
@@ -160,6 +159,22 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
             SA, SB = scale
             pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
     return acc, first_thread, mma_tile
+
+
+# Ping-pong consumers (rank c = 0, 1) take turns to issue their wgmmas: pingpong_start, then
+# per K-step take_turn before the issue and hand_turn after it, and pingpong_end after the last.
+def pingpong_start(c):
+    """Warpgroup 1 hands warpgroup 0 the first turn."""
+    with pg.if_(c == 1):
+        pg.named_barrier_arrive(TURN, 256)
+
+
+def take_turn(c):
+    pg.named_barrier(TURN + c, 256)
+
+
+def hand_turn(c):
+    pg.named_barrier_arrive(TURN + 1 - c, 256)
 
 
 def pingpong_end(c):

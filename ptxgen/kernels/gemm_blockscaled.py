@@ -23,7 +23,8 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import TURN, persistent_setup, pingpong_end, store_tile
+from ._gemm_sm90 import (hand_turn, persistent_setup, pingpong_end, pingpong_start, store_tile,
+                         take_turn)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
@@ -58,8 +59,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False):
 
             nxt = [pg.local_scalar("float32") for _ in range(3)]   # step k's scales
             if pingpong:
-                with pg.if_(c == 1):                    # warpgroup 0 has the first turn
-                    pg.named_barrier_arrive(TURN, 256)
+                pingpong_start(c)
 
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
@@ -79,11 +79,11 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False):
                     s = cons.stage
                     cons.wait()
                     if pingpong:
-                        pg.named_barrier(TURN + c, 256)
+                        take_turn(c)
                     pg.tile.warpgroup.gemm_async(part, As[2 * s + c, 0:64, 0:BK],
                                                  Bs[s, 0:BN, 0:BK], accumulate=False)
                     if pingpong:
-                        pg.named_barrier_arrive(TURN + 1 - c, 256)
+                        hand_turn(c)
                     pg.tile.warpgroup.gemm_wait(0)
                     cons.release()
                     for j in range(BN // 8):

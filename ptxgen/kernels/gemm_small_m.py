@@ -170,13 +170,6 @@ def _device_consts(device):
             torch.zeros((1, 1, 4), dtype=torch.float32, device=device))
 
 
-def _current_stream(device):
-    """torch's current stream on `device`, as its raw handle."""
-    import torch
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device.index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
-
-
 def _scale(x, name, dev):
     import torch
     if x is None:
@@ -290,10 +283,12 @@ class DecodeLaunch:
         stream's counters, which the kernel leaves at zero (so they are made once per stream:
         two streams running this shape at once must not share them)."""
         import torch
+
+        from ..runtime import stream_handle
         (M, N), (MN, splits) = self.shape, (self.config.MN, self.config.splits)
         tiles = -(-N // BW) * -(-M // MN)
         ws = torch.empty((splits, tiles, BW, MN), dtype=torch.float32, device=a.device)
-        stream = _current_stream(a.device)
+        stream = stream_handle(None, a.device.index)     # torch's current stream there
         cnt = self.counters.get(stream)
         if cnt is None:
             if len(self.counters) >= 64:    # streams come and go: a dropped one's memory goes

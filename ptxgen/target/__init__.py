@@ -8,7 +8,7 @@ ptxgen but `errors`.
 """
 from .table import (ATOM_SEMS, ATOMIC_CLUSTER_SPACE, ATOMIC_SCOPES,  # noqa: F401
                     ATOMIC_SPACES, ATOMIC_TYPES, CACHE_HINTS, FENCE_SEMS, GATES, MAX_PTX,
-                    MIN_PTX, MODIFIER_PTX, RED_OPS, RED_SEMS, SMEM_LIMITS, TCGEN05_ARCHS,
-                    TMEM_COLS, WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, Gate, Target,
+                    MIN_PTX, MODIFIER_PTX, RED_OPS, RED_SEMS, SMEM_LIMITS, STATE_SPACE,
+                    TCGEN05_ARCHS, TMEM_COLS, WIDE_VECTOR_BITS, WIDE_VECTOR_GATE, Gate, Target,
                     arch_specific, cache_modifiers, check_opcode, gate_for, has_opcode,
                     parse_target, smem_limits, wide_vector_refusal)

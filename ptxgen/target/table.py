@@ -113,6 +113,10 @@ ATOMIC_SPACES = ("global", "shared")   # .shared is .shared::cta, and needs no P
 # other only if each one's scope includes the other's thread, and a .cta scope leaves out the
 # owning CTA and every other CTA of the cluster.
 ATOMIC_CLUSTER_SPACE = "shared::cluster"
+# a buffer's scope -> the PTX state space its loads, stores and atomics name (a cluster_view is
+# another CTA's tile: .shared::cluster at its mapa'd address)
+STATE_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local",
+               "shared.cluster": ATOMIC_CLUSTER_SPACE}
 
 
 def _atomic_gates() -> list:
