@@ -41,12 +41,13 @@ def test_promoted_fp8_assembles_without_spills():
         E.make_gemm("float8_e4m3fn", BN=256, scaled=True, promote=2)
 
 
-def _sim(dt, M, N, K, BN, ctas, promote=0, seed=0, pingpong=False):
+def _sim(dt, M, N, K, BN, ctas, promote=0, seed=0, pingpong=False, overlap=False):
     rng = np.random.default_rng(seed)
     a = rng.integers(-3, 4, size=(M, K)) / 2
     b = rng.integers(-3, 4, size=(N, K)) / 2
     scaled = dt.startswith("float8")
-    k = E.make_gemm(dt, BN=BN, ctas=ctas, scaled=scaled, promote=promote, pingpong=pingpong)
+    k = E.make_gemm(dt, BN=BN, ctas=ctas, scaled=scaled, promote=promote, pingpong=pingpong,
+                    overlap=overlap)
     ND = -(-N // 8) * 8
     D = np.full((M, ND), 0x7FC1, np.uint16)                       # poisoned (NaN bits)
     sa, sb = np.array([0.5 if scaled else 1], np.float32), np.array([0.25 if scaled else 1],
@@ -83,6 +84,39 @@ def test_pingpong_consumers_give_the_same_bits(dt, M, N, K, BN, ctas, promote):
     got, want = _sim(dt, M, N, K, BN, ctas, promote, pingpong=True)
     bad = np.argwhere(got != want)
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+@pytest.mark.parametrize("M,N,K,BN,ctas", [
+    (40, 20, 100, 128, 1),     # one K-step: no pair, the even tail alone
+    (40, 20, 256, 64, 1),      # two: the odd tail
+    (70, 130, 300, 128, 2),    # three: one pair, then the even tail
+    (260, 130, 500, 128, 1),   # four, 6 tiles on one CTA: the ring positions carry over
+])
+def test_overlapped_partial_tiles_give_the_same_bits(M, N, K, BN, ctas):
+    """Two partial tiles, the next K-step's wgmma issued before a tile is added: the same
+    sums as promote=1 (integer data: exact, so equal to the reference rounded once)."""
+    got, want = _sim("float8_e4m3fn", M, N, K, BN, ctas, 1, overlap=True)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+def test_overlap_issues_no_wgmma_under_a_branch():
+    """ptxas serializes every wgmma of a kernel (C7514) or injects waits (C7517) when one is
+    issued under a branch or a partial tile is read while its group may be in flight; the
+    overlapped loop keeps one group in flight and waits for all but it before each add."""
+    k = E.make_gemm("float8_e4m3fn", BN=128, STAGES=5, scaled=True, promote=1, overlap=True)
+    notes = " ".join(k.compile("sm_90a").notes)
+    assert "C7514" not in notes and "C7517" not in notes, notes
+    lines = [ln.strip() for ln in k.ptx("sm_90a").splitlines() if not ln.lstrip().startswith("//")]
+    assert lines.count("wgmma.wait_group.sync.aligned 1;") == 3
+    assert lines.count("wgmma.wait_group.sync.aligned 0;") == 2
+    assert k.name.endswith("_p1_ov")
+    for kw, why in [(dict(promote=2), "promote=2"), (dict(promote=1, pingpong=True), "pingpong=True"),
+                    (dict(promote=1, BN=192), "BN=192")]:
+        args = dict(BN=128, scaled=True) | kw
+        with pytest.raises(ValueError, match=f"overlap keeps three 64 x BN fp32 tiles of "
+                                             f"promote=1 without pingpong: BN <= 128 .*{why}"):
+            E.make_gemm("float8_e4m3fn", overlap=True, **args)
 
 
 def test_pingpong_takes_turns_around_each_wgmma_issue():

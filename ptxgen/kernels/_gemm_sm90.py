@@ -107,7 +107,7 @@ def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate, rank=None):
 
 
 def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=False,
-                   pingpong_rank=None):
+                   pingpong_rank=None, overlap=False):
     """A consumer warpgroup of the general and the decode GEMM, traced at the start of its
     warpgroup_role (after setmaxnreg): its two ring positions and its 64 x n fp32 accumulator.
     Returns (acc, first_thread, mma_tile); mma_tile(nk) traces one tile's nk K-steps of
@@ -122,11 +122,18 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
     pingpong_rank = c (this consumer's rank, 0 or 1): the two consumers take turns to issue
     their K-steps' wgmmas (warpgroup 0 first), so one adds its partial tile into acc while
     the other's wgmma holds the tensor cores; the caller ends with pingpong_end(c).  The same
-    sums in the same order: only when each warpgroup issues changes."""
+    sums in the same order: only when each warpgroup issues changes.
+
+    overlap (promote = 1): two partial tiles; K-step k + 1's wgmma is issued before step k's
+    tile is added to acc, so the addition runs beside the next MMA (a third 64 x n tile)."""
+    if overlap and (promote != 1 or each_step or pingpong_rank is not None):
+        raise ValueError("wgmma_consumer: overlap alternates two partial tiles of promote=1 "
+                         "(not each_step, not ping-pong)")
     cons = pipe.consumer(scope="warpgroup")
     done = pipe.consumer(scope="warpgroup")       # one stage behind: what gets released
     acc = pg.tile.warpgroup.mma_accumulator((64, n), "float32")
     part = pg.tile.warpgroup.mma_accumulator((64, n), "float32") if promote else acc
+    part2 = pg.tile.warpgroup.mma_accumulator((64, n), "float32") if overlap else None
     first_thread = tx % 128 == 0
 
     def k_step(k, d, accumulate):
@@ -139,8 +146,27 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
         pg.tile.warpgroup.gemm_wait(0)
         pg.tile.warpgroup.add(acc, acc, part)
 
+    def issue(d):
+        """Overlap: wait for the next ring stage and start its wgmma into the tile d."""
+        s = cons.stage
+        cons.wait()
+        pg.tile.warpgroup.gemm_async(d, a_of(s), b_of(s), accumulate=False)
+        cons.advance()
+
+    def add_done(p, d=None):
+        """Overlap: with d, start the next K-step's wgmma into d; then, once p's wgmma is
+        done, release its stage and add p into acc."""
+        if d is not None:
+            issue(d)
+        pg.tile.warpgroup.gemm_wait(0 if d is None else 1)   # groups finish in order
+        done.release()
+        pg.tile.warpgroup.add(acc, acc, p)
+
     def mma_tile(nk):
-        if not promote:
+        if overlap:
+            pg.tile.warpgroup.zero(acc)
+            overlapped_k_steps(nk, issue, lambda k, p, d: add_done(p, d), part, part2)
+        elif not promote:
             for k in pg.serial(nk):
                 k_step(k, acc, k > 0)
         else:       # every `promote` K-steps: the partial sum into fp32
@@ -153,12 +179,31 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
                     k_step(k, part, k % promote != 0)
                     with pg.if_((k % promote == promote - 1) | (k == nk - 1)):
                         add_part()
-        pg.tile.warpgroup.gemm_wait(0)
-        done.release()
+        if not overlap:
+            pg.tile.warpgroup.gemm_wait(0)
+            done.release()
         if scale is not None:                       # fp8: per-tensor dequantization
             SA, SB = scale
             pg.tile.warpgroup.mul(acc, acc, pg.let(SA[0] * SB[0]))
     return acc, first_thread, mma_tile
+
+
+def overlapped_k_steps(nk, issue, step, part, part2):
+    """nk >= 1 K-steps over two partial tiles that alternate: issue(part) starts step 0's
+    wgmma, then step(k, p, d) for each k, where p holds step k's product and d is the tile
+    to start step k + 1's wgmma in (None at the last step).  Steps go in pairs, so each tile
+    keeps its registers; a wgmma stays in flight across the loop's back edge, and none is
+    issued under a branch (ptxas would then serialize them all: C7514)."""
+    issue(part)
+    for k2 in pg.serial((nk - 1) // 2):
+        step(2 * k2, part, part2)
+        step(2 * k2 + 1, part2, part)
+    last = pg.let(nk - 1 - (nk - 1) % 2)    # the first step the pairs left
+    with pg.if_((nk - 1) % 2 == 1):
+        step(last, part, part2)
+        step(last + 1, part2, None)
+    with pg.else_():
+        step(last, part, None)
 
 
 # Ping-pong consumers (rank c = 0, 1) take turns to issue their wgmmas: pingpong_start, then

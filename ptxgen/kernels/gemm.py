@@ -45,18 +45,23 @@ _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"
 
 
 def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0,
-              pingpong=False):
+              pingpong=False, overlap=False):
     """The kernel for one configuration; M, N, K are launch-time symbols.  `promote` = P > 0
     (fp8): wgmma accumulates P K-steps (of 128) into a partial tile, which is then added to
     the fp32 accumulator, because Hopper's fp8 wgmma keeps only ~14 mantissa bits of its
     running sum; P = 1 is what cuBLAS does unless use_fast_accum (measured: the same error
     against fp64).  Two 64 x BN fp32 tiles fit the 232 registers for BN <= 192.  `pingpong`:
     the two consumers take turns to issue their wgmmas (wgmma_consumer), so one's additions
-    overlap the other's MMAs; the same results."""
+    overlap the other's MMAs; the same results.  `overlap` (promote = 1): two partial tiles,
+    so a warpgroup adds one while its next wgmma runs; three tiles fit for BN <= 128."""
     out_dt = _IN[dtype]
     if promote and BN > 192:
         raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN <= 192 fits the "
                          f"consumers' 232 registers, BN = {BN} does not")
+    if overlap and (promote != 1 or pingpong or BN > 128):
+        raise ValueError(f"overlap keeps three 64 x BN fp32 tiles of promote=1 without "
+                         f"pingpong: BN <= 128 fits the consumers' 232 registers (got "
+                         f"promote={promote}, pingpong={pingpong}, BN={BN})")
     elem = 1 if dtype.startswith("float8") else 2
     BK = 128 // elem                          # one 128-byte swizzle span of K per stage
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
@@ -78,7 +83,8 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
             pg.setmaxnreg(232, "inc")
             acc, first_thread, mma_tile = wgmma_consumer(
                 pipe, tx, BN, lambda s: As[2 * s + c, 0:64, 0:BK], lambda s: Bs[s, 0:BN, 0:BK],
-                promote, (SA, SB) if scaled else None, pingpong_rank=c if pingpong else None)
+                promote, (SA, SB) if scaled else None, pingpong_rank=c if pingpong else None,
+                overlap=overlap)
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
                 mma_tile(nk)
@@ -89,7 +95,8 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
                 pg.tile.thread.async_wait(0, kind="bulk")
 
     name = (f"gemm_sm90_{dtype}_n{BN}_s{STAGES}" + ("_scaled" if scaled else "") +
-            (f"_p{promote}" if promote else "") + ("_pp" if pingpong else ""))
+            (f"_p{promote}" if promote else "") + ("_pp" if pingpong else "") +
+            ("_ov" if overlap else ""))
     gemm.__name__ = name
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
@@ -101,10 +108,11 @@ KERNELS = [make_gemm()]           # what run_all dumps (bf16, BN 256, 4 stages, 
 
 
 def dump(dtype: str = "bfloat16", BN: int = 256, STAGES: int = 4, ctas: int = 132,
-         scaled: bool = False, promote: int = 0, pingpong: bool = False) -> list:
+         scaled: bool = False, promote: int = 0, pingpong: bool = False,
+         overlap: bool = False) -> list:
     """`ptxgen dump ptxgen.kernels.gemm --kernel-args dtype=float8_e4m3fn,BN=192,scaled=True,
     promote=1`: the kernel of that configuration."""
-    return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote, pingpong)]
+    return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote, pingpong, overlap)]
 
 
 DTYPES = ("bfloat16", "float16", "float8_e4m3fn")

@@ -5,7 +5,7 @@
     scale_b (ceil(N/128), ceil(K/128)) float32:  one scale per 128 x 128 block of B
 
 D[m, n] = sum over K blocks kb of scale_a[m, kb] * scale_b[n // 128, kb] * (A[m, kb] . B[n, kb]).
-The structure is examples/gemm_sm90.py's persistent warp-specialized kernel (a TMA producer
+The structure is ptxgen/kernels/gemm.py's persistent warp-specialized kernel (a TMA producer
 warpgroup, two consumer warpgroups of 64 rows, 128 x 128 tiles so that a tile's columns share
 one scale_b block), with BK = 128: one K-step is one scale block.  Each step's wgmma sum goes
 into a fresh fp32 tile `part` (Hopper's fp8 wgmma keeps ~14 mantissa bits of its running
@@ -13,9 +13,11 @@ sum, so it is never carried across steps), then the consumers promote it in fp32
 cores: acc += part * (scale_a[row] * scale_b).  A thread of the wgmma accumulator fragment
 holds two rows (16 * warp + lane / 4 and 8 below) and, per 8 columns j, registers
 4j + 2h + e of row h; the next step's scales are loaded from global (L2) while this step
-waits and multiplies, so their latency hides behind the wgmma.
+waits and multiplies, so their latency hides behind the wgmma.  Two other schedules of the
+same sums (`make_blockscaled(pingpong=True)` / `(overlap=True)`) keep the tensor cores busy
+while the CUDA cores promote: the consumers taking turns, or two partial tiles per consumer.
 
-    make_blockscaled(STAGES, ctas)                      the kernel
+    make_blockscaled(STAGES, ctas, pingpong, overlap)   the kernel
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors
 """
 import functools
@@ -23,17 +25,23 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import (hand_turn, persistent_setup, pingpong_end, pingpong_start, store_tile,
-                         take_turn)
+from ._gemm_sm90 import (hand_turn, overlapped_k_steps, persistent_setup, pingpong_end,
+                         pingpong_start, store_tile, take_turn)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
 
 
-def make_blockscaled(STAGES=5, ctas=132, pingpong=False):
+def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False):
     """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128)).
+    Three schedules of the same sums, in the same order (so the same bits):
+    default: each step's wgmma, then its promotion, in turn;
     pingpong: the two consumers take turns to issue their wgmmas, so one's scaled additions
-    overlap the other's MMAs (the same sums)."""
+    overlap the other's MMAs;
+    overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
+    so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread)."""
+    if pingpong and overlap:
+        raise ValueError("make_blockscaled: pingpong and overlap are two schedules; pick one")
     dtype, out_dt = "float8_e4m3fn", "bfloat16"
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
     ND, KB, NB = pg.var("ND"), pg.var("KB"), pg.var("NB")
@@ -50,62 +58,92 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False):
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
             cons = pipe.consumer(scope="warpgroup")
-            acc = pg.tile.warpgroup.mma_accumulator((64, BN), "float32")
-            part = pg.tile.warpgroup.mma_accumulator((64, BN), "float32")
+            done = pipe.consumer(scope="warpgroup") if overlap else cons   # releases
+            wg = pg.tile.warpgroup
+            acc = wg.mma_accumulator((64, BN), "float32")
+            part = wg.mma_accumulator((64, BN), "float32")
+            part2 = wg.mma_accumulator((64, BN), "float32") if overlap else None
             first_thread = tx % 128 == 0
             t = tx % 128
             row = pg.let(16 * (t // 32) + t % 32 // 4)   # this thread's rows: row, row + 8
             av, pv = acc.local(), part.local()   # register 4j + 2h + e: row h, column pair j
+            pv2 = part2.local() if overlap else None
 
             nxt = [pg.local_scalar("float32") for _ in range(3)]   # step k's scales
             if pingpong:
                 pingpong_start(c)
+
+            def issue(part):
+                """Wait for the next ring stage and start its wgmma into `part`."""
+                s = cons.stage
+                cons.wait()
+                if pingpong:
+                    take_turn(c)
+                wg.gemm_async(part, As[2 * s + c, 0:64, 0:BK], Bs[s, 0:BN, 0:BK],
+                              accumulate=False)
+                if pingpong:
+                    hand_turn(c)
+                if overlap:
+                    cons.advance()
+
+            def promote(pv, f0, f1):
+                """acc += pv * (scale_a[row] * scale_b), rows h = 0, 1 (pv: a partial tile's
+                registers)."""
+                for j in range(BN // 8):
+                    for h, f in ((0, f0), (1, f1)):
+                        q = 4 * j + 2 * h
+                        pg.tile.thread.fma(av[q:q + 2], pv[q:q + 2], f, av[q:q + 2])
 
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
                 r0 = pg.let(pg.min(m0 + 64 * c + row, M - 1))     # past M: any valid row
                 r1 = pg.let(pg.min(m0 + 64 * c + row + 8, M - 1))
                 nb = pg.let(n0 // BN)
-                pg.tile.warpgroup.zero(acc)
+                wg.zero(acc)
 
                 def load_scales(k):
                     for v, x in zip(nxt, (SA[r0, k], SA[r1, k], SB[nb, k])):
                         v.set(x)
 
-                load_scales(0)
-                for k in pg.serial(nk):
+                def step(k, p, next_p=None, own=False):
+                    """K-step k: its scales, the next step's scale loads, its wgmma into the
+                    partial tile p if `own` (else it is in flight; with overlap the next
+                    step's goes into next_p), then p (k's product) promoted into acc."""
                     f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
                     load_scales(pg.min(k + 1, nk - 1))      # in flight during this step
-                    s = cons.stage
-                    cons.wait()
-                    if pingpong:
-                        take_turn(c)
-                    pg.tile.warpgroup.gemm_async(part, As[2 * s + c, 0:64, 0:BK],
-                                                 Bs[s, 0:BN, 0:BK], accumulate=False)
-                    if pingpong:
-                        hand_turn(c)
-                    pg.tile.warpgroup.gemm_wait(0)
-                    cons.release()
-                    for j in range(BN // 8):
-                        for h, f in ((0, f0), (1, f1)):
-                            q = 4 * j + 2 * h
-                            pg.tile.thread.fma(av[q:q + 2], pv[q:q + 2], f, av[q:q + 2])
+                    if own:
+                        issue(p)
+                    if next_p is None:
+                        wg.gemm_wait(0)
+                    else:
+                        issue(next_p)
+                        wg.gemm_wait(1)                 # groups finish in order: k's
+                    done.release()
+                    promote(pv if p is part else pv2, f0, f1)
+
+                load_scales(0)
+                if not overlap:
+                    for k in pg.serial(nk):
+                        step(k, part, own=True)
+                else:
+                    overlapped_k_steps(nk, issue, step, part, part2)
                 store_tile(D, Cs, acc, c, m0, n0, CB, CB, first_thread)
             if pingpong:
                 pingpong_end(c)
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
 
-    gemm.__name__ = f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
+    gemm.__name__ = (f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
+                     + ("_ov" if overlap else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
 
-def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False) -> list:
+def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False, overlap: bool = False) -> list:
     """`ptxgen dump ptxgen.kernels.gemm_blockscaled [--kernel-args STAGES=4]`: the kernel."""
-    return [make_blockscaled(STAGES, ctas, pingpong)]
+    return [make_blockscaled(STAGES, ctas, pingpong, overlap)]
 
 
 @functools.lru_cache(maxsize=None)

@@ -47,22 +47,24 @@ def test_ragged_k_and_bad_inputs(example):
                                  ("float8_e4m3fn", 256, 4, True, 0),
                                  ("float8_e4m3fn", 128, 5, True, 1),
                                  ("float8_e4m3fn", 192, 4, True, 1),
-                                 ("float8_e4m3fn", 192, 4, True, 1, True)])
+                                 ("float8_e4m3fn", 192, 4, True, 1, "pingpong"),
+                                 ("float8_e4m3fn", 128, 5, True, 1, "overlap")])
 def test_driver_jit_no_spills(example, cfg):
     """Loaded from PTX (the driver's whole-program JIT keeps setmaxnreg): the entry count is
     168 registers (64 Ki / 384 threads) and nothing is spilled to local memory."""
     from ptxgen.runtime import Module
-    dt, BN, ST, scaled, promote, *pp = cfg
+    dt, BN, ST, scaled, promote, *schedule = cfg
     k = example.make_gemm(dt, BN=BN, STAGES=ST, scaled=scaled, promote=promote,
-                          pingpong=bool(pp))
+                          **{v: True for v in schedule})
     fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
     assert fn.attribute("NUM_REGS") == 168
     assert fn.attribute("LOCAL_SIZE_BYTES") == 0
 
 
 def test_pingpong_gives_the_same_bits(example):
-    """fp8 promoted, random data, 3 tiles per CTA and more: the consumers taking turns
-    change when the wgmmas issue, not the sums (the same bits as the default kernel)."""
+    """fp8 promoted, random data, 3 tiles per CTA and more: the consumers taking turns, and
+    two partial tiles overlapped, change when the wgmmas issue, not the sums (the same bits
+    as the default kernel of the same tile width)."""
     import torch
     torch.manual_seed(5)
     f8 = torch.float8_e4m3fn
@@ -72,10 +74,12 @@ def test_pingpong_gives_the_same_bits(example):
         a = torch.randn(M, K, device="cuda").to(f8)
         b = torch.randn(N, K, device="cuda").to(f8)
         outs = []
-        for pp in (False, True):
-            k = example.make_gemm("float8_e4m3fn", BN=192, STAGES=4, ctas=sms, scaled=True,
-                                  promote=1, pingpong=pp)
+        for BN, kw in ((192, {}), (192, dict(pingpong=True)), (128, {}),
+                       (128, dict(overlap=True))):
+            k = example.make_gemm("float8_e4m3fn", BN=BN, STAGES=4, ctas=sms, scaled=True,
+                                  promote=1, **kw)
             out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
             k(a, b, out, one, one)
             outs.append(out.view(torch.int16))
-        assert torch.equal(outs[0], outs[1])
+        assert torch.equal(outs[0], outs[1]), "ping-pong"
+        assert torch.equal(outs[2], outs[3]), "overlap"

@@ -176,6 +176,27 @@ def test_blockscaled_bit_exact_on_integer_data(torch):
     assert not bad, bad
 
 
+def test_blockscaled_schedules_give_the_same_bits(torch):
+    """Random data, several tiles per CTA, odd and even K-step counts: the ping-pong and the
+    overlapped schedule change when the wgmmas issue, not the sums."""
+    from ptxgen.kernels import gemm_blockscaled as BS
+    torch.manual_seed(4)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for M, N, K in [(300, 520, 1040), (2048, 4096, 1024), (4096, 4096, 4096)]:
+        a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
+        KB, NB = -(-K // 128), -(-N // 128)
+        sa = torch.rand(M, KB, device="cuda") + 0.5
+        sb = torch.rand(NB, KB, device="cuda") + 0.5
+        outs = []
+        for kw in ({}, dict(pingpong=True), dict(overlap=True)):
+            out = torch.full((M, -(-N // 8) * 8), float("nan"), dtype=torch.bfloat16,
+                             device="cuda")
+            BS.make_blockscaled(ctas=sms, **kw)(a, b, out, sa, sb)
+            outs.append(out[:, :N].contiguous().view(torch.int16))
+        assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), (M, N, K)
+
+
 def test_blockscaled_against_fp64(torch):
     """Random data and scales: the only error is the final bf16 rounding (plus fp32 sums)."""
     from ptxgen.kernels.gemm_blockscaled import gemm_blockscaled
@@ -202,7 +223,8 @@ def test_driver_jit_no_spills(torch):
     kernels = [S.make_small_m(dt, MN=mn, STAGES=S.stages_for(mn, dt), split=sp)
                for dt, mn, sp in [("bfloat16", 8, True), ("bfloat16", 64, False),
                                   ("float16", 256, True), ("float8_e4m3fn", 16, True)]]
-    kernels += [S.make_reduce("bfloat16"), BS.make_blockscaled()]
+    kernels += [S.make_reduce("bfloat16"), BS.make_blockscaled(),
+                BS.make_blockscaled(pingpong=True), BS.make_blockscaled(overlap=True)]
     for k in kernels:
         fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
         assert fn.attribute("LOCAL_SIZE_BYTES") == 0, k.name
