@@ -295,14 +295,16 @@ def issue30(args):
             BN = 192 if -(-M // G.BM) * -(-N // 192) >= sms else 128
             kpp = G.kernel_for("float8_e4m3fn", BN, 4 if BN >= 192 else 5, sms, True, 1, True)
             kov = G.kernel_for("float8_e4m3fn", 128, 5, sms, True, 1, False, True)
-            out_pp = torch.empty(M, N, dtype=bf, device="cuda")
-            out_ov = torch.empty(M, N, dtype=bf, device="cuda")
-            fns["gemm_sm90_pp"] = lambda: (kpp(a, b, out_pp, one, one), out_pp)[1]
-            fns["gemm_sm90_ov"] = lambda: (kov(a, b, out_ov, one, one), out_ov)[1]
+            # clusters of two CTAs sharing B by multicast: BN 192, and BN 128 overlapped
+            kc2 = G.kernel_for("float8_e4m3fn", 192, 4, sms - sms % 2, True, 1, False, False, 2)
+            koc = G.kernel_for("float8_e4m3fn", 128, 5, sms - sms % 2, True, 1, False, True, 2)
+            for v, kv in (("pp", kpp), ("ov", kov), ("c2", kc2), ("ov_c2", koc)):
+                o = torch.empty(M, N, dtype=bf, device="cuda")
+                fns["gemm_sm90_" + v] = lambda kv=kv, o=o: (kv(a, b, o, one, one), o)[1]
         lib = fns["scaled_mm"]()
         ref = a.double() @ b.double().T
         err = {"scaled_mm": rel_err(lib, ref), "gemm_sm90": rel_err(fns["gemm_sm90"](), ref)}
-        for v in ("gemm_sm90_pp", "gemm_sm90_ov"):
+        for v in ("gemm_sm90_pp", "gemm_sm90_ov", "gemm_sm90_c2", "gemm_sm90_ov_c2"):
             if v in fns:
                 err[v] = rel_err(fns[v](), ref)
         return _row("fp8", "fp8", M, N, K, fns, "scaled_mm", 1, 2, err)
@@ -317,14 +319,14 @@ def issue30(args):
         BS = importlib.import_module("ptxgen.kernels.gemm_blockscaled")
         kpp = BS.kernel_for(5, sms, True)          # the consumers taking turns (ping-pong)
         kov = BS.kernel_for(5, sms, False, True)   # two partial tiles (overlap)
-        out_pp = torch.empty(M, N, dtype=bf, device="cuda")
-        out_ov = torch.empty(M, N, dtype=bf, device="cuda")
+        koc = BS.kernel_for(5, sms - sms % 2, False, True, 2)   # and clusters sharing B
         fns = {"scaled_mm": lambda: torch._scaled_mm(a, bt, one, one, out_dtype=bf),
-               "blockscaled": lambda: gemm_blockscaled(a, b, sa, sb, out),
-               "blockscaled_pp": lambda: (kpp(a, b, out_pp, sa, sb), out_pp)[1],
-               "blockscaled_ov": lambda: (kov(a, b, out_ov, sa, sb), out_ov)[1]}
+               "blockscaled": lambda: gemm_blockscaled(a, b, sa, sb, out)}
+        for v, kv in (("pp", kpp), ("ov", kov), ("ov_c2", koc)):
+            o = torch.empty(M, N, dtype=bf, device="cuda")
+            fns["blockscaled_" + v] = lambda kv=kv, o=o: (kv(a, b, o, sa, sb), o)[1]
         want = fns["blockscaled"]().view(torch.int16)
-        for v in ("pp", "ov"):
+        for v in ("pp", "ov", "ov_c2"):
             same = torch.equal(want, fns["blockscaled_" + v]().view(torch.int16))
             print(f"blockscaled {M}x{N}x{K}: {v} gives the same bits: {same}", flush=True)
         return _row("blockscaled", "fp8", M, N, K, fns, "scaled_mm", 1, 2)

@@ -188,6 +188,22 @@ def test_uniform_branch_is_fine():
     assert "ld.global.v4.u32" in k.ptx("sm_90a")
 
 
+@pytest.mark.parametrize("cond", [lambda: pg.cta_rank_in_cluster() == 1,
+                                  lambda: pg.cluster_id() == 0,
+                                  lambda: pg.cta_id_in_cluster() == 0])
+def test_a_branch_on_the_cta_s_place_in_its_cluster_is_uniform(cond):
+    """%cluster_ctarank, %clusterid, %cluster_ctaid are the same in every thread of a CTA
+    (a 2-CTA GEMM picks its half of a shared tile by rank)."""
+    @pg.kernel(grid=(2,), block=(128,), cluster=(2, 1, 1))
+    def k(A: pg.Tensor((32, 32), "float32")):
+        pg.warp_id()
+        sm = pg.alloc_shared((32, 32), "float32")
+        with pg.if_(cond()):
+            pg.tile.warp.copy(sm[0:32, 0:32], A[0:32, 0:32])
+
+    assert "ld.global.v4.u32" in k.ptx("sm_90a")
+
+
 def _copy_under_flag(flag_index):
     """A warp-scope copy under a condition that reads a flag: `flag_index(tx, w)` picks the
     element (shared flags, or the global G with "global")."""

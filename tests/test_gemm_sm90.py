@@ -41,13 +41,13 @@ def test_promoted_fp8_assembles_without_spills():
         E.make_gemm("float8_e4m3fn", BN=256, scaled=True, promote=2)
 
 
-def _sim(dt, M, N, K, BN, ctas, promote=0, seed=0, pingpong=False, overlap=False):
+def _sim(dt, M, N, K, BN, ctas, promote=0, seed=0, pingpong=False, overlap=False, cluster=1):
     rng = np.random.default_rng(seed)
     a = rng.integers(-3, 4, size=(M, K)) / 2
     b = rng.integers(-3, 4, size=(N, K)) / 2
     scaled = dt.startswith("float8")
     k = E.make_gemm(dt, BN=BN, ctas=ctas, scaled=scaled, promote=promote, pingpong=pingpong,
-                    overlap=overlap)
+                    overlap=overlap, cluster=cluster)
     ND = -(-N // 8) * 8
     D = np.full((M, ND), 0x7FC1, np.uint16)                       # poisoned (NaN bits)
     sa, sb = np.array([0.5 if scaled else 1], np.float32), np.array([0.25 if scaled else 1],
@@ -89,15 +89,49 @@ def test_pingpong_consumers_give_the_same_bits(dt, M, N, K, BN, ctas, promote):
 @pytest.mark.parametrize("M,N,K,BN,ctas", [
     (40, 20, 100, 128, 1),     # one K-step: no pair, the even tail alone
     (40, 20, 256, 64, 1),      # two: the odd tail
-    (70, 130, 300, 128, 2),    # three: one pair, then the even tail
-    (260, 130, 500, 128, 1),   # four, 6 tiles on one CTA: the ring positions carry over
-])
+    (130, 64, 300, 64, 1),     # three (a pair, then the even tail), two tiles on one CTA:
+])                             # the ring positions carry over
 def test_overlapped_partial_tiles_give_the_same_bits(M, N, K, BN, ctas):
     """Two partial tiles, the next K-step's wgmma issued before a tile is added: the same
     sums as promote=1 (integer data: exact, so equal to the reference rounded once)."""
     got, want = _sim("float8_e4m3fn", M, N, K, BN, ctas, 1, overlap=True)
     bad = np.argwhere(got != want)
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+@pytest.mark.parametrize("dt,M,N,K,BN,ctas,promote,overlap", [
+    ("bfloat16", 130, 100, 200, 64, 2, 0, False),    # one cluster, two 256-row tiles, nk = 4
+    ("bfloat16", 300, 64, 72, 64, 4, 0, False),      # two clusters; the second's rank 1 rows
+    #                                                  all past M (zero-filled, not stored)
+    ("float8_e4m3fn", 70, 100, 128, 192, 2, 1, False),   # BN 192: 96-row halves of B
+    ("float8_e4m3fn", 130, 64, 300, 64, 2, 1, True),     # with the overlapped partial tiles
+])
+def test_cluster_pair_shares_b_and_gives_the_same_bits(dt, M, N, K, BN, ctas, promote, overlap):
+    """Clusters of two CTAs, each multicasting half of the B tile into both and releasing
+    each stage in both: the same sums (integer data: exact)."""
+    got, want = _sim(dt, M, N, K, BN, ctas, promote, overlap=overlap, cluster=2)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+def test_cluster_pair_forms():
+    """Per K-step each CTA issues A's two halves and one multicast half of B (to CTAs 0b11);
+    a release arrives on the empty barrier of both CTAs (cluster scope); init and the end
+    synchronize the cluster."""
+    k = E.make_gemm("float8_e4m3fn", BN=192, STAGES=4, scaled=True, promote=1, cluster=2)
+    ptx = k.ptx("sm_90a")
+    lines = [ln.strip() for ln in ptx.splitlines() if not ln.lstrip().startswith("//")]
+    assert ".reqnctapercluster 2, 1, 1" in ptx or ".reqnctapercluster 2,1,1" in ptx
+    mc = [ln for ln in lines if ".multicast::cluster" in ln]
+    assert len(mc) == 2 and all(ln.endswith(", 3;") for ln in mc)       # one per rank branch
+    remote = [ln for ln in lines
+              if ln.startswith("mbarrier.arrive.release.cluster.shared::cluster.b64 _,")]
+    assert len(remote) >= 2
+    assert lines.count("barrier.cluster.wait;") + lines.count("barrier.cluster.wait.aligned;") >= 2
+    assert k.name.endswith("_c2")
+    with pytest.raises(ValueError, match=r"cluster=2: 1, or 2 with an even number of CTAs "
+                                         r"\(got ctas=131\)"):
+        E.make_gemm("bfloat16", ctas=131, cluster=2)
 
 
 def test_overlap_issues_no_wgmma_under_a_branch():

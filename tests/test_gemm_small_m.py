@@ -268,12 +268,14 @@ def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
     (70, 130, 300, 2, {}),     # ragged M, N (padded D), K (a partial last scale block)
     (130, 64, 256, 1, {}),     # one CTA, two row tiles
     (130, 130, 300, 1, dict(pingpong=True)),   # the consumers taking turns, four tiles
-    # two partial tiles: 1, 2 (the odd tail), 3 (the even tail) and 4 K-steps, several
-    # tiles per CTA (the ring positions carry over)
-    (70, 130, 100, 1, dict(overlap=True)),
-    (130, 130, 256, 1, dict(overlap=True)),
-    (70, 260, 300, 2, dict(overlap=True)),
-    (130, 130, 512, 1, dict(overlap=True)),
+    # two partial tiles: 1 K-step (the even tail alone), 2 (the odd tail), 3 (a pair, then
+    # the even tail) on two tiles of one CTA (the ring positions carry over)
+    (70, 64, 100, 1, dict(overlap=True)),
+    (70, 64, 256, 1, dict(overlap=True)),
+    (130, 64, 300, 1, dict(overlap=True)),
+    # a cluster of two sharing B: rank 1's rows past M; both ranks' rows inside
+    (70, 64, 256, 2, dict(cluster=2)),
+    (130, 64, 256, 2, dict(overlap=True, cluster=2)),
 ])
 def test_blockscaled_sim_matches_numpy(M, N, K, ctas, schedule):
     """Integer data and power-of-two scales: every product and sum is exact in fp32, so the

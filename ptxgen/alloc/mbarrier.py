@@ -4,11 +4,13 @@ Why: an mbarrier is an 8-byte word in shared memory driven by raw instructions w
 types ptxas checks only loosely (it does not range-check counts), and whose wait must be a loop
 because try_wait may time out.  These helpers check the operand (a shared 64-bit word), build
 the loop, and leave arch gating to the emitter's table (try_wait / expect_tx / fence.proxy.async
-need sm_90; init / arrive / test_wait work from sm_80).
+and an arrive on another CTA's barrier need sm_90; init / arrive / test_wait work from sm_80).
 
 Operands: a pool slot (`bars = pool.alloc_mbarrier(2)`) is given as `bars` (its first word),
 `bars[i]` or `bars.ptr_to([i])`.  The `.shared` (CTA window) forms are emitted so one kernel
-assembles on sm_80 as well as sm_90+.
+assembles on sm_80 as well as sm_90+.  Only `arrive` also takes an element of
+`pg.cluster_view(bars, rank)` (another CTA's barrier); the others refuse it (bar_ptr), as a
+wait, an init or an inval acts on this CTA's own barrier.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..builder.ptx import bar_ptr, emit_instr
 from ..builder.scalar import LocalScalar, local_scalar
 from ..ir import BufferPtr, Expr, as_expr
 from ..builder.resources import resource_error, state
+from ..target import ATOMIC_CLUSTER_SPACE, STATE_SPACE
 from ..target.forms import opcode
 
 _MAX_COUNT = (1 << 20) - 1          # arrival and tx counts are 20-bit (PTX ISA, mbarrier)
@@ -59,8 +62,18 @@ def _token(name):
 
 
 def arrive(bar):
-    """mbarrier.arrive (release, CTA scope); returns the phase token (a uint64 scalar)."""
-    ptr = bar_ptr(bar, "mbarrier.arrive")
+    """mbarrier.arrive (release, CTA scope); returns the phase token (a uint64 scalar).
+
+    `bar` may also be an element of `pg.cluster_view(bars, rank)`: an arrive on CTA `rank`'s
+    barrier (a consumer freeing a stage of its peer's pipeline, CUTLASS's
+    ClusterBarrier::arrive(cta_id)), release at cluster scope (sm_90+, PTX 8.0).  It returns
+    None: a remote arrive has no token (PTX's sink `_`), as only the owner can wait on it."""
+    ptr = bar_ptr(bar, "mbarrier.arrive", remote=True)
+    space = STATE_SPACE[ptr.buffer.root.scope]
+    if space == ATOMIC_CLUSTER_SPACE:
+        emit_instr(opcode("mbarrier_arrive_remote", space), ["_", ptr],
+                   form="mbarrier_arrive_remote")
+        return None
     tok = _token("mbar_token")
     emit_instr(opcode("mbarrier_arrive"), [tok, ptr], form="mbarrier_arrive")
     return tok

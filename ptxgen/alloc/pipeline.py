@@ -26,9 +26,18 @@ Counts: a full barrier completes a phase after `producer_arrivals` arrivals (one
 copy_async(mbar=...) of the stage, or `commit(arrive=True)`), an empty one after `consumers`
 releases.  A release in warp / warpgroup / cta scope first synchronizes that scope (bar.warp.sync,
 named barrier 1 + warpgroup index with 128 threads, bar.sync 0), then its thread 0 arrives.
+
+`cluster_ctas=n` (a kernel with a cluster of n CTAs): each CTA's producer also multicasts into
+the stage of every CTA of the cluster (copy_async(..., multicast=mask)), so a stage is free
+only when the consumers of all n CTAs have read it.  Each release then arrives on the stage's
+empty barrier in every CTA of the cluster (n arrivals, through cluster_view), an empty barrier
+expects `consumers` x n of them, and init() synchronizes the whole cluster, so no peer arrives
+or multicasts before the barriers exist.  The kernel ends with pg.cluster_sync(), so no CTA
+exits while a peer may still arrive on its barriers.
 """
 from __future__ import annotations
 
+from ..builder.cluster import cluster_sync, cluster_view
 from ..builder.context import current, user_site
 from ..errors import TraceError
 from ..builder.control import cta_sync, if_, named_barrier, warp_sync
@@ -95,6 +104,9 @@ class Consumer(_State):
             raise resource_error(f"Pipeline consumer scope={scope!r}: one of {', '.join(_SCOPES)}")
         super().__init__(pipe, "consumer")
         self.scope = scope
+        # cluster: the empty barriers of every CTA (mapa'd once, here, not per release)
+        self._empties = [cluster_view(pipe.empty, r) for r in range(pipe.cluster_ctas)] \
+            if pipe.cluster_ctas > 1 else None
 
     def wait(self):
         """Wait until the current stage is full (every expected copy landed)."""
@@ -107,7 +119,7 @@ class Consumer(_State):
         self.pipe._note("release")
         tid = SpecialReg("tid.x")
         if self.scope == "thread":
-            mb.arrive(self.empty)
+            self._arrive()
         else:
             if self.scope == "warp":
                 warp_sync()
@@ -119,21 +131,34 @@ class Consumer(_State):
                 cta_sync()
                 first = tid == 0
             with if_(first):
-                mb.arrive(self.empty)
+                self._arrive()
         self.advance()
+
+    def _arrive(self):
+        if self._empties is None:
+            mb.arrive(self.empty)
+        else:
+            for peer in self._empties:
+                mb.arrive(peer[self.stage])
 
 
 class Pipeline:
     """`stages` full/empty mbarrier pairs from an SMEMPool; see the module docstring."""
 
     def __init__(self, pool, stages: int, consumers: int = 1, producer_arrivals: int = 1,
-                 name: str = "pipe"):
+                 name: str = "pipe", cluster_ctas: int = 1):
         for what, v in (("stages", stages), ("consumers", consumers),
-                        ("producer_arrivals", producer_arrivals)):
+                        ("producer_arrivals", producer_arrivals), ("cluster_ctas", cluster_ctas)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise resource_error(f"Pipeline {what}={v!r} must be a positive int")
+        cluster = current().func.attrs.get("cluster") or (1, 1, 1)
+        if cluster_ctas > 1 and cluster_ctas != cluster[0] * cluster[1] * cluster[2]:
+            raise resource_error(f"Pipeline cluster_ctas={cluster_ctas}: the kernel's cluster "
+                                 f"{tuple(cluster)} has {cluster[0] * cluster[1] * cluster[2]} "
+                                 f"CTA(s); declare @pg.kernel(..., cluster=({cluster_ctas}, 1, 1))")
         self.pool, self.stages, self.name = pool, stages, current().unique(name)
         self.consumers, self.producer_arrivals = consumers, producer_arrivals
+        self.cluster_ctas = cluster_ctas
         self.full = pool.alloc_mbarrier(stages, name=f"{self.name}_full")
         self.empty = pool.alloc_mbarrier(stages, name=f"{self.name}_empty")
         self._src = user_site().src
@@ -172,9 +197,12 @@ class Pipeline:
         with if_(SpecialReg("tid.x") == 0):
             for s in range(self.stages):
                 mb.init(self.full[s], self.producer_arrivals)
-                mb.init(self.empty[s], self.consumers)
+                mb.init(self.empty[s], self.consumers * self.cluster_ctas)
             mb.fence_mbarrier_init()
-        cta_sync()
+        if self.cluster_ctas > 1:
+            cluster_sync()
+        else:
+            cta_sync()
 
     def producer(self) -> Producer:
         """A producer's position in the ring (its own local scalars)."""

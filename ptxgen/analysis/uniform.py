@@ -17,7 +17,8 @@ from ..ir import BinOp, Cast, Const, Load, Not, Select, SpecialReg, Var
 
 np = None   # numpy, imported by the first thread-dependent condition: not by `import ptxgen`
 
-_UNIFORM_REGS = ("ctaid", "nctaid", "ntid", "nwarpid")
+# the same in every thread of a CTA: its grid position, the launch shape, its cluster's
+_UNIFORM_REGS = ("ctaid", "nctaid", "ntid", "nwarpid", "cluster", "ncluster")
 _SHARED = ("shared", "shared.dyn")
 
 

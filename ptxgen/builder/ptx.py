@@ -47,14 +47,23 @@ def element_pointer(x) -> BufferPtr | None:
     return None
 
 
-def bar_ptr(bar, what: str) -> BufferPtr:
-    """The shared-memory pointer of an mbarrier operand, checked."""
+def bar_ptr(bar, what: str, *, remote: bool = False) -> BufferPtr:
+    """The shared-memory pointer of an mbarrier operand, checked.  `remote`: an element of a
+    pg.cluster_view (another CTA's barrier) is taken too; only an arrive may name one, since
+    a wait, an init or a copy's completion acts on the issuing CTA's own barrier."""
     ptr = element_pointer(bar)
     if ptr is None:
         raise resource_error(f"{what}: the mbarrier must be a shared uint64 slot (bars, "
                              f"bars[i] or bars.ptr_to([i]) of pool.alloc_mbarrier(n)), got {bar!r}")
     b = ptr.buffer
-    if b.root.scope not in ("shared", "shared.dyn") or b.dtype.bits != 64 or not b.dtype.is_int:
+    if b.root.scope == "shared.cluster" and not remote:
+        raise resource_error(f"{what}: '{b.name}' is an element of a pg.cluster_view (another "
+                             f"CTA's mbarrier), but only pg.ptx.mbarrier.arrive may target "
+                             f"another CTA's barrier; {what}, like every wait and init, acts "
+                             f"on this CTA's own barrier: pass bars[i] itself, not "
+                             f"pg.cluster_view(bars, rank)[i]")
+    spaces = ("shared", "shared.dyn", "shared.cluster") if remote else ("shared", "shared.dyn")
+    if b.root.scope not in spaces or b.dtype.bits != 64 or not b.dtype.is_int:
         raise resource_error(f"{what}: '{b.name}' is {b.dtype} in {b.root.scope} memory, but an "
                              f"mbarrier is an 8-byte word in shared memory: allocate it with "
                              f"pool.alloc_mbarrier(n) (or pg.alloc_shared((n,), 'uint64'))")

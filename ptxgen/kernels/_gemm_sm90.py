@@ -14,28 +14,37 @@ GROUP_M = 8              # tile rows per rasterization group
 TURN = 10                # named barriers 10, 11: the ping-pong consumers' turns to issue
 
 
-def persistent_tiles(cta, ctas, M, N, K, BN, BK):
+def persistent_tiles(cta, ctas, M, N, K, BN, BK, cluster=1, rank=None):
     """The persistent schedule of the Hopper GEMMs: (this CTA's tile count, K-steps, and
     tile_origin(i) -> (m0, n0) of its i-th tile).  CTA `cta` of `ctas` takes tiles cta,
-    cta + ctas, ..., visited GROUP_M tile rows at a time so the same B columns stay in L2."""
-    tiles_m = pg.let((M + BM - 1) // BM)
+    cta + ctas, ..., visited GROUP_M tile rows at a time so the same B columns stay in L2.
+    cluster = 2 (two CTAs, `rank` 0 or 1): the cluster takes a 2 BM x BN tile, of
+    which CTA `rank` computes rows rank * BM.. (both read the same B columns)."""
+    if cluster == 1:
+        unit, units, rows_h = cta, ctas, BM
+    else:     # the cluster's index among the clusters, and its 2 BM-row tiles
+        unit, units, rows_h = pg.let(cta // cluster), ctas // cluster, BM * cluster
+    tiles_m = pg.let((M + rows_h - 1) // rows_h)
     tiles_n = pg.let((N + BN - 1) // BN)
     nk = pg.let((K + BK - 1) // BK)
-    mine = pg.let((tiles_m * tiles_n - cta + ctas - 1) // ctas)
+    mine = pg.let((tiles_m * tiles_n - unit + units - 1) // units)
     per_group = pg.let(GROUP_M * tiles_n)
 
     def tile_origin(i):
-        t = pg.let(cta + i * ctas)
+        t = pg.let(unit + i * units)
         first = pg.let(t // per_group * GROUP_M)
         rows = pg.let(pg.min(tiles_m - first, GROUP_M))
         r = pg.let(t % per_group)
-        return pg.let((first + r % rows) * BM), pg.let(r // rows * BN)
+        m0 = (first + r % rows) * rows_h
+        return pg.let(m0 if cluster == 1 else m0 + rank * BM), pg.let(r // rows * BN)
     return mine, nk, tile_origin
 
 
-def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK):
+def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK, cluster=1, rank=None):
     """Warpgroup 0's thread 0: per tile and K-step, wait for a free ring stage and issue
-    the TMA loads of A (two 64-row halves) and B, three arrivals on the stage's barrier."""
+    the TMA loads of A (two 64-row halves) and B, three arrivals on the stage's barrier.
+    cluster = 2: CTA `rank` loads rows rank * BN / 2.. of the B tile the cluster shares and
+    multicasts them into both CTAs' stage, so each CTA reads half of B from L2."""
     with pg.if_(tx == 0):
         prod = pipe.producer()
         for i in pg.serial(mine):
@@ -48,8 +57,17 @@ def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK):
                     pg.tile.thread.copy_async(As[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
                                               A[m0 + 64 * h:m0 + 64 * h + 64, k0:k0 + BK],
                                               mbar=prod.full)
-                pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
-                                          B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
+                if cluster == 1:
+                    pg.tile.thread.copy_async(Bs[s:s + 1, 0:BN, 0:BK],
+                                              B[n0:n0 + BN, k0:k0 + BK], mbar=prod.full)
+                else:
+                    h = BN // cluster
+                    for q in range(cluster):       # static slices: one branch per rank
+                        with pg.if_(rank == q):
+                            pg.tile.thread.copy_async(
+                                Bs[s:s + 1, q * h:q * h + h, 0:BK],
+                                B[n0 + q * h:n0 + q * h + h, k0:k0 + BK], mbar=prod.full,
+                                multicast=(1 << cluster) - 1)
                 prod.commit()
 
 
@@ -65,11 +83,15 @@ class Persistent(NamedTuple):
     tile_origin: object  # i -> (m0, n0) of this CTA's i-th tile
 
 
-def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC) -> Persistent:
+def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
+                     cluster=1) -> Persistent:
     """The start of a persistent Hopper GEMM, up to its consumers: 384 threads, one
     shared-memory pool for the ring (STAGES stages of A 128 x BK and B BN x BK) and the
     epilogue tiles (CB 64 x 64 boxes per consumer warpgroup), the tile schedule, and warpgroup
-    0 traced as the TMA producer.  LA, LB, LC: the tiles' layouts (made with the kernel)."""
+    0 traced as the TMA producer.  LA, LB, LC: the tiles' layouts (made with the kernel).
+    cluster = 2 (a kernel declared with cluster=(2, 1, 1)): the two CTAs of a cluster take
+    tiles one above the other and share their B tile by multicast (tma_producer); the
+    kernel must end with pg.cluster_sync() (see pg.Pipeline's cluster_ctas)."""
     (M, K), N = A.shape, B.shape[0]
     dtype = A.dtype
     tx = pg.thread_id(384)
@@ -78,13 +100,15 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC) -> Pers
     As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
     Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
     Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
-    pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
+    pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3,
+                       cluster_ctas=cluster)
+    rank = pg.cta_rank_in_cluster() if cluster > 1 else None
     pool.commit()
     pipe.init()
-    mine, nk, tile_origin = persistent_tiles(cta, ctas, M, N, K, BN, BK)
+    mine, nk, tile_origin = persistent_tiles(cta, ctas, M, N, K, BN, BK, cluster, rank)
     with pg.warpgroup_role(0):
         pg.setmaxnreg(40, "dec")
-        tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK)
+        tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK, cluster, rank)
     return Persistent(tx, As, Bs, Cs, pipe, mine, nk, tile_origin)
 
 

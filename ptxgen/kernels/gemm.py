@@ -45,7 +45,7 @@ _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"
 
 
 def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0,
-              pingpong=False, overlap=False):
+              pingpong=False, overlap=False, cluster=1):
     """The kernel for one configuration; M, N, K are launch-time symbols.  `promote` = P > 0
     (fp8): wgmma accumulates P K-steps (of 128) into a partial tile, which is then added to
     the fp32 accumulator, because Hopper's fp8 wgmma keeps only ~14 mantissa bits of its
@@ -53,11 +53,16 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     against fp64).  Two 64 x BN fp32 tiles fit the 232 registers for BN <= 192.  `pingpong`:
     the two consumers take turns to issue their wgmmas (wgmma_consumer), so one's additions
     overlap the other's MMAs; the same results.  `overlap` (promote = 1): two partial tiles,
-    so a warpgroup adds one while its next wgmma runs; three tiles fit for BN <= 128."""
+    so a warpgroup adds one while its next wgmma runs; three tiles fit for BN <= 128.
+    `cluster` = 2: clusters of two CTAs take 256 x BN tiles (128 rows each) and multicast
+    the B tile they share, so each CTA streams half of B from L2 (ctas must be even)."""
     out_dt = _IN[dtype]
     if promote and BN > 192:
         raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN <= 192 fits the "
                          f"consumers' 232 registers, BN = {BN} does not")
+    if cluster not in (1, 2) or ctas % cluster:
+        raise ValueError(f"cluster={cluster}: 1, or 2 with an even number of CTAs (got "
+                         f"ctas={ctas})")
     if overlap and (promote != 1 or pingpong or BN > 128):
         raise ValueError(f"overlap keeps three 64 x BN fp32 tiles of promote=1 without "
                          f"pingpong: BN <= 128 fits the consumers' 232 registers (got "
@@ -78,7 +83,7 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
              D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((1,), pg.float32),
              SB: pg.Tensor((1,), pg.float32)):
         tx, As, Bs, Cs, pipe, mine, nk, tile_origin = persistent_setup(
-            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC)
+            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC, cluster)
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
             acc, first_thread, mma_tile = wgmma_consumer(
@@ -93,12 +98,15 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
                 pingpong_end(c)
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
+        if cluster > 1:     # no CTA exits while its peer may still arrive on its barriers
+            pg.cluster_sync()
 
     name = (f"gemm_sm90_{dtype}_n{BN}_s{STAGES}" + ("_scaled" if scaled else "") +
             (f"_p{promote}" if promote else "") + ("_pp" if pingpong else "") +
-            ("_ov" if overlap else ""))
+            ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else ""))
     gemm.__name__ = name
-    return pg.kernel(gemm, grid=(ctas,), block=(384,))
+    return pg.kernel(gemm, grid=(ctas,), block=(384,),
+                     cluster=(cluster, 1, 1) if cluster > 1 else None)
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_gemm)     # one kernel per configuration
@@ -109,10 +117,10 @@ KERNELS = [make_gemm()]           # what run_all dumps (bf16, BN 256, 4 stages, 
 
 def dump(dtype: str = "bfloat16", BN: int = 256, STAGES: int = 4, ctas: int = 132,
          scaled: bool = False, promote: int = 0, pingpong: bool = False,
-         overlap: bool = False) -> list:
+         overlap: bool = False, cluster: int = 1) -> list:
     """`ptxgen dump ptxgen.kernels.gemm --kernel-args dtype=float8_e4m3fn,BN=192,scaled=True,
     promote=1`: the kernel of that configuration."""
-    return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote, pingpong, overlap)]
+    return [kernel_for(dtype, BN, STAGES, ctas, scaled, promote, pingpong, overlap, cluster)]
 
 
 DTYPES = ("bfloat16", "float16", "float8_e4m3fn")

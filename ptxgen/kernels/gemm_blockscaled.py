@@ -17,7 +17,7 @@ waits and multiplies, so their latency hides behind the wgmma.  Two other schedu
 same sums (`make_blockscaled(pingpong=True)` / `(overlap=True)`) keep the tensor cores busy
 while the CUDA cores promote: the consumers taking turns, or two partial tiles per consumer.
 
-    make_blockscaled(STAGES, ctas, pingpong, overlap)   the kernel
+    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster)   the kernel
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors
 """
 import functools
@@ -32,16 +32,20 @@ from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
 
 
-def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False):
+def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=1):
     """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128)).
     Three schedules of the same sums, in the same order (so the same bits):
     default: each step's wgmma, then its promotion, in turn;
     pingpong: the two consumers take turns to issue their wgmmas, so one's scaled additions
     overlap the other's MMAs;
     overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
-    so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread)."""
+    so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread).
+    cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm)."""
     if pingpong and overlap:
         raise ValueError("make_blockscaled: pingpong and overlap are two schedules; pick one")
+    if cluster not in (1, 2) or ctas % cluster:
+        raise ValueError(f"cluster={cluster}: 1, or 2 with an even number of CTAs (got "
+                         f"ctas={ctas})")
     dtype, out_dt = "float8_e4m3fn", "bfloat16"
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
     ND, KB, NB = pg.var("ND"), pg.var("KB"), pg.var("NB")
@@ -54,7 +58,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False):
              D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((M, KB), "float32"),
              SB: pg.Tensor((NB, KB), "float32")):
         tx, As, Bs, Cs, pipe, mine, nk, tile_origin = persistent_setup(
-            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC)
+            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC, cluster)
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
             cons = pipe.consumer(scope="warpgroup")
@@ -132,18 +136,22 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False):
                 pingpong_end(c)
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
+        if cluster > 1:     # no CTA exits while its peer may still arrive on its barriers
+            pg.cluster_sync()
 
     gemm.__name__ = (f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
-                     + ("_ov" if overlap else ""))
-    return pg.kernel(gemm, grid=(ctas,), block=(384,))
+                     + ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else ""))
+    return pg.kernel(gemm, grid=(ctas,), block=(384,),
+                     cluster=(cluster, 1, 1) if cluster > 1 else None)
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
 
-def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False, overlap: bool = False) -> list:
+def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False, overlap: bool = False,
+         cluster: int = 1) -> list:
     """`ptxgen dump ptxgen.kernels.gemm_blockscaled [--kernel-args STAGES=4]`: the kernel."""
-    return [make_blockscaled(STAGES, ctas, pingpong, overlap)]
+    return [make_blockscaled(STAGES, ctas, pingpong, overlap, cluster)]
 
 
 @functools.lru_cache(maxsize=None)

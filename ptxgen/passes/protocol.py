@@ -15,7 +15,8 @@ Checked:
   - the first constant-parity wait after init waits parity 0, and two straight-line waits
     of one thread on one barrier alternate parity (the second would pass at once);
   - the arrivals a phase receives equal the init count (copies with mbar=, arrives), per
-    loop iteration for a ring of barriers indexed by a stage;
+    loop iteration for a ring of barriers indexed by a stage (an arrive through a
+    cluster_view is the peer's, not counted here; a barrier that gets one is not checked);
   - shared tiles written by cp.async are read only after an async_commit and async_wait
     that cover them, run by the threads that issued the copy (groups are per thread), by
     other threads only after a barrier that follows the wait;
@@ -69,6 +70,8 @@ class _Check(Counts, Paths, CpGroups, TileOps):
         self.wg_groups: list = []     # [(acc uid, name, src)] wgmma groups not yet waited
         self.peer_of: dict = {}       # cluster view uid -> the tile uid it maps
         self.mapa: object = None
+        self.remote: dict = {}        # tile uid -> why its arrivals are not counted: an
+        #                               mbarrier op through a cluster_view of it (Counts)
         self.dsmem: dict = {}         # tile uid -> (name, src, atomic) written through a
         #                               peer view (atomic: by atom / red wider than a CTA only)
 
@@ -334,6 +337,9 @@ class _Check(Counts, Paths, CpGroups, TileOps):
                     break
             else:
                 return
+            if ptr.buffer.root.scope == "shared.cluster":   # a cluster_view: a peer's barrier
+                self._remote(ptr, op, src)
+                return
             if op.startswith("mbarrier.init"):
                 st = self._bar(ptr)
                 self._one_initialiser(st, src, guards)
@@ -395,6 +401,16 @@ class _Check(Counts, Paths, CpGroups, TileOps):
             for o in ops:
                 if type(o) is Mem and type(o.ptr) is BufferPtr:
                     self._read(o.ptr.buffer, src)
+
+    def _remote(self, ptr, op, src):
+        """An mbarrier op on a cluster_view element (pg.ptx.mbarrier.arrive(peer[i])) acts on
+        another CTA's barrier, not on this CTA's of the same name: it is no arrival here.  The
+        arrivals this CTA's barrier gets from its peers are then unseen (the rank is a runtime
+        value), so the tile's count is left unchecked, as for a multicast copy's."""
+        tile = self.peer_of.get(ptr.buffer.uid)
+        if tile is not None:
+            self.remote.setdefault(tile[0], f"other CTAs arrive on it through a cluster_view "
+                                            f"('{op}' at {src})")
 
 
 def check_cluster_arch(func, target):

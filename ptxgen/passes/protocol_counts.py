@@ -38,6 +38,10 @@ class Counts:
 
     def _count_check(self):
         """Arrivals per phase against the init count, where both are constants."""
+        for st in self.bars.values():     # arrived on from other CTAs: uncounted (_remote)
+            why = self.remote.get(st.buffer.uid)
+            if why and not st.opaque:
+                st.opaque = why
         rings = {}
         for (uid, k), st in self.bars.items():
             if k is None:

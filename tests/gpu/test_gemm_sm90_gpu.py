@@ -48,23 +48,25 @@ def test_ragged_k_and_bad_inputs(example):
                                  ("float8_e4m3fn", 128, 5, True, 1),
                                  ("float8_e4m3fn", 192, 4, True, 1),
                                  ("float8_e4m3fn", 192, 4, True, 1, "pingpong"),
-                                 ("float8_e4m3fn", 128, 5, True, 1, "overlap")])
+                                 ("float8_e4m3fn", 128, 5, True, 1, "overlap"),
+                                 ("float8_e4m3fn", 192, 4, True, 1, "cluster"),
+                                 ("bfloat16", 256, 4, False, 0, "cluster")])
 def test_driver_jit_no_spills(example, cfg):
     """Loaded from PTX (the driver's whole-program JIT keeps setmaxnreg): the entry count is
     168 registers (64 Ki / 384 threads) and nothing is spilled to local memory."""
     from ptxgen.runtime import Module
     dt, BN, ST, scaled, promote, *schedule = cfg
     k = example.make_gemm(dt, BN=BN, STAGES=ST, scaled=scaled, promote=promote,
-                          **{v: True for v in schedule})
+                          **{v: 2 if v == "cluster" else True for v in schedule})
     fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
     assert fn.attribute("NUM_REGS") == 168
     assert fn.attribute("LOCAL_SIZE_BYTES") == 0
 
 
 def test_pingpong_gives_the_same_bits(example):
-    """fp8 promoted, random data, 3 tiles per CTA and more: the consumers taking turns, and
-    two partial tiles overlapped, change when the wgmmas issue, not the sums (the same bits
-    as the default kernel of the same tile width)."""
+    """fp8 promoted, random data, 3 tiles per CTA and more: the consumers taking turns, two
+    partial tiles overlapped, and clusters of two sharing B change when and from where the
+    wgmmas read, not the sums (the same bits as the default kernel of the same tile width)."""
     import torch
     torch.manual_seed(5)
     f8 = torch.float8_e4m3fn
@@ -75,11 +77,14 @@ def test_pingpong_gives_the_same_bits(example):
         b = torch.randn(N, K, device="cuda").to(f8)
         outs = []
         for BN, kw in ((192, {}), (192, dict(pingpong=True)), (128, {}),
-                       (128, dict(overlap=True))):
-            k = example.make_gemm("float8_e4m3fn", BN=BN, STAGES=4, ctas=sms, scaled=True,
-                                  promote=1, **kw)
+                       (128, dict(overlap=True)), (192, dict(cluster=2)),
+                       (128, dict(overlap=True, cluster=2))):
+            k = example.make_gemm("float8_e4m3fn", BN=BN, STAGES=4, ctas=sms - sms % 2,
+                                  scaled=True, promote=1, **kw)
             out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
             k(a, b, out, one, one)
             outs.append(out.view(torch.int16))
         assert torch.equal(outs[0], outs[1]), "ping-pong"
         assert torch.equal(outs[2], outs[3]), "overlap"
+        assert torch.equal(outs[0], outs[4]), "cluster"
+        assert torch.equal(outs[2], outs[5]), "overlap + cluster"

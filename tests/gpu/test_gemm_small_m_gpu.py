@@ -177,8 +177,9 @@ def test_blockscaled_bit_exact_on_integer_data(torch):
 
 
 def test_blockscaled_schedules_give_the_same_bits(torch):
-    """Random data, several tiles per CTA, odd and even K-step counts: the ping-pong and the
-    overlapped schedule change when the wgmmas issue, not the sums."""
+    """Random data, several tiles per CTA, odd and even K-step counts: the ping-pong, the
+    overlapped and the 2-CTA cluster schedules change when and from where the wgmmas read,
+    not the sums."""
     from ptxgen.kernels import gemm_blockscaled as BS
     torch.manual_seed(4)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -189,12 +190,12 @@ def test_blockscaled_schedules_give_the_same_bits(torch):
         sa = torch.rand(M, KB, device="cuda") + 0.5
         sb = torch.rand(NB, KB, device="cuda") + 0.5
         outs = []
-        for kw in ({}, dict(pingpong=True), dict(overlap=True)):
+        for kw in ({}, dict(pingpong=True), dict(overlap=True), dict(overlap=True, cluster=2)):
             out = torch.full((M, -(-N // 8) * 8), float("nan"), dtype=torch.bfloat16,
                              device="cuda")
-            BS.make_blockscaled(ctas=sms, **kw)(a, b, out, sa, sb)
+            BS.make_blockscaled(ctas=sms - sms % 2, **kw)(a, b, out, sa, sb)
             outs.append(out[:, :N].contiguous().view(torch.int16))
-        assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), (M, N, K)
+        assert all(torch.equal(outs[0], o) for o in outs[1:]), (M, N, K)
 
 
 def test_blockscaled_against_fp64(torch):
@@ -224,7 +225,8 @@ def test_driver_jit_no_spills(torch):
                for dt, mn, sp in [("bfloat16", 8, True), ("bfloat16", 64, False),
                                   ("float16", 256, True), ("float8_e4m3fn", 16, True)]]
     kernels += [S.make_reduce("bfloat16"), BS.make_blockscaled(),
-                BS.make_blockscaled(pingpong=True), BS.make_blockscaled(overlap=True)]
+                BS.make_blockscaled(pingpong=True), BS.make_blockscaled(overlap=True),
+                BS.make_blockscaled(overlap=True, cluster=2)]
     for k in kernels:
         fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
         assert fn.attribute("LOCAL_SIZE_BYTES") == 0, k.name

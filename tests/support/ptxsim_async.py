@@ -122,8 +122,9 @@ class AsyncOps:
         return bar
 
     def _mbarrier(self, th, ctx, parts, ops) -> bool:
-        """init / arrive(.expect_tx) / try_wait.parity / test_wait.parity; False when a wait
-        must retry later.  A wait first lands the copies that complete on its barrier."""
+        """init / arrive(.expect_tx; .shared::cluster: on the barrier of the CTA its address
+        names) / try_wait.parity / test_wait.parity; False when a wait must retry later.  A
+        wait first lands the copies that complete on its barrier."""
         kind = parts[1]
         if kind in ("init", "inval"):
             addr = self._addr(th, ctx, ops[0])
@@ -133,7 +134,10 @@ class AsyncOps:
             return True
         if kind == "arrive":
             addr = self._addr(th, ctx, ops[1])
-            bar = self._bar(ctx, addr, "mbarrier.arrive")
+            cta = ctx
+            if "shared::cluster" in parts:    # maybe a peer's barrier: its CTA, its offset
+                _, addr, cta = self._cluster_shared(th, ctx, addr, 8)
+            bar = self._bar(cta, addr, "mbarrier.arrive")
             if ops[0] != "_":
                 self._write(th, ops[0], bar["phase"], 64)
             if "expect_tx" in parts:
