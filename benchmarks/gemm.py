@@ -273,7 +273,8 @@ def issue30(args):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     bf = torch.bfloat16
-    for N, K in DECODE_NK:
+    want = set(args.only.split(",")) if args.only else {"decode", "fp8", "blockscaled", "large"}
+    for N, K in DECODE_NK if "decode" in want else ():
         b = torch.randn(N, K, device="cuda").to(bf)
         for M in DECODE_M:
             _guarded(rows, f"decode {M}x{N}x{K}", lambda: _decode_row(torch, S, gemm, M, N, K,
@@ -338,12 +339,13 @@ def issue30(args):
         fns = {"cublas": lambda: torch.matmul(a, b.T), "gemm_sm90": lambda: gemm(a, b, out)}
         return _row("large", "bfloat16", M, N, K, fns, "cublas", 2, 2)
 
-    for M, N, K in [(8192, 8192, 8192), (4096, 14336, 4096), (128, 14336, 4096)]:
-        _guarded(rows, f"fp8 {M}x{N}x{K}", lambda: fp8_row(M, N, K))
-    for M, N, K in [(8192, 8192, 8192), (4096, 14336, 4096)]:
-        _guarded(rows, f"blockscaled {M}x{N}x{K}", lambda: blockscaled_row(M, N, K))
-    for M, N, K in [(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096)]:
-        _guarded(rows, f"large {M}x{N}x{K}", lambda: large_row(M, N, K))
+    series = {"fp8": ([(8192, 8192, 8192), (4096, 14336, 4096), (128, 14336, 4096)], fp8_row),
+              "blockscaled": ([(8192, 8192, 8192), (4096, 14336, 4096)], blockscaled_row),
+              "large": ([(8192, 8192, 8192), (4096, 4096, 4096), (4096, 14336, 4096)],
+                        large_row)}
+    for name, (shapes, make_row) in series.items():
+        for M, N, K in shapes if name in want else ():
+            _guarded(rows, f"{name} {M}x{N}x{K}", lambda: make_row(M, N, K))
     print("\nratio = library time / contender time (> 1: faster than the library); graph "
           "timing (GPU only), eager in brackets; TB/s = (A + B + D) bytes / graph time")
     print(f"{'row':12} {'shape':19} {'contender':14} {'ratio':>6} {'(eager)':>8} {'TB/s':>6}")
@@ -365,6 +367,7 @@ if __name__ == "__main__":
         ap = argparse.ArgumentParser()
         ap.add_argument("--issue30", action="store_true")
         ap.add_argument("--no-tests", action="store_true", help="skip the GPU tests first")
+        ap.add_argument("--only", help="comma-separated series: decode, fp8, blockscaled, large")
         ap.add_argument("--json")
         issue30(ap.parse_args())
     else:

@@ -267,7 +267,7 @@ def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
 @pytest.mark.parametrize("M,N,K,ctas,schedule", [
     (70, 130, 300, 2, {}),     # ragged M, N (padded D), K (a partial last scale block)
     (130, 64, 256, 1, {}),     # one CTA, two row tiles
-    (130, 130, 300, 1, dict(pingpong=True)),   # the consumers taking turns, four tiles
+    (130, 64, 300, 1, dict(pingpong=True)),    # the consumers taking turns, two tiles
     # two partial tiles: 1 K-step (the even tail alone), 2 (the odd tail), 3 (a pair, then
     # the even tail) on two tiles of one CTA (the ring positions carry over)
     (70, 64, 100, 1, dict(overlap=True)),
