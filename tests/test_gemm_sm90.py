@@ -99,17 +99,18 @@ def test_overlapped_partial_tiles_give_the_same_bits(M, N, K, BN, ctas):
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
 
 
-@pytest.mark.parametrize("dt,M,N,K,BN,ctas,promote,overlap", [
-    ("bfloat16", 130, 100, 200, 64, 2, 0, False),    # one cluster, two 256-row tiles, nk = 4
-    ("bfloat16", 300, 64, 72, 64, 4, 0, False),      # two clusters; the second's rank 1 rows
+@pytest.mark.parametrize("dt,M,N,K,BN,ctas,promote,schedule", [
+    ("bfloat16", 130, 100, 200, 64, 2, 0, {}),       # one cluster, two 256-row tiles, nk = 4
+    ("bfloat16", 300, 64, 72, 64, 4, 0, {}),         # two clusters; the second's rank 1 rows
     #                                                  all past M (zero-filled, not stored)
-    ("float8_e4m3fn", 70, 100, 128, 192, 2, 1, False),   # BN 192: 96-row halves of B
-    ("float8_e4m3fn", 130, 64, 300, 64, 2, 1, True),     # with the overlapped partial tiles
+    ("float8_e4m3fn", 70, 100, 128, 192, 2, 1, {}),  # BN 192: 96-row halves of B
+    ("float8_e4m3fn", 130, 64, 300, 64, 2, 1, dict(overlap=True)),    # two partial tiles
+    ("float8_e4m3fn", 130, 64, 300, 64, 2, 1, dict(pingpong=True)),   # consumers' turns
 ])
-def test_cluster_pair_shares_b_and_gives_the_same_bits(dt, M, N, K, BN, ctas, promote, overlap):
+def test_cluster_pair_shares_b_and_gives_the_same_bits(dt, M, N, K, BN, ctas, promote, schedule):
     """Clusters of two CTAs, each multicasting half of the B tile into both and releasing
     each stage in both: the same sums (integer data: exact)."""
-    got, want = _sim(dt, M, N, K, BN, ctas, promote, overlap=overlap, cluster=2)
+    got, want = _sim(dt, M, N, K, BN, ctas, promote, cluster=2, **schedule)
     bad = np.argwhere(got != want)
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
 
