@@ -12,7 +12,7 @@ from support import ptxsim
 STAGES, ROUNDS = 2, 5
 
 
-def ring_kernel(cluster_ctas=2):
+def ring_kernel(cluster_ctas=2, end_sync=True):
     """Each CTA's producer thread writes its half of a 2-element stage into both CTAs' stage
     (st.shared::cluster) and arrives on both full barriers (the peer's through its view); the
     consumer warp adds the stage into O[rank, round] once full, then releases it in both."""
@@ -43,7 +43,8 @@ def ring_kernel(cluster_ctas=2):
                 with pg.if_(tx == 32):
                     O[rank, i] = buf[cons.stage, 0] + buf[cons.stage, 1]
                 cons.release()
-        pg.cluster_sync()
+        if end_sync:
+            pg.cluster_sync()
     return ring
 
 
@@ -73,3 +74,13 @@ def test_cluster_ctas_must_match_the_kernel_cluster():
                                             r"\(2, 1, 1\) has 2 CTA\(s\); declare "
                                             r"@pg.kernel\(..., cluster=\(4, 1, 1\)\)"):
         ring_kernel(cluster_ctas=4)
+
+
+def test_a_cluster_ring_must_end_with_a_cluster_sync():
+    """Without it a CTA may exit while its peer's consumer still arrives on its empty
+    barriers: refused at the release."""
+    with pytest.raises(pg.TraceError, match=r"test_pipeline_cluster.py:\d+: Pipeline 'pipe' "
+                       r"\(cluster_ctas=2\) releases stages in the other CTAs of the cluster, "
+                       r"but the kernel does not call pg.cluster_sync\(\) at the top level "
+                       r"after its last release"):
+        ring_kernel(end_sync=False)

@@ -32,8 +32,8 @@ the stage of every CTA of the cluster (copy_async(..., multicast=mask)), so a st
 only when the consumers of all n CTAs have read it.  Each release then arrives on the stage's
 empty barrier in every CTA of the cluster (n arrivals, through cluster_view), an empty barrier
 expects `consumers` x n of them, and init() synchronizes the whole cluster, so no peer arrives
-or multicasts before the barriers exist.  The kernel ends with pg.cluster_sync(), so no CTA
-exits while a peer may still arrive on its barriers.
+or multicasts before the barriers exist.  The kernel must end with pg.cluster_sync(), so no
+CTA exits while a peer may still arrive on its barriers (refused otherwise).
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from ..errors import TraceError
 from ..builder.control import cta_sync, if_, named_barrier, warp_sync
 from ..builder.resources import require_top_level, resource_error
 from ..builder.scalar import local_scalar
-from ..ir import SpecialReg, select
+from ..ir import Instr, SpecialReg, select
 from . import mbarrier as mb
 
 _SCOPES = ("thread", "warp", "warpgroup", "cta")
@@ -140,6 +140,8 @@ class Consumer(_State):
         else:
             for peer in self._empties:
                 mb.arrive(peer[self.stage])
+            # the top-level statements from here on follow this release (Pipeline._check)
+            self.pipe._released_at = len(current().func.body)
 
 
 class Pipeline:
@@ -159,6 +161,7 @@ class Pipeline:
         self.pool, self.stages, self.name = pool, stages, current().unique(name)
         self.consumers, self.producer_arrivals = consumers, producer_arrivals
         self.cluster_ctas = cluster_ctas
+        self._released_at = None       # top-level index of the last release into the peers
         self.full = pool.alloc_mbarrier(stages, name=f"{self.name}_full")
         self.empty = pool.alloc_mbarrier(stages, name=f"{self.name}_empty")
         self._src = user_site().src
@@ -188,6 +191,16 @@ class Pipeline:
                              f"acquires stages but never commits them: it stays on one stage "
                              f"and the consumers wait on the others forever; call "
                              f"prod.commit() after issuing the stage's copies")
+        at = self._released_at
+        if at is not None and not any(
+                type(st) is Instr and st.opcode.startswith("barrier.cluster.wait")
+                for st in current().func.body[at:]):
+            raise TraceError(f"{u['release']}: Pipeline '{self.name}' (cluster_ctas="
+                             f"{self.cluster_ctas}) releases stages in the other CTAs of the "
+                             f"cluster, but the kernel does not call pg.cluster_sync() at the "
+                             f"top level after its last release: a CTA that exits while a "
+                             f"peer still arrives on its barriers faults; end the kernel with "
+                             f"pg.cluster_sync()")
 
     def init(self):
         """Thread 0 initialises every barrier and publishes them (fence.mbarrier_init); then
