@@ -13,26 +13,13 @@ variants that can run on part of a scope.
 """
 from __future__ import annotations
 
-from ..ir import BinOp, Cast, Const, Load, Not, Select, SpecialReg, Var
+from ..ir import Cast, Const, Load, Not, Select, SpecialReg, Var, subexpressions
 
 np = None   # numpy, imported by the first thread-dependent condition: not by `import ptxgen`
 
 # the same in every thread of a CTA: its grid position, the launch shape, its cluster's
 _UNIFORM_REGS = ("ctaid", "nctaid", "ntid", "nwarpid", "cluster", "ncluster")
 _SHARED = ("shared", "shared.dyn")
-
-
-def _children(e):
-    """The operands of an arithmetic node (BinOp, Cast, Not, Select), or None for a leaf or
-    anything else."""
-    t = type(e)
-    if t is BinOp:
-        return (e.a, e.b)
-    if t is Cast or t is Not:
-        return (e.a,)
-    if t is Select:
-        return (e.cond, e.t, e.f)
-    return None
 
 
 def _shared_element(e) -> bool:
@@ -69,8 +56,8 @@ def _classify(binds, e, memo) -> str:
         # one element for the whole block; per thread: maybe one per group (_group_uniform)
         return "uniform" if parts <= {"const", "uniform"} else \
             "varying" if "varying" in parts else "thread"
-    kids = _children(e)
-    if kids is None:
+    kids = subexpressions(e)
+    if not kids:       # a leaf of another kind (an address, ...)
         return "varying"
     parts = {_classify(binds, k, memo) for k in kids}
     for level in ("varying", "thread", "uniform"):
@@ -193,8 +180,7 @@ def _reads_memory(binds, e) -> bool:
     if t is Var:
         fact = binds.get(e.uid)
         return fact is not None and fact[0] == "let" and _reads_memory(binds, fact[2])
-    kids = _children(e)
-    return kids is not None and any(_reads_memory(binds, k) for k in kids)
+    return any(_reads_memory(binds, k) for k in subexpressions(e))
 
 
 def _group_uniform(ctx, binds, e, n, memo) -> bool:
@@ -215,8 +201,8 @@ def _group_uniform(ctx, binds, e, n, memo) -> bool:
                 _group_uniform(ctx, binds, fact[2], n, memo)
         if t is Load:     # a shared element: one per group when its index is
             return all(_group_uniform(ctx, binds, i, n, memo) for i in e.indices)
-        kids = _children(e)
-        return kids is not None and all(_group_uniform(ctx, binds, k, n, memo) for k in kids)
+        kids = subexpressions(e)
+        return bool(kids) and all(_group_uniform(ctx, binds, k, n, memo) for k in kids)
     if len(v) % n:
         return False
     g = np.asarray(v).reshape(-1, n)
