@@ -141,7 +141,7 @@ class Consumer(_State):
             for peer in self._empties:
                 mb.arrive(peer[self.stage])
             # the top-level statements from here on follow this release (Pipeline._check)
-            self.pipe._released_at = len(current().func.body)
+            self.pipe._released_at = (len(current().func.body), user_site().src)
 
 
 class Pipeline:
@@ -161,7 +161,7 @@ class Pipeline:
         self.pool, self.stages, self.name = pool, stages, current().unique(name)
         self.consumers, self.producer_arrivals = consumers, producer_arrivals
         self.cluster_ctas = cluster_ctas
-        self._released_at = None       # top-level index of the last release into the peers
+        self._released_at = None       # (top-level index, site) of the last release into peers
         self.full = pool.alloc_mbarrier(stages, name=f"{self.name}_full")
         self.empty = pool.alloc_mbarrier(stages, name=f"{self.name}_empty")
         self._src = user_site().src
@@ -191,11 +191,11 @@ class Pipeline:
                              f"acquires stages but never commits them: it stays on one stage "
                              f"and the consumers wait on the others forever; call "
                              f"prod.commit() after issuing the stage's copies")
-        at = self._released_at
+        at, site = self._released_at or (None, None)
         if at is not None and not any(
                 type(st) is Instr and st.opcode.startswith("barrier.cluster.wait")
                 for st in current().func.body[at:]):
-            raise TraceError(f"{u['release']}: Pipeline '{self.name}' (cluster_ctas="
+            raise TraceError(f"{site}: Pipeline '{self.name}' (cluster_ctas="
                              f"{self.cluster_ctas}) releases stages in the other CTAs of the "
                              f"cluster, but the kernel does not call pg.cluster_sync() at the "
                              f"top level after its last release: a CTA that exits while a "
