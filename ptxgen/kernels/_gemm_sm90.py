@@ -14,6 +14,13 @@ GROUP_M = 8              # tile rows per rasterization group
 TURN = 10                # named barriers 10, 11: the ping-pong consumers' turns to issue
 
 
+def check_cluster_pair(cluster, ctas):
+    """The clusters the persistent GEMMs support: none (1) or pairs of CTAs (2, ctas even)."""
+    if cluster not in (1, 2) or ctas % cluster:
+        raise ValueError(f"cluster={cluster}: 1, or 2 with an even number of CTAs (got "
+                         f"ctas={ctas})")
+
+
 def persistent_tiles(cta, ctas, M, N, K, BN, BK, cluster=1, rank=None):
     """The persistent schedule of the Hopper GEMMs: (this CTA's tile count, K-steps, and
     tile_origin(i) -> (m0, n0) of its i-th tile).  CTA `cta` of `ctas` takes tiles cta,

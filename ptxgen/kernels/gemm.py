@@ -35,8 +35,8 @@ import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 from . import _torch
-from ._gemm_sm90 import (BM, GROUP_M, persistent_setup, pingpong_end,  # noqa: F401
-                         store_tile, wgmma_consumer)
+from ._gemm_sm90 import (BM, GROUP_M, check_cluster_pair, persistent_setup,  # noqa: F401
+                         pingpong_end, store_tile, wgmma_consumer)
 from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, tensor
 from ._torch import compiling, traced
 from .gemm_small_m import decode_launch, store_back, store_target
@@ -60,9 +60,7 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     if promote and BN > 192:
         raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN <= 192 fits the "
                          f"consumers' 232 registers, BN = {BN} does not")
-    if cluster not in (1, 2) or ctas % cluster:
-        raise ValueError(f"cluster={cluster}: 1, or 2 with an even number of CTAs (got "
-                         f"ctas={ctas})")
+    check_cluster_pair(cluster, ctas)
     if overlap and (promote != 1 or pingpong or BN > 128):
         raise ValueError(f"overlap keeps three 64 x BN fp32 tiles of promote=1 without "
                          f"pingpong: BN <= 128 fits the consumers' 232 registers (got "

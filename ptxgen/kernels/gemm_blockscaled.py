@@ -25,8 +25,8 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import (hand_turn, overlapped_k_steps, persistent_setup, pingpong_end,
-                         pingpong_start, store_tile, take_turn)
+from ._gemm_sm90 import (check_cluster_pair, hand_turn, overlapped_k_steps, persistent_setup,
+                         pingpong_end, pingpong_start, store_tile, take_turn)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
@@ -43,9 +43,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm)."""
     if pingpong and overlap:
         raise ValueError("make_blockscaled: pingpong and overlap are two schedules; pick one")
-    if cluster not in (1, 2) or ctas % cluster:
-        raise ValueError(f"cluster={cluster}: 1, or 2 with an even number of CTAs (got "
-                         f"ctas={ctas})")
+    check_cluster_pair(cluster, ctas)
     dtype, out_dt = "float8_e4m3fn", "bfloat16"
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
     ND, KB, NB = pg.var("ND"), pg.var("KB"), pg.var("NB")
