@@ -119,11 +119,9 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
     return Persistent(tx, As, Bs, Cs, pipe, mine, nk, tile_origin)
 
 
-def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate, rank=None):
-    """One K-step of a consumer warpgroup: wait for the ring stage s, d (+)= a_of(s) @
-    b_of(s)^T with one wgmma group left in flight, and once the previous step's group is done
-    release its stage (`done` is the consumer position one stage behind `cons`).  rank (0 or
-    1, ping-pong): issue the wgmma only in this warpgroup's turn, then hand the turn over."""
+def issue_wgmma(cons, d, a_of, b_of, accumulate=False, rank=None):
+    """Wait for the consumer's ring stage s and start d (+)= a_of(s) @ b_of(s)^T; rank (0 or
+    1, ping-pong): only in this warpgroup's turn, which is then handed over."""
     s = cons.stage
     cons.wait()
     if rank is not None:
@@ -131,6 +129,14 @@ def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate, rank=None):
     pg.tile.warpgroup.gemm_async(d, a_of(s), b_of(s), accumulate=accumulate)
     if rank is not None:
         hand_turn(rank)
+
+
+def wgmma_k_step(cons, done, k, d, a_of, b_of, accumulate, rank=None):
+    """One K-step of a consumer warpgroup: wait for the ring stage s, d (+)= a_of(s) @
+    b_of(s)^T with one wgmma group left in flight, and once the previous step's group is done
+    release its stage (`done` is the consumer position one stage behind `cons`).  rank (0 or
+    1, ping-pong): issue the wgmma only in this warpgroup's turn, then hand the turn over."""
+    issue_wgmma(cons, d, a_of, b_of, accumulate, rank)
     cons.advance()
     pg.tile.warpgroup.gemm_wait(1)
     with pg.if_(k > 0):
@@ -178,10 +184,8 @@ def wgmma_consumer(pipe, tx, n, a_of, b_of, promote=0, scale=None, each_step=Fal
         pg.tile.warpgroup.add(acc, acc, part)
 
     def issue(d):
-        """Overlap: wait for the next ring stage and start its wgmma into the tile d."""
-        s = cons.stage
-        cons.wait()
-        pg.tile.warpgroup.gemm_async(d, a_of(s), b_of(s), accumulate=False)
+        """Overlap: start the next ring stage's wgmma into the tile d."""
+        issue_wgmma(cons, d, a_of, b_of)
         cons.advance()
 
     def add_done(p, d=None):

@@ -25,8 +25,8 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import (check_cluster_pair, hand_turn, overlapped_k_steps, persistent_setup,
-                         pingpong_end, pingpong_start, store_tile, take_turn)
+from ._gemm_sm90 import (check_cluster_pair, issue_wgmma, overlapped_k_steps, persistent_setup,
+                         pingpong_end, pingpong_start, store_tile)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
@@ -76,15 +76,9 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                 pingpong_start(c)
 
             def issue(part):
-                """Wait for the next ring stage and start its wgmma into `part`."""
-                s = cons.stage
-                cons.wait()
-                if pingpong:
-                    take_turn(c)
-                wg.gemm_async(part, As[2 * s + c, 0:64, 0:BK], Bs[s, 0:BN, 0:BK],
-                              accumulate=False)
-                if pingpong:
-                    hand_turn(c)
+                """Start the next ring stage's wgmma into `part`."""
+                issue_wgmma(cons, part, lambda s: As[2 * s + c, 0:64, 0:BK],
+                            lambda s: Bs[s, 0:BN, 0:BK], rank=c if pingpong else None)
                 if overlap:
                     cons.advance()
 
