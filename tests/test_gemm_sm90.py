@@ -126,7 +126,7 @@ def test_cluster_pair_forms():
     mc = [ln for ln in lines if ".multicast::cluster" in ln]
     assert len(mc) == 2 and all(ln.endswith(", 3;") for ln in mc)       # one per rank branch
     remote = [ln for ln in lines
-              if ln.startswith("mbarrier.arrive.release.cluster.shared::cluster.b64 _,")]
+              if ln.startswith("mbarrier.arrive.shared::cluster.b64 _,")]
     assert len(remote) >= 2
     assert lines.count("barrier.cluster.wait;") + lines.count("barrier.cluster.wait.aligned;") >= 2
     assert k.name.endswith("_c2")

@@ -17,7 +17,7 @@ from support import ptxsim
 from support.asm import assemble
 from support.located import at, fails
 
-REMOTE = "mbarrier.arrive.release.cluster.shared::cluster.b64"
+REMOTE = "mbarrier.arrive.shared::cluster.b64"
 
 
 def pair_kernel(local=True, remote_ranks=(0, 1), count=None):
@@ -76,8 +76,8 @@ def test_sm_90_gets_ptx_8_0_for_the_remote_arrive():
 def test_the_remote_arrive_needs_sm_90(arch):
     with pytest.raises(ArchError) as e:
         check_opcode(REMOTE, parse_target(arch))
-    assert str(e.value) == ("'mbarrier.arrive on another CTA's barrier (mbarrier.arrive.release"
-                            f".cluster)' needs sm_90 or newer; the target is {arch}")
+    assert str(e.value) == ("'mbarrier.arrive on another CTA's barrier (mbarrier.arrive.shared"
+                            f"::cluster)' needs sm_90 or newer; the target is {arch}")
     assert gate_for(REMOTE).min_ptx == (8, 0)
 
 
@@ -89,7 +89,7 @@ def test_the_gate_holds_a_raw_remote_arrive_in_a_kernel_too():
         pool.commit()
         pg.ptx[REMOTE]("_", bars.ptr_to([0]))   # at: raw
     fails(lambda: raw.ptx("sm_80"), "raw", "'mbarrier.arrive on another CTA's barrier "
-          "(mbarrier.arrive.release.cluster)' needs sm_90 or newer; the target is sm_80",
+          "(mbarrier.arrive.shared::cluster)' needs sm_90 or newer; the target is sm_80",
           ArchError)
     assert f"{REMOTE} _, [%r" in raw.ptx("sm_90a")
 

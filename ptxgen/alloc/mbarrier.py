@@ -66,8 +66,9 @@ def arrive(bar):
 
     `bar` may also be an element of `pg.cluster_view(bars, rank)`: an arrive on CTA `rank`'s
     barrier (a consumer freeing a stage of its peer's pipeline, CUTLASS's
-    ClusterBarrier::arrive(cta_id)), release at cluster scope (sm_90+, PTX 8.0).  It returns
-    None: a remote arrive has no token (PTX's sink `_`), as only the owner can wait on it."""
+    ClusterBarrier::arrive(cta_id)), release at CTA scope as in CUTLASS (sm_90+, PTX 8.0; why
+    not cluster scope: the template's comment).  It returns None: a remote arrive has no
+    token (PTX's sink `_`), as only the owner can wait on it."""
     ptr = bar_ptr(bar, "mbarrier.arrive", remote=True)
     space = STATE_SPACE[ptr.buffer.root.scope]
     if space == ATOMIC_CLUSTER_SPACE:
