@@ -10,9 +10,7 @@ scale_b: one-element float32 tensors, optional).  Shapes: a (M, K), b (N, K), an
 (a K whose rows are not a multiple of 16 bytes is zero-padded: TMA's pitch rule); empty
 dimensions give an empty (or, for K = 0, a zero) result.  Also `torch.ops.ptxgen.gemm(a, b)`
 (a torch custom op: torch.compile and CUDA graphs).  Needs an sm_90 GPU (the H200).
-Speed on the H200 (benchmarks/RESULTS.md, session of 2026-12-02): bf16 8192^3 at 749.9
-TFLOP/s, 1.015x cuBLAS; fp8 8192^3 (fp32-promoted, cuBLAS's accuracy) 0.854x _scaled_mm,
-with fast accumulation 1.001x.
+Speed on the H200, against cuBLAS and torch._scaled_mm: benchmarks/RESULTS.md.
 
 The kernel (one CTA per SM, 384 threads, every CTA walks the output tiles t = cta, cta + G, ..):
     warpgroup 0     producer (40 registers): thread 0 waits until a ring stage is free and
@@ -227,17 +225,19 @@ def _sms(device) -> int:
 
 
 def _sm90_kernel(plan: GemmPlan, device):
-    """The persistent kernel of a plan: BN 256 (192 for promoted fp8), or 128 when wide
-    tiles would leave SMs idle (small M * N); one CTA per SM."""
+    """The persistent kernel of a plan: bf16 / fp16 BN 256, or 128 when wide tiles would leave
+    SMs idle (small M * N); promoted fp8 BN 128 with two partial tiles overlapped (each
+    K-step's wgmma runs while the last one's tile is promoted), which measured faster than
+    BN 192 on every shape tried (benchmarks/RESULTS.md).  One CTA per SM."""
     sms = _sms(device)
     scaled = plan.dtype.startswith("float8")
     promote = 1 if scaled and not plan.fast_accum else 0
     BN = plan.BN
     if BN is None:
-        wide = 192 if promote else 256          # promoted fp8: two fp32 tiles fit BN <= 192
-        BN = wide if -(-plan.M // BM) * -(-plan.N // wide) >= sms else 128
+        BN = 256 if not promote and -(-plan.M // BM) * -(-plan.N // 256) >= sms else 128
     STAGES = plan.STAGES or (4 if BN >= 192 else 5)
-    return kernel_for(plan.dtype, BN, STAGES, sms, scaled, promote)
+    overlap = promote == 1 and BN <= 128
+    return kernel_for(plan.dtype, BN, STAGES, sms, scaled, promote, False, overlap)
 
 
 def _padded_k(t, K_pad):
