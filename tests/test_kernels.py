@@ -196,6 +196,23 @@ def test_gemm_paths_are_registered_units(monkeypatch):
     assert name == "small_m" and prepared is None
 
 
+@pytest.mark.parametrize("M,N,dtype,knobs,want", [
+    (8192, 8192, "float8_e4m3fn", {}, "n128_s5_scaled_p1_ov"),     # promoted fp8: overlapped
+    (300, 200, "float8_e4m3fn", {}, "n128_s5_scaled_p1_ov"),       # few tiles: the same
+    (8192, 8192, "float8_e4m3fn", dict(BN=192), "n192_s4_scaled_p1"),   # no overlap at 192
+    (8192, 8192, "float8_e4m3fn", dict(BN=64), "n64_s5_scaled_p1_ov"),
+    (8192, 8192, "float8_e4m3fn", dict(fast_accum=True), "n256_s4_scaled"),
+    (8192, 8192, "bfloat16", {}, "n256_s4"),
+    (300, 200, "bfloat16", {}, "n128_s5"),                           # < 132 wide tiles
+])
+def test_gemm_sm90_kernel_choice(monkeypatch, M, N, dtype, knobs, want):
+    """The persistent kernel a plan gets: which tile width and schedule (kernel name)."""
+    G = sys.modules["ptxgen.kernels.gemm"]
+    monkeypatch.setattr(G, "_sms", lambda device: 132)
+    k = G._sm90_kernel(gemm_plan(T((M, 256), dtype), T((N, 256), dtype), **knobs), "cuda:0")
+    assert k.name == f"gemm_sm90_{dtype}_{want}"
+
+
 def _readme_block(after: str) -> str:
     from pathlib import Path
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
