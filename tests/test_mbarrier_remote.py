@@ -17,7 +17,8 @@ from support import ptxsim
 from support.asm import assemble
 from support.located import at, fails
 
-REMOTE = "mbarrier.arrive.shared::cluster.b64"
+REMOTE = "mbarrier.arrive.release.cluster.shared::cluster.b64"
+REMOTE_CTA = "mbarrier.arrive.shared::cluster.b64"       # scope="cta"
 
 
 def pair_kernel(local=True, remote_ranks=(0, 1), count=None):
@@ -76,8 +77,8 @@ def test_sm_90_gets_ptx_8_0_for_the_remote_arrive():
 def test_the_remote_arrive_needs_sm_90(arch):
     with pytest.raises(ArchError) as e:
         check_opcode(REMOTE, parse_target(arch))
-    assert str(e.value) == ("'mbarrier.arrive on another CTA's barrier (mbarrier.arrive.shared"
-                            f"::cluster)' needs sm_90 or newer; the target is {arch}")
+    assert str(e.value) == ("'mbarrier.arrive on another CTA's barrier (mbarrier.arrive.release"
+                            f".cluster)' needs sm_90 or newer; the target is {arch}")
     assert gate_for(REMOTE).min_ptx == (8, 0)
 
 
@@ -89,7 +90,7 @@ def test_the_gate_holds_a_raw_remote_arrive_in_a_kernel_too():
         pool.commit()
         pg.ptx[REMOTE]("_", bars.ptr_to([0]))   # at: raw
     fails(lambda: raw.ptx("sm_80"), "raw", "'mbarrier.arrive on another CTA's barrier "
-          "(mbarrier.arrive.shared::cluster)' needs sm_90 or newer; the target is sm_80",
+          "(mbarrier.arrive.release.cluster)' needs sm_90 or newer; the target is sm_80",
           ArchError)
     assert f"{REMOTE} _, [%r" in raw.ptx("sm_90a")
 
@@ -227,3 +228,32 @@ def test_a_cta_whose_peer_does_not_arrive_hangs():
 def test_the_remote_arrive_assembles(arch):
     ok, log = assemble(pair_kernel().ptx(arch), arch)
     assert ok, log[-2000:]
+
+
+def test_the_remote_arrive_scope_picks_the_release():
+    """scope='cta' (an arrive that publishes no data) is PTX's default form; a scope for this
+    CTA's own barrier, or an unknown one, is refused."""
+    @pg.kernel(grid=(2,), block=(32,), cluster=(2, 1, 1))
+    def scoped(O: pg.Tensor((1,), "int32")):
+        pool = pg.SMEMPool()
+        bars = pool.alloc_mbarrier(1)
+        pool.commit()
+        peer = pg.cluster_view(bars, pg.cta_rank_in_cluster() ^ 1)
+        pg.ptx.mbarrier.arrive(peer[0], scope="cta")
+        pg.ptx.mbarrier.arrive(peer[0])
+    text = scoped.ptx("sm_90a")
+    assert f"{REMOTE_CTA} _, [%r" in text and f"{REMOTE} _, [%r" in text
+
+    def build(scope, remote):
+        @pg.kernel(grid=(2,), block=(32,), cluster=(2, 1, 1))
+        def bad(O: pg.Tensor((1,), "int32")):
+            pool = pg.SMEMPool()
+            bars = pool.alloc_mbarrier(1)
+            pool.commit()
+            bar = pg.cluster_view(bars, 1)[0] if remote else bars[0]
+            pg.ptx.mbarrier.arrive(bar, scope=scope)   # at: bad
+        return bad.ptx("sm_90a")
+    fails(lambda: build("gpu", True), "bad", "mbarrier.arrive scope='gpu': one of 'cluster' "
+          "(publishes this thread's writes to the peer) or 'cta'")
+    fails(lambda: build("cta", False), "bad", "mbarrier.arrive scope='cta' is for another "
+          "CTA's barrier (an element of pg.cluster_view); drop it for this CTA's own")

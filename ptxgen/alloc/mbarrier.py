@@ -61,20 +61,33 @@ def _token(name):
     return local_scalar("uint64", name=name)
 
 
-def arrive(bar):
+_REMOTE_SCOPES = ("cluster", "cta")
+
+
+def arrive(bar, scope=None):
     """mbarrier.arrive (release, CTA scope); returns the phase token (a uint64 scalar).
 
     `bar` may also be an element of `pg.cluster_view(bars, rank)`: an arrive on CTA `rank`'s
-    barrier (a consumer freeing a stage of its peer's pipeline, CUTLASS's
-    ClusterBarrier::arrive(cta_id)), release at CTA scope as in CUTLASS (sm_90+, PTX 8.0; why
-    not cluster scope: the template's comment).  It returns None: a remote arrive has no
-    token (PTX's sink `_`), as only the owner can wait on it."""
+    barrier (CUTLASS's ClusterBarrier::arrive(cta_id); sm_90+, PTX 8.0).  Its `scope`:
+    "cluster" (the default) releases this thread's writes to the peer's waiters, as a
+    producer that stored into the peer's shared memory needs; "cta" (PTX's default, what
+    CUTLASS emits) releases at CTA scope and is for an arrive that publishes no data, such as
+    a consumer freeing a stage it has finished reading: a cluster-scope release stalls the
+    arriving thread until its memory operations are visible cluster-wide.  It returns None:
+    a remote arrive has no token (PTX's sink `_`), as only the owner can wait on it."""
     ptr = bar_ptr(bar, "mbarrier.arrive", remote=True)
     space = STATE_SPACE[ptr.buffer.root.scope]
     if space == ATOMIC_CLUSTER_SPACE:
-        emit_instr(opcode("mbarrier_arrive_remote", space), ["_", ptr],
+        scope = "cluster" if scope is None else scope
+        if scope not in _REMOTE_SCOPES:
+            raise resource_error(f"mbarrier.arrive scope={scope!r}: one of 'cluster' (publishes "
+                              f"this thread's writes to the peer) or 'cta'")
+        emit_instr(opcode("mbarrier_arrive_remote", space, scope=scope), ["_", ptr],
                    form="mbarrier_arrive_remote")
         return None
+    if scope is not None:
+        raise resource_error(f"mbarrier.arrive scope={scope!r} is for another CTA's barrier (an "
+                          f"element of pg.cluster_view); drop it for this CTA's own")
     tok = _token("mbar_token")
     emit_instr(opcode("mbarrier_arrive"), [tok, ptr], form="mbarrier_arrive")
     return tok

@@ -138,8 +138,8 @@ class Consumer(_State):
         if self._empties is None:
             mb.arrive(self.empty)
         else:
-            for peer in self._empties:
-                mb.arrive(peer[self.stage])
+            for peer in self._empties:   # publishes no data, only that the reads are done
+                mb.arrive(peer[self.stage], scope="cta")
             # the top-level statements from here on follow this release (Pipeline._check)
             self.pipe._released_at = (len(current().func.body), user_site().src)
 

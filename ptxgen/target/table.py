@@ -168,10 +168,14 @@ GATES = [
     _g("mbarrier.init", 80, (7, 0)),
     _g("mbarrier.arrive", 80, (7, 0)),
     _g("mbarrier.arrive.expect_tx", 90, (8, 0)),
-    # an arrive on another CTA's barrier (.shared::cluster), measured with nvJitLink 13.5 and
-    # ptxas 13.0: assembles on sm_90 at .version 8.0, sm_90a and sm_100a; at 7.8 ptxas says
-    # "Feature '.shared::cluster' requires PTX ISA .version 8.0 or later", on sm_80
-    # "Feature '.shared::cluster' requires .target sm_90 or higher"
+    # an arrive on another CTA's barrier, measured with nvJitLink 13.5 and ptxas 13.0: both
+    # forms assemble on sm_90 at .version 8.0, sm_90a and sm_100a.  Release at cluster scope:
+    # at 7.8 "Modifier '.release' on 'mbarrier.arrive' requires PTX ISA .version 8.0", on
+    # sm_80 "Feature '.cluster scope' requires .target sm_90 or higher"; PTX's default (CTA
+    # scope): at 7.8 "Feature '.shared::cluster' requires PTX ISA .version 8.0 or later", on
+    # sm_80 "Feature '.shared::cluster' requires .target sm_90 or higher"
+    _g("mbarrier.arrive.release.cluster", 90, (8, 0),
+       feature="mbarrier.arrive on another CTA's barrier (mbarrier.arrive.release.cluster)"),
     _g("mbarrier.arrive.shared::cluster", 90, (8, 0),
        feature="mbarrier.arrive on another CTA's barrier (mbarrier.arrive.shared::cluster)"),
     _g("mbarrier.expect_tx", 90, (8, 0)),
