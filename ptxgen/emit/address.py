@@ -195,6 +195,7 @@ class AddressEmitter:
             atom = None
             if len(coefs) == 1 and coefs[0] == g:
                 [(atom, _)] = terms.values()
+            impure = False   # the index reads memory or a local scalar: never reused
             if type(atom) is Var and atom.dtype is aff.dtype:
                 # the index is a variable: once scaled, no operand needed
                 v = self.val(atom) if scaled is None else None
@@ -206,7 +207,10 @@ class AddressEmitter:
                 if g != 1:
                     for t in aff.terms.values():
                         t[1] //= g
+                saved, self._impure = self._impure, False
                 v = self.val(aff.to_expr())
+                impure = self._impure
+                self._impure |= saved
             counts = self.reg_counts
             lines = self.lines
             scope = self._scope_keys[-1]
@@ -218,8 +222,9 @@ class AddressEmitter:
                     scaled = "%rd" + str(n)
                     mul = ("mul.lo", "s64") if aff.dtype is INT64 else ("mul.wide", "s32")
                     lines.append("    " + form("binary", *mul).format(d=scaled, a=v, b=g))
-                    known[skey] = scaled
-                    scope.append(skey)
+                    if not impure:
+                        known[skey] = scaled
+                        scope.append(skey)
                 counts["b64"] = n
                 lines.append("    " + form("binary", "add", "s64").format(d=hit, a=base, b=scaled))
             else:
@@ -230,8 +235,9 @@ class AddressEmitter:
                     lines.append("    " + form("binary", "add", "s32").format(d=hit, a=base, b=v))
                 else:
                     lines.append("    " + form("ternary", "mad.lo", "s32").format(d=hit, a=v, b=g, c=base))
-            known[key] = hit
-            scope.append(key)
+            if not impure:
+                known[key] = hit
+                scope.append(key)
         return (hit, const) if const >= 0 else self._fold_negative(hit, const)
 
     def _fold_negative(self, reg, const):
