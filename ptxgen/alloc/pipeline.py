@@ -59,7 +59,9 @@ class _State:
 
     @property
     def stage(self):
-        """The current stage index (an int32 expression): index the ring's tiles with it."""
+        """The current stage index (an int32 expression): index the ring's tiles with it.  It
+        reads the position where it is used, so after advance() (or release()) the same
+        expression names the next stage; keep one stage with pg.let(cons.stage)."""
         return self._stage.__ptxgen_expr__()
 
     @property
