@@ -169,7 +169,9 @@ class AddressEmitter:
 
     def _address(self, base, space, aff):
         """(register, immediate) for `base` + `aff` bytes.  The scaled variable part is
-        cached separately from the base, so A[i, j] and B[i, j] share one index."""
+        cached separately from the base, so A[i, j] and B[i, j] share one index; an index
+        that reads a local scalar or memory is never cached (it may change before the next
+        access)."""
         const = aff.const
         terms = aff.terms
         # the index's identity: dtype, atoms and coefficients of its nonzero terms, keyed
