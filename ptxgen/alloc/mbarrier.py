@@ -80,14 +80,14 @@ def arrive(bar, scope=None):
     if space == ATOMIC_CLUSTER_SPACE:
         scope = "cluster" if scope is None else scope
         if scope not in _REMOTE_SCOPES:
-            raise resource_error(f"mbarrier.arrive scope={scope!r}: one of 'cluster' (publishes "
-                              f"this thread's writes to the peer) or 'cta'")
+            raise resource_error(f"mbarrier.arrive scope={scope!r}: one of 'cluster' "
+                                 f"(publishes this thread's writes to the peer) or 'cta'")
         emit_instr(opcode("mbarrier_arrive_remote", space, scope=scope), ["_", ptr],
                    form="mbarrier_arrive_remote")
         return None
     if scope is not None:
-        raise resource_error(f"mbarrier.arrive scope={scope!r} is for another CTA's barrier (an "
-                          f"element of pg.cluster_view); drop it for this CTA's own")
+        raise resource_error(f"mbarrier.arrive scope={scope!r} is for another CTA's barrier "
+                             f"(an element of pg.cluster_view); drop it for this CTA's own")
     tok = _token("mbar_token")
     emit_instr(opcode("mbarrier_arrive"), [tok, ptr], form="mbarrier_arrive")
     return tok
