@@ -173,6 +173,24 @@ class StandIn:
                                  for t in args), grid))
         self.fn(*args)
 
+    def prepare(self, *args, grid=None):
+        """Kernel.prepare's stand-in: the returned launch takes the tensors' addresses (ints)
+        in their places, and reads them as tensors of the prepared metadata, (rows, N) for
+        more than two dimensions, as the kernels' signatures have them."""
+        metas = [(tuple(t.shape) if t.dim() <= 2 else (-1, t.shape[-1]), t.dtype, t.numel())
+                 if isinstance(t, torch.Tensor) else None for t in args]
+
+        def run(*ptrs):
+            self(*[_tensor_at(p, *m) if m else p for p, m in zip(ptrs, metas)], grid=grid)
+        return run
+
+
+def _tensor_at(ptr, shape, dtype, numel):
+    """The CPU tensor of `numel` elements at address `ptr` (shared memory, not a copy)."""
+    import ctypes
+    buf = (ctypes.c_char * (numel * dtype.itemsize)).from_address(ptr)
+    return torch.frombuffer(buf, dtype=dtype).view(shape)
+
 
 @pytest.fixture
 def cpu_as_cuda(monkeypatch):
