@@ -8,7 +8,7 @@ import pytest
 
 import ptxgen as pg
 from ptxgen.kernels import ArgumentError
-from ptxgen.kernels._checks import Meta
+from ptxgen.kernels._checks import Meta, known_options, real, reduced_dim
 from ptxgen.kernels.gemm import gemm_plan
 from ptxgen.kernels.rmsnorm import rmsnorm_plan
 from ptxgen.kernels.softmax import softmax_plan
@@ -90,6 +90,44 @@ def test_softmax_refusals_name_the_argument(x, out, msg):
         softmax_plan(x, out)
     assert str(e.value) == msg
     assert isinstance(e.value, pg.PtxgenError) and isinstance(e.value, ValueError)
+
+
+# ---- scalar and option arguments ---------------------------------------------------------
+def test_real_arguments():
+    assert real("rmsnorm", "eps", 1e-5) == 1e-5
+    assert real("attention", "scale", 2) == 2.0 and type(real("a", "s", 2)) is float
+    assert real("rmsnorm", "eps", -0.5) == -0.5            # torch takes any finite eps too
+
+
+@pytest.mark.parametrize("value, msg", [
+    ("a", "rmsnorm: eps must be a real number, got 'a'"),
+    (None, "rmsnorm: eps must be a real number, got None"),
+    (True, "rmsnorm: eps must be a real number, got True"),
+    (1j, "rmsnorm: eps must be a real number, got 1j"),
+    (float("nan"), "rmsnorm: eps must be finite, got nan"),
+    (float("-inf"), "rmsnorm: eps must be finite, got -inf"),
+])
+def test_real_refusals_name_the_argument(value, msg):
+    with pytest.raises(ArgumentError) as e:
+        real("rmsnorm", "eps", value)
+    assert str(e.value) == msg
+
+
+def test_dimension_arguments():
+    assert [reduced_dim("softmax", (2, 3, 4), d) for d in (-3, -1, 0, 2)] == [0, 2, 0, 2]
+    for d in (3, -4, 1.0, "0", True, None):
+        with pytest.raises(ArgumentError) as e:
+            reduced_dim("softmax", (2, 3, 4), d)
+        assert str(e.value) == f"softmax: dim must be an int in [-3, 3) for a 3-d tensor, " \
+                               f"got {d!r}"
+
+
+def test_kernel_options_are_checked_by_name():
+    known_options("softmax", {"per_thread": 8}, ("per_thread",))
+    with pytest.raises(ArgumentError) as e:
+        known_options("rmsnorm", {"per_thread": 8, "dim": 0}, ("per_thread", "early_weight"))
+    assert str(e.value) == "rmsnorm: unknown keyword argument 'dim'; its kernel options are " \
+                           "per_thread, early_weight"
 
 
 # ---- rmsnorm ------------------------------------------------------------------------------

@@ -255,6 +255,37 @@ def test_softmax_eager_path(cpu_as_cuda):
     assert len(cpu_as_cuda) == n                                # nothing launched
 
 
+def test_softmax_over_any_dim(cpu_as_cuda):
+    x = torch.randn(3, 5, 7)
+    for d in (0, 1, -2, -3, 2, -1):   # the stand-in's rounding is torch's over the last dim
+        y = softmax(x, dim=d)
+        _same(y, torch.softmax(x.movedim(d, -1).contiguous(), -1).movedim(-1, d))
+        assert y.is_contiguous()
+    assert cpu_as_cuda[0] == (((35, 3), (35, 3)), (35,))     # dim 0 moved last: 35 rows of 3
+    out = torch.full((3, 5, 7), float("nan"))
+    assert softmax(x, out=out, dim=1) is out
+    _same(out, softmax(x, dim=1))
+    with pytest.raises(ArgumentError, match=r"^softmax: out has shape \(5, 3, 7\), the result "
+                                            r"has shape \(3, 5, 7\)"):
+        softmax(x, out=torch.empty(5, 3, 7), dim=0)
+    with pytest.raises(ArgumentError, match=r"^softmax: dim must be an int in \[-3, 3\) for a "
+                                            r"3-d tensor, got 3$"):
+        softmax(x, dim=3)
+    with pytest.raises(ArgumentError, match="^softmax: unknown keyword argument 'axis'"):
+        softmax(x, axis=0)
+
+
+def test_scalar_arguments_are_checked_before_any_launch(cpu_as_cuda):
+    x = torch.randn(4, 32)
+    for eps, msg in (("a", "must be a real number, got 'a'"), (float("nan"), "must be finite")):
+        with pytest.raises(ArgumentError, match=f"^rmsnorm: eps {msg}"):
+            rmsnorm(x, None, eps)
+    with pytest.raises(ArgumentError, match="^rmsnorm: unknown keyword argument 'dim'"):
+        rmsnorm(x, dim=0)
+    _same(rmsnorm(x, None, 1), rmsnorm(x, None, 1.0))        # an int eps is a real number
+    assert not [c for c in cpu_as_cuda if c[0][-1] != 1.0]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_rmsnorm_eager_path(cpu_as_cuda, dtype):
     x = torch.randn(2, 3, 32).to(dtype)

@@ -7,6 +7,8 @@ read anything but its arguments.  Every refusal is an ArgumentError naming the a
 """
 from __future__ import annotations
 
+import math
+import numbers
 from typing import NamedTuple
 
 from ..errors import LaunchError
@@ -73,6 +75,38 @@ def out_tensor(op: str, out, shape: tuple, dtype: str, device: str) -> bool:
     if out.device != device:
         raise ArgumentError(f"{op}: out is on {out.device}, the inputs on {device}")
     return out.contiguous
+
+
+def real(op: str, name: str, value) -> float:
+    """A finite real scalar argument (eps, scale) as a float; a bool, a string or a NaN is
+    refused by name rather than failing inside float() or the kernel."""
+    if type(value) is float and value - value == 0:    # the per-call case: a finite float
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentError(f"{op}: {name} must be a real number, got {value!r}")
+    f = float(value)
+    if not math.isfinite(f):
+        raise ArgumentError(f"{op}: {name} must be finite, got {f}")
+    return f
+
+
+def known_options(op: str, options: dict, allowed: tuple) -> None:
+    """Keyword options forwarded to a kernel factory: an unknown name is refused by name (not
+    a TypeError from inside the factory)."""
+    for k in options:
+        if k not in allowed:
+            raise ArgumentError(f"{op}: unknown keyword argument {k!r}; its kernel options "
+                                f"are {', '.join(allowed)}")
+
+
+def reduced_dim(op: str, shape: tuple, dim) -> int:
+    """A dimension argument of a tensor of `shape` as a non-negative index (torch's range
+    [-ndim, ndim))."""
+    n = len(shape)
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -n <= dim < n:
+        raise ArgumentError(f"{op}: dim must be an int in [{-n}, {n}) for a {n}-d tensor, "
+                            f"got {dim!r}")
+    return dim % n
 
 
 def numel(shape) -> int:

@@ -39,7 +39,7 @@ import functools
 import math
 
 import ptxgen as pg
-from ._checks import ArgumentError, meta_of, out_tensor, same_device, tensor
+from ._checks import ArgumentError, meta_of, out_tensor, real, same_device, tensor
 from ._torch import compiling, traced
 from ptxgen.primitives.tcgen05 import canonical_layout
 
@@ -292,6 +292,7 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     import torch
     metas = [meta_of(x) if hasattr(x, "is_contiguous") else x for x in (q, k, v, out)]
     B, Hq, Hkv, Sq, Skv, D, dt = attention_plan(*metas)
+    sc = 1.0 / math.sqrt(D) if scale is None else real("attention", "scale", scale)
     if out is None:
         out = torch.empty_like(q)
     pad = -(-Sq // BM) * BM
@@ -301,7 +302,6 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
             out.zero_()
             lse.fill_(-math.inf)
         else:
-            sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
             kernel_for(dt, D, bool(causal), Hq // Hkv, prescale=sc <= 0)(
                 q, k, v, out, lse, sc * LOG2E)
     if not return_lse:

@@ -32,7 +32,8 @@ from functools import lru_cache
 import ptxgen as pg
 from ptxgen.layout import S, TileLayout, tid
 
-from ._checks import ArgumentError, Meta, meta_of, numel, out_tensor, same_device, tensor
+from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor, real,
+                      same_device, tensor)
 from ._torch import compiling, empty_like, into, traced
 
 M = pg.var("M")
@@ -161,6 +162,9 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     torch.compile it is torch.ops.ptxgen.rmsnorm."""
     if compiling():
         return traced("rmsnorm", (x, weight), out, eps=eps)
+    eps = real("rmsnorm", "eps", eps)
+    if knobs:
+        known_options("rmsnorm", knobs, ("per_thread", "early_weight"))
     try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
         key = (x.shape, x.dtype, x.get_device(), x.is_contiguous(),
                None if weight is None else (weight.shape, weight.dtype, weight.get_device(),
@@ -181,11 +185,11 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
         if flat and not knobs and not (xp | wp) % 16 and (weight is None or key[4][3]):
             if run is None:     # the launch for tensors of this plan's metadata, made once
                 run = plan[6] = k.prepare(x, *(() if weight is None else (weight,)), y,
-                                          float(eps), grid=grid)
+                                          eps, grid=grid)
             if weight is None:
-                run(xp, y.data_ptr(), float(eps))
+                run(xp, y.data_ptr(), eps)
             else:
-                run(xp, wp, y.data_ptr(), float(eps))
+                run(xp, wp, y.data_ptr(), eps)
             return y if out is None else into(out, y)
         if knobs:
             k = make(n, str(x.dtype)[6:], weighted=weight is not None, **knobs)
@@ -193,10 +197,10 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
             x = x.contiguous().clone()
         x, y2 = x.contiguous().view(rows, n), y.view(rows, n)
         if weight is None:
-            k(x, y2, float(eps), grid=grid)
+            k(x, y2, eps, grid=grid)
         else:
             if wp % 16 or not weight.is_contiguous():
                 weight = weight.contiguous().clone()
-            k(x, weight, y2, float(eps), grid=grid)
+            k(x, weight, y2, eps, grid=grid)
     return y if out is None else into(out, y)
 

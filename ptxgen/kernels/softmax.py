@@ -3,6 +3,7 @@
     from ptxgen.kernels import softmax
     y = softmax(x)                 # torch.softmax(x, dim=-1); x (..., N) on a CUDA device
     softmax(x, out=y)              # out: x's shape and dtype (non-contiguous: written by a copy)
+    softmax(x, dim=0)              # another dim: moved last and back (two extra copies)
 
 dtypes: float16, bfloat16, float32 in, the same out; float32 arithmetic throughout.
 Shapes: any (..., N), N >= 0 (empty dimensions give an empty result); a 0-d x is refused.
@@ -30,7 +31,8 @@ from functools import lru_cache
 import ptxgen as pg
 from ptxgen.layout import S, TileLayout, tid
 
-from ._checks import ArgumentError, Meta, meta_of, numel, out_tensor, tensor
+from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor,
+                      reduced_dim, tensor)
 from ._torch import compiling, empty_like, into, traced
 from .rmsnorm import plan as row_plan
 
@@ -189,10 +191,17 @@ def _plan(x, out, key):
     return plan
 
 
-def softmax(x, out=None, **knobs):
-    """softmax(x, dim=-1) of a (..., N) float16 / bfloat16 / float32 CUDA tensor, into
-    `out` when given (checked: x's shape, dtype and device).  `knobs` go to `make`
+def softmax(x, out=None, *, dim=-1, **knobs):
+    """torch.softmax(x, dim) of a float16 / bfloat16 / float32 CUDA tensor, into `out` when
+    given (checked: x's shape, dtype and device).  The kernels work over the last dimension;
+    another `dim` is moved there and back (two copies).  `knobs` go to `make`
     (per_thread=).  Inside torch.compile it is torch.ops.ptxgen.softmax."""
+    if dim != -1 and hasattr(x, "is_contiguous") and x.dim():   # (the rules refuse the rest)
+        d = reduced_dim("softmax", tuple(x.shape), dim)
+        if d != x.dim() - 1:
+            return _softmax_along(x, out, d, knobs)
+    if knobs:
+        known_options("softmax", knobs, ("per_thread",))
     if compiling():
         return traced("softmax", (x,), out)
     try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
@@ -220,3 +229,15 @@ def softmax(x, out=None, **knobs):
                 x = x.contiguous().clone()
             k(x.contiguous().view(rows, n), y.view(rows, n), grid=grid)
     return y if out is None else into(out, y)
+
+
+def _softmax_along(x, out, d, knobs):
+    """softmax over dimension d (not the last): over the last of x.movedim(d, -1), moved
+    back into a contiguous result (or `out`, checked as the result of x)."""
+    if out is not None:
+        softmax_plan(meta_of(x), meta_of(out) if hasattr(out, "is_contiguous") else out)
+    y = softmax(x.movedim(d, -1), **knobs).movedim(-1, d)
+    if out is None:
+        return y.contiguous()
+    out.copy_(y)
+    return out

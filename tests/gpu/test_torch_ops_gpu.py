@@ -194,6 +194,20 @@ def test_softmax_nd_matches_torch(dtype):
     _close(softmax(x), torch.softmax(x.float(), -1).to(dtype), dtype)
 
 
+def test_softmax_over_any_dim_eager_and_compiled():
+    x = torch.randn(6, 40, 300, device="cuda")
+
+    def f(x, out):
+        softmax(x * 2, out=out, dim=1)
+        return softmax(x, dim=0) + out
+
+    want = torch.softmax(x, 0) + torch.softmax(x * 2, 1)
+    for g in (f, torch.compile(f, fullgraph=True)):
+        out = torch.full_like(x, float("nan"))
+        _close(g(x, out), want, torch.float32)
+        _close(out, torch.softmax(x * 2, 1), torch.float32)
+
+
 def test_noncontiguous_inputs_and_out_are_written():
     x = torch.randn(64, 200, device="cuda")[:, ::2]          # non-contiguous input
     out = torch.full((100, 64), float("nan"), device="cuda").T    # non-contiguous out
@@ -240,6 +254,13 @@ def test_refusals_name_the_argument():
         rmsnorm(x, torch.ones(8))
     with pytest.raises(ArgumentError, match=r"^gemm: a is on cpu"):
         gemm(torch.zeros(8, 8, dtype=torch.bfloat16), _ints(8, 8))
+    with pytest.raises(ArgumentError, match=r"^softmax: dim must be an int in \[-2, 2\)"):
+        softmax(x, dim=2)
+    with pytest.raises(ArgumentError, match=r"^rmsnorm: eps must be a real number"):
+        rmsnorm(x, None, "1e-6")
+    q = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ArgumentError, match=r"^attention: scale must be finite, got nan"):
+        attention(q, q, q, scale=float("nan"))
     with pytest.raises(ArgumentError, match=r"^gemm: out has shape \(8, 8\)"):
         gemm(_ints(8, 16), _ints(4, 16), torch.empty(8, 8, device="cuda", dtype=torch.bfloat16))
 
