@@ -12,6 +12,7 @@ from support.ptxsim import run
 
 from ptxgen.errors import PtxgenError
 from ptxgen.kernels import gemm_small_m as S
+from ptxgen.kernels import ArgumentError
 
 
 def _instrs(k):
@@ -224,6 +225,7 @@ def test_bad_forced_config(cfg, msg):
     with pytest.raises(S.ConfigError, match=msg) as e:
         S.check_config(cfg, "bfloat16", 512)
     assert isinstance(e.value, PtxgenError)
+    assert isinstance(e.value, ArgumentError)    # one except clause for every wrapper
 
 
 def test_bad_inputs_without_a_gpu():

@@ -220,6 +220,11 @@ def test_gemm_knob_refusals():
     assert gemm_plan(f8, f8, BN=256, fast_accum=True).BN == 256
     with pytest.raises(ArgumentError, match=r"^gemm: STAGES = 0: 1 to 8 ring stages"):
         gemm_plan(a, a, STAGES=0)
+    for bn in ("128", 128.0, True):      # only an int (not a str's % formatting, a float)
+        with pytest.raises(ArgumentError, match=rf"^gemm: BN = {bn!r}: a multiple of 64"):
+            gemm_plan(a, a, BN=bn)
+    with pytest.raises(ArgumentError, match=r"^gemm: STAGES = '4': 1 to 8 ring stages"):
+        gemm_plan(a, a, STAGES="4")
 
 
 def test_gemm_paths_are_registered_units(monkeypatch):

@@ -3,9 +3,9 @@ make_small_m, the A/B-swapped persistent split-K GEMM, and make_reduce, the fixe
 its split partials when they are not reduced inside the GEMM.  See gemm_small_m.py for the
 design."""
 import ptxgen as pg
-from ptxgen.errors import PtxgenError
 from ptxgen.primitives.tcgen05 import canonical_layout
 
+from ._checks import ArgumentError
 from ._gemm_sm90 import wgmma_consumer
 
 BW = 128                   # weight rows per CTA tile: two consumer warpgroups x 64
@@ -15,8 +15,9 @@ OUT_DTYPE = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfl
 ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
 
 
-class GemmInputError(PtxgenError, ValueError):
-    """An argument of gemm_small_m that breaks a rule; the message names both."""
+class GemmInputError(ArgumentError):
+    """An argument of gemm_small_m or gemm_blockscaled that breaks a rule; the message names
+    both.  An ArgumentError, so one except clause catches every wrapper's refusals."""
 
 
 class ConfigError(GemmInputError):

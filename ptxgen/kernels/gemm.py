@@ -138,6 +138,10 @@ class GemmPlan(NamedTuple):
     STAGES: int | None
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | None = None,
               out: Meta | None = None, fast_accum: bool = False, BN=None, STAGES=None):
     """The GemmPlan of a (M, K) @ b (N, K)^T, or the ArgumentError naming the argument; the
@@ -164,12 +168,12 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
         if any(d != 1 for d in s.shape):
             raise ArgumentError(f"gemm: {name} must hold one element (a per-tensor scale), "
                                 f"got shape {s.shape}")
-    if BN is not None and (BN % 64 or not 64 <= BN <= 256 or
+    if BN is not None and (not _is_int(BN) or BN % 64 or not 64 <= BN <= 256 or
                            scaled and not fast_accum and BN > 192):
-        raise ArgumentError(f"gemm: BN = {BN}: a multiple of 64 up to 256 (192 for float8 "
+        raise ArgumentError(f"gemm: BN = {BN!r}: a multiple of 64 up to 256 (192 for float8 "
                             f"without fast_accum: two fp32 tiles must fit the registers)")
-    if STAGES is not None and not 1 <= STAGES <= 8:
-        raise ArgumentError(f"gemm: STAGES = {STAGES}: 1 to 8 ring stages")
+    if STAGES is not None and (not _is_int(STAGES) or not 1 <= STAGES <= 8):
+        raise ArgumentError(f"gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
     (M, K), N = a.shape, b.shape[0]
     out_dtype = "bfloat16" if scaled else a.dtype
     direct = out is None or out_tensor("gemm", out, (M, N), out_dtype, a.device)
