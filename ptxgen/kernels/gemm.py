@@ -335,11 +335,11 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     """a (M, K) @ b (N, K)^T on CUDA tensors.  bfloat16 / float16 give the same dtype;
     float8_e4m3fn gives bfloat16, times scale_a * scale_b (float32 tensors of one element,
     as torch._scaled_mm takes them), accumulated as exactly as cuBLAS's default (each
-    K-step's partial sum promoted to fp32, on 128 x 192 tiles) unless `fast_accum`
-    (wgmma's own fp8 accumulation, 128 x 256 tiles: cuBLAS's use_fast_accum=True).
-    `out` (checked: (M, N), the result's dtype, a's device) is written and returned.
-    BN: 256 (192 for promoted fp8), or 128 when wide tiles would leave SMs idle (small
-    M * N).  M <= 128 (without fast_accum or forced tiles) takes the decode path of
+    K-step's partial sum promoted to fp32, on 128 x 128 tiles whose promotion overlaps the
+    next K-step's wgmma) unless `fast_accum` (wgmma's own fp8 accumulation, 128 x 256 tiles:
+    cuBLAS's use_fast_accum=True).  `out` (checked: (M, N), the result's dtype, a's device)
+    is written and returned.  BN: 256 (128 for promoted fp8), or 128 when wide tiles would
+    leave SMs idle (small M * N); forced BN / STAGES are checked (_sm90_kernel).  M <= 128 (without fast_accum or forced tiles) takes the decode path of
     gemm_small_m.py.  Inside torch.compile it is torch.ops.ptxgen.gemm."""
     if compiling():
         return traced("gemm", (a, b), out, scale_a=scale_a, scale_b=scale_b,
