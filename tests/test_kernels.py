@@ -9,6 +9,7 @@ import pytest
 import ptxgen as pg
 from ptxgen.kernels import ArgumentError
 from ptxgen.kernels._checks import Meta, known_options, real, reduced_dim
+from ptxgen.kernels.attention import attention_plan
 from ptxgen.kernels.gemm import gemm_plan
 from ptxgen.kernels.rmsnorm import rmsnorm_plan
 from ptxgen.kernels.softmax import softmax_plan
@@ -90,6 +91,57 @@ def test_softmax_refusals_name_the_argument(x, out, msg):
         softmax_plan(x, out)
     assert str(e.value) == msg
     assert isinstance(e.value, pg.PtxgenError) and isinstance(e.value, ValueError)
+
+
+# ---- attention ----------------------------------------------------------------------------
+def test_attention_plans():
+    q, kv = T((2, 8, 100, 128)), T((2, 2, 77, 128))
+    assert attention_plan(q, kv, kv) == (2, 8, 2, 100, 77, 128, "bfloat16")
+    f16 = T((1, 4, 0, 64), "float16")
+    assert attention_plan(f16, f16, f16, f16) == (1, 4, 4, 0, 0, 64, "float16")
+    none = T((3, 0, 16, 64))                       # no heads: an empty result, as SDPA's
+    assert attention_plan(none, none, none) == (3, 0, 0, 16, 16, 64, "bfloat16")
+
+
+Q = T((2, 4, 64, 64))
+
+
+@pytest.mark.parametrize("q, k, v, out, msg", [
+    (T((4, 64, 64)), Q, Q, None, "attention: q must be 4-D, got shape (4, 64, 64)"),
+    (T(Q.shape, "float32"), Q, Q, None, "attention: q has dtype float32; it takes bfloat16, "
+                                        "float16"),
+    (Q, T(Q.shape, device="cpu"), Q, None, "attention: k is on cpu; ptxgen kernels run on CUDA "
+                                           "tensors (move it with k.cuda())"),
+    (Q, Q, T(Q.shape, device="cuda:1"), None, "attention: v is on cuda:1 but q is on cuda:0; put "
+                                              "every tensor on one device"),
+    (T(Q.shape, contiguous=False), Q, Q, None, "attention: q is not contiguous; call "
+                                               ".contiguous() (TMA reads (B, H, S, D) row-major)"),
+    (Q, T(Q.shape, "float16"), T(Q.shape, "float16"), None,
+     "attention: k and v must have q's dtype bfloat16, got float16 and float16"),
+    (Q, Q, T((2, 4, 65, 64)), None, "attention: v must have k's shape (2, 4, 64, 64), got "
+                                    "(2, 4, 65, 64)"),
+    (Q, T((3, 4, 64, 64)), T((3, 4, 64, 64)), None,
+     "attention: k has shape (3, 4, 64, 64), which does not match q's (2, 4, 64, 64) in the "
+     "batch or head dimension"),
+    (T((2, 4, 64, 96)), T((2, 4, 64, 96)), T((2, 4, 64, 96)), None,
+     "attention: q has head dimension 96; the kernels take D in 64, 128, 256"),
+    (Q, T((2, 3, 64, 64)), T((2, 3, 64, 64)), None,
+     "attention: k has 3 heads, which do not divide q's 4 (GQA needs Hq % Hkv == 0)"),
+    (Q, T((2, 0, 64, 64)), T((2, 0, 64, 64)), None,
+     "attention: k has 0 heads, which do not divide q's 4 (GQA needs Hq % Hkv == 0)"),
+    (T((70000, 1, 8, 64)), T((70000, 1, 8, 64)), T((70000, 1, 8, 64)), None,
+     "attention: q has shape (70000, 1, 8, 64); a launch takes at most 65535 batches and 65535 "
+     "heads (CUDA's grid y and z: split the batch)"),
+    (Q, Q, Q, T((2, 4, 64, 32)), "attention: out has shape (2, 4, 64, 32), the result has shape "
+                                 "(2, 4, 64, 64); pass an out of that shape or none"),
+    (Q, Q, Q, T(Q.shape, contiguous=False), "attention: out is not contiguous; pass a contiguous "
+                                            "out (the kernel stores rows with TMA) or none"),
+    ("q", Q, Q, None, "attention: q must be a torch tensor, got str"),
+])
+def test_attention_refusals_name_the_argument(q, k, v, out, msg):
+    with pytest.raises(ArgumentError) as e:
+        attention_plan(q, k, v, out)
+    assert str(e.value) == msg
 
 
 # ---- scalar and option arguments ---------------------------------------------------------

@@ -2,12 +2,14 @@
 torch.compile(fullgraph=True) traces the wrappers and pg.torch_op ops over fake CUDA tensors
 (their fake implementations run the wrappers' rules, so a bad argument is refused at trace
 time with the eager message).  Skipped where torch is not installed (CPU CI)."""
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import ptxgen as pg  # noqa: E402
-from ptxgen.kernels import ArgumentError, gemm, rmsnorm, softmax  # noqa: E402
+from ptxgen.kernels import ArgumentError, attention, gemm, rmsnorm, softmax  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 
@@ -284,6 +286,57 @@ def test_scalar_arguments_are_checked_before_any_launch(cpu_as_cuda):
         rmsnorm(x, dim=0)
     _same(rmsnorm(x, None, 1), rmsnorm(x, None, 1.0))        # an int eps is a real number
     assert not [c for c in cpu_as_cuda if c[0][-1] != 1.0]
+
+
+def _sdpa_stand_in(causal, group, calls):
+    """The attention kernel's contract in torch: out = softmax(q k^T * s) v and lse (natural
+    log) into its first Sq of SqPad columns, with s = sl2 / log2(e); K/V head h // group."""
+    def attn(q, k, v, out, lse, sl2):
+        calls.append(("attention", tuple(q.shape), tuple(lse.shape), causal, group))
+        s = sl2 / 1.4426950408889634
+        kk = k.float().repeat_interleave(group, 1)
+        vv = v.float().repeat_interleave(group, 1)
+        sc = q.float() @ kk.transpose(-1, -2) * s
+        if causal:
+            Sq, Skv = sc.shape[-2:]
+            sc = sc.masked_fill(torch.ones(Sq, Skv, dtype=torch.bool).triu(1), -math.inf)
+        out.copy_((torch.softmax(sc, -1) @ vv).to(out.dtype))
+        lse[..., :sc.shape[-2]] = torch.logsumexp(sc, -1)
+    return attn
+
+
+def test_attention_eager_path(cpu_as_cuda, monkeypatch):
+    import sys
+    A = sys.modules["ptxgen.kernels.attention"]
+    from ptxgen.kernels import _checks
+    monkeypatch.setattr(A, "meta_of", lambda t: _checks.meta_of(t)._replace(device="cuda:0"))
+    monkeypatch.setattr(A, "kernel_for", lambda dt, D, causal, group, prescale=False:
+                        StandIn(_sdpa_stand_in(causal, group, cpu_as_cuda), cpu_as_cuda))
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    q = torch.randn(2, 4, 100, 64).to(bf)
+    k, v = torch.randn(2, 2, 77, 64).to(bf), torch.randn(2, 2, 77, 64).to(bf)
+
+    def sdpa(**kw):
+        return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True,
+                                              **kw).to(bf)
+
+    want = sdpa()
+    torch.testing.assert_close(attention(q, k, v), want)
+    assert ("attention", (2, 4, 100, 64), (2, 4, 128), False, 2) in cpu_as_cuda   # lse padded
+    o, lse = attention(q, k, v, causal=True, scale=0.3, return_lse=True)
+    torch.testing.assert_close(o, sdpa(is_causal=True, scale=0.3))
+    assert lse.shape == (2, 4, 100) and lse.is_contiguous()
+    out = torch.full_like(q, float("nan"))
+    assert attention(q, k, v, out=out) is out
+    torch.testing.assert_close(out, want)
+    n = len(cpu_as_cuda)
+    o, lse = attention(q, k[:, :, :0], v[:, :, :0], return_lse=True)   # no keys: zeros, -inf
+    assert not o.abs().sum() and torch.isneginf(lse).all() and lse.shape == (2, 4, 100)
+    for shape in ((0, 4, 8, 64), (2, 0, 8, 64), (2, 4, 0, 64)):
+        e = torch.randn(shape).to(bf)
+        assert attention(e, e, e).shape == shape
+    assert len(cpu_as_cuda) == n                                  # nothing launched
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

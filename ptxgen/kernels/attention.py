@@ -270,7 +270,10 @@ def attention_plan(q, k, v, out=None):
     if D not in HEAD_DIMS:
         raise ArgumentError(f"attention: q has head dimension {D}; the kernels take D in "
                             f"{', '.join(map(str, HEAD_DIMS))}")
-    if Hkv == 0 or Hq % Hkv:
+    if B > 65535 or Hq > 65535:
+        raise ArgumentError(f"attention: q has shape {q.shape}; a launch takes at most 65535 "
+                            f"batches and 65535 heads (CUDA's grid y and z: split the batch)")
+    if Hq % Hkv if Hkv else Hq:       # no heads at all: an empty result
         raise ArgumentError(f"attention: k has {Hkv} heads, which do not divide q's {Hq} "
                             f"(GQA needs Hq % Hkv == 0)")
     if out is not None:
