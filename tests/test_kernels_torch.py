@@ -339,6 +339,52 @@ def test_attention_eager_path(cpu_as_cuda, monkeypatch):
     assert len(cpu_as_cuda) == n                                  # nothing launched
 
 
+def test_blockscaled_eager_path(monkeypatch):
+    """gemm_blockscaled's rules and its padded store on CPU tensors: a stand-in kernel does the
+    block-scaled product in float64."""
+    import importlib
+    BS = importlib.import_module("ptxgen.kernels.gemm_blockscaled")
+    calls = []
+
+    def product(a, b, d, sa, sb):
+        K = a.shape[1]
+        ea = sa.double().repeat_interleave(128, 1)[:, :K]
+        eb = sb.double().repeat_interleave(128, 0)[:b.shape[0]].repeat_interleave(128, 1)[:, :K]
+        r = (a.double() * ea) @ (b.double() * eb).T
+        d[:, :r.shape[1]].copy_(r.to(d.dtype))
+
+    monkeypatch.setattr(BS, "cuda_tensors", lambda op, *named: None)
+    monkeypatch.setattr(BS, "_sms", lambda device: 132)
+    monkeypatch.setattr(BS, "kernel_for", lambda stages, sms: StandIn(product, calls))
+    f8 = torch.float8_e4m3fn
+    a = torch.randint(-3, 4, (40, 272)).to(f8)
+    b = torch.randint(-3, 4, (130, 272)).to(f8)
+    sa, sb = torch.rand(40, 3) + 0.5, torch.rand(2, 3) + 0.5
+    d = BS.gemm_blockscaled(a, b, sa, sb)
+    ea = sa.double().repeat_interleave(128, 1)[:, :272]
+    eb = sb.double().repeat_interleave(128, 0)[:130].repeat_interleave(128, 1)[:, :272]
+    want = ((a.double() * ea) @ (b.double() * eb).T).to(torch.bfloat16)
+    assert d.dtype == torch.bfloat16 and torch.equal(d, want)
+    assert calls[-1][0][2] == (40, 136)             # N = 130 stored through a padded tile
+    out = torch.full((40, 130), float("nan"), dtype=torch.bfloat16)
+    assert BS.gemm_blockscaled(a, b, sa, sb, out) is out and torch.equal(out, want)
+    n = len(calls)
+    assert BS.gemm_blockscaled(a[:0], b, sa[:0], sb).shape == (0, 130)
+    assert not BS.gemm_blockscaled(a[:, :0], b[:, :0], sa[:, :0], sb[:, :0]).float().any()
+    assert len(calls) == n
+    for args, msg in (
+            ((a, b, torch.rand(40, 2), sb), r"^scale_a: float32 of shape \(40, 3\)"),
+            ((a, b, sa.T.contiguous().T, sb), r"^scale_a: a contiguous 2-D tensor"),
+            ((a, b, sa, sb.double()), r"^scale_b: float32 of shape \(2, 3\)"),
+            ((a[:, :100].contiguous(), b[:, :100].contiguous(), sa[:, :1].contiguous(),
+              sb[:, :1].contiguous()), r"^K = 100: a row of 100 bytes"),
+            ((a, b[:, :256].contiguous(), sa, sb), r"^a \(M, K\) @ b \(N, K\)\^T"),
+            ((a.to(torch.bfloat16), b, sa, sb), r"^a and b: float8_e4m3fn"),
+            ((a, b, sa, sb, torch.empty(40, 130)), r"^out: a contiguous \(40, 130\) bfloat16")):
+        with pytest.raises(ArgumentError, match=msg):
+            BS.gemm_blockscaled(*args)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_rmsnorm_eager_path(cpu_as_cuda, dtype):
     x = torch.randn(2, 3, 32).to(dtype)
