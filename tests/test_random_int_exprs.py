@@ -196,7 +196,7 @@ def kernel(p):
         it = pg.local_scalar(dt, 0)
         loop = pg.serial if p["loop"] == "serial" else pg.unroll
         lo, hi = p["lo"], p["hi"]
-        if lo[0] == hi[0] == "const":   # constant bounds: an int32 variable (or Python ints), cast below
+        if lo[0] == hi[0] == "const":   # constant bounds: an int32 variable (cast below)
             bounds = lo[1], hi[1]
         else:
             bounds = trace(lo, env, Tab), trace(hi, env, Tab)

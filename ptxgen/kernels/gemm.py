@@ -339,8 +339,9 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     next K-step's wgmma) unless `fast_accum` (wgmma's own fp8 accumulation, 128 x 256 tiles:
     cuBLAS's use_fast_accum=True).  `out` (checked: (M, N), the result's dtype, a's device)
     is written and returned.  BN: 256 (128 for promoted fp8), or 128 when wide tiles would
-    leave SMs idle (small M * N); forced BN / STAGES are checked (_sm90_kernel).  M <= 128 (without fast_accum or forced tiles) takes the decode path of
-    gemm_small_m.py.  Inside torch.compile it is torch.ops.ptxgen.gemm."""
+    leave SMs idle (small M * N); a forced BN / STAGES is checked against the rules.
+    M <= 128 (without fast_accum or forced tiles) takes the decode path of gemm_small_m.py.
+    Inside torch.compile it is torch.ops.ptxgen.gemm."""
     if compiling():
         return traced("gemm", (a, b), out, scale_a=scale_a, scale_b=scale_b,
                       fast_accum=fast_accum, BN=BN, STAGES=STAGES)
