@@ -264,6 +264,22 @@ def pingpong_end(c):
         pg.named_barrier(TURN, 256)
 
 
+def consumer_end(c, pingpong, first_thread):
+    """After consumer warpgroup c's last tile: the ping-pong turns closed (pingpong_end) and
+    its last TMA stores complete before the CTA may exit."""
+    if pingpong:
+        pingpong_end(c)
+    with pg.if_(first_thread):
+        pg.tile.thread.async_wait(0, kind="bulk")
+
+
+def cta_end(cluster):
+    """The kernel's last statement, for every thread: with a cluster, no CTA exits while its
+    peer may still arrive on its barriers."""
+    if cluster > 1:
+        pg.cluster_sync()
+
+
 def store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread):
     """The epilogue of consumer warpgroup c: its 64 rows x `boxes` 64-column boxes of acc,
     cast to D's dtype through Cs[c * CB ..] (CB boxes per pass) and stored with TMA at rows

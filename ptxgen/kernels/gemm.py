@@ -34,8 +34,8 @@ import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 from . import _torch
-from ._gemm_sm90 import (BM, GROUP_M, check_cluster_pair, persistent_setup,  # noqa: F401
-                         pingpong_end, store_tile, wgmma_consumer)
+from ._gemm_sm90 import (BM, GROUP_M, check_cluster_pair, consumer_end,  # noqa: F401
+                         cta_end, persistent_setup, store_tile, wgmma_consumer)
 from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, tensor
 from ._torch import compiling, traced
 from .gemm_small_m import decode_launch, store_back, store_target
@@ -91,12 +91,8 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
                 m0, n0 = tile_origin(i)
                 mma_tile(nk)
                 store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread)
-            if pingpong:
-                pingpong_end(c)
-            with pg.if_(first_thread):
-                pg.tile.thread.async_wait(0, kind="bulk")
-        if cluster > 1:     # no CTA exits while its peer may still arrive on its barriers
-            pg.cluster_sync()
+            consumer_end(c, pingpong, first_thread)
+        cta_end(cluster)
 
     name = (f"gemm_sm90_{dtype}_n{BN}_s{STAGES}" + ("_scaled" if scaled else "") +
             (f"_p{promote}" if promote else "") + ("_pp" if pingpong else "") +

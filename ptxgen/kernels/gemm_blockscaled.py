@@ -25,8 +25,8 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import (check_cluster_pair, issue_wgmma, overlapped_k_steps, persistent_setup,
-                         pingpong_end, pingpong_start, store_tile)
+from ._gemm_sm90 import (check_cluster_pair, consumer_end, cta_end, issue_wgmma,
+                         overlapped_k_steps, persistent_setup, pingpong_start, store_tile)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
@@ -124,12 +124,8 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                 else:
                     overlapped_k_steps(nk, issue, step, part, part2)
                 store_tile(D, Cs, acc, c, m0, n0, CB, CB, first_thread)
-            if pingpong:
-                pingpong_end(c)
-            with pg.if_(first_thread):
-                pg.tile.thread.async_wait(0, kind="bulk")
-        if cluster > 1:     # no CTA exits while its peer may still arrive on its barriers
-            pg.cluster_sync()
+            consumer_end(c, pingpong, first_thread)
+        cta_end(cluster)
 
     gemm.__name__ = (f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
                      + ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else ""))
