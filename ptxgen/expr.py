@@ -82,7 +82,8 @@ class Expr:
 
     def __bool__(self):
         raise TraceError("a traced expression has no Python truth value; use pg.if_(...) / "
-                         "pg.while_(...) / pg.select(...) instead of Python if/while/and/or")
+                         "pg.while_(...) / pg.select(...) instead of Python if/while/and/or, "
+                         "and pg.max / pg.min instead of Python's max / min")
 
     def __index__(self):
         raise TraceError("a traced expression cannot be used as a Python int; use pg.serial/"

@@ -311,6 +311,13 @@ def test_python_truth_value_of_expression():
                        r"pg.if_"):
         _trace(k)
 
+    def builtin_max(A: pg.Tensor((32,), "float32")):
+        tx = pg.thread_id(32)
+        A[tx] = max(A[tx], 0.0)
+
+    with pytest.raises(pg.TraceError, match=r"and pg.max / pg.min instead of Python's max / min$"):
+        _trace(builtin_max)
+
 
 def test_static_smem_limit():
     def k(A: pg.Tensor((32,), "float32")):
