@@ -114,9 +114,41 @@ def _as_kernels(value, what: str) -> list:
     return [(k.name, k) for k in items]
 
 
+_SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def _check_kernel_args(fn, kwargs: dict, what: str) -> None:
+    """--kernel-args against the factory's signature: unknown names, and values that are not
+    of a parameter's annotated scalar type (int, float, bool, str), refused with the names
+    it takes, before the factory fails somewhere inside on a string."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for key, value in kwargs.items():
+        p = params.get(key)
+        if p is None or p.kind is p.POSITIONAL_ONLY:
+            raise _fail(f"--kernel-args {key}=...: {what} takes "
+                        f"{', '.join(params) or 'no arguments'}")
+        ann = p.annotation if not isinstance(p.annotation, str) else \
+            _SCALARS.get(p.annotation)
+        ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+              float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}.get(ann)
+        if ok is not None and not ok(value):
+            kind = {int: "an int", float: "a number", bool: "True or False",
+                    str: "a string"}[ann]
+            raise _fail(f"--kernel-args {key}={value!r}: {what}'s {key} is {kind}")
+
+
 def _call(fn, kwargs: dict, what: str):
     from .errors import PtxgenError
 
+    _check_kernel_args(fn, kwargs, what)
     try:
         return fn(**kwargs)
     except PtxgenError as e:

@@ -109,8 +109,20 @@ def test_dump_factory_arguments(tmp_path):
     (["ptxgen.kernels.softmax", "--kernel-args", "4096"],
      "ptxgen dump: --kernel-args takes name=value pairs separated by commas, got '4096'"),
     (["ptxgen.kernels.softmax", "--kernel-args", "size=3"],
-     "ptxgen dump: ptxgen.kernels.softmax: dump() raised TypeError: dump() got an unexpected "
-     "keyword argument 'size'"),
+     "ptxgen dump: --kernel-args size=...: ptxgen.kernels.softmax: dump() takes n, dtype, "
+     "per_thread"),
+    (["ptxgen.kernels.softmax", "--kernel-args", "n=abc"],
+     "ptxgen dump: --kernel-args n='abc': ptxgen.kernels.softmax: dump()'s n is an int"),
+    (["ptxgen.kernels.gemm", "--kernel-args", "BN=True"],
+     "ptxgen dump: --kernel-args BN=True: ptxgen.kernels.gemm: dump()'s BN is an int"),
+    (["ptxgen.kernels.gemm", "--kernel-args", "scaled=1"],
+     "ptxgen dump: --kernel-args scaled=1: ptxgen.kernels.gemm: dump()'s scaled is True or "
+     "False"),
+    (["ptxgen.kernels.attention", "--kernel-args", "D=80"],
+     "ptxgen dump: ptxgen.kernels.attention: dump() raised ValueError: make_attention: D = 80, "
+     "dtype = bfloat16; the kernels take D in 64, 128, 256 and dtype in bfloat16, float16"),
+    (["ptxgen.kernels.softmax:make", "--kernel-args", "rows=3"],
+     "ptxgen dump: --kernel-args rows=...: make() takes n, dtype, per_thread"),
 ])
 def test_dump_module_and_argument_errors(tmp_path, argv, msg):
     with pytest.raises(SystemExit) as e:

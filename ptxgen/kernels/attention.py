@@ -62,6 +62,9 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
     `group` = Hq / Hkv
     is a constant: a run-time integer division would be a ptxas subroutine call, and a call
     makes ptxas drop setmaxnreg and serialize the wgmmas."""
+    if D not in HEAD_DIMS or dtype not in _DTYPES:
+        raise ValueError(f"make_attention: D = {D}, dtype = {dtype}; the kernels take D in "
+                         f"{', '.join(map(str, HEAD_DIMS))} and dtype in {', '.join(_DTYPES)}")
     BN = BN or _BN[D, causal]
     B, Hq, Hkv, Sq, Skv = (pg.var(n) for n in ("B", "Hq", "Hkv", "Sq", "Skv"))
     LQ = canonical_layout(64, D, dtype, stages=2)
