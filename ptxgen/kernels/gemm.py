@@ -55,6 +55,10 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     so a warpgroup adds one while its next wgmma runs; three tiles fit for BN <= 128.
     `cluster` = 2: clusters of two CTAs take 256 x BN tiles (128 rows each) and multicast
     the B tile they share, so each CTA streams half of B from L2 (ctas must be even)."""
+    if dtype not in _IN:
+        raise ValueError(f"make_gemm: dtype {dtype!r}; it takes {', '.join(_IN)}")
+    if isinstance(STAGES, bool) or not isinstance(STAGES, int) or not 1 <= STAGES <= 8:
+        raise ValueError(f"make_gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
     out_dt = _IN[dtype]
     if promote and BN > 192:
         raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN <= 192 fits the "

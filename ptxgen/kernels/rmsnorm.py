@@ -45,6 +45,10 @@ MAX_N = 1024 * 64           # threads x registers per thread (plan's limits)
 def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16):
     """(V, T, R): vector width (16-byte accesses when n allows), threads (about
     n / per_thread, 32..1024), vectors per thread."""
+    for name, v in (("n", n), ("per_thread", per_thread)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} = {v!r}: a positive int (n elements a row, about "
+                             f"per_thread of them a thread)")
     V = next(v for v in (128 // bits, 4, 2, 1) if n % v == 0 and v <= 128 // bits)
     T = 32
     while T < 1024 and T * per_thread < n:
@@ -61,6 +65,8 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
     """The kernel for rows of n elements; `per_thread` sets the block size (n / per_thread
     threads), `early_weight` loads the weight row before the reduction (overlapping it);
     `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps))."""
+    if dtype not in _BITS:
+        raise ValueError(f"rmsnorm.make: dtype {dtype!r}; it takes {', '.join(_BITS)}")
     V, T, R = plan(n, per_thread, bits=_BITS[dtype])
     P = R * T * V
     lay = TileLayout(S[(R, T, V):(V, 1 @ tid, 1)])

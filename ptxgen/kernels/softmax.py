@@ -46,7 +46,9 @@ IN_REGISTERS = 32          # elements per thread of a register-resident row
 def make(n: int, dtype: str = "float32", per_thread: int = 16):
     """The kernel for rows of n elements: in registers when they fit (IN_REGISTERS
     elements per thread at most), else the online two-pass form in chunks."""
-    bits = {"float16": 16, "bfloat16": 16, "float32": 32}[dtype]
+    bits = {"float16": 16, "bfloat16": 16, "float32": 32}.get(dtype)
+    if bits is None:
+        raise ValueError(f"softmax.make: dtype {dtype!r}; it takes {', '.join(DTYPES)}")
     V, T, R = row_plan(n, per_thread, max_per_thread=INF, bits=bits)   # rows of any n
     if R * V <= IN_REGISTERS:
         return _in_registers(n, dtype, V, T, R)
