@@ -277,6 +277,62 @@ def test_softmax_over_any_dim(cpu_as_cuda):
         softmax(x, axis=0)
 
 
+def test_shares_memory_spans():
+    from ptxgen.kernels._checks import shares_memory
+    buf = torch.zeros(6, 8)
+    x, shifted, apart = buf[:4], buf[1:5], buf[4:]
+    assert not shares_memory(x, (x,), in_place=x)          # an exact alias written in place
+    assert shares_memory(x, (x,))                          # ... unless the op reads it all first
+    assert shares_memory(shifted, (x,), in_place=x)        # a partial overlap
+    assert not shares_memory(apart, (x, None))
+    assert shares_memory(buf[:, ::2], (buf[:, 1::2],))     # interleaved: spans meet (conservative)
+    assert not shares_memory(buf[:0], (buf,))              # nothing written
+    assert shares_memory(x.T, (x,), in_place=x)            # same bytes, other strides
+
+
+def test_overlapping_out_is_computed_aside(cpu_as_cuda, monkeypatch):
+    """A kernel that writes row r before it reads row r + 1: an out= one row past x would
+    read rows already written, so the wrapper computes into a fresh tensor and copies; out= x
+    itself (each row read before written) goes straight to the kernel."""
+    import sys
+    S = sys.modules["ptxgen.kernels.softmax"]
+    seen = []
+
+    def rows_in_order(x, y):
+        seen.append((x.data_ptr(), y.data_ptr()))
+        for r in range(x.shape[0]):
+            y[r] = torch.softmax(x[r].float(), -1).to(y.dtype)
+
+    monkeypatch.setattr(S, "make", lambda n, dtype, **kw: StandIn(rows_in_order, cpu_as_cuda))
+    buf = torch.randn(5, 64)
+    want = torch.softmax(buf[:4], -1)
+    assert softmax(buf[:4], out=buf[1:]) is not None
+    _same(buf[1:], want)
+    assert seen[-1][1] != buf[1:].data_ptr()               # computed aside, then copied
+    x = torch.randn(4, 64)
+    want = torch.softmax(x, -1)
+    assert softmax(x, out=x) is x
+    _same(x, want)
+    assert seen[-1] == (x.data_ptr(), x.data_ptr())         # in place: no copy
+
+    G = sys.modules["ptxgen.kernels.gemm"]
+
+    def mm_rows_in_order(a, b, d, sa, sb):
+        for r in range(a.shape[0]):
+            d[r, :b.shape[0]] = (a[r].float() @ b.float().T).to(d.dtype)
+
+    monkeypatch.setattr(G, "_PATHS", [("sm90", lambda p, d: (True, ""),
+                                       lambda p, d: StandIn(mm_rows_in_order, cpu_as_cuda),
+                                       G._run_sm90)])
+    monkeypatch.setattr(G, "_PLANS", {})
+    buf = torch.randint(-2, 3, (40,)).to(torch.bfloat16)
+    a, out = buf[:32].view(4, 8), buf[8:40].view(4, 8)     # out's row r is a's row r + 1
+    b = torch.randint(-2, 3, (8, 8)).to(torch.bfloat16)
+    want = (a.float() @ b.float().T).to(torch.bfloat16)
+    assert gemm(a, b, out) is out
+    _same(out, want)
+
+
 def test_scalar_arguments_are_checked_before_any_launch(cpu_as_cuda):
     x = torch.randn(4, 32)
     for eps, msg in (("a", "must be a real number, got 'a'"), (float("nan"), "must be finite")):

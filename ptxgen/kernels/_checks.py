@@ -109,6 +109,32 @@ def reduced_dim(op: str, shape: tuple, dim) -> int:
     return dim % n
 
 
+def _span(t) -> tuple:
+    """[first byte, past the last byte) of a tensor's elements (torch strides are >= 0)."""
+    if not t.numel():
+        return 0, 0
+    start = t.data_ptr()
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    return start, start + (last + 1) * t.element_size()
+
+
+def shares_memory(out, inputs, in_place=None) -> bool:
+    """Whether a kernel writing `out` in place could meet one of `inputs` (torch tensors or
+    None): their byte spans intersect.  The wrappers then compute into a fresh tensor and
+    copy, as torch refuses or copies where an out= overlaps an input.  `in_place`: an input
+    whose exact alias (same address, shape and strides) is no overlap, for the row kernels,
+    which read each element before they write it."""
+    lo, hi = _span(out)
+    for t in inputs:
+        if t is None:
+            continue
+        a, b = _span(t)
+        if a < hi and lo < b and not (t is in_place and a == lo and t.shape == out.shape and
+                                      t.stride() == out.stride()):
+            return True
+    return False
+
+
 def numel(shape) -> int:
     n = 1
     for s in shape:

@@ -39,7 +39,8 @@ import functools
 import math
 
 import ptxgen as pg
-from ._checks import ArgumentError, meta_of, out_tensor, real, same_device, tensor
+from ._checks import (ArgumentError, meta_of, out_tensor, real, same_device, shares_memory,
+                      tensor)
 from ._torch import compiling, traced
 from ptxgen.primitives.tcgen05 import canonical_layout
 
@@ -299,7 +300,8 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     metas = [meta_of(x) if hasattr(x, "is_contiguous") else x for x in (q, k, v, out)]
     B, Hq, Hkv, Sq, Skv, D, dt = attention_plan(*metas)
     sc = 1.0 / math.sqrt(D) if scale is None else real("attention", "scale", scale)
-    if out is None:
+    given = out
+    if out is None or shares_memory(out, (q, k, v)):   # the inputs stay unwritten
         out = torch.empty_like(q)
     pad = -(-Sq // BM) * BM
     lse = torch.empty((B, Hq, pad), dtype=torch.float32, device=q.device)
@@ -310,6 +312,8 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
         else:
             kernel_for(dt, D, bool(causal), Hq // Hkv, prescale=sc <= 0)(
                 q, k, v, out, lse, sc * LOG2E)
+    if given is not None and given is not out:
+        out = given.copy_(out)
     if not return_lse:
         return out
     return out, (lse if pad == Sq else lse[..., :Sq].contiguous())

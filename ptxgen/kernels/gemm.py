@@ -36,7 +36,7 @@ from ptxgen.primitives.tcgen05 import canonical_layout
 from . import _torch
 from ._gemm_sm90 import (BM, GROUP_M, check_cluster_pair, consumer_end,  # noqa: F401
                          cta_end, persistent_setup, store_tile, wgmma_consumer)
-from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, tensor
+from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, shares_memory, tensor
 from ._torch import compiling, traced
 from .gemm_small_m import decode_launch, store_back, store_target
 
@@ -361,13 +361,14 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     if entry is None:
         entry = _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key)
     p, like, run, prepared = entry
-    res = out if p.direct and out is not None else _torch.empty_like(like)
+    direct = p.direct and out is not None and not shares_memory(out, (a, b, scale_a, scale_b))
+    res = out if direct else _torch.empty_like(like)
     if p.M and p.N:
         if p.K == 0:
             res.zero_()
         else:
             run(p, prepared, a, b, scale_a, scale_b, res)
-    if out is not None and not p.direct:
+    if out is not None and not direct:
         out.copy_(res)
         return out
     return res

@@ -33,7 +33,7 @@ import ptxgen as pg
 from ptxgen.layout import S, TileLayout, tid
 
 from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor, real,
-                      same_device, tensor)
+                      same_device, shares_memory, tensor)
 from ._torch import compiling, empty_like, into, traced
 
 M = pg.var("M")
@@ -183,8 +183,9 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     if plan is None:
         plan = _plan(x, weight, out, key if not knobs else None)
     k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
-    if out is not None and out.data_ptr() % 16:     # vector stores need aligned rows
-        direct = False
+    if out is not None and (out.data_ptr() % 16 or
+                            shares_memory(out, (x, weight), in_place=x)):
+        direct = False            # vector stores need aligned rows; the inputs stay unwritten
     y = out if direct and out is not None else empty_like(x) if flat else x.new_empty(x.shape)
     if k is not None:
         xp, wp = x.data_ptr(), 0 if weight is None else weight.data_ptr()

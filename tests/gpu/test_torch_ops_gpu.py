@@ -224,6 +224,34 @@ def test_noncontiguous_inputs_and_out_are_written():
     torch.testing.assert_close(d, (a.float() @ b.float().T).to(torch.bfloat16), rtol=0, atol=0)
 
 
+def test_out_overlapping_an_input():
+    """out= x in place (the row kernels read each element before writing it), and outs that
+    overlap an input partially (computed aside, then copied), for every wrapper."""
+    buf = torch.randn(9, 1000, device="cuda")
+    x = buf[:8].clone()
+    want = torch.softmax(x, -1)
+    assert softmax(buf[:8], out=buf[:8]) is not None
+    _close(buf[:8], want, torch.float32)
+    buf[:8] = x
+    softmax(buf[:8], out=buf[1:])                            # one row ahead
+    _close(buf[1:], want, torch.float32)
+    w = torch.rand(1000, device="cuda") + 0.5
+    y = x.clone()
+    rmsnorm(y, w, 1e-6, out=y)
+    _close(y, _rms_ref(x, w, 1e-6), torch.float32)
+    flat = _ints(64 * 64 + 64 * 64)
+    a, out = flat[:64 * 64].view(64, 64), flat[64 * 32:64 * 32 + 64 * 64].view(64, 64)
+    b = _ints(64, 64)
+    want = (a.float() @ b.float().T).to(torch.bfloat16)
+    assert gemm(a, b, out) is out
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    q = torch.randn(1, 2, 128, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    want = attention(q, k, v)
+    assert attention(q, k, v, out=k) is k                    # out is an input the kernel reads
+    torch.testing.assert_close(k, want, rtol=0, atol=0)
+
+
 def test_empty_dimensions_give_empty_results():
     for shape in ((0, 16), (16, 0), (2, 0, 8)):
         x = torch.randn(shape, device="cuda")
