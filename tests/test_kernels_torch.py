@@ -333,6 +333,28 @@ def test_overlapping_out_is_computed_aside(cpu_as_cuda, monkeypatch):
     _same(out, want)
 
 
+def test_inputs_that_require_grad_are_warned_of_once(cpu_as_cuda, monkeypatch):
+    """The kernels have no backward: under grad mode an input that requires grad gets one
+    warning per wrapper (the result is detached); under no_grad, none."""
+    import warnings
+    from ptxgen.kernels import _torch as T
+    monkeypatch.setattr(T, "_WARNED", set())
+    x = torch.randn(4, 32, requires_grad=True)
+    with pytest.warns(UserWarning, match=r"^softmax: an input requires grad, but ptxgen's "
+                                         r"kernels have no backward"):
+        y = softmax(x)
+    assert not y.requires_grad
+    w = torch.rand(32, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        softmax(x)                                          # once per wrapper
+        with torch.no_grad():
+            rmsnorm(x, w)                                   # inference: nothing to say
+        rmsnorm(x.detach(), None)
+    with pytest.warns(UserWarning, match=r"^rmsnorm: an input requires grad"):
+        rmsnorm(x.detach(), w)
+
+
 def test_scalar_arguments_are_checked_before_any_launch(cpu_as_cuda):
     x = torch.randn(4, 32)
     for eps, msg in (("a", "must be a real number, got 'a'"), (float("nan"), "must be finite")):

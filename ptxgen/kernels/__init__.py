@@ -13,6 +13,8 @@ torch.compile(fullgraph=True) keeps in its graph and CUDA graphs capture; the wr
 themselves become those ops inside torch.compile.  Without torch the package still imports,
 and each module's kernels build and dump PTX (`ptxgen dump ptxgen.kernels.softmax`).
 Every refusal is an ArgumentError (a PtxgenError and a ValueError) naming the argument.
+The kernels are forward only (no backward): an input that requires grad under grad mode is
+warned of once per wrapper, and the result is not attached to the autograd graph.
 """
 import importlib
 

@@ -46,3 +46,20 @@ def into(out, y):
         out.copy_(y)
         return out
     return y
+
+
+_WARNED: set = set()
+
+
+def no_backward(op: str) -> None:
+    """Called when an input of wrapper `op` requires grad: ptxgen's kernels have no backward,
+    so the result is not part of the autograd graph.  Under grad mode that is a training bug
+    waiting to happen, so it says so (once per op); under torch.no_grad() / inference_mode it
+    is what inference wants.  A warning, not a refusal: nn.Parameters require grad even in
+    models that only ever run inference."""
+    if op not in _WARNED and torch.is_grad_enabled():
+        _WARNED.add(op)
+        import warnings
+        warnings.warn(f"{op}: an input requires grad, but ptxgen's kernels have no backward, "
+                      f"so the result is not attached to the autograd graph (run inference "
+                      f"under torch.no_grad(); train with a torch op)", stacklevel=3)

@@ -41,7 +41,7 @@ import math
 import ptxgen as pg
 from ._checks import (ArgumentError, meta_of, out_tensor, real, same_device, shares_memory,
                       tensor)
-from ._torch import compiling, traced
+from ._torch import compiling, no_backward, traced
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 BM = 128                     # query rows per CTA: two consumer warpgroups x 64
@@ -300,6 +300,8 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     metas = [meta_of(x) if hasattr(x, "is_contiguous") else x for x in (q, k, v, out)]
     B, Hq, Hkv, Sq, Skv, D, dt = attention_plan(*metas)
     sc = 1.0 / math.sqrt(D) if scale is None else real("attention", "scale", scale)
+    if q.requires_grad or k.requires_grad or v.requires_grad:
+        no_backward("attention")
     given = out
     if out is None or shares_memory(out, (q, k, v)):   # the inputs stay unwritten
         out = torch.empty_like(q)
