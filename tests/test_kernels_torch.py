@@ -333,26 +333,74 @@ def test_overlapping_out_is_computed_aside(cpu_as_cuda, monkeypatch):
     _same(out, want)
 
 
-def test_inputs_that_require_grad_are_warned_of_once(cpu_as_cuda, monkeypatch):
-    """The kernels have no backward: under grad mode an input that requires grad gets one
-    warning per wrapper (the result is detached); under no_grad, none."""
-    import warnings
-    from ptxgen.kernels import _torch as T
-    monkeypatch.setattr(T, "_WARNED", set())
-    x = torch.randn(4, 32, requires_grad=True)
-    with pytest.warns(UserWarning, match=r"^softmax: an input requires grad, but ptxgen's "
-                                         r"kernels have no backward"):
-        y = softmax(x)
-    assert not y.requires_grad
-    w = torch.rand(32, requires_grad=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        softmax(x)                                          # once per wrapper
-        with torch.no_grad():
-            rmsnorm(x, w)                                   # inference: nothing to say
-        rmsnorm(x.detach(), None)
-    with pytest.warns(UserWarning, match=r"^rmsnorm: an input requires grad"):
-        rmsnorm(x.detach(), w)
+def _grads(f, *inputs, g):
+    """The gradients of sum(f(*inputs) * g) with respect to inputs (fresh leaves)."""
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    (f(*leaves) * g).sum().backward()
+    return [t.grad for t in leaves]
+
+
+def _rms_ref(x, w, eps):
+    y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+    return (y if w is None else y * w.float()).to(x.dtype)
+
+
+def test_wrappers_train_through_their_ops(cpu_as_cuda):
+    """Inputs that require grad under grad mode go through torch.ops.ptxgen.*, whose autograd
+    formulas give torch's gradients; the forward is still the kernel (a stand-in here)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 64)
+    g = torch.randn(3, 5, 64)
+    n = len(cpu_as_cuda)
+    for got, want in zip(_grads(softmax, x, g=g), _grads(lambda t: torch.softmax(t, -1), x, g=g)):
+        torch.testing.assert_close(got, want)
+    assert len(cpu_as_cuda) == n + 1                       # the kernel made the forward
+    y0 = _grads(lambda t: softmax(t, dim=0), x, g=g)[0]     # another dim: moved, then the op
+    torch.testing.assert_close(y0, _grads(lambda t: torch.softmax(t, 0), x, g=g)[0])
+    w = torch.rand(64) + 0.5
+    for got, want in zip(_grads(lambda a, b: rmsnorm(a, b, 1e-5), x, w, g=g),
+                         _grads(lambda a, b: _rms_ref(a, b, 1e-5), x, w, g=g)):
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(_grads(lambda a: rmsnorm(a, None, 1e-5), x, g=g)[0],
+                               _grads(lambda a: _rms_ref(a, None, 1e-5), x, g=g)[0])
+    a, b = torch.randn(30, 16).to(torch.bfloat16), torch.randn(24, 16).to(torch.bfloat16)
+    gd = torch.randn(30, 24).to(torch.bfloat16)
+    for got, want in zip(_grads(gemm, a, b, g=gd), _grads(lambda p, q: p @ q.T, a, b, g=gd)):
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+    a8, b8 = (t.to(torch.float8_e4m3fn).requires_grad_() for t in (a, b))
+    d8 = gemm(a8, b8, scale_a=torch.ones(1), scale_b=torch.ones(1))
+    with pytest.raises(ArgumentError, match=r"^gemm: float8_e4m3fn inputs have no backward"):
+        d8.float().sum().backward()
+    with torch.no_grad():                                   # inference: the kernel directly
+        assert not softmax(x.requires_grad_()).requires_grad
+    x.requires_grad_(False)
+    with pytest.raises(ArgumentError, match=r"^softmax: out= does not support autograd and an "
+                                            r"input requires grad; drop out=, or run under "
+                                            r"torch.no_grad\(\)$"):
+        softmax(x.clone().requires_grad_(), out=torch.empty_like(x))
+
+
+def test_attention_trains_through_its_op(cpu_as_cuda, monkeypatch):
+    import sys
+    A = sys.modules["ptxgen.kernels.attention"]
+    from ptxgen.kernels import _checks
+    monkeypatch.setattr(A, "meta_of", lambda t: _checks.meta_of(t)._replace(device="cuda:0"))
+    monkeypatch.setattr(A, "kernel_for", lambda dt, D, causal, group, prescale=False:
+                        StandIn(_sdpa_stand_in(causal, group, cpu_as_cuda), cpu_as_cuda))
+    F = torch.nn.functional
+    torch.manual_seed(1)
+    bf = torch.bfloat16
+    q = torch.randn(1, 4, 40, 64).to(bf)
+    k, v = torch.randn(1, 2, 50, 64).to(bf), torch.randn(1, 2, 50, 64).to(bf)
+    g = torch.randn(1, 4, 40, 64).to(bf)
+    for kw in ({}, {"causal": True, "scale": 0.2}):
+        want = _grads(lambda a, b, c: F.scaled_dot_product_attention(
+            a, b, c, is_causal=kw.get("causal", False), scale=kw.get("scale"), enable_gqa=True),
+            q, k, v, g=g)
+        for got, w in zip(_grads(lambda a, b, c: attention(a, b, c, **kw), q, k, v, g=g), want):
+            torch.testing.assert_close(got, w)
+    o, lse = attention(q.clone().requires_grad_(), k, v, return_lse=True)
+    assert o.requires_grad and not lse.requires_grad       # lse is read, not trained
 
 
 def test_scalar_arguments_are_checked_before_any_launch(cpu_as_cuda):

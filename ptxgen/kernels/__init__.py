@@ -13,8 +13,10 @@ torch.compile(fullgraph=True) keeps in its graph and CUDA graphs capture; the wr
 themselves become those ops inside torch.compile.  Without torch the package still imports,
 and each module's kernels build and dump PTX (`ptxgen dump ptxgen.kernels.softmax`).
 Every refusal is an ArgumentError (a PtxgenError and a ValueError) naming the argument.
-The kernels are forward only (no backward): an input that requires grad under grad mode is
-warned of once per wrapper, and the result is not attached to the autograd graph.
+Training works through the ops: an input that requires grad under grad mode sends the call
+to its torch op, whose backward is written in torch ops (_autograd.py: softmax and rmsnorm
+from their saved tensors, the GEMM's two matmuls, attention through torch's SDPA backward);
+the forward is still the kernel.  fp8 GEMM and the out= forms have no backward.
 """
 import importlib
 

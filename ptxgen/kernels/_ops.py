@@ -5,11 +5,14 @@ Each wrapper is two ops: `ptxgen::<name>` (functional: allocates its result) and
 Their fake implementations run the wrapper's rules over the fake tensors' metadata and
 allocate nothing on a device, so torch.compile traces them and a bad argument is refused at
 trace time with the eager message; the real implementations are the eager wrappers (which
-launch on torch's current stream, so CUDA-graph capture records them).
+launch on torch's current stream, so CUDA-graph capture records them), run under no_grad: a
+wrapper sends inputs that require grad to these ops, whose autograd formulas (_autograd.py)
+make the backward, so the implementation itself must not do that again.  The _out ops have
+no backward, as torch's out= variants have none.
 """
 from typing import Optional
 
-from . import _torch
+from . import _autograd, _torch
 from ._checks import meta_of
 from .attention import attention, attention_plan
 from .gemm import gemm, gemm_plan
@@ -31,11 +34,12 @@ def register() -> bool:
     if _registered:
         return True
     Tensor = torch.Tensor
-    op, lib = torch.library.custom_op, "ptxgen::"
+    op, lib, no_grad = torch.library.custom_op, "ptxgen::", torch.no_grad
 
     @op(lib + "softmax", mutates_args=())
     def softmax_op(x: Tensor) -> Tensor:
-        return softmax(x)
+        with no_grad():
+            return softmax(x)
 
     @softmax_op.register_fake
     def _(x):
@@ -52,7 +56,8 @@ def register() -> bool:
 
     @op(lib + "rmsnorm", mutates_args=())
     def rmsnorm_op(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6) -> Tensor:
-        return rmsnorm(x, weight, eps)
+        with no_grad():
+            return rmsnorm(x, weight, eps)
 
     @rmsnorm_op.register_fake
     def _(x, weight=None, eps=1e-6):
@@ -72,8 +77,9 @@ def register() -> bool:
     def gemm_op(a: Tensor, b: Tensor, scale_a: Optional[Tensor] = None,
                 scale_b: Optional[Tensor] = None, fast_accum: bool = False,
                 BN: Optional[int] = None, STAGES: Optional[int] = None) -> Tensor:
-        return gemm(a, b, scale_a=scale_a, scale_b=scale_b, fast_accum=fast_accum, BN=BN,
-                    STAGES=STAGES)
+        with no_grad():
+            return gemm(a, b, scale_a=scale_a, scale_b=scale_b, fast_accum=fast_accum, BN=BN,
+                        STAGES=STAGES)
 
     @gemm_op.register_fake
     def _(a, b, scale_a=None, scale_b=None, fast_accum=False, BN=None, STAGES=None):
@@ -97,7 +103,8 @@ def register() -> bool:
     @op(lib + "attention", mutates_args=())
     def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = False,
                      scale: Optional[float] = None) -> tuple[Tensor, Tensor]:
-        return attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+        with no_grad():
+            return attention(q, k, v, causal=causal, scale=scale, return_lse=True)
 
     @attention_op.register_fake
     def _(q, k, v, causal=False, scale=None):
@@ -115,6 +122,48 @@ def register() -> bool:
                                                meta_of(out))
         return q.new_empty((B, Hq, Sq), dtype=torch.float32)
 
+    _register_autograd(softmax_op, rmsnorm_op, gemm_op, attention_op)
     _registered.extend([softmax_op, softmax_out, rmsnorm_op, rmsnorm_out, gemm_op, gemm_out,
                         attention_op, attention_out])
     return True
+
+
+def _register_autograd(softmax_op, rmsnorm_op, gemm_op, attention_op) -> None:
+    """The functional ops' backward formulas (_autograd.py) and what each saves."""
+    def save_output(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    softmax_op.register_autograd(
+        lambda ctx, g: _autograd.softmax_backward(ctx.saved_tensors[0], g),
+        setup_context=save_output)
+
+    def save_rmsnorm(ctx, inputs, output):
+        x, weight, eps = inputs
+        ctx.save_for_backward(x, weight)
+        ctx.eps = eps
+
+    def rmsnorm_grads(ctx, g):
+        x, weight = ctx.saved_tensors
+        return (*_autograd.rmsnorm_backward(x, weight, ctx.eps, g), None)
+
+    rmsnorm_op.register_autograd(rmsnorm_grads, setup_context=save_rmsnorm)
+
+    def save_operands(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], inputs[1])
+
+    def gemm_grads(ctx, g):
+        return (*_autograd.gemm_backward(*ctx.saved_tensors, g), None, None, None, None, None)
+
+    gemm_op.register_autograd(gemm_grads, setup_context=save_operands)
+
+    def save_attention(ctx, inputs, output):
+        q, k, v, causal, scale = inputs
+        ctx.save_for_backward(q, k, v)
+        ctx.causal, ctx.scale = causal, scale
+        ctx.mark_non_differentiable(output[1])          # lse: an output to read, not to train
+
+    def attention_grads(ctx, g, g_lse):
+        return (*_autograd.attention_backward(*ctx.saved_tensors, ctx.causal, ctx.scale, g),
+                None, None)
+
+    attention_op.register_autograd(attention_grads, setup_context=save_attention)

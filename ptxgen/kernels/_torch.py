@@ -5,6 +5,8 @@ it to True and takes `traced` (the kernel as its custom op, which Dynamo keeps i
 graph), while an eager call pays one flag read and launches directly: torch's dispatcher
 costs more host time than a small kernel's whole launch.  Without torch it is always False.
 """
+from ._checks import ArgumentError
+
 try:
     import torch
 except (ImportError, OSError):   # CPU-only installs (or a torch whose libraries are missing)
@@ -48,18 +50,20 @@ def into(out, y):
     return y
 
 
-_WARNED: set = set()
+def differentiable(op: str, out, *tensors) -> bool:
+    """Whether a call of wrapper `op` with an input that requires grad goes through its torch
+    op, whose autograd formula records the backward (_ops._register_autograd): under grad
+    mode, yes; under no_grad / inference_mode the kernel runs directly.  out= is refused
+    there, as torch refuses out= arguments under autograd."""
+    if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad
+                                              for t in tensors):
+        return False
+    if out is not None:
+        raise ArgumentError(f"{op}: out= does not support autograd and an input requires "
+                            f"grad; drop out=, or run under torch.no_grad()")
+    return True
 
 
-def no_backward(op: str) -> None:
-    """Called when an input of wrapper `op` requires grad: ptxgen's kernels have no backward,
-    so the result is not part of the autograd graph.  Under grad mode that is a training bug
-    waiting to happen, so it says so (once per op); under torch.no_grad() / inference_mode it
-    is what inference wants.  A warning, not a refusal: nn.Parameters require grad even in
-    models that only ever run inference."""
-    if op not in _WARNED and torch.is_grad_enabled():
-        _WARNED.add(op)
-        import warnings
-        warnings.warn(f"{op}: an input requires grad, but ptxgen's kernels have no backward, "
-                      f"so the result is not attached to the autograd graph (run inference "
-                      f"under torch.no_grad(); train with a torch op)", stacklevel=3)
+def torch_ops():
+    """torch.ops.ptxgen (registered when ptxgen.kernels is imported with torch installed)."""
+    return torch.ops.ptxgen

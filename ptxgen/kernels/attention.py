@@ -41,7 +41,7 @@ import math
 import ptxgen as pg
 from ._checks import (ArgumentError, meta_of, out_tensor, real, same_device, shares_memory,
                       tensor)
-from ._torch import compiling, no_backward, traced
+from ._torch import compiling, differentiable, torch_ops, traced
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 BM = 128                     # query rows per CTA: two consumer warpgroups x 64
@@ -300,8 +300,10 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     metas = [meta_of(x) if hasattr(x, "is_contiguous") else x for x in (q, k, v, out)]
     B, Hq, Hkv, Sq, Skv, D, dt = attention_plan(*metas)
     sc = 1.0 / math.sqrt(D) if scale is None else real("attention", "scale", scale)
-    if q.requires_grad or k.requires_grad or v.requires_grad:
-        no_backward("attention")
+    if (q.requires_grad or k.requires_grad or v.requires_grad) and \
+            differentiable("attention", out, q, k, v):          # autograd records the op
+        o, lse = torch_ops().attention(q, k, v, bool(causal), scale)
+        return (o, lse) if return_lse else o
     given = out
     if out is None or shares_memory(out, (q, k, v)):   # the inputs stay unwritten
         out = torch.empty_like(q)

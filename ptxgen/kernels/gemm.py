@@ -361,8 +361,8 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     if entry is None:
         entry = _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key)
     p, like, run, prepared = entry
-    if a.requires_grad or b.requires_grad:
-        _torch.no_backward("gemm")
+    if (a.requires_grad or b.requires_grad) and _torch.differentiable("gemm", out, a, b):
+        return _torch.torch_ops().gemm(a, b, scale_a, scale_b, fast_accum, BN, STAGES)
     direct = p.direct and out is not None and not shares_memory(out, (a, b, scale_a, scale_b))
     res = out if direct else _torch.empty_like(like)
     if p.M and p.N:

@@ -34,7 +34,7 @@ from ptxgen.layout import S, TileLayout, tid
 
 from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor, real,
                       same_device, shares_memory, tensor)
-from ._torch import compiling, empty_like, into, no_backward, traced
+from ._torch import compiling, differentiable, empty_like, into, torch_ops, traced
 
 M = pg.var("M")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -183,8 +183,9 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     if plan is None:
         plan = _plan(x, weight, out, key if not knobs else None)
     k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
-    if x.requires_grad or weight is not None and weight.requires_grad:
-        no_backward("rmsnorm")
+    if (x.requires_grad or weight is not None and weight.requires_grad) and \
+            differentiable("rmsnorm", out, x, weight):            # autograd records the op
+        return torch_ops().rmsnorm(x, weight, eps)
     if out is not None and (out.data_ptr() % 16 or
                             shares_memory(out, (x, weight), in_place=x)):
         direct = False            # vector stores need aligned rows; the inputs stay unwritten

@@ -33,7 +33,7 @@ from ptxgen.layout import S, TileLayout, tid
 
 from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor,
                       reduced_dim, shares_memory, tensor)
-from ._torch import compiling, empty_like, into, no_backward, traced
+from ._torch import compiling, differentiable, empty_like, into, torch_ops, traced
 from .rmsnorm import plan as row_plan
 
 M = pg.var("M")
@@ -215,8 +215,8 @@ def softmax(x, out=None, *, dim=-1, **knobs):
     if plan is None:
         plan = _plan(x, out, key if not knobs else None)
     k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
-    if x.requires_grad:
-        no_backward("softmax")
+    if x.requires_grad and differentiable("softmax", out, x):   # autograd records the op
+        return torch_ops().softmax(x)
     if out is not None and (out.data_ptr() % 16 or shares_memory(out, (x,), in_place=x)):
         direct = False            # vector stores need aligned rows; x must stay unwritten
     y = out if direct and out is not None else empty_like(x) if flat else x.new_empty(x.shape)
