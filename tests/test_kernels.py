@@ -99,6 +99,8 @@ def test_attention_plans():
     assert attention_plan(q, kv, kv) == (2, 8, 2, 100, 77, 128, "bfloat16")
     f16 = T((1, 4, 0, 64), "float16")
     assert attention_plan(f16, f16, f16, f16) == (1, 4, 4, 0, 0, 64, "float16")
+    strided = T((2, 8, 100, 128), contiguous=False)   # (B, S, H, D).transpose(1, 2): copied
+    assert attention_plan(strided, kv, kv, strided)[0] == 2
     none = T((3, 0, 16, 64))                       # no heads: an empty result, as SDPA's
     assert attention_plan(none, none, none) == (3, 0, 0, 16, 16, 64, "bfloat16")
 
@@ -114,8 +116,6 @@ Q = T((2, 4, 64, 64))
                                            "tensors (move it with k.cuda())"),
     (Q, Q, T(Q.shape, device="cuda:1"), None, "attention: v is on cuda:1 but q is on cuda:0; put "
                                               "every tensor on one device"),
-    (T(Q.shape, contiguous=False), Q, Q, None, "attention: q is not contiguous; call "
-                                               ".contiguous() (TMA reads (B, H, S, D) row-major)"),
     (Q, T(Q.shape, "float16"), T(Q.shape, "float16"), None,
      "attention: k and v must have q's dtype bfloat16, got float16 and float16"),
     (Q, Q, T((2, 4, 65, 64)), None, "attention: v must have k's shape (2, 4, 64, 64), got "
@@ -134,8 +134,6 @@ Q = T((2, 4, 64, 64))
      "heads (CUDA's grid y and z: split the batch)"),
     (Q, Q, Q, T((2, 4, 64, 32)), "attention: out has shape (2, 4, 64, 32), the result has shape "
                                  "(2, 4, 64, 64); pass an out of that shape or none"),
-    (Q, Q, Q, T(Q.shape, contiguous=False), "attention: out is not contiguous; pass a contiguous "
-                                            "out (the kernel stores rows with TMA) or none"),
     ("q", Q, Q, None, "attention: q must be a torch tensor, got str"),
 ])
 def test_attention_refusals_name_the_argument(q, k, v, out, msg):

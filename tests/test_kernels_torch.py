@@ -443,9 +443,12 @@ def test_attention_eager_path(cpu_as_cuda, monkeypatch):
     q = torch.randn(2, 4, 100, 64).to(bf)
     k, v = torch.randn(2, 2, 77, 64).to(bf), torch.randn(2, 2, 77, 64).to(bf)
 
-    def sdpa(**kw):
+    def sdpa_on(q, k, v, **kw):
         return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True,
                                               **kw).to(bf)
+
+    def sdpa(**kw):
+        return sdpa_on(q, k, v, **kw)
 
     want = sdpa()
     torch.testing.assert_close(attention(q, k, v), want)
@@ -456,6 +459,13 @@ def test_attention_eager_path(cpu_as_cuda, monkeypatch):
     out = torch.full_like(q, float("nan"))
     assert attention(q, k, v, out=out) is out
     torch.testing.assert_close(out, want)
+    bshd = q.transpose(1, 2).contiguous().transpose(1, 2)      # a (B, S, H, D) tensor's view
+    strided_out = torch.full((2, 100, 4, 64), float("nan")).to(bf).transpose(1, 2)
+    assert attention(bshd, k[:, :, 1:].contiguous()[:, :, :76], v[:, :, :76],
+                     out=strided_out) is strided_out
+    torch.testing.assert_close(strided_out, sdpa_on(q, k[:, :, 1:77], v[:, :, :76]))
+    calls = [c for c in cpu_as_cuda if c[0] == "attention"]
+    assert all(c[1] == (2, 4, 100, 64) for c in calls)
     n = len(cpu_as_cuda)
     o, lse = attention(q, k[:, :, :0], v[:, :, :0], return_lse=True)   # no keys: zeros, -inf
     assert not o.abs().sum() and torch.isneginf(lse).all() and lse.shape == (2, 4, 100)

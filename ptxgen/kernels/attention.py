@@ -3,7 +3,9 @@
     attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False)
     q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D), as torch SDPA takes them; Hq % Hkv == 0
     (GQA / MQA: query head h reads K/V head h // (Hq // Hkv), nothing is repeated);
-    bfloat16 / float16; D in {64, 128, 256}; any Sq, Skv >= 1; `causal` is SDPA's
+    bfloat16 / float16; D in {64, 128, 256}; any Sq, Skv >= 0; any strides (inputs in a layout
+    other than row-major (B, H, S, D) are copied first, and such an out= is written through a
+    copy); `causal` is SDPA's
     is_causal (query i sees keys j <= i); out (B, Hq, Sq, D) in q's dtype; lse (B, Hq, Sq)
     float32, the natural-log logsumexp of the scaled scores, when asked.
 
@@ -257,10 +259,6 @@ def attention_plan(q, k, v, out=None):
     op, dts = "attention", ("bfloat16", "float16")
     q, k, v = (tensor(op, n, m, dtypes=dts, dim=4) for n, m in (("q", q), ("k", k), ("v", v)))
     same_device(op, ("q", q), ("k", k), ("v", v))
-    for name, m in (("q", q), ("k", k), ("v", v)):
-        if not m.contiguous:
-            raise ArgumentError(f"attention: {name} is not contiguous; call .contiguous() (TMA "
-                                f"reads (B, H, S, D) row-major)")
     if not q.dtype == k.dtype == v.dtype:
         raise ArgumentError(f"attention: k and v must have q's dtype {q.dtype}, got {k.dtype} "
                             f"and {v.dtype}")
@@ -282,9 +280,6 @@ def attention_plan(q, k, v, out=None):
                             f"(GQA needs Hq % Hkv == 0)")
     if out is not None:
         out_tensor(op, out, q.shape, q.dtype, q.device)
-        if not out.contiguous:
-            raise ArgumentError("attention: out is not contiguous; pass a contiguous out (the "
-                                "kernel stores rows with TMA) or none")
     return B, Hq, Hkv, Sq, Skv, D, q.dtype
 
 
@@ -304,8 +299,14 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
             differentiable("attention", out, q, k, v):          # autograd records the op
         o, lse = torch_ops().attention(q, k, v, bool(causal), scale)
         return (o, lse) if return_lse else o
+    # TMA reads and writes (B, H, S, D) row-major from 16-byte aligned addresses: other
+    # layouts (a (B, S, H, D) tensor's transpose, say) are copied, an out= that is not
+    # written through a copy, as is one that overlaps an input (which must stay unwritten)
+    q, k, v = (t if t.is_contiguous() and not t.data_ptr() % 16 else
+               t.clone(memory_format=torch.contiguous_format) for t in (q, k, v))
     given = out
-    if out is None or shares_memory(out, (q, k, v)):   # the inputs stay unwritten
+    if out is None or not out.is_contiguous() or out.data_ptr() % 16 or \
+            shares_memory(out, (q, k, v)):
         out = torch.empty_like(q)
     pad = -(-Sq // BM) * BM
     lse = torch.empty((B, Hq, pad), dtype=torch.float32, device=q.device)

@@ -288,6 +288,19 @@ def test_training_through_the_ops(compiled):
         torch.testing.assert_close(a_.float(), b_.float(), rtol=2e-2, atol=2e-2)
 
 
+def test_attention_takes_any_strides():
+    """(B, S, H, D) tensors viewed as (B, H, S, D), as models hold them: copied for TMA, the
+    same result as their contiguous copies, and a strided out= written."""
+    torch.manual_seed(5)
+    bf = torch.bfloat16
+    q, k, v = (torch.randn(2, 300, h, 64, device="cuda", dtype=bf).transpose(1, 2)
+               for h in (8, 2, 2))
+    want = attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+    out = torch.full((2, 300, 8, 64), float("nan"), device="cuda", dtype=bf).transpose(1, 2)
+    assert attention(q, k, v, causal=True, out=out) is out
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
 def test_empty_dimensions_give_empty_results():
     for shape in ((0, 16), (16, 0), (2, 0, 8)):
         x = torch.randn(shape, device="cuda")
