@@ -13,7 +13,7 @@ sum, so it is never carried across steps), then the consumers promote it in fp32
 cores: acc += part * (scale_a[row] * scale_b).  A thread of the wgmma accumulator fragment
 holds two rows (16 * warp + lane / 4 and 8 below) and, per 8 columns j, registers
 4j + 2h + e of row h; the next step's scales are loaded from global (L2) while this step
-waits and multiplies, so their latency hides behind the wgmma.  Two other schedules of the
+multiplies, so their latency hides behind the next wgmma.  Two other schedules of the
 same sums (`make_blockscaled(pingpong=True)` / `(overlap=True)`) keep the tensor cores busy
 while the CUDA cores promote: the consumers taking turns, or two partial tiles per consumer.
 
@@ -102,11 +102,13 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                         v.set(x)
 
                 def step(k, p, next_p=None, own=False):
-                    """K-step k: its scales, the next step's scale loads, its wgmma into the
-                    partial tile p if `own` (else it is in flight; with overlap the next
-                    step's goes into next_p), then p (k's product) promoted into acc."""
-                    f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
-                    load_scales(pg.min(k + 1, nk - 1))      # in flight during this step
+                    """K-step k: its wgmma into the partial tile p if `own` (else it is in
+                    flight; with overlap the next step's goes into next_p), then its scales,
+                    the next step's scale loads (in flight until the next step needs them)
+                    and p (k's product) promoted into acc.  The scales come after the wgmma
+                    issue: before it, ptxas builds the overlapped schedule's wgmma
+                    descriptors in vector registers (R2UR per operand) instead of on the
+                    uniform datapath (sm_90a SASS, benchmarks/RESULTS.md)."""
                     if own:
                         issue(p)
                     if next_p is None:
@@ -114,6 +116,8 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     else:
                         issue(next_p)
                         wg.gemm_wait(1)                 # groups finish in order: k's
+                    f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
+                    load_scales(pg.min(k + 1, nk - 1))
                     done.release()
                     promote(pv if p is part else pv2, f0, f1)
 
