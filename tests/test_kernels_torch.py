@@ -378,6 +378,8 @@ def test_wrappers_train_through_their_ops(cpu_as_cuda):
                                             r"input requires grad; drop out=, or run under "
                                             r"torch.no_grad\(\)$"):
         softmax(x.clone().requires_grad_(), out=torch.empty_like(x))
+    with pytest.raises(ArgumentError, match=r"^softmax: out= does not support autograd"):
+        softmax(x.clone().requires_grad_(), out=torch.empty_like(x), dim=0)
 
 
 def test_attention_trains_through_its_op(cpu_as_cuda, monkeypatch):

@@ -240,6 +240,8 @@ def _softmax_along(x, out, d, knobs):
     back into a contiguous result (or `out`, checked as the result of x)."""
     if out is not None:
         softmax_plan(meta_of(x), meta_of(out) if hasattr(out, "is_contiguous") else out)
+        if x.requires_grad:
+            differentiable("softmax", out, x)       # refuses out= under autograd
     y = softmax(x.movedim(d, -1), **knobs).movedim(-1, d)
     if out is None:
         return y.contiguous()
