@@ -382,13 +382,7 @@ def test_wrappers_train_through_their_ops(cpu_as_cuda):
         softmax(x.clone().requires_grad_(), out=torch.empty_like(x), dim=0)
 
 
-def test_attention_trains_through_its_op(cpu_as_cuda, monkeypatch):
-    import sys
-    A = sys.modules["ptxgen.kernels.attention"]
-    from ptxgen.kernels import _checks
-    monkeypatch.setattr(A, "meta_of", lambda t: _checks.meta_of(t)._replace(device="cuda:0"))
-    monkeypatch.setattr(A, "kernel_for", lambda dt, D, causal, group, prescale=False:
-                        StandIn(_sdpa_stand_in(causal, group, cpu_as_cuda), cpu_as_cuda))
+def test_attention_trains_through_its_op(cpu_as_cuda, attention_stand_in):
     F = torch.nn.functional
     torch.manual_seed(1)
     bf = torch.bfloat16
@@ -433,13 +427,19 @@ def _sdpa_stand_in(causal, group, calls):
     return attn
 
 
-def test_attention_eager_path(cpu_as_cuda, monkeypatch):
+@pytest.fixture
+def attention_stand_in(cpu_as_cuda, monkeypatch):
+    """attention's eager path on CPU tensors: its rules see cpu as cuda:0 and its kernel is an
+    SDPA stand-in (launches go to cpu_as_cuda)."""
     import sys
     A = sys.modules["ptxgen.kernels.attention"]
     from ptxgen.kernels import _checks
     monkeypatch.setattr(A, "meta_of", lambda t: _checks.meta_of(t)._replace(device="cuda:0"))
     monkeypatch.setattr(A, "kernel_for", lambda dt, D, causal, group, prescale=False:
                         StandIn(_sdpa_stand_in(causal, group, cpu_as_cuda), cpu_as_cuda))
+
+
+def test_attention_eager_path(cpu_as_cuda, attention_stand_in):
     F = torch.nn.functional
     bf = torch.bfloat16
     q = torch.randn(2, 4, 100, 64).to(bf)
