@@ -382,6 +382,29 @@ def test_wrappers_train_through_their_ops(cpu_as_cuda):
         softmax(x.clone().requires_grad_(), out=torch.empty_like(x), dim=0)
 
 
+def test_opcheck_with_gradients(cpu_as_cuda, attention_stand_in, monkeypatch):
+    """torch.library.opcheck of the functional ops on inputs that require grad (their schema,
+    fake implementation, autograd registration, and aot_autograd's forward and backward with
+    dynamic shapes against eager), on CPU tensors with stand-in kernels."""
+    import sys
+    O = sys.modules["ptxgen.kernels._ops"]
+    from ptxgen.kernels import _checks
+    monkeypatch.setattr(O, "meta_of", lambda t: _checks.meta_of(t)._replace(device="cuda:0"))
+    bf = torch.bfloat16
+    x, w = torch.randn(3, 64, requires_grad=True), torch.rand(64, requires_grad=True)
+    a, b = (torch.randn(*s).to(bf).requires_grad_() for s in ((32, 16), (24, 16)))
+    q = torch.randn(1, 4, 40, 64).to(bf).requires_grad_()
+    kv = torch.randn(1, 2, 50, 64).to(bf).requires_grad_()
+    ops = torch.ops.ptxgen
+    for op, args, kw in ((ops.softmax.default, (x,), {}),
+                         (ops.rmsnorm.default, (x, w), {"eps": 1e-5}),
+                         (ops.gemm.default, (a, b), {}),
+                         (ops.attention.default, (q, kv, kv), {"causal": True})):
+        torch.library.opcheck(op, args, kw, test_utils=(
+            "test_schema", "test_autograd_registration", "test_faketensor",
+            "test_aot_dispatch_dynamic"))
+
+
 def test_attention_trains_through_its_op(cpu_as_cuda, attention_stand_in):
     F = torch.nn.functional
     torch.manual_seed(1)

@@ -41,8 +41,9 @@ def gemm_backward(a, b, g):
 def attention_backward(q, k, v, causal: bool, scale, g):
     """(dL/dq, dL/dk, dL/dv) of attention, through torch's SDPA on the same inputs: the same
     function (scale None = 1/sqrt(D), causal = is_causal, GQA heads)."""
+    gqa = bool(q.shape[1] != k.shape[1])    # a bool even for symbolic head counts (a guard)
     with torch.enable_grad():
         q2, k2, v2 = (t.detach().requires_grad_() for t in (q, k, v))
         o = torch.nn.functional.scaled_dot_product_attention(
-            q2, k2, v2, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+            q2, k2, v2, is_causal=causal, scale=scale, enable_gqa=gqa)
         return torch.autograd.grad(o, (q2, k2, v2), g)

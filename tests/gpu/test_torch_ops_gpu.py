@@ -55,10 +55,16 @@ def _opcheck_cases():
         (ops.attention.default, (q, kv, kv), {"causal": True}),
         (ops.attention.default, (q, kv, kv), {"scale": 0.2}),
         (ops.attention_out.default, (q, kv, kv, torch.empty_like(q)), {}),
+        # inputs that require grad: the autograd formulas (kernels/_autograd.py) too
+        (ops.softmax.default, (x.float().requires_grad_(),), {}),
+        (ops.rmsnorm.default, (x.float().requires_grad_(), w.float().requires_grad_()), {}),
+        (ops.gemm.default, (a.requires_grad_(), b.requires_grad_()), {}),
+        (ops.attention.default, (q.requires_grad_(), kv.clone().requires_grad_(),
+                                 kv.clone().requires_grad_()), {"causal": True}),
     ]
 
 
-@pytest.mark.parametrize("case", range(12))
+@pytest.mark.parametrize("case", range(16))
 def test_opcheck(case):
     op, args, kwargs = _opcheck_cases()[case]
     if any(getattr(a, "dtype", None) == torch.float8_e4m3fn for a in args):
