@@ -58,8 +58,8 @@ def _opcheck_cases():
         # inputs that require grad: the autograd formulas (kernels/_autograd.py) too
         (ops.softmax.default, (x.float().requires_grad_(),), {}),
         (ops.rmsnorm.default, (x.float().requires_grad_(), w.float().requires_grad_()), {}),
-        (ops.gemm.default, (a.requires_grad_(), b.requires_grad_()), {}),
-        (ops.attention.default, (q.requires_grad_(), kv.clone().requires_grad_(),
+        (ops.gemm.default, (a.clone().requires_grad_(), b.clone().requires_grad_()), {}),
+        (ops.attention.default, (q.clone().requires_grad_(), kv.clone().requires_grad_(),
                                  kv.clone().requires_grad_()), {"causal": True}),
     ]
 
