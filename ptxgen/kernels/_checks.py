@@ -110,10 +110,13 @@ def reduced_dim(op: str, shape: tuple, dim) -> int:
 
 
 def _span(t) -> tuple:
-    """[first byte, past the last byte) of a tensor's elements (torch strides are >= 0)."""
+    """[first byte, past the last byte) of a tensor's elements (torch strides are >= 0); a
+    contiguous tensor's from its nbytes, the common case, without a walk over its strides."""
+    start = t.data_ptr()
+    if t.is_contiguous():
+        return start, start + t.nbytes
     if not t.numel():
         return 0, 0
-    start = t.data_ptr()
     last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
     return start, start + (last + 1) * t.element_size()
 
