@@ -422,6 +422,22 @@ def test_attention_trains_through_its_op(cpu_as_cuda, attention_stand_in):
     assert o.requires_grad and not lse.requires_grad       # lse is read, not trained
 
 
+def test_softmax_dtype_casts_first_as_torch(cpu_as_cuda):
+    x = torch.randn(4, 64).to(torch.bfloat16)
+    y = softmax(x, dtype=torch.float32)
+    assert y.dtype == torch.float32
+    _same(y, torch.softmax(x, -1, dtype=torch.float32))
+    assert softmax(x, dtype=torch.bfloat16).dtype == torch.bfloat16     # already x's: no cast
+    out = torch.empty(4, 64)
+    assert softmax(x, out=out, dtype=torch.float32) is out
+    with pytest.raises(ArgumentError, match=r"^softmax: out has dtype float32, the result is "
+                                            r"bfloat16"):
+        softmax(x, out=out)
+    with pytest.raises(ArgumentError, match=r"^softmax: dtype torch.float64; it takes float16, "
+                                            r"bfloat16, float32$"):
+        softmax(x, dtype=torch.float64)
+
+
 def test_scalar_arguments_are_checked_before_any_launch(cpu_as_cuda):
     x = torch.randn(4, 32)
     for eps, msg in (("a", "must be a real number, got 'a'"), (float("nan"), "must be finite")):

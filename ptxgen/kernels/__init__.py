@@ -4,7 +4,7 @@ CUDA tensors and checks them as strictly as torch does:
     from ptxgen.kernels import gemm, rmsnorm, softmax, attention
     gemm(a, b, out=None)                      # a @ b.T; bf16/f16, fp8 e4m3 (scale_a=, scale_b=)
     rmsnorm(x, weight, eps=1e-6, out=None)    # over the last dim of any (..., N) tensor
-    softmax(x, out=None, *, dim=-1)           # over the last dim, or any dim (moved last)
+    softmax(x, out=None, *, dim=-1, dtype=None)  # any dim (moved last); dtype= as torch
     attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False)
 
 Where torch is installed, importing this package registers every kernel as a torch custom op

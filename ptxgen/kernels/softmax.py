@@ -4,6 +4,7 @@
     y = softmax(x)                 # torch.softmax(x, dim=-1); x (..., N) on a CUDA device
     softmax(x, out=y)              # out: x's shape and dtype (non-contiguous: written by a copy)
     softmax(x, dim=0)              # another dim: moved last and back (two extra copies)
+    softmax(x, dtype=torch.float32)  # as torch's dtype=: x cast first
 
 dtypes: float16, bfloat16, float32 in, the same out; float32 arithmetic throughout.
 Shapes: any (..., N), N >= 0 (empty dimensions give an empty result); a 0-d x is refused.
@@ -193,11 +194,16 @@ def _plan(x, out, key):
     return plan
 
 
-def softmax(x, out=None, *, dim=-1, **knobs):
-    """torch.softmax(x, dim) of a float16 / bfloat16 / float32 CUDA tensor, into `out` when
-    given (checked: x's shape, dtype and device).  The kernels work over the last dimension;
-    another `dim` is moved there and back (two copies).  `knobs` go to `make`
-    (per_thread=).  Inside torch.compile it is torch.ops.ptxgen.softmax."""
+def softmax(x, out=None, *, dim=-1, dtype=None, **knobs):
+    """torch.softmax(x, dim, dtype=dtype) of a float16 / bfloat16 / float32 CUDA tensor, into
+    `out` when given (checked: the result's shape, dtype and device).  `dtype`, as torch's:
+    x is cast to it first.  The kernels work over the last dimension; another `dim` is moved
+    there and back (two copies).  `knobs` go to `make` (per_thread=).  Inside torch.compile
+    it is torch.ops.ptxgen.softmax."""
+    if dtype is not None and hasattr(x, "is_contiguous") and dtype != x.dtype:
+        if str(dtype).rpartition(".")[2] not in DTYPES:
+            raise ArgumentError(f"softmax: dtype {dtype}; it takes {', '.join(DTYPES)}")
+        x = x.to(dtype)
     if dim != -1 and hasattr(x, "is_contiguous") and x.dim():   # (the rules refuse the rest)
         d = reduced_dim("softmax", tuple(x.shape), dim)
         if d != x.dim() - 1:

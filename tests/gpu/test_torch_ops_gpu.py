@@ -212,6 +212,9 @@ def test_softmax_over_any_dim_eager_and_compiled():
         out = torch.full_like(x, float("nan"))
         _close(g(x, out), want, torch.float32)
         _close(out, torch.softmax(x * 2, 1), torch.float32)
+    xb = x.to(torch.bfloat16)                      # dtype=, as torch's: x cast first
+    _close(softmax(xb, dtype=torch.float32), torch.softmax(xb, -1, dtype=torch.float32),
+           torch.float32)
 
 
 def test_noncontiguous_inputs_and_out_are_written():
