@@ -114,7 +114,14 @@ def _as_kernels(value, what: str) -> list:
     return [(k.name, k) for k in items]
 
 
-_SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
+# annotation -> (what a value of it is, whether a --kernel-args literal is one); a str
+# annotation (from __future__ annotations) is looked up by its name
+_SCALARS = {int: ("an int", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+            float: ("a number", lambda v: isinstance(v, (int, float)) and
+                    not isinstance(v, bool)),
+            bool: ("True or False", lambda v: isinstance(v, bool)),
+            str: ("a string", lambda v: isinstance(v, str))}
+_SCALARS.update({t.__name__: rule for t, rule in list(_SCALARS.items())})
 
 
 def _check_kernel_args(fn, kwargs: dict, what: str) -> None:
@@ -134,15 +141,9 @@ def _check_kernel_args(fn, kwargs: dict, what: str) -> None:
         if p is None or p.kind is p.POSITIONAL_ONLY:
             raise _fail(f"--kernel-args {key}=...: {what} takes "
                         f"{', '.join(params) or 'no arguments'}")
-        ann = p.annotation if not isinstance(p.annotation, str) else \
-            _SCALARS.get(p.annotation)
-        ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-              float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-              bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}.get(ann)
-        if ok is not None and not ok(value):
-            kind = {int: "an int", float: "a number", bool: "True or False",
-                    str: "a string"}[ann]
-            raise _fail(f"--kernel-args {key}={value!r}: {what}'s {key} is {kind}")
+        rule = _SCALARS.get(p.annotation)
+        if rule is not None and not rule[1](value):
+            raise _fail(f"--kernel-args {key}={value!r}: {what}'s {key} is {rule[0]}")
 
 
 def _call(fn, kwargs: dict, what: str):

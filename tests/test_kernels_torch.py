@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 import ptxgen as pg  # noqa: E402
 from ptxgen.kernels import ArgumentError, attention, gemm, rmsnorm, softmax  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from support.torch_refs import grads, rms_ref  # noqa: E402
 
 
 class Recorder:
@@ -333,18 +334,6 @@ def test_overlapping_out_is_computed_aside(cpu_as_cuda, monkeypatch):
     _same(out, want)
 
 
-def _grads(f, *inputs, g):
-    """The gradients of sum(f(*inputs) * g) with respect to inputs (fresh leaves)."""
-    leaves = [t.detach().clone().requires_grad_() for t in inputs]
-    (f(*leaves) * g).sum().backward()
-    return [t.grad for t in leaves]
-
-
-def _rms_ref(x, w, eps):
-    y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
-    return (y if w is None else y * w.float()).to(x.dtype)
-
-
 def test_wrappers_train_through_their_ops(cpu_as_cuda):
     """Inputs that require grad under grad mode go through torch.ops.ptxgen.*, whose autograd
     formulas give torch's gradients; the forward is still the kernel (a stand-in here)."""
@@ -352,20 +341,20 @@ def test_wrappers_train_through_their_ops(cpu_as_cuda):
     x = torch.randn(3, 5, 64)
     g = torch.randn(3, 5, 64)
     n = len(cpu_as_cuda)
-    for got, want in zip(_grads(softmax, x, g=g), _grads(lambda t: torch.softmax(t, -1), x, g=g)):
+    for got, want in zip(grads(softmax, x, g=g), grads(lambda t: torch.softmax(t, -1), x, g=g)):
         torch.testing.assert_close(got, want)
     assert len(cpu_as_cuda) == n + 1                       # the kernel made the forward
-    y0 = _grads(lambda t: softmax(t, dim=0), x, g=g)[0]     # another dim: moved, then the op
-    torch.testing.assert_close(y0, _grads(lambda t: torch.softmax(t, 0), x, g=g)[0])
+    y0 = grads(lambda t: softmax(t, dim=0), x, g=g)[0]     # another dim: moved, then the op
+    torch.testing.assert_close(y0, grads(lambda t: torch.softmax(t, 0), x, g=g)[0])
     w = torch.rand(64) + 0.5
-    for got, want in zip(_grads(lambda a, b: rmsnorm(a, b, 1e-5), x, w, g=g),
-                         _grads(lambda a, b: _rms_ref(a, b, 1e-5), x, w, g=g)):
+    for got, want in zip(grads(lambda a, b: rmsnorm(a, b, 1e-5), x, w, g=g),
+                         grads(lambda a, b: rms_ref(a, b, 1e-5), x, w, g=g)):
         torch.testing.assert_close(got, want)
-    torch.testing.assert_close(_grads(lambda a: rmsnorm(a, None, 1e-5), x, g=g)[0],
-                               _grads(lambda a: _rms_ref(a, None, 1e-5), x, g=g)[0])
+    torch.testing.assert_close(grads(lambda a: rmsnorm(a, None, 1e-5), x, g=g)[0],
+                               grads(lambda a: rms_ref(a, None, 1e-5), x, g=g)[0])
     a, b = torch.randn(30, 16).to(torch.bfloat16), torch.randn(24, 16).to(torch.bfloat16)
     gd = torch.randn(30, 24).to(torch.bfloat16)
-    for got, want in zip(_grads(gemm, a, b, g=gd), _grads(lambda p, q: p @ q.T, a, b, g=gd)):
+    for got, want in zip(grads(gemm, a, b, g=gd), grads(lambda p, q: p @ q.T, a, b, g=gd)):
         torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
     a8, b8 = (t.to(torch.float8_e4m3fn).requires_grad_() for t in (a, b))
     d8 = gemm(a8, b8, scale_a=torch.ones(1), scale_b=torch.ones(1))
@@ -413,10 +402,10 @@ def test_attention_trains_through_its_op(cpu_as_cuda, attention_stand_in):
     k, v = torch.randn(1, 2, 50, 64).to(bf), torch.randn(1, 2, 50, 64).to(bf)
     g = torch.randn(1, 4, 40, 64).to(bf)
     for kw in ({}, {"causal": True, "scale": 0.2}):
-        want = _grads(lambda a, b, c: F.scaled_dot_product_attention(
+        want = grads(lambda a, b, c: F.scaled_dot_product_attention(
             a, b, c, is_causal=kw.get("causal", False), scale=kw.get("scale"), enable_gqa=True),
             q, k, v, g=g)
-        for got, w in zip(_grads(lambda a, b, c: attention(a, b, c, **kw), q, k, v, g=g), want):
+        for got, w in zip(grads(lambda a, b, c: attention(a, b, c, **kw), q, k, v, g=g), want):
             torch.testing.assert_close(got, w)
     o, lse = attention(q.clone().requires_grad_(), k, v, return_lse=True)
     assert o.requires_grad and not lse.requires_grad       # lse is read, not trained

@@ -3,7 +3,9 @@
 A tensor is described by a ``Meta`` tuple (shape, dtype name, device text, contiguous), so the
 rules run (and are tested) without torch; the wrappers build the Meta of their torch tensors
 once per distinct metadata and memoize what the rules return, which is why no rule here may
-read anything but its arguments.  Every refusal is an ArgumentError naming the argument.
+read anything but its arguments.  `shares_memory` is the one per-call test of the tensors
+themselves (their addresses), for an out= that may overlap an input.  Every refusal is an
+ArgumentError naming the argument.
 """
 from __future__ import annotations
 
@@ -77,6 +79,11 @@ def out_tensor(op: str, out, shape: tuple, dtype: str, device: str) -> bool:
     return out.contiguous
 
 
+def is_int(v) -> bool:
+    """An int argument (a bool is not one, though Python counts it as one)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def real(op: str, name: str, value) -> float:
     """A finite real scalar argument (eps, scale) as a float; a bool, a string or a NaN is
     refused by name rather than failing inside float() or the kernel."""
@@ -103,7 +110,7 @@ def reduced_dim(op: str, shape: tuple, dim) -> int:
     """A dimension argument of a tensor of `shape` as a non-negative index (torch's range
     [-ndim, ndim))."""
     n = len(shape)
-    if isinstance(dim, bool) or not isinstance(dim, int) or not -n <= dim < n:
+    if not is_int(dim) or not -n <= dim < n:
         raise ArgumentError(f"{op}: dim must be an int in [{-n}, {n}) for a {n}-d tensor, "
                             f"got {dim!r}")
     return dim % n

@@ -50,13 +50,18 @@ def into(out, y):
     return y
 
 
-def differentiable(op: str, out, *tensors) -> bool:
-    """Whether a call of wrapper `op` with an input that requires grad goes through its torch
-    op, whose autograd formula records the backward (_ops._register_autograd): under grad
-    mode, yes; under no_grad / inference_mode the kernel runs directly.  out= is refused
+def tma_ready(t):
+    """t as TMA reads it: row-major from a 16-byte aligned address (a copy where it is not)."""
+    return t if t.is_contiguous() and not t.data_ptr() % 16 else \
+        t.clone(memory_format=torch.contiguous_format)
+
+
+def differentiable(op: str, out) -> bool:
+    """Called by wrapper `op` when an input requires grad: whether the call goes through its
+    torch op, whose autograd formula records the backward (_ops._register_autograd).  Under
+    grad mode, yes; under no_grad / inference_mode the kernel runs directly.  out= is refused
     there, as torch refuses out= arguments under autograd."""
-    if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad
-                                              for t in tensors):
+    if not torch.is_grad_enabled():
         return False
     if out is not None:
         raise ArgumentError(f"{op}: out= does not support autograd and an input requires "

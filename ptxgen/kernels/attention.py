@@ -43,7 +43,7 @@ import math
 import ptxgen as pg
 from ._checks import (ArgumentError, meta_of, out_tensor, real, same_device, shares_memory,
                       tensor)
-from ._torch import compiling, differentiable, torch_ops, traced
+from ._torch import compiling, differentiable, into, tma_ready, torch_ops, traced
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 BM = 128                     # query rows per CTA: two consumer warpgroups x 64
@@ -296,14 +296,13 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     B, Hq, Hkv, Sq, Skv, D, dt = attention_plan(*metas)
     sc = 1.0 / math.sqrt(D) if scale is None else real("attention", "scale", scale)
     if (q.requires_grad or k.requires_grad or v.requires_grad) and \
-            differentiable("attention", out, q, k, v):          # autograd records the op
+            differentiable("attention", out):          # autograd records the op
         o, lse = torch_ops().attention(q, k, v, bool(causal), scale)
         return (o, lse) if return_lse else o
     # TMA reads and writes (B, H, S, D) row-major from 16-byte aligned addresses: other
     # layouts (a (B, S, H, D) tensor's transpose, say) are copied, an out= that is not
     # written through a copy, as is one that overlaps an input (which must stay unwritten)
-    q, k, v = (t if t.is_contiguous() and not t.data_ptr() % 16 else
-               t.clone(memory_format=torch.contiguous_format) for t in (q, k, v))
+    q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     given = out
     if out is None or not out.is_contiguous() or out.data_ptr() % 16 or \
             shares_memory(out, (q, k, v)):
@@ -317,8 +316,7 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
         else:
             kernel_for(dt, D, bool(causal), Hq // Hkv, prescale=sc <= 0)(
                 q, k, v, out, lse, sc * LOG2E)
-    if given is not None and given is not out:
-        out = given.copy_(out)
+    out = into(given, out)
     if not return_lse:
         return out
     return out, (lse if pad == Sq else lse[..., :Sq].contiguous())

@@ -36,7 +36,8 @@ from ptxgen.primitives.tcgen05 import canonical_layout
 from . import _torch
 from ._gemm_sm90 import (BM, GROUP_M, check_cluster_pair, consumer_end,  # noqa: F401
                          cta_end, persistent_setup, store_tile, wgmma_consumer)
-from ._checks import ArgumentError, Meta, meta_of, out_tensor, same_device, shares_memory, tensor
+from ._checks import (ArgumentError, Meta, is_int, meta_of, out_tensor, same_device,
+                      shares_memory, tensor)
 from ._torch import compiling, traced
 from .gemm_small_m import decode_launch, store_back, store_target
 
@@ -57,7 +58,7 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     the B tile they share, so each CTA streams half of B from L2 (ctas must be even)."""
     if dtype not in _IN:
         raise ValueError(f"make_gemm: dtype {dtype!r}; it takes {', '.join(_IN)}")
-    if isinstance(STAGES, bool) or not isinstance(STAGES, int) or not 1 <= STAGES <= 8:
+    if not is_int(STAGES) or not 1 <= STAGES <= 8:
         raise ValueError(f"make_gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
     out_dt = _IN[dtype]
     if promote and BN > 192:
@@ -138,10 +139,6 @@ class GemmPlan(NamedTuple):
     STAGES: int | None
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | None = None,
               out: Meta | None = None, fast_accum: bool = False, BN=None, STAGES=None):
     """The GemmPlan of a (M, K) @ b (N, K)^T, or the ArgumentError naming the argument; the
@@ -168,11 +165,11 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
         if any(d != 1 for d in s.shape):
             raise ArgumentError(f"gemm: {name} must hold one element (a per-tensor scale), "
                                 f"got shape {s.shape}")
-    if BN is not None and (not _is_int(BN) or BN % 64 or not 64 <= BN <= 256 or
+    if BN is not None and (not is_int(BN) or BN % 64 or not 64 <= BN <= 256 or
                            scaled and not fast_accum and BN > 192):
         raise ArgumentError(f"gemm: BN = {BN!r}: a multiple of 64 up to 256 (192 for float8 "
                             f"without fast_accum: two fp32 tiles must fit the registers)")
-    if STAGES is not None and (not _is_int(STAGES) or not 1 <= STAGES <= 8):
+    if STAGES is not None and (not is_int(STAGES) or not 1 <= STAGES <= 8):
         raise ArgumentError(f"gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
     (M, K), N = a.shape, b.shape[0]
     out_dtype = "bfloat16" if scaled else a.dtype
@@ -277,11 +274,7 @@ def _decode_launch(plan: GemmPlan, device):
 @path("small_m", _small_m_accepts, prepare=_decode_launch)
 def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
     """A / B swapped so the tokens sit on wgmma's N, split-K over the SMs (gemm_small_m.py)."""
-    a, b = a.contiguous(), b.contiguous()
-    if a.data_ptr() % 16:
-        a = a.clone()
-    if b.data_ptr() % 16:
-        b = b.clone()
+    a, b = _torch.tma_ready(a), _torch.tma_ready(b)
     d = out if out.data_ptr() % 16 == 0 else out.new_empty(out.shape)   # split-K's sum too
     launch(a, b, d, None if scale_a is None else scale_a.reshape(1),
            None if scale_b is None else scale_b.reshape(1))
@@ -293,13 +286,10 @@ def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
 @path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
 def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
-    a, b = a.contiguous(), b.contiguous()
-    if plan.K_pad != plan.K:
+    if plan.K_pad != plan.K:                   # fresh zero-padded copies, aligned
         a, b = _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
-    if a.data_ptr() % 16:                      # a view at an odd offset: TMA needs 16 bytes
-        a = a.clone()
-    if b.data_ptr() % 16:
-        b = b.clone()
+    else:
+        a, b = _torch.tma_ready(a), _torch.tma_ready(b)
     d = store_target(out)
     one = _unit_scale(a.get_device()) if scale_a is None or scale_b is None else None
     kernel(a, b, d, one if scale_a is None else scale_a.reshape(1),
@@ -361,7 +351,7 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     if entry is None:
         entry = _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key)
     p, like, run, prepared = entry
-    if (a.requires_grad or b.requires_grad) and _torch.differentiable("gemm", out, a, b):
+    if (a.requires_grad or b.requires_grad) and _torch.differentiable("gemm", out):
         return _torch.torch_ops().gemm(a, b, scale_a, scale_b, fast_accum, BN, STAGES)
     direct = p.direct and out is not None and not shares_memory(out, (a, b, scale_a, scale_b))
     res = out if direct else _torch.empty_like(like)

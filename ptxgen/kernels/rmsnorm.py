@@ -32,8 +32,8 @@ from functools import lru_cache
 import ptxgen as pg
 from ptxgen.layout import S, TileLayout, tid
 
-from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor, real,
-                      same_device, shares_memory, tensor)
+from ._checks import (ArgumentError, Meta, is_int, known_options, meta_of, numel, out_tensor,
+                      real, same_device, shares_memory, tensor)
 from ._torch import compiling, differentiable, empty_like, into, torch_ops, traced
 
 M = pg.var("M")
@@ -46,7 +46,7 @@ def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16)
     """(V, T, R): vector width (16-byte accesses when n allows), threads (about
     n / per_thread, 32..1024), vectors per thread."""
     for name, v in (("n", n), ("per_thread", per_thread)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        if not is_int(v) or v < 1:
             raise ValueError(f"{name} = {v!r}: a positive int (n elements a row, about "
                              f"per_thread of them a thread)")
     V = next(v for v in (128 // bits, 4, 2, 1) if n % v == 0 and v <= 128 // bits)
@@ -184,7 +184,7 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
         plan = _plan(x, weight, out, key if not knobs else None)
     k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
     if (x.requires_grad or weight is not None and weight.requires_grad) and \
-            differentiable("rmsnorm", out, x, weight):            # autograd records the op
+            differentiable("rmsnorm", out):            # autograd records the op
         return torch_ops().rmsnorm(x, weight, eps)
     if out is not None and (out.data_ptr() % 16 or
                             shares_memory(out, (x, weight), in_place=x)):

@@ -221,7 +221,7 @@ def softmax(x, out=None, *, dim=-1, dtype=None, **knobs):
     if plan is None:
         plan = _plan(x, out, key if not knobs else None)
     k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
-    if x.requires_grad and differentiable("softmax", out, x):   # autograd records the op
+    if x.requires_grad and differentiable("softmax", out):   # autograd records the op
         return torch_ops().softmax(x)
     if out is not None and (out.data_ptr() % 16 or shares_memory(out, (x,), in_place=x)):
         direct = False            # vector stores need aligned rows; x must stay unwritten
@@ -247,7 +247,7 @@ def _softmax_along(x, out, d, knobs):
     if out is not None:
         softmax_plan(meta_of(x), meta_of(out) if hasattr(out, "is_contiguous") else out)
         if x.requires_grad:
-            differentiable("softmax", out, x)       # refuses out= under autograd
+            differentiable("softmax", out)          # refuses out= under autograd
     y = softmax(x.movedim(d, -1), **knobs).movedim(-1, d)
     if out is None:
         return y.contiguous()

@@ -9,16 +9,12 @@ torch = pytest.importorskip("torch")
 
 import ptxgen as pg  # noqa: E402
 from ptxgen.kernels import ArgumentError, attention, gemm, rmsnorm, softmax  # noqa: E402
+from support.torch_refs import grads, rms_ref  # noqa: E402
 
 
 def _ints(*shape, dtype=torch.bfloat16):
     """Small integers: products and sums are exact in fp32, so results compare bit for bit."""
     return torch.randint(-2, 3, shape, device="cuda").to(dtype)
-
-
-def _rms_ref(x, w, eps):
-    y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
-    return (y if w is None else y * w.float()).to(x.dtype)
 
 
 def _close(got, want, dtype):
@@ -190,8 +186,8 @@ def test_rmsnorm_dtypes_and_nd(dtype, weighted):
     torch.manual_seed(2)
     x = torch.randn(2, 3, 1000, device="cuda", dtype=dtype)
     w = (torch.rand(1000, device="cuda") + 0.5).to(dtype) if weighted else None
-    _close(rmsnorm(x, w, 1e-5), _rms_ref(x, w, 1e-5), dtype)
-    _close(torch.ops.ptxgen.rmsnorm(x, w, 1e-5), _rms_ref(x, w, 1e-5), dtype)
+    _close(rmsnorm(x, w, 1e-5), rms_ref(x, w, 1e-5), dtype)
+    _close(torch.ops.ptxgen.rmsnorm(x, w, 1e-5), rms_ref(x, w, 1e-5), dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -226,7 +222,7 @@ def test_noncontiguous_inputs_and_out_are_written():
     w = torch.rand(100, device="cuda") + 0.5
     out2 = torch.full((100, 64), float("nan"), device="cuda").T
     assert rmsnorm(x, w, 1e-6, out=out2) is out2
-    _close(out2, _rms_ref(x, w, 1e-6), torch.float32)
+    _close(out2, rms_ref(x, w, 1e-6), torch.float32)
     a, b = _ints(128, 64), _ints(96, 64)
     d = torch.full((96, 128), float("nan"), device="cuda", dtype=torch.bfloat16).T
     assert gemm(a.T.contiguous().T, b, d) is d                 # a non-contiguous too
@@ -247,7 +243,7 @@ def test_out_overlapping_an_input():
     w = torch.rand(1000, device="cuda") + 0.5
     y = x.clone()
     rmsnorm(y, w, 1e-6, out=y)
-    _close(y, _rms_ref(x, w, 1e-6), torch.float32)
+    _close(y, rms_ref(x, w, 1e-6), torch.float32)
     flat = _ints(64 * 64 + 64 * 64)
     a, out = flat[:64 * 64].view(64, 64), flat[64 * 32:64 * 32 + 64 * 64].view(64, 64)
     b = _ints(64, 64)
@@ -261,12 +257,6 @@ def test_out_overlapping_an_input():
     torch.testing.assert_close(k, want, rtol=0, atol=0)
 
 
-def _grads(f, *inputs, g):
-    leaves = [t.detach().clone().requires_grad_() for t in inputs]
-    (f(*leaves).float() * g).sum().backward()
-    return [t.grad for t in leaves]
-
-
 @pytest.mark.parametrize("compiled", [False, True])
 def test_training_through_the_ops(compiled):
     """Gradients through every wrapper (eager, and torch.compile with fullgraph) against the
@@ -276,23 +266,23 @@ def test_training_through_the_ops(compiled):
     torch.manual_seed(3)
     x, w = torch.randn(64, 512, device="cuda"), torch.rand(512, device="cuda") + 0.5
     g = torch.randn(64, 512, device="cuda")
-    for got, want in zip(_grads(c(lambda t: softmax(t * 2)), x, g=g),
-                         _grads(lambda t: torch.softmax(t * 2, -1), x, g=g)):
+    for got, want in zip(grads(c(lambda t: softmax(t * 2)), x, g=g),
+                         grads(lambda t: torch.softmax(t * 2, -1), x, g=g)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
-    for got, want in zip(_grads(c(lambda t, u: rmsnorm(t, u, 1e-6)), x, w, g=g),
-                         _grads(lambda t, u: _rms_ref(t, u, 1e-6), x, w, g=g)):
+    for got, want in zip(grads(c(lambda t, u: rmsnorm(t, u, 1e-6)), x, w, g=g),
+                         grads(lambda t, u: rms_ref(t, u, 1e-6), x, w, g=g)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     a, b = _ints(128, 64), _ints(96, 64)
     gd = torch.randn(128, 96, device="cuda")
-    for got, want in zip(_grads(c(gemm), a, b, g=gd), _grads(lambda p, q: p @ q.T, a, b, g=gd)):
+    for got, want in zip(grads(c(gemm), a, b, g=gd), grads(lambda p, q: p @ q.T, a, b, g=gd)):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
     bf = torch.bfloat16
     q = torch.randn(1, 4, 200, 128, device="cuda", dtype=bf)
     k, v = (torch.randn(1, 2, 300, 128, device="cuda", dtype=bf) for _ in range(2))
     go = torch.randn(1, 4, 200, 128, device="cuda")
-    want = _grads(lambda *t: F.scaled_dot_product_attention(*t, is_causal=True, enable_gqa=True),
+    want = grads(lambda *t: F.scaled_dot_product_attention(*t, is_causal=True, enable_gqa=True),
                   q, k, v, g=go)
-    got = _grads(c(lambda *t: attention(*t, causal=True)), q, k, v, g=go)
+    got = grads(c(lambda *t: attention(*t, causal=True)), q, k, v, g=go)
     for a_, b_ in zip(got, want):      # the same SDPA backward; the forwards differ by rounding
         torch.testing.assert_close(a_.float(), b_.float(), rtol=2e-2, atol=2e-2)
 
