@@ -249,6 +249,20 @@ def test_blockscaled_assembles_without_spills():
     assert ptx.count("fma.rn.f32") >= 64            # acc += part * scale: 64 per thread
 
 
+def test_blockscaled_ring_scales_ride_in_the_stage():
+    """scales="ring": the producer's two scale loads join each stage's barrier (5 arrivals),
+    and the consumers read no global memory: their scales come from shared memory."""
+    from ptxgen.kernels import gemm_blockscaled as BS
+    k = BS.make_blockscaled(scales="ring")
+    ptx = _instrs(k)
+    assert "ld.global" not in ptx and "ld.shared.f32" in ptx
+    assert re.findall(r"mbarrier\.init\.shared\.b64 \[[^]]+\], (\d+);", ptx)[::2] == ["5"] * 5
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier") == 5
+    assert k.compile("sm_90a").spill_bytes == 0
+    with pytest.raises(ValueError, match='scales=\'smem\': "global" or "ring"'):
+        BS.make_blockscaled(scales="smem")
+
+
 def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
     """The overlapped schedule: each promotion waits for all but the newest wgmma group, and
     ptxas does not serialize the wgmmas (C7514) or inject waits (C7517), which it does when
@@ -278,6 +292,12 @@ def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
     # a cluster of two sharing B: rank 1's rows past M; both ranks' rows inside
     (70, 64, 256, 2, dict(cluster=2)),
     (130, 64, 256, 2, dict(overlap=True, cluster=2)),
+    # the scales in the TMA ring: M and NB not multiples of 4 (padded), five column blocks
+    # (scale_b's 16-byte box at nb // 4 * 4), a partial K block; two tiles of one CTA
+    # overlapped (the ring positions carry over); a cluster
+    (70, 600, 100, 2, dict(scales="ring")),
+    (130, 64, 300, 1, dict(scales="ring", overlap=True)),
+    (130, 64, 256, 2, dict(scales="ring", overlap=True, cluster=2)),
 ])
 def test_blockscaled_sim_matches_numpy(M, N, K, ctas, schedule):
     """Integer data and power-of-two scales: every product and sum is exact in fp32, so the
@@ -291,9 +311,16 @@ def test_blockscaled_sim_matches_numpy(M, N, K, ctas, schedule):
     sb = (2.0 ** rng.integers(-3, 3, size=(NB, KB))).astype(np.float32)
     ND = -(-N // 8) * 8
     D = np.full((M, ND), 0x7FC1, np.uint16)
+    if schedule.get("scales") == "ring":     # transposed, padded to 4 with poison
+        sat = np.full((KB, -(-M // 4) * 4), np.nan, np.float32)
+        sbt = np.full((KB, -(-NB // 4) * 4), np.nan, np.float32)
+        sat[:, :M], sbt[:, :NB] = sa.T, sb.T
+        scales, scalars = [sat, sbt], [M, K, N, ND, KB, sat.shape[1], sbt.shape[1]]
+    else:
+        scales, scalars = [sa, sb], [M, K, N, ND, KB, NB]
     run(BS.make_blockscaled(STAGES=3, ctas=ctas, **schedule),
-        [G.encode(a, "float8_e4m3fn"), G.encode(b, "float8_e4m3fn"), D, sa, sb],
-        scalars=[M, K, N, ND, KB, NB])
+        [G.encode(a, "float8_e4m3fn"), G.encode(b, "float8_e4m3fn"), D] + scales,
+        scalars=scalars)
     ref = np.zeros((M, N))
     for kb in range(KB):
         ks = slice(kb * 128, kb * 128 + 128)

@@ -47,11 +47,13 @@ def persistent_tiles(cta, ctas, M, N, K, BN, BK, cluster=1, rank=None):
     return mine, nk, tile_origin
 
 
-def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK, cluster=1, rank=None):
+def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK, cluster=1, rank=None,
+                 extra=None):
     """Warpgroup 0's thread 0: per tile and K-step, wait for a free ring stage and issue
     the TMA loads of A (two 64-row halves) and B, three arrivals on the stage's barrier.
     cluster = 2: CTA `rank` loads rows rank * BN / 2.. of the B tile the cluster shares and
-    multicasts them into both CTAs' stage, so each CTA reads half of B from L2."""
+    multicasts them into both CTAs' stage, so each CTA reads half of B from L2.
+    extra: more loads of the same stage, on the same barrier (persistent_setup)."""
     with pg.if_(tx == 0):
         prod = pipe.producer()
         for i in pg.serial(mine):
@@ -75,6 +77,8 @@ def tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK, cluster=
                                 Bs[s:s + 1, q * h:q * h + h, 0:BK],
                                 B[n0 + q * h:n0 + q * h + h, k0:k0 + BK], mbar=prod.full,
                                 multicast=(1 << cluster) - 1)
+                if extra is not None:
+                    extra.load(s, m0, n0, k, prod.full)
                 prod.commit()
 
 
@@ -91,14 +95,18 @@ class Persistent(NamedTuple):
 
 
 def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
-                     cluster=1) -> Persistent:
+                     cluster=1, extra=None) -> Persistent:
     """The start of a persistent Hopper GEMM, up to its consumers: 384 threads, one
     shared-memory pool for the ring (STAGES stages of A 128 x BK and B BN x BK) and the
     epilogue tiles (CB 64 x 64 boxes per consumer warpgroup), the tile schedule, and warpgroup
     0 traced as the TMA producer.  LA, LB, LC: the tiles' layouts (made with the kernel).
     cluster = 2 (a kernel declared with cluster=(2, 1, 1)): the two CTAs of a cluster take
     tiles one above the other and share their B tile by multicast (tma_producer); the
-    kernel must end with pg.cluster_sync() (see pg.Pipeline's cluster_ctas)."""
+    kernel must end with pg.cluster_sync() (see pg.Pipeline's cluster_ctas).  extra: what
+    rides in each ring stage beside A and B (block scales, say): `extra.alloc(pool)` takes its
+    shared memory before the pool is committed, `extra.load(s, m0, n0, k, mbar)` issues its
+    TMA loads of stage s (tile origin m0, n0, K-step k) on the stage's full barrier,
+    `extra.arrivals` of them."""
     (M, K), N = A.shape, B.shape[0]
     dtype = A.dtype
     tx = pg.thread_id(384)
@@ -107,7 +115,10 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
     As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
     Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
     Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
-    pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3,
+    if extra is not None:
+        extra.alloc(pool)
+    pipe = pg.Pipeline(pool, stages=STAGES, consumers=2,
+                       producer_arrivals=3 + (extra.arrivals if extra is not None else 0),
                        cluster_ctas=cluster)
     rank = pg.cta_rank_in_cluster() if cluster > 1 else None
     pool.commit()
@@ -115,7 +126,8 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
     mine, nk, tile_origin = persistent_tiles(cta, ctas, M, N, K, BN, BK, cluster, rank)
     with pg.warpgroup_role(0):
         pg.setmaxnreg(40, "dec")
-        tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK, cluster, rank)
+        tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK, cluster, rank,
+                     extra)
     return Persistent(tx, As, Bs, Cs, pipe, mine, nk, tile_origin)
 
 

@@ -13,11 +13,13 @@ sum, so it is never carried across steps), then the consumers promote it in fp32
 cores: acc += part * (scale_a[row] * scale_b).  A thread of the wgmma accumulator fragment
 holds two rows (16 * warp + lane / 4 and 8 below) and, per 8 columns j, registers
 4j + 2h + e of row h; the next step's scales are loaded from global (L2) while this step
-multiplies, so their latency hides behind the next wgmma.  Two other schedules of the
+multiplies, so their latency hides behind the next wgmma, or (scales="ring") they ride in
+the TMA ring with A and B and are read from shared memory.  Two other schedules of the
 same sums (`make_blockscaled(pingpong=True)` / `(overlap=True)`) keep the tensor cores busy
 while the CUDA cores promote: the consumers taking turns, or two partial tiles per consumer.
 
-    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster)   the kernel
+    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales)   the kernel
+    ring_scales(scale_a, scale_b)                        a scales="ring" kernel's scale operands
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors
 """
 import functools
@@ -25,14 +27,46 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import (check_cluster_pair, consumer_end, cta_end, issue_wgmma,
+from ._gemm_sm90 import (BM, check_cluster_pair, consumer_end, cta_end, issue_wgmma,
                          overlapped_k_steps, persistent_setup, pingpong_start, store_tile)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
 
 
-def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=1):
+class _RingScales:
+    """scales="ring": the scales of a stage's K block ride in the TMA ring with A and B (the
+    way DeepGEMM feeds them), so the consumers read them from shared memory after the
+    stage's barrier instead of waiting on L2 loads.  Per stage, the producer loads the 128
+    scale_a values of the tile's rows, contiguous in SAT (scale_a transposed: (KB, M padded
+    to 4), see ring_scales), and the 16 bytes of SBT (scale_b transposed, (KB, NB padded to
+    4)) that hold the tile's column block."""
+    arrivals = 2
+
+    def __init__(self, SAT, SBT, stages):
+        self.SAT, self.SBT, self.stages = SAT, SBT, stages
+
+    def alloc(self, pool):
+        self.SAs = pool.alloc((self.stages, 1, BM), "float32", align=128, name="SA_ring")
+        # 4 used of 32 per stage: a TMA destination starts on a 128-byte boundary
+        self.SBs = pool.alloc((self.stages, 1, 32), "float32", align=128, name="SB_ring")
+
+    def load(self, s, m0, n0, k, mbar):
+        nb4 = pg.let(n0 // BN // 4 * 4)
+        pg.tile.thread.copy_async(self.SAs[s:s + 1, 0:1, 0:BM], self.SAT[k:k + 1, m0:m0 + BM],
+                                  mbar=mbar)
+        pg.tile.thread.copy_async(self.SBs[s:s + 1, 0:1, 0:4], self.SBT[k:k + 1, nb4:nb4 + 4],
+                                  mbar=mbar)
+
+    def factors(self, s, c, row, nb):
+        """(scale of row `row`, of row + 8) of consumer c's rows in stage s's K block."""
+        sb = self.SBs[s, 0, nb % 4]
+        return (pg.let(self.SAs[s, 0, 64 * c + row] * sb),
+                pg.let(self.SAs[s, 0, 64 * c + row + 8] * sb))
+
+
+def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=1,
+                     scales="global"):
     """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128)).
     Three schedules of the same sums, in the same order (so the same bits):
     default: each step's wgmma, then its promotion, in turn;
@@ -40,23 +74,32 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     overlap the other's MMAs;
     overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
     so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread).
-    cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm)."""
+    cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm).
+    scales: "global": each consumer thread loads the next K-step's scales from L2 while this
+    step multiplies (the kernel takes scale_a (M, KB) and scale_b (NB, KB)); "ring": they ride
+    in the TMA ring (_RingScales; the kernel takes ring_scales' transposed copies)."""
+    if scales not in ("global", "ring"):
+        raise ValueError(f"make_blockscaled: scales={scales!r}: \"global\" or \"ring\"")
     if pingpong and overlap:
         raise ValueError("make_blockscaled: pingpong and overlap are two schedules; pick one")
     check_cluster_pair(cluster, ctas)
     dtype, out_dt = "float8_e4m3fn", "bfloat16"
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
     ND, KB, NB = pg.var("ND"), pg.var("KB"), pg.var("NB")
+    ring = scales == "ring"
+    MP, NBP = pg.var("MP"), pg.var("NBP")    # ring: M and NB padded to 4 (16-byte TMA pitch)
+    sa_shape, sb_shape = ((KB, MP), (KB, NBP)) if ring else ((M, KB), (NB, KB))
     LA = canonical_layout(64, BK, dtype, stages=2 * STAGES)
     LB = canonical_layout(BN, BK, dtype, stages=STAGES)
     CB = BN // 64
     LC = canonical_layout(64, 64, out_dt, stages=2 * CB)
 
     def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
-             D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((M, KB), "float32"),
-             SB: pg.Tensor((NB, KB), "float32")):
+             D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor(sa_shape, "float32"),
+             SB: pg.Tensor(sb_shape, "float32")):
+        extra = _RingScales(SA, SB, STAGES) if ring else None
         tx, As, Bs, Cs, pipe, mine, nk, tile_origin = persistent_setup(
-            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC, cluster)
+            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC, cluster, extra)
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
             cons = pipe.consumer(scope="warpgroup")
@@ -71,7 +114,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
             av, pv = acc.local(), part.local()   # register 4j + 2h + e: row h, column pair j
             pv2 = part2.local() if overlap else None
 
-            nxt = [pg.local_scalar("float32") for _ in range(3)]   # step k's scales
+            nxt = None if ring else [pg.local_scalar("float32") for _ in range(3)]
             if pingpong:
                 pingpong_start(c)
 
@@ -98,8 +141,9 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                 wg.zero(acc)
 
                 def load_scales(k):
-                    for v, x in zip(nxt, (SA[r0, k], SA[r1, k], SB[nb, k])):
-                        v.set(x)
+                    if not ring:
+                        for v, x in zip(nxt, (SA[r0, k], SA[r1, k], SB[nb, k])):
+                            v.set(x)
 
                 def step(k, p, next_p=None, own=False):
                     """K-step k: its wgmma into the partial tile p if `own` (else it is in
@@ -116,8 +160,11 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     else:
                         issue(next_p)
                         wg.gemm_wait(1)                 # groups finish in order: k's
-                    f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
-                    load_scales(pg.min(k + 1, nk - 1))
+                    if ring:     # k's stage, still held (done releases it)
+                        f0, f1 = extra.factors(done.stage, c, row, nb)
+                    else:
+                        f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
+                        load_scales(pg.min(k + 1, nk - 1))
                     done.release()
                     promote(pv if p is part else pv2, f0, f1)
 
@@ -132,7 +179,8 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
         cta_end(cluster)
 
     gemm.__name__ = (f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
-                     + ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else ""))
+                     + ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else "")
+                     + ("_ring" if ring else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,),
                      cluster=(cluster, 1, 1) if cluster > 1 else None)
 
@@ -141,9 +189,21 @@ kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
 
 def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False, overlap: bool = False,
-         cluster: int = 1) -> list:
+         cluster: int = 1, scales: str = "global") -> list:
     """`ptxgen dump ptxgen.kernels.gemm_blockscaled [--kernel-args STAGES=4]`: the kernel."""
-    return [make_blockscaled(STAGES, ctas, pingpong, overlap, cluster)]
+    return [make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales)]
+
+
+def ring_scales(scale_a, scale_b):
+    """The scale tensors of a scales="ring" kernel, from gemm_blockscaled's scale_a (M, KB) and
+    scale_b (NB, KB): each transposed, its rows padded with zeros to a multiple of 4 (TMA's
+    16-byte row pitch), so that a K block's scales of 128 rows are 512 contiguous bytes."""
+    def transposed(x):
+        rows, kb = x.shape
+        out = x.new_zeros((kb, -(-rows // 4) * 4))
+        out[:, :rows] = x.t()
+        return out
+    return transposed(scale_a), transposed(scale_b)
 
 
 @functools.lru_cache(maxsize=None)

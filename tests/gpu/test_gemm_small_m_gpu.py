@@ -178,8 +178,8 @@ def test_blockscaled_bit_exact_on_integer_data(torch):
 
 def test_blockscaled_schedules_give_the_same_bits(torch):
     """Random data, several tiles per CTA, odd and even K-step counts: the ping-pong, the
-    overlapped and the 2-CTA cluster schedules change when and from where the wgmmas read,
-    not the sums."""
+    overlapped and the 2-CTA cluster schedules, and the scales carried in the TMA ring, change
+    when and from where the wgmmas and the promotions read, not the sums."""
     from ptxgen.kernels import gemm_blockscaled as BS
     torch.manual_seed(4)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -190,10 +190,12 @@ def test_blockscaled_schedules_give_the_same_bits(torch):
         sa = torch.rand(M, KB, device="cuda") + 0.5
         sb = torch.rand(NB, KB, device="cuda") + 0.5
         outs = []
-        for kw in ({}, dict(pingpong=True), dict(overlap=True), dict(overlap=True, cluster=2)):
+        for kw in ({}, dict(pingpong=True), dict(overlap=True), dict(overlap=True, cluster=2),
+                   dict(scales="ring"), dict(scales="ring", overlap=True)):
             out = torch.full((M, -(-N // 8) * 8), float("nan"), dtype=torch.bfloat16,
                              device="cuda")
-            BS.make_blockscaled(ctas=sms - sms % 2, **kw)(a, b, out, sa, sb)
+            scales = BS.ring_scales(sa, sb) if kw.get("scales") == "ring" else (sa, sb)
+            BS.make_blockscaled(ctas=sms - sms % 2, **kw)(a, b, out, *scales)
             outs.append(out[:, :N].contiguous().view(torch.int16))
         assert all(torch.equal(outs[0], o) for o in outs[1:]), (M, N, K)
 
