@@ -151,6 +151,10 @@ def test_sim_matches_numpy(dt, M, N, K, MN, splits, ctas):
     ("float8_e4m3fn", 20, 130, 500, 32, 2, 2),  # fp8, promoted, scaled
     ("bfloat16", 9, 70, 320, 16, 1, 2),       # S = 1: the fused kernel writes D directly
     ("bfloat16", 70, 64, 256, 64, 2, 2),      # two token tiles: a counter pair per tile
+    # the last split's sum in chunks of 128 // MN partials: MN 64 -> 2 a chunk, S = 4 (a full
+    # chunk, then one alone); MN 8 -> 8 a chunk, S = 10 (8, then 1)
+    ("bfloat16", 70, 64, 512, 64, 4, 2),
+    ("bfloat16", 5, 70, 640, 8, 10, 3),
 ])
 def test_fused_split_k_matches_numpy(dt, M, N, K, MN, splits, ctas):
     got, want = _sim(dt, M, N, K, MN, splits, ctas, fused=True)

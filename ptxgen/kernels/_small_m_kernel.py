@@ -43,8 +43,9 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     W (S, tiles, BW, MN) (a whole tile per block, tokens contiguous: the accumulator
     fragment's own layout, so its stores are vectors of constant strides) and
     counts itself in CNT (2 per tile, one per consumer warpgroup, zero before the launch);
-    the split that counts last sums the S partials in split order and writes D, and sets its
-    counter back to zero.  The same bits as the reduce kernel, with no second launch."""
+    the split that counts last sums the S partials in split order (loading 128 // MN of them,
+    at most 8, together) and writes D, and sets its counter back to zero.  The same bits as
+    the reduce kernel, with no second launch."""
     if fused and split:
         raise ConfigError("split=True (workspace + reduce kernel) and fused=True (reduced in "
                           "the kernel) exclude each other")
@@ -117,7 +118,11 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
             acc, first_thread, mma_tile = wgmma_consumer(
                 pipe, tx, MN, lambda s: Ws[2 * s + c, 0:64, 0:BK], lambda s: Xs[s, 0:MN, 0:BK],
                 promote, (SA, SB) if scaled else None, each_step=True)
-            part = pg.tile.warpgroup.mma_accumulator((64, MN), "float32") if fused else None
+            # fused: the last split loads CH partials at a time (<= 64 registers a thread), so
+            # summing S partials costs ceil((S - 1) / CH) L2 round trips instead of S - 1
+            CH = max(1, min(8, 128 // MN))
+            parts = [pg.tile.warpgroup.mma_accumulator((64, MN), "float32")
+                     for _ in range(CH)] if fused else None
 
             def store_tile(sp, m0, w0):
                 """The accumulator out through shared memory and TMA, MC tokens at a time:
@@ -153,10 +158,16 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                         CNT[2 * r + c] = 0
                 pg.named_barrier(4 + c, 128)
                 with pg.if_(arrived[c] == S - 1):       # the others' partials are visible
-                    pg.tile.warpgroup.copy(acc, W[0, r, 64 * c:64 * c + 64, 0:MN])
-                    for s in pg.serial(1, S):
-                        pg.tile.warpgroup.copy(part, W[s, r, 64 * c:64 * c + 64, 0:MN])
-                        pg.tile.warpgroup.add(acc, acc, part)
+                    rows = slice(64 * c, 64 * c + 64)
+                    pg.tile.warpgroup.copy(acc, W[0, r, rows, 0:MN])
+                    for g in pg.serial((S - 1 + CH - 1) // CH):   # chunks of splits 1..S-1:
+                        s0 = pg.let(1 + g * CH)                   # loads in flight together,
+                        for j, p in enumerate(parts):             # then the adds in order
+                            with pg.if_(s0 + j < S):
+                                pg.tile.warpgroup.copy(p, W[s0 + j, r, rows, 0:MN])
+                        for j, p in enumerate(parts):
+                            with pg.if_(s0 + j < S):
+                                pg.tile.warpgroup.add(acc, acc, p)
                     store_tile(sp, m0, w0)
 
             for i in pg.serial(mine):
