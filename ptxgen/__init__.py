@@ -28,6 +28,7 @@ from .builder.control import (block_dim, cta_id, cta_sync, else_, grid_dim, if_,
 from .builder.kernel import Kernel, ScalarType, debug, debug_bounds, kernel  # noqa: E402
 from .builder.cluster import (cluster_id, cluster_sync, cluster_view,  # noqa: E402
                               cta_id_in_cluster, cta_rank_in_cluster)
+from .builder.griddep import launch_dependent_grids, wait_on_dependent_grids  # noqa: E402
 from .builder.tensor import Tensor, TensorHandle  # noqa: E402
 from .builder.scalar import LocalScalar, alloc_scalar, local_scalar, shared_scalar  # noqa: E402
 from .builder.allocate import alloc_buffer, alloc_local, alloc_shared, decl_buffer  # noqa: E402

@@ -219,3 +219,36 @@ def test_a_cluster_kernels_fast_launch_keeps_its_cluster(tmp_path, monkeypatch):
     assert pair._plan.fast((x,)) is True
     assert fake.cluster_launches == [(2, 1, 1)] * 2 and fake.launches[-1].grid == (4, 1, 1)
     assert fake.calls["cuLaunchKernelEx"] == 2
+
+
+def test_a_kernel_that_waits_on_the_kernel_ahead_launches_programmatically(tmp_path, monkeypatch):
+    """pg.wait_on_dependent_grids() in a kernel: every launch of it (general, fast) carries
+    programmatic stream serialization, with the cluster shape when it has one; a kernel
+    without the wait keeps plain cuLaunchKernel."""
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
+    clear_memory_cache()
+    fake = install(monkeypatch, FakeDriver(archs=((9, 0),)))
+    register_torch_dtypes(monkeypatch)
+    install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: 0)
+    N = pg.var("N")
+
+    @pg.kernel(grid=(4,), block=(32,))
+    def after(a: pg.Tensor((N,), "float32")):
+        pg.wait_on_dependent_grids()
+
+    @pg.kernel(grid=(4,), block=(32,), cluster=(2, 1, 1))
+    def after_in_pairs(a: pg.Tensor((N,), "float32")):
+        pg.wait_on_dependent_grids()
+
+    @pg.kernel(grid=(4,), block=(32,))
+    def ahead(a: pg.Tensor((N,), "float32")):
+        pg.launch_dependent_grids()
+
+    x = T(fake, 0)
+    after(x)
+    assert after._plan.fast((x,)) is True
+    after_in_pairs(x)
+    ahead(x)
+    assert fake.launch_attributes == [{"programmatic": 1}] * 2 + [
+        {"cluster": (2, 1, 1), "programmatic": 1}]
+    assert fake.calls["cuLaunchKernelEx"] == 3 and fake.calls["cuLaunchKernel"] == 1

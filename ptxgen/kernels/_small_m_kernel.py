@@ -67,6 +67,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     LX = canonical_layout(MN, BK, dtype, stages=STAGES)       # tokens
 
     def body(A, B, D, W, SA, SB, CNT):
+        if split:     # the reduce kernel may be scheduled now: it waits for this one's end
+            pg.launch_dependent_grids()
         tx = pg.thread_id(384)
         cta = pg.cta_id(ctas)
         pool = pg.SMEMPool()
@@ -205,10 +207,13 @@ def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
     """D[m, n] = sum over s = 0 .. splits-1, in that order, of W[s, m, n] (fp32), rounded once
     to out_dt: the fixed order makes split-K's result the same bits every run.  The split
     loop is unrolled so a thread's `splits` loads are in flight together (a serial loop
-    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM)."""
+    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM).  It is a
+    programmatic dependent launch (builder/griddep.py): scheduled while the split GEMM ahead
+    of it finishes, it waits for that GEMM's end before its first read of W."""
     M, N, NW = pg.var("M"), pg.var("N"), pg.var("NW")
 
     def reduce(W: pg.Tensor((splits, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
+        pg.wait_on_dependent_grids()   # launched before the GEMM ends (it triggers at start)
         tx = pg.thread_id(threads)
         b = pg.cta_id(ctas)
         for e in pg.serial(b * threads + tx, M * N, ctas * threads):

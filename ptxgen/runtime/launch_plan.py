@@ -191,7 +191,9 @@ class LaunchPlan:
                     binder=self.binder,
                     dynamic_smem_bytes=max(f.dynamic_smem_bytes, f.dynamic_smem_reserve or 0),
                     min_dynamic_smem_bytes=f.dynamic_smem_bytes, param_builders=builders,
-                    cluster=self.cluster, grid=self.grid_fn or f.grid, block=f.block)
+                    cluster=self.cluster,
+                    programmatic=bool(f.attrs.get("dependent_launch")),
+                    grid=self.grid_fn or f.grid, block=f.block)
                 launcher.module = mod
                 self.launchers[key] = launcher
         if self.bind == self.binder.bind_device and "torch" in sys.modules:

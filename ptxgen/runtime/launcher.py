@@ -216,11 +216,13 @@ class Launcher:
     ``param_builders`` fill the parameters no argument binds (kind "tmap", after the bound
     ones): each is called with the bound values and returns its value (a tensor map's bytes).
     ``cluster`` launches in thread-block clusters of that shape (cuLaunchKernelEx).
+    ``programmatic`` launches with programmatic stream serialization (cuLaunchKernelEx): for
+    a kernel that waits on the kernel ahead itself (pg.wait_on_dependent_grids).
     """
 
     def __init__(self, fn, params: list[ParamSpec], *, name: str, dynamic_smem_bytes: int = 0,
                  min_dynamic_smem_bytes: int = 0, binder: Binder | None = None,
-                 param_builders=(), cluster=None, grid=None, block=None):
+                 param_builders=(), cluster=None, programmatic=False, grid=None, block=None):
         self.fn, self.name, self.params = fn, name, list(params)
         self._own = (grid, block)
         self._own_dims = None     # their dims, once launch_own has launched with them
@@ -236,8 +238,8 @@ class Launcher:
             self._bind = binder.bind_device
         self.binder = binder
         d = driver.drv()
-        self._launch = d.cuLaunchKernel if cluster is None else \
-            _cluster_launch(d, cluster, name)
+        self._launch = d.cuLaunchKernel if cluster is None and not programmatic else \
+            _ex_launch(d, cluster, programmatic, name)
         self.packer = ParamPacker(self.params)
         # parameter storage per thread (cuLaunchKernel copies it, so it is free again when the
         # call returns): threads need no lock around fill + launch
@@ -441,11 +443,15 @@ class Launcher:
         raise driver.error(err, "cuLaunchKernel", self.name, hint=hint)
 
 
-def _cluster_launch(d, cluster, name):
-    """cuLaunchKernel's signature and result over cuLaunchKernelEx with the cluster-dimension
-    attribute; the grid must be a whole number of clusters."""
-    cx, cy, cz = cluster
-    attrs = [_cluster_attribute(d, cluster)]  # read-only once made: every thread's launches
+def _ex_launch(d, cluster, programmatic, name):
+    """cuLaunchKernel's signature and result over cuLaunchKernelEx with the launch attributes:
+    the cluster dimension (the grid must be a whole number of clusters) and programmatic
+    stream serialization."""
+    cx, cy, cz = cluster or (1, 1, 1)
+    attrs = [_cluster_attribute(d, cluster)] if cluster is not None else []
+    if programmatic:
+        attrs.append(_programmatic_attribute(d))
+    # read-only once made: every thread's launches share them
     config, as_stream = d.CUlaunchConfig, d.CUstream
 
     def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
@@ -457,13 +463,21 @@ def _cluster_launch(d, cluster, name):
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
         cfg.sharedMemBytes = smem
         cfg.hStream = as_stream(stream)
-        cfg.attrs, cfg.numAttrs = attrs, 1
+        cfg.attrs, cfg.numAttrs = attrs, len(attrs)
         if cx * cy * cz > 8:   # past the portable 8 CTAs (sm_90: up to 16) the function opts in
             driver.check(d.cuFuncSetAttribute(f, d.CUfunction_attribute.
                          CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
                          "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)", name)
         return d.cuLaunchKernelEx(cfg, f, params, extra)
     return launch
+
+
+def _programmatic_attribute(d):
+    """The CUlaunchAttribute that lets a launch start before the kernel ahead completes."""
+    attr = d.CUlaunchAttribute()
+    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    return attr
 
 
 def _cluster_attribute(d, cluster):

@@ -199,6 +199,7 @@ GATES = [
     _g("cvta.param", 70, (7, 7)),
     _g("barrier.cluster", 90, (7, 8)),
     _g("mapa", 90, (7, 8)),
+    _g("griddepcontrol", 90, (7, 8), feature="programmatic dependent launch (griddepcontrol)"),
     _g("ld.shared::cluster", 90, (7, 8), feature="distributed shared memory (ld.shared::cluster)"),
     _g("st.shared::cluster", 90, (7, 8), feature="distributed shared memory (st.shared::cluster)"),
     _g("reqnctapercluster", 90, (7, 8), feature="thread block clusters (.reqnctapercluster)"),

@@ -67,6 +67,7 @@ class FakeDriver:
         self.param_bytes = 0              # bytes of packed parameters each Launch copies
         self.launch_result = 0
         self.cluster_launches: list = []  # the cluster shape of each launch that had one
+        self.launch_attributes: list = []  # per cuLaunchKernelEx: attribute name -> value
         self._next = 0x10000
 
     # ---- helpers for tests -----------------------------------------------------------
@@ -216,10 +217,20 @@ class FakeDriver:
                              params),)
 
     def cuLaunchKernelEx(self, c, f, params, extra):
-        """c: a CUlaunchConfig; its cluster shape, if any, is noted."""
-        if c.numAttrs:
-            dim = c.attrs[0].value.clusterDim
-            self.cluster_launches.append((dim.x, dim.y, dim.z))
+        """c: a CUlaunchConfig; its cluster shape, if any, is noted, and every attribute in
+        launch_attributes (name -> value)."""
+        L = self.CUlaunchAttributeID
+        seen = {}
+        for a in c.attrs[:c.numAttrs]:
+            if a.id == L.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+                dim = a.value.clusterDim
+                self.cluster_launches.append((dim.x, dim.y, dim.z))
+                seen["cluster"] = (dim.x, dim.y, dim.z)
+            elif a.id == L.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+                seen["programmatic"] = a.value.programmaticStreamSerializationAllowed
+            else:
+                seen[str(a.id)] = None
+        self.launch_attributes.append(seen)
         return (self._record("cuLaunchKernelEx", f, c.gridDimX, c.gridDimY, c.gridDimZ,
                              c.blockDimX, c.blockDimY, c.blockDimZ, c.sharedMemBytes,
                              int(c.hStream), params),)

@@ -399,8 +399,8 @@ class Sim(MathOps, AluOps, MmaOps, AsyncOps, AtomicOps):
                     th["wait"] = ("spin", th["lin"], 0)   # try_wait failed: let others run
                     return
                 continue
-            if base in ("fence", "prefetch"):
-                continue
+            if base in ("fence", "prefetch", "griddepcontrol"):   # one kernel at a time:
+                continue                                  # the kernel ahead has completed
             if base == "barrier":                 # barrier.cluster.arrive / .wait
                 self._op_barrier(th, ctx, parts, ops)
                 if th["wait"] is not None:
