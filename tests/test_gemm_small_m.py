@@ -65,6 +65,21 @@ def test_fused_kernel_counts_each_split_and_assembles_without_spills():
         S.make_small_m("bfloat16", MN=16, STAGES=4, split=True, fused=True)
 
 
+def test_pdl_pairs_the_split_gemms_trigger_with_the_reduce_kernels_wait():
+    """Config(pdl=True): the split GEMM triggers its dependents first thing, the reduce
+    kernel waits before its first load (and is marked for a programmatic launch); without
+    pdl neither appears."""
+    g = _instrs(S.make_small_m("bfloat16", MN=16, STAGES=4, split=True, pdl=True))
+    r = S.make_reduce("bfloat16", 3, pdl=True)
+    body = _instrs(r)
+    assert g.count("griddepcontrol.launch_dependents;") == 1 and "griddepcontrol.wait" not in g
+    assert body.index("griddepcontrol.wait;") < body.index("ld.global")
+    assert r.ir.attrs["dependent_launch"] is True
+    for k in (S.make_small_m("bfloat16", MN=16, STAGES=4, split=True), S.make_reduce("bfloat16", 3),
+              S.make_small_m("bfloat16", MN=16, STAGES=4, fused=True, pdl=True)):
+        assert "griddepcontrol" not in _instrs(k)
+
+
 def test_reduce_loads_every_split_then_adds_in_order():
     """The split loop is unrolled: the loads are independent (in flight together), the adds
     chain s = 0, 1, 2, 3 in that order (the fixed order is what makes it deterministic)."""
@@ -224,6 +239,7 @@ def test_choose_config_rows():
     (S.Config(16, 4, 9), r"config.splits = 9: 1 to 8 \(the K-blocks of 64 for K = 512\), so "
                          r"every split has work"),
     (S.Config(16, 4, 2, fused="yes"), "config.fused = 'yes': True or False"),
+    (S.Config(16, 4, 2, pdl=1), "config.pdl = 1: True or False"),
 ])
 def test_bad_forced_config(cfg, msg):
     with pytest.raises(S.ConfigError, match=msg) as e:

@@ -35,7 +35,7 @@ def valid_mn(MN) -> tuple:
 
 
 def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None,
-                 fused=False):
+                 fused=False, pdl=False):
     """The kernel for one configuration; M, N, K and the split count S (W's first extent) are
     launch-time symbols.  split=False: D gets the tile (S must be 1); split=True: W (S, M, NW)
     gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it).
@@ -45,7 +45,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     counts itself in CNT (2 per tile, one per consumer warpgroup, zero before the launch);
     the split that counts last sums the S partials in split order (loading 128 // MN of them,
     at most 8, together) and writes D, and sets its counter back to zero.  The same bits as
-    the reduce kernel, with no second launch."""
+    the reduce kernel, with no second launch.  pdl (split=True): trigger the dependent launch
+    of make_reduce(pdl=True) at the start (builder/griddep.py)."""
     if fused and split:
         raise ConfigError("split=True (workspace + reduce kernel) and fused=True (reduced in "
                           "the kernel) exclude each other")
@@ -67,7 +68,7 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     LX = canonical_layout(MN, BK, dtype, stages=STAGES)       # tokens
 
     def body(A, B, D, W, SA, SB, CNT):
-        if split:     # the reduce kernel may be scheduled now: it waits for this one's end
+        if split and pdl:     # the reduce kernel may be scheduled now: it waits for our end
             pg.launch_dependent_grids()
         tx = pg.thread_id(384)
         cta = pg.cta_id(ctas)
@@ -199,21 +200,23 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
             body(A, B, D, W, SA, SB, None)
 
     gemm.__name__ = (f"gemm_small_m_{dtype}_n{MN}_s{STAGES}" + ("_splitk" if split else "") +
-                     ("_fused" if fused else "") + ("_scaled" if scaled else ""))
+                     ("_fused" if fused else "") + ("_scaled" if scaled else "") +
+                     ("_pdl" if split and pdl else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
 
-def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
+def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256, pdl=False):
     """D[m, n] = sum over s = 0 .. splits-1, in that order, of W[s, m, n] (fp32), rounded once
     to out_dt: the fixed order makes split-K's result the same bits every run.  The split
     loop is unrolled so a thread's `splits` loads are in flight together (a serial loop
-    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM).  It is a
-    programmatic dependent launch (builder/griddep.py): scheduled while the split GEMM ahead
-    of it finishes, it waits for that GEMM's end before its first read of W."""
+    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM).  pdl: a
+    programmatic dependent launch (builder/griddep.py), scheduled while the split GEMM ahead
+    of it finishes; it waits for that GEMM's end before its first read of W."""
     M, N, NW = pg.var("M"), pg.var("N"), pg.var("NW")
 
     def reduce(W: pg.Tensor((splits, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
-        pg.wait_on_dependent_grids()   # launched before the GEMM ends (it triggers at start)
+        if pdl:
+            pg.wait_on_dependent_grids()   # launched before the GEMM ends (it triggers)
         tx = pg.thread_id(threads)
         b = pg.cta_id(ctas)
         for e in pg.serial(b * threads + tx, M * N, ctas * threads):
@@ -225,5 +228,5 @@ def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
                 acc = pg.let(acc + p)
             D[m, n] = pg.cast(acc, out_dt)
 
-    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}"
+    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}" + ("_pdl" if pdl else "")
     return pg.kernel(reduce, grid=(ctas,), block=(threads,))

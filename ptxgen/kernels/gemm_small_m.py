@@ -25,8 +25,8 @@ clips at the matrix edge, so any M, N work; K needs a row pitch that is a multip
 
     prefers_small_m(M, N, K)                whether gemm() should route a shape here
     choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
-    make_small_m(dtype, MN, STAGES, ctas, split, fused=False)   the kernel of a configuration
-                                                   (_small_m_kernel.py)
+    make_small_m(dtype, MN, STAGES, ctas, split, fused=False, pdl=False)
+                                            the kernel of a configuration (_small_m_kernel.py)
     gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None)   torch tensors
 """
 
@@ -41,12 +41,15 @@ from ._small_m_kernel import (BW, ELEM_BYTES, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET
 class Config(NamedTuple):
     """MN: wgmma N (token tile); STAGES: ring depth; splits: K ranges per output tile;
     fused: with splits > 1, reduce them in the GEMM kernel (the last split of a tile sums
-    them) instead of a second kernel over the workspace."""
+    them) instead of a second kernel over the workspace; pdl: with that second kernel,
+    launch it as a programmatic dependent launch (scheduled while the GEMM finishes; off by
+    default until measured on the H200)."""
     MN: int
     STAGES: int
     splits: int
     reason: str = ""
     fused: bool = False
+    pdl: bool = False
 
 
 def stages_for(MN, dtype) -> int:
@@ -133,8 +136,9 @@ def check_config(cfg, dtype, K) -> None:
         raise ConfigError(f"config.STAGES = {cfg.STAGES}: the ring needs {ring} bytes of shared "
                           f"memory, more than {SMEM_BUDGET}; use at most "
                           f"{stages_for(cfg.MN, dtype)} stages for MN = {cfg.MN}")
-    if not isinstance(cfg.fused, bool):
-        raise ConfigError(f"config.fused = {cfg.fused!r}: True or False")
+    for name in ("fused", "pdl"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(f"config.{name} = {getattr(cfg, name)!r}: True or False")
     nk = -(-K // (128 // ELEM_BYTES[dtype]))
     if not isinstance(cfg.splits, int) or not 1 <= cfg.splits <= max(1, nk):
         raise ConfigError(f"config.splits = {cfg.splits!r}: 1 to {nk} (the K-blocks of "
@@ -273,8 +277,9 @@ class DecodeLaunch:
         self.fused = cfg.fused and cfg.splits > 1
         self.split = cfg.splits > 1 and not self.fused
         self.kernel = kernel_for(dt, cfg.MN, cfg.STAGES, sms, self.split,
-                                 dt.startswith("float8"), self.fused)
-        self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms) if self.split else None
+                                 dt.startswith("float8"), self.fused, cfg.pdl)
+        self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms, 256, cfg.pdl) \
+            if self.split else None
         self.main = self.sum = None         # the prepared launches, made by the first call
         self.counters = {}                  # fused: per stream, the tiles' arrival counters
 

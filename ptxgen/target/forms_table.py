@@ -147,10 +147,6 @@ FORMS = {
         'fence.mbarrier_init.release.cluster',
     ('fence_proxy_async', ('shared::cta',), ()):
         'fence.proxy.async.shared::cta',
-    ('griddepcontrol', ('launch_dependents',), ()):
-        'griddepcontrol.launch_dependents',
-    ('griddepcontrol', ('wait',), ()):
-        'griddepcontrol.wait',
     ('jump', (), ()):
         'bra.uni {l};',
     ('ld', ('global', 'b16'), ()):
@@ -564,10 +560,6 @@ FILL = {
         lambda **_: 'fence.mbarrier_init.release.cluster',
     'fence.proxy.async.shared::cta':
         lambda **_: 'fence.proxy.async.shared::cta',
-    'griddepcontrol.launch_dependents':
-        lambda **_: 'griddepcontrol.launch_dependents',
-    'griddepcontrol.wait':
-        lambda **_: 'griddepcontrol.wait',
     'bra.uni {l};':
         lambda l, **_: f'bra.uni {l};',
     'ld.global.b16 {d}, [{a}];':

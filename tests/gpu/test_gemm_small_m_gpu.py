@@ -116,6 +116,32 @@ def test_split_k_is_bit_identical_across_runs(torch):
                                first.view(torch.int16))
 
 
+def test_pdl_reduce_gives_the_same_bits(torch):
+    """Config(pdl=True): the reduce kernel scheduled while the split GEMM finishes reads its
+    finished partials: the same bits as the plain launch, run after run and in a CUDA
+    graph."""
+    from ptxgen.kernels import gemm_small_m as S
+    torch.manual_seed(5)
+    for M, N, K, splits in [(1, 14336, 4096, 7), (16, 4096, 14336, 4), (5, 1000, 2000, 3)]:
+        a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+        b = torch.randn(N, K, device="cuda").to(torch.bfloat16)
+        cfg = S.Config(S.round_mn(M), S.stages_for(S.round_mn(M), "bfloat16"), splits)
+        want = S.gemm_small_m(a, b, config=cfg).view(torch.int16)
+        pdl = cfg._replace(pdl=True)
+        out = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        for _ in range(10):
+            out.fill_(float("nan"))
+            assert torch.equal(S.gemm_small_m(a, b, out, config=pdl).view(torch.int16), want)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            S.gemm_small_m(a, b, out, config=pdl)
+        for _ in range(3):
+            out.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out.view(torch.int16), want)
+
+
 def test_fused_split_k_gives_the_two_kernel_bits(torch):
     """The reduction inside the GEMM: the same bits as the workspace + reduce kernel path, run
     after run, with the counters left at zero; also under CUDA graph replay and on a second
