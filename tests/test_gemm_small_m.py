@@ -44,8 +44,10 @@ def test_assembles_without_spills(dt, MN, split, wgmma):
 
 
 def test_fused_kernel_counts_each_split_and_assembles_without_spills():
-    """The fused kernel: the partial goes out with plain stores (no TMA store into W), one
-    release fence and one acq_rel count per (unit, warpgroup), and D's 2-D TMA store."""
+    """The fused kernel: the partial goes out with plain stores (no TMA store into W); the
+    consumers hand it over (their named barrier, then one arrival per warpgroup on the hand
+    barrier), and the counting warp, once it has waited on that barrier, releases it at GPU
+    scope with one fence and counts it with one acq_rel atom; D leaves by 2-D TMA store."""
     k = S.make_small_m("bfloat16", MN=16, STAGES=S.stages_for(16, "bfloat16"), fused=True)
     r = k.compile("sm_90a")
     assert r.spill_bytes == 0 and r.registers <= 168
@@ -54,13 +56,19 @@ def test_fused_kernel_counts_each_split_and_assembles_without_spills():
     assert len(re.findall(r"atom\.acq_rel\.gpu\.global\.add\.s32 %r\d+, \[%rd\d+\], 1;", ptx)) == 1
     assert "cp.async.bulk.tensor.3d" not in ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx
-    # the warpgroup's barrier separates its partial's stores from the thread that releases
-    # them: a release covers the other threads' writes only after they synchronized with it
-    lines = [ln.strip() for ln in ptx.splitlines() if ln.strip()]
-    fence = next(i for i, ln in enumerate(lines) if ln == "fence.acq_rel.gpu;")
-    bar = max(i for i, ln in enumerate(lines[:fence]) if ln.startswith("bar.sync"))
-    last_store = max(i for i, ln in enumerate(lines[:fence]) if ln.startswith("st.global"))
-    assert last_store < bar and lines[bar].endswith(", 128;")
+    # a release covers the other threads' writes only after they synchronized with it
+    lines = [ln.strip() for ln in k.ptx("sm_90a").splitlines() if ln.strip()]
+    fence = lines.index("fence.acq_rel.gpu;")
+    waited = [ln for ln in lines[:fence] if ln.startswith("// pg.ptx['mbarrier.try_wait")]
+    assert "[hand_full" in waited[-1]
+    hands = [i for i, ln in enumerate(lines) if ln.startswith("// pg.ptx['mbarrier.arrive")
+             and "[hand_full" in ln]
+    assert hands
+    for h in hands:
+        before = lines[:h]
+        last_store = max(i for i, ln in enumerate(before) if ln.startswith("st.global"))
+        bar = max(i for i, ln in enumerate(before) if ln.startswith("bar.sync"))
+        assert last_store < bar and lines[bar].endswith(", 128;") and h - bar < 12
     with pytest.raises(S.ConfigError, match="exclude each other"):
         S.make_small_m("bfloat16", MN=16, STAGES=4, split=True, fused=True)
 
@@ -98,7 +106,7 @@ def _sim_fused(dt, a, b, MN, splits, ctas, stages):
     ND = -(-N // 8) * 8
     D = np.full((M, ND), 0x7FC1, np.uint16)
     W = np.full((splits, tiles_n * tiles_m, S.BW, MN), np.nan, np.float32)
-    cnt = np.zeros(2 * tiles_n * tiles_m, np.int32)
+    cnt = np.zeros(tiles_n * tiles_m, np.int32)
     sa, sb = np.array([0.5], np.float32), np.array([0.25], np.float32)
     run(k, [G.encode(a, dt), G.encode(b, dt), D, W, sa, sb, cnt],
         scalars=[M, K, N, ND, splits, tiles_n * tiles_m, cnt.size])

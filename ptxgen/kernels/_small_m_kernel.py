@@ -41,11 +41,13 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it).
     fused=True: split-K reduced in this kernel (any S >= 1): each split stores its partial in
     W (S, tiles, BW, MN) (a whole tile per block, tokens contiguous: the accumulator
-    fragment's own layout, so its stores are vectors of constant strides) and
-    counts itself in CNT (2 per tile, one per consumer warpgroup, zero before the launch);
-    the split that counts last sums the S partials in split order (loading 128 // MN of them,
-    at most 8, together) and writes D, and sets its counter back to zero.  The same bits as
-    the reduce kernel, with no second launch.  pdl (split=True): trigger the dependent launch
+    fragment's own layout, so its stores are vectors of constant strides) and hands it to
+    warp 1, which releases it at GPU scope and counts it in CNT (one per tile, zero before
+    the launch) while the consumers go on with their next unit; one unit later they read the
+    count, and the split that counted last sums the S partials in split order (loading
+    128 // MN of them, at most 8, together) and writes D (that split's warp 1 set the counter
+    back to zero).  The same bits as the reduce kernel, with no second launch and no wait
+    on the consumers' path for the release and the count.  pdl (split=True): trigger the dependent launch
     of make_reduce(pdl=True) at the start (builder/griddep.py)."""
     if fused and split:
         raise ConfigError("split=True (workspace + reduce kernel) and fused=True (reduced in "
@@ -76,10 +78,15 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
         Ws = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LW)
         Xs = pool.alloc((STAGES, MN, BK), dtype, align=1024, layout=LX)
         Cs = pool.alloc((2, MC, 64), st_dt, align=1024)
-        arrived = pool.alloc((2,), "int32") if fused else None   # a counter's old value
         pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
+        if fused:   # consumers -> counting warp: "a unit's partial is out" (both warpgroups);
+            # its release: "counted", with the tile counter's old value in `verdict`
+            hand = pg.Pipeline(pool, stages=1, consumers=1, producer_arrivals=2, name="hand")
+            verdict = pool.alloc((1,), "int32")
         pool.commit()
         pipe.init()
+        if fused:
+            hand.init()
         CsT = Cs.permute(0, 2, 1)                       # (2, 64 weight rows, MC tokens)
         tiles_m = pg.let((M + MN - 1) // MN)
         tiles = pg.let((N + BW - 1) // BW * tiles_m)
@@ -96,6 +103,22 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
             kb0 = pg.let(s * nk // S)
             return (pg.let(r // tiles_m * BW), pg.let(r % tiles_m * MN), s, kb0,
                     pg.let((s + 1) * nk // S - kb0), r)
+
+        def count_units(hc):
+            """Warp 1 (fused, S > 1): per unit, once both consumer warpgroups have written
+            their partial, release it at GPU scope and count it on the tile's counter; the
+            old value goes to `verdict` (the split that counts last resets the counter).  Off
+            the consumers' path: they read the verdict one unit later."""
+            for i in pg.serial(mine):
+                r = unit(i)[5]
+                hc.wait()
+                with pg.if_(tx % 32 == 0):
+                    pg.ptx.fence.acq_rel("gpu")     # the partials the consumers published
+                    old = pg.ptx.atom.add(CNT[r], 1, sem="acq_rel", scope="gpu")
+                    verdict[0] = old
+                    with pg.if_(old == S - 1):      # every split has counted: reset
+                        CNT[r] = 0
+                hc.release()
 
         with pg.warpgroup_role(0):
             pg.setmaxnreg(40, "dec")
@@ -115,6 +138,9 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                                                   A[m0:m0 + MN, k0:k0 + BK], mbar=prod.full,
                                                   cache_hint="evict_last")
                         prod.commit()
+            if fused:
+                with pg.if_((tx // 32 == 1) & (S > 1)):
+                    count_units(hand.consumer(scope="warp"))
 
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
@@ -147,32 +173,38 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                                                       Cs[c:c + 1, 0:MC, 0:64])
                         pg.tile.thread.async_commit(kind="bulk")
 
-            def reduce_in_kernel(sp, r, m0, w0):
-                """S > 1: publish this split's partial and count it on the tile's counter;
-                the split that counts last sums all S partials in split order into acc and
-                writes D (the condition reads a shared slot: uniform in the warpgroup)."""
+            def publish(sp, r):
+                """Fused, S > 1: this warpgroup's partial into W; then the verdict on the
+                previous unit (the counting warp has released the slot once it counted it)."""
                 pg.tile.warpgroup.copy(W[sp, r, 64 * c:64 * c + 64, 0:MN], acc)
-                pg.named_barrier(4 + c, 128)            # the whole partial is written ...
-                with pg.if_(first_thread):
-                    pg.ptx.fence.acq_rel("gpu")         # ... and released at GPU scope
-                    old = pg.ptx.atom.add(CNT[2 * r + c], 1, sem="acq_rel", scope="gpu")
-                    arrived[c] = old
-                    with pg.if_(old == S - 1):          # every split has counted: reset
-                        CNT[2 * r + c] = 0
+                hp.acquire()
+
+            def hand_over():
+                """Every thread's partial stores (and verdict reads) are done: one arrival per
+                warpgroup tells the counting warp."""
                 pg.named_barrier(4 + c, 128)
-                with pg.if_(arrived[c] == S - 1):       # the others' partials are visible
+                with pg.if_(first_thread):
+                    pg.ptx.mbarrier.arrive(hp.full)
+                hp.commit()                 # every thread moves on to the next phase
+
+            def reduce_if_last(i):
+                """Unit i was the last split of its tile to count: sum the S partials in split
+                order (CH loads in flight, then their adds) into acc and write D."""
+                n0, m0, _, _, _, r = unit(i)
+                with pg.if_(verdict[0] == S - 1):
                     rows = slice(64 * c, 64 * c + 64)
                     pg.tile.warpgroup.copy(acc, W[0, r, rows, 0:MN])
-                    for g in pg.serial((S - 1 + CH - 1) // CH):   # chunks of splits 1..S-1:
-                        s0 = pg.let(1 + g * CH)                   # loads in flight together,
-                        for j, p in enumerate(parts):             # then the adds in order
+                    for g in pg.serial((S - 1 + CH - 1) // CH):
+                        s0 = pg.let(1 + g * CH)
+                        for j, p in enumerate(parts):
                             with pg.if_(s0 + j < S):
                                 pg.tile.warpgroup.copy(p, W[s0 + j, r, rows, 0:MN])
                         for j, p in enumerate(parts):
                             with pg.if_(s0 + j < S):
                                 pg.tile.warpgroup.add(acc, acc, p)
-                    store_tile(sp, m0, w0)
+                    store_tile(0, m0, pg.let(n0 + 64 * c))
 
+            hp = hand.producer() if fused else None
             for i in pg.serial(mine):
                 n0, m0, sp, _, cnt, r = unit(i)
                 mma_tile(cnt)
@@ -181,9 +213,17 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                     with pg.if_(S == 1):
                         store_tile(sp, m0, w0)
                     with pg.if_(S > 1):
-                        reduce_in_kernel(sp, r, m0, w0)
+                        publish(sp, r)
+                        with pg.if_(i > 0):
+                            reduce_if_last(i - 1)
+                        hand_over()
                 else:
                     store_tile(sp, m0, w0)
+            if fused:
+                with pg.if_((S > 1) & (mine > 0)):   # the verdict on the last unit
+                    hp.acquire()
+                    reduce_if_last(mine - 1)
+                    hand_over()
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
 

@@ -13,9 +13,10 @@ the weight stream, which is the whole cost, runs on a fraction of the machine.  
   * the reduction is deterministic: with S > 1 each unit stores its fp32 partial tile to a
     workspace W (S, M, N) with TMA, and a second kernel sums s = 0 .. S-1 in that fixed order
     (the same bits every run); with S = 1 the tile goes straight to D.  Config(fused=True)
-    reduces inside the GEMM instead: each split stores its partial and counts itself on the
-    tile's counter (atom.acq_rel.gpu), and the split that counts last sums the S partials in
-    the same order and writes D (no second launch, the same bits);
+    reduces inside the GEMM instead: each split stores its partial and a warp of the
+    producer warpgroup counts it on the tile's counter (fence + atom.acq_rel.gpu) while the
+    consumers go on; the split that counted last sums the S partials in the same order and
+    writes D (no second launch, the same bits);
   * the weights are read once: their TMA loads carry L2 evict_first, the activations (read by
     every CTA) evict_last;
   * the stages are small (128 x BK weights + MN x BK tokens), so the ring is deep (up to 16).
@@ -298,7 +299,7 @@ class DecodeLaunch:
         if cnt is None:
             if len(self.counters) >= 64:    # streams come and go: a dropped one's memory goes
                 self.counters.clear()       # back to its own stream's pool, in stream order
-            cnt = self.counters[stream] = torch.zeros(2 * tiles, dtype=torch.int32,
+            cnt = self.counters[stream] = torch.zeros(tiles, dtype=torch.int32,
                                                       device=a.device)
         d = store_target(out)
         if self.main is None:
