@@ -73,6 +73,17 @@ def test_fused_kernel_counts_each_split_and_assembles_without_spills():
         S.make_small_m("bfloat16", MN=16, STAGES=4, split=True, fused=True)
 
 
+@pytest.mark.parametrize("MN", [128, 256])
+def test_fused_kernel_sums_wide_partials_one_at_a_time_without_spills(MN):
+    """From MN 128 on a partial is 64+ registers a thread: the last split loads one at a
+    time (no guarded chunk that would keep it live beside acc), and the kernel still fits
+    nvJitLink's 168 registers without spilling."""
+    k = S.make_small_m("bfloat16", MN=MN, STAGES=4, fused=True)
+    assert k.compile("sm_90a").spill_bytes == 0
+    body = _instrs(k)   # two reduction sites (in the unit loop, after it): W[0], then one
+    assert body.count("ld.global.v2.u32") == 4 * body.count("st.global.v2.u32")   # partial
+
+
 def test_pdl_pairs_the_split_gemms_trigger_with_the_reduce_kernels_wait():
     """Config(pdl=True): the split GEMM triggers its dependents first thing, the reduce
     kernel waits before its first load (and is marked for a programmatic launch); without
@@ -248,6 +259,11 @@ def test_choose_config_rows():
                          r"every split has work"),
     (S.Config(16, 4, 2, fused="yes"), "config.fused = 'yes': True or False"),
     (S.Config(16, 4, 2, pdl=1), "config.pdl = 1: True or False"),
+    (S.Config(16, 4, 1, pdl=True), "config.pdl = True launches the split-K reduce kernel "
+                                   "early; with splits = 1 there is none"),
+    (S.Config(16, 4, 2, fused=True, pdl=True), "config.pdl = True launches the split-K "
+                                               "reduce kernel early; with fused = True there "
+                                               "is none"),
 ])
 def test_bad_forced_config(cfg, msg):
     with pytest.raises(S.ConfigError, match=msg) as e:

@@ -18,15 +18,31 @@ returns when the stream would have started the kernel anyway.
 """
 from __future__ import annotations
 
+from ..expr import BufferPtr, Expr, Load, subexpressions
+from ..ir import (BufferRegion, For, If, Instr, Let, Mem, Store, TileCall, VecOperand, While,
+                  traced_statements)
 from ..target.forms import opcode
-from .context import current
+from .context import current, fail
 from .ptx import emit_instr
 
 
 def wait_on_dependent_grids():
     """griddepcontrol.wait: block until the kernels this launch depends on have completed and
-    their writes are visible; marks the kernel for a programmatic dependent launch."""
-    current().func.attrs["dependent_launch"] = True
+    their writes are visible; marks the kernel for a programmatic dependent launch.  Every
+    thread must wait before it touches global memory, so the call is refused inside a branch
+    or loop, and after a global access."""
+    ctx = current()
+    if len(ctx.bodies) != 1:
+        raise fail("pg.wait_on_dependent_grids() must be called at the top level of the kernel "
+                   "body, not inside pg.if_/pg.while_/loops: under a programmatic launch a "
+                   "thread that skips it may read the kernel ahead's output before it is done")
+    src = _first_global_access(ctx.bodies[0])
+    if src is not None:
+        raise fail(f"pg.wait_on_dependent_grids() comes after the global memory access at "
+                   f"{src}: code before the wait runs beside the kernel ahead, so that access "
+                   f"may read its output before it is written or overwrite what it reads; "
+                   f"wait first")
+    ctx.func.attrs["dependent_launch"] = True
     emit_instr(opcode("griddepcontrol", "wait"), [], form="griddepcontrol")
 
 
@@ -35,3 +51,44 @@ def launch_dependent_grids():
     exited), a dependent kernel next in the stream may be scheduled.  It says nothing about
     this kernel's writes: the dependent still waits for completion."""
     emit_instr(opcode("griddepcontrol", "launch_dependents"), [], form="griddepcontrol")
+
+
+def _first_global_access(body):
+    """The source line of the first traced statement of body that reads or writes global
+    memory (a store, a load in any expression it holds, a tile op's global region, an
+    instruction's global address), or None."""
+    for st in traced_statements(body):
+        t = type(st)
+        if t is Store:
+            if st.buffer.root.scope == "global":
+                return st.src
+            parts = (st.value, *st.indices)
+        elif t is Let:
+            parts = (st.value,)
+        elif t is If or t is While:
+            parts = (st.cond,)
+        elif t is For:
+            parts = (st.start, st.stop)
+        elif t is Instr:
+            parts = st.operands
+        elif t is TileCall:
+            parts = st.args
+        else:
+            continue
+        if any(_touches_global(e) for e in parts):
+            return st.src
+    return None
+
+
+def _touches_global(e) -> bool:
+    t = type(e)
+    if t is Load:
+        return e.buffer.root.scope == "global" or any(_touches_global(i) for i in e.indices)
+    if t is BufferRegion:
+        return e.buffer.root.scope == "global"
+    if t is Mem:
+        p = e.ptr
+        return type(p) is BufferPtr and p.buffer.root.scope == "global" or _touches_global(p)
+    if t is VecOperand:
+        return any(_touches_global(x) for x in e.items)
+    return isinstance(e, Expr) and any(_touches_global(x) for x in subexpressions(e))

@@ -148,10 +148,11 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                 pipe, tx, MN, lambda s: Ws[2 * s + c, 0:64, 0:BK], lambda s: Xs[s, 0:MN, 0:BK],
                 promote, (SA, SB) if scaled else None, each_step=True)
             # fused: the last split loads CH partials at a time (<= 64 registers a thread), so
-            # summing S partials costs ceil((S - 1) / CH) L2 round trips instead of S - 1
-            CH = max(1, min(8, 128 // MN))
+            # summing S partials costs ceil((S - 1) / CH) L2 round trips instead of S - 1;
+            # from MN 128 on one partial is 64+ registers: one at a time, no guards to hold it
+            CH = min(8, 128 // MN)
             parts = [pg.tile.warpgroup.mma_accumulator((64, MN), "float32")
-                     for _ in range(CH)] if fused else None
+                     for _ in range(max(1, CH))] if fused else None
 
             def store_tile(sp, m0, w0):
                 """The accumulator out through shared memory and TMA, MC tokens at a time:
@@ -194,14 +195,19 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                 with pg.if_(verdict[0] == S - 1):
                     rows = slice(64 * c, 64 * c + 64)
                     pg.tile.warpgroup.copy(acc, W[0, r, rows, 0:MN])
-                    for g in pg.serial((S - 1 + CH - 1) // CH):
-                        s0 = pg.let(1 + g * CH)
-                        for j, p in enumerate(parts):
-                            with pg.if_(s0 + j < S):
-                                pg.tile.warpgroup.copy(p, W[s0 + j, r, rows, 0:MN])
-                        for j, p in enumerate(parts):
-                            with pg.if_(s0 + j < S):
-                                pg.tile.warpgroup.add(acc, acc, p)
+                    if CH <= 1:
+                        for sp in pg.serial(1, S):
+                            pg.tile.warpgroup.copy(parts[0], W[sp, r, rows, 0:MN])
+                            pg.tile.warpgroup.add(acc, acc, parts[0])
+                    else:
+                        for g in pg.serial((S - 1 + CH - 1) // CH):
+                            s0 = pg.let(1 + g * CH)
+                            for j, p in enumerate(parts):
+                                with pg.if_(s0 + j < S):
+                                    pg.tile.warpgroup.copy(p, W[s0 + j, r, rows, 0:MN])
+                            for j, p in enumerate(parts):
+                                with pg.if_(s0 + j < S):
+                                    pg.tile.warpgroup.add(acc, acc, p)
                     store_tile(0, m0, pg.let(n0 + 64 * c))
 
             hp = hand.producer() if fused else None

@@ -155,14 +155,12 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     uniform datapath (sm_90a SASS, benchmarks/RESULTS.md)."""
                     if own:
                         issue(p)
-                    if next_p is None:
-                        wg.gemm_wait(0)
-                    else:
+                    if next_p is not None:
                         issue(next_p)
-                        wg.gemm_wait(1)                 # groups finish in order: k's
-                    if ring:     # k's stage, still held (done releases it)
+                    if ring:     # k's stage (held until done releases it), read under the MMA
                         f0, f1 = extra.factors(done.stage, c, row, nb)
-                    else:
+                    wg.gemm_wait(0 if next_p is None else 1)   # groups finish in order: k's
+                    if not ring:
                         f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
                         load_scales(pg.min(k + 1, nk - 1))
                     done.release()

@@ -140,6 +140,9 @@ def check_config(cfg, dtype, K) -> None:
     for name in ("fused", "pdl"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"config.{name} = {getattr(cfg, name)!r}: True or False")
+    if cfg.pdl and (cfg.fused or cfg.splits == 1):
+        raise ConfigError(f"config.pdl = True launches the split-K reduce kernel early; with "
+                          f"{'fused = True' if cfg.fused else 'splits = 1'} there is none")
     nk = -(-K // (128 // ELEM_BYTES[dtype]))
     if not isinstance(cfg.splits, int) or not 1 <= cfg.splits <= max(1, nk):
         raise ConfigError(f"config.splits = {cfg.splits!r}: 1 to {nk} (the K-blocks of "
@@ -278,7 +281,7 @@ class DecodeLaunch:
         self.fused = cfg.fused and cfg.splits > 1
         self.split = cfg.splits > 1 and not self.fused
         self.kernel = kernel_for(dt, cfg.MN, cfg.STAGES, sms, self.split,
-                                 dt.startswith("float8"), self.fused, cfg.pdl)
+                                 dt.startswith("float8"), self.fused, cfg.pdl and self.split)
         self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms, 256, cfg.pdl) \
             if self.split else None
         self.main = self.sum = None         # the prepared launches, made by the first call
