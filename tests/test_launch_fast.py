@@ -202,12 +202,19 @@ def test_a_refused_fast_launch_runs_in_its_own_context(fake):
                            "cuCtxPushCurrent": 2, "cuCtxPopCurrent": 2})
 
 
-def test_a_cluster_kernels_fast_launch_keeps_its_cluster(tmp_path, monkeypatch):
+def _sm90_with_torch(tmp_path, monkeypatch):
+    """A fresh cache, the fake driver with one sm_90 device, and a stand-in torch whose
+    current stream is 0: the fake, whose launches the test reads."""
     monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
     clear_memory_cache()
     fake = install(monkeypatch, FakeDriver(archs=((9, 0),)))
     register_torch_dtypes(monkeypatch)
     install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: 0)
+    return fake
+
+
+def test_a_cluster_kernels_fast_launch_keeps_its_cluster(tmp_path, monkeypatch):
+    fake = _sm90_with_torch(tmp_path, monkeypatch)
     N = pg.var("N")
 
     @pg.kernel(grid=(4,), block=(32,), cluster=(2, 1, 1))
@@ -225,11 +232,7 @@ def test_a_kernel_that_waits_on_the_kernel_ahead_launches_programmatically(tmp_p
     """pg.wait_on_dependent_grids() in a kernel: every launch of it (general, fast) carries
     programmatic stream serialization, with the cluster shape when it has one; a kernel
     without the wait keeps plain cuLaunchKernel."""
-    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
-    clear_memory_cache()
-    fake = install(monkeypatch, FakeDriver(archs=((9, 0),)))
-    register_torch_dtypes(monkeypatch)
-    install_fake_torch(monkeypatch, initialized=True, stream=lambda dev: 0)
+    fake = _sm90_with_torch(tmp_path, monkeypatch)
     N = pg.var("N")
 
     @pg.kernel(grid=(4,), block=(32,))

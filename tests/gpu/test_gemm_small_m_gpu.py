@@ -132,14 +132,7 @@ def test_pdl_reduce_gives_the_same_bits(torch):
         for _ in range(10):
             out.fill_(float("nan"))
             assert torch.equal(S.gemm_small_m(a, b, out, config=pdl).view(torch.int16), want)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            S.gemm_small_m(a, b, out, config=pdl)
-        for _ in range(3):
-            out.fill_(float("nan"))
-            g.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(out.view(torch.int16), want)
+        _replays_give(torch, lambda: S.gemm_small_m(a, b, out, config=pdl), out, want)
 
 
 def test_fused_split_k_gives_the_two_kernel_bits(torch):
@@ -168,14 +161,20 @@ def test_fused_split_k_gives_the_two_kernel_bits(torch):
         assert torch.equal(got.view(torch.int16), want)
         out = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         S.gemm_small_m(a, b, out, config=fused)          # prepared before capture
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            S.gemm_small_m(a, b, out, config=fused)
-        for _ in range(3):
-            out.fill_(float("nan"))
-            g.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(out.view(torch.int16), want)
+        _replays_give(torch, lambda: S.gemm_small_m(a, b, out, config=fused), out, want)
+
+
+def _replays_give(torch, call, out, want):
+    """`call` (already run once, so prepared) captured in a CUDA graph: each replay writes
+    `want`'s bits into the poisoned `out`."""
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        call()
+    for _ in range(3):
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int16), want)
 
 
 def test_blockscaled_bit_exact_on_integer_data(torch):
