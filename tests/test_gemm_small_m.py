@@ -307,6 +307,21 @@ def test_blockscaled_ring_scales_ride_in_the_stage():
         BS.make_blockscaled(scales="smem")
 
 
+def test_blockscaled_tile_widths():
+    """BN 192: 4 wgmma n192 a K-step and two promotions (n0 % 128 == 0 or 64), each 96 fmas
+    a thread (the GPU tests check the driver JIT does not spill it).  The widths and
+    schedules the registers do not fit are refused."""
+    from ptxgen.kernels import gemm_blockscaled as BS
+    k = BS.make_blockscaled(STAGES=4, BN=192)
+    ptx = _instrs(k)
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3") == 4
+    assert ptx.count("fma.rn.f32") == 2 * 96
+    with pytest.raises(ValueError, match="BN=256: 64, 128 or 192 columns"):
+        BS.make_blockscaled(BN=256)
+    with pytest.raises(ValueError, match="overlap keeps three 64 x BN fp32 tiles: BN <= 128"):
+        BS.make_blockscaled(BN=192, overlap=True)
+
+
 def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
     """The overlapped schedule: each promotion waits for all but the newest wgmma group, and
     ptxas does not serialize the wgmmas (C7514) or inject waits (C7517), which it does when
@@ -326,8 +341,7 @@ def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
 
 @pytest.mark.parametrize("M,N,K,ctas,schedule", [
     (70, 130, 300, 2, {}),     # ragged M, N (padded D), K (a partial last scale block)
-    (130, 64, 256, 1, {}),     # one CTA, two row tiles
-    (130, 64, 300, 1, dict(pingpong=True)),    # the consumers taking turns, two tiles
+    (130, 64, 256, 1, dict(pingpong=True)),    # the consumers taking turns, two tiles
     # two partial tiles: 1 K-step (the even tail alone), 2 (the odd tail), 3 (a pair, then
     # the even tail) on two tiles of one CTA (the ring positions carry over)
     (70, 64, 100, 1, dict(overlap=True)),
@@ -336,11 +350,15 @@ def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
     # a cluster of two sharing B: rank 1's rows past M; both ranks' rows inside
     (70, 64, 256, 2, dict(cluster=2)),
     (130, 64, 256, 2, dict(overlap=True, cluster=2)),
-    # the scales in the TMA ring: M and NB not multiples of 4 (padded), five column blocks
-    # (scale_b's 16-byte box at nb // 4 * 4) on two CTAs (the ring positions carry over
-    # tiles), a partial K block; overlapped in a cluster
-    (70, 600, 100, 2, dict(scales="ring")),
+    # 192-wide tiles span two scale_b blocks: at n0 = 0 the first 128 columns take block 0,
+    # at n0 = 192 the first 64 take block 1 (the rest block 2)
+    (70, 330, 128, 2, dict(BN=192, STAGES=3)),
+    # the scales in the TMA ring: M and NB not multiples of 4 (padded); 192-wide tiles up to
+    # column block 4 (scale_b's box from nb // 4 * 4 = 4) and past NB = 5 (n0 = 576), two
+    # tiles a CTA (the ring positions carry over), a partial K block; overlapped in a cluster
+    (70, 600, 100, 2, dict(BN=192, STAGES=3, scales="ring")),
     (130, 64, 256, 2, dict(scales="ring", overlap=True, cluster=2)),
+    (70, 130, 128, 2, dict(BN=64)),          # 64-wide tiles: two per scale_b block
 ])
 def test_blockscaled_sim_matches_numpy(M, N, K, ctas, schedule):
     """Integer data and power-of-two scales: every product and sum is exact in fp32, so the
@@ -361,7 +379,7 @@ def test_blockscaled_sim_matches_numpy(M, N, K, ctas, schedule):
         scales, scalars = [sat, sbt], [M, K, N, ND, KB, sat.shape[1], sbt.shape[1]]
     else:
         scales, scalars = [sa, sb], [M, K, N, ND, KB, NB]
-    run(BS.make_blockscaled(STAGES=3, ctas=ctas, **schedule),
+    run(BS.make_blockscaled(ctas=ctas, **{"STAGES": 3, **schedule}),
         [G.encode(a, "float8_e4m3fn"), G.encode(b, "float8_e4m3fn"), D] + scales,
         scalars=scalars)
     ref = np.zeros((M, N))

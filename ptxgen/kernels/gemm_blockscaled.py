@@ -7,7 +7,7 @@
 D[m, n] = sum over K blocks kb of scale_a[m, kb] * scale_b[n // 128, kb] * (A[m, kb] . B[n, kb]).
 The structure is ptxgen/kernels/gemm.py's persistent warp-specialized kernel (a TMA producer
 warpgroup, two consumer warpgroups of 64 rows, 128 x 128 tiles so that a tile's columns share
-one scale_b block), with BK = 128: one K-step is one scale block.  Each step's wgmma sum goes
+one scale_b block; 128 x 192 tiles take two), with BK = 128: one K-step is one scale block.  Each step's wgmma sum goes
 into a fresh fp32 tile `part` (Hopper's fp8 wgmma keeps ~14 mantissa bits of its running
 sum, so it is never carried across steps), then the consumers promote it in fp32 on the CUDA
 cores: acc += part * (scale_a[row] * scale_b).  A thread of the wgmma accumulator fragment
@@ -18,7 +18,7 @@ the TMA ring with A and B and are read from shared memory.  Two other schedules 
 same sums (`make_blockscaled(pingpong=True)` / `(overlap=True)`) keep the tensor cores busy
 while the CUDA cores promote: the consumers taking turns, or two partial tiles per consumer.
 
-    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales)   the kernel
+    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN)   the kernel
     ring_scales(scale_a, scale_b)                        a scales="ring" kernel's scale operands
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors
 """
@@ -31,7 +31,8 @@ from ._gemm_sm90 import (BM, check_cluster_pair, consumer_end, cta_end, issue_wg
                          overlapped_k_steps, persistent_setup, pingpong_start, store_tile)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
-BN, BK = 128, 128                 # BK: fp8 bytes = one 128-byte swizzle span = one scale block
+BK = 128                          # fp8 bytes = one 128-byte swizzle span = one scale block
+SB_COLS = 128                     # the columns of B one scale_b value covers
 
 
 class _RingScales:
@@ -39,12 +40,13 @@ class _RingScales:
     way DeepGEMM feeds them), so the consumers read them from shared memory after the
     stage's barrier instead of waiting on L2 loads.  Per stage, the producer loads the 128
     scale_a values of the tile's rows, contiguous in SAT (scale_a transposed: (KB, M padded
-    to 4), see ring_scales), and the 16 bytes of SBT (scale_b transposed, (KB, NB padded to
-    4)) that hold the tile's column block."""
+    to 4), see ring_scales), and the 16 or 32 bytes of SBT (scale_b transposed, (KB, NB
+    padded to 4)) from nb // 4 * 4 on, which hold the tile's column block nb (and nb + 1)."""
     arrivals = 2
 
-    def __init__(self, SAT, SBT, stages):
+    def __init__(self, SAT, SBT, stages, blocks):
         self.SAT, self.SBT, self.stages = SAT, SBT, stages
+        self.width = 4 * blocks            # scale_b values per box: nb and nb + 1 inside
 
     def alloc(self, pool):
         self.SAs = pool.alloc((self.stages, 1, BM), "float32", align=128, name="SA_ring")
@@ -52,21 +54,22 @@ class _RingScales:
         self.SBs = pool.alloc((self.stages, 1, 32), "float32", align=128, name="SB_ring")
 
     def load(self, s, m0, n0, k, mbar):
-        nb4 = pg.let(n0 // BN // 4 * 4)
+        nb4, w = pg.let(n0 // SB_COLS // 4 * 4), self.width
         pg.tile.thread.copy_async(self.SAs[s:s + 1, 0:1, 0:BM], self.SAT[k:k + 1, m0:m0 + BM],
                                   mbar=mbar)
-        pg.tile.thread.copy_async(self.SBs[s:s + 1, 0:1, 0:4], self.SBT[k:k + 1, nb4:nb4 + 4],
+        pg.tile.thread.copy_async(self.SBs[s:s + 1, 0:1, 0:w], self.SBT[k:k + 1, nb4:nb4 + w],
                                   mbar=mbar)
 
-    def factors(self, s, c, row, nb):
-        """(scale of row `row`, of row + 8) of consumer c's rows in stage s's K block."""
-        sb = self.SBs[s, 0, nb % 4]
-        return (pg.let(self.SAs[s, 0, 64 * c + row] * sb),
-                pg.let(self.SAs[s, 0, 64 * c + row + 8] * sb))
+    def factors(self, s, c, row, nb, blocks):
+        """The scales of consumer c's rows `row` and row + 8 times scale_b of column block
+        nb (and of nb + 1), in stage s's K block: (f0, f1) per block."""
+        sa = [self.SAs[s, 0, 64 * c + row + 8 * h] for h in range(2)]
+        return [[pg.let(sa[h] * self.SBs[s, 0, nb % 4 + b]) for h in range(2)]
+                for b in range(blocks)]
 
 
 def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=1,
-                     scales="global"):
+                     scales="global", BN=128):
     """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128)).
     Three schedules of the same sums, in the same order (so the same bits):
     default: each step's wgmma, then its promotion, in turn;
@@ -77,9 +80,19 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm).
     scales: "global": each consumer thread loads the next K-step's scales from L2 while this
     step multiplies (the kernel takes scale_a (M, KB) and scale_b (NB, KB)); "ring": they ride
-    in the TMA ring (_RingScales; the kernel takes ring_scales' transposed copies)."""
+    in the TMA ring (_RingScales; the kernel takes ring_scales' transposed copies).
+    BN: the tile's columns, 64, 128 or 192.  A 192-wide tile (n0 a multiple of 64) spans two
+    scale_b blocks, the first 128 or 64 of its columns in block n0 // 128: the promotion
+    takes each 8-column group's own factor (two code paths on n0 % 128); its two fp32 tiles
+    fill the consumers' registers, so no overlap, and the ring holds at most 4 stages."""
     if scales not in ("global", "ring"):
         raise ValueError(f"make_blockscaled: scales={scales!r}: \"global\" or \"ring\"")
+    if BN not in (64, 128, 192):
+        raise ValueError(f"make_blockscaled: BN={BN!r}: 64, 128 or 192 columns")
+    if overlap and BN > 128:
+        raise ValueError(f"make_blockscaled: overlap keeps three 64 x BN fp32 tiles: BN <= 128 "
+                         f"fits the consumers' 232 registers, BN = {BN} does not")
+    blocks = 2 if BN > SB_COLS else 1          # scale_b blocks a tile's columns touch
     if pingpong and overlap:
         raise ValueError("make_blockscaled: pingpong and overlap are two schedules; pick one")
     check_cluster_pair(cluster, ctas)
@@ -97,7 +110,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
              D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor(sa_shape, "float32"),
              SB: pg.Tensor(sb_shape, "float32")):
-        extra = _RingScales(SA, SB, STAGES) if ring else None
+        extra = _RingScales(SA, SB, STAGES, blocks) if ring else None
         tx, As, Bs, Cs, pipe, mine, nk, tile_origin = persistent_setup(
             A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC, cluster, extra)
         with pg.warpgroup_role(range(1, 3)) as c:
@@ -114,7 +127,8 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
             av, pv = acc.local(), part.local()   # register 4j + 2h + e: row h, column pair j
             pv2 = part2.local() if overlap else None
 
-            nxt = None if ring else [pg.local_scalar("float32") for _ in range(3)]
+            # global: the next step's scale_a (rows h = 0, 1) and scale_b (blocks b)
+            nxt = None if ring else [pg.local_scalar("float32") for _ in range(2 + blocks)]
             if pingpong:
                 pingpong_start(c)
 
@@ -125,24 +139,36 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                 if overlap:
                     cons.advance()
 
-            def promote(pv, f0, f1):
+            def promote(pv, fs, lo_groups):
                 """acc += pv * (scale_a[row] * scale_b), rows h = 0, 1 (pv: a partial tile's
-                registers)."""
+                registers); fs[b][h]: the factor of scale_b block b, which 8-column groups
+                j >= lo_groups take."""
                 for j in range(BN // 8):
-                    for h, f in ((0, f0), (1, f1)):
-                        q = 4 * j + 2 * h
+                    for h in range(2):
+                        q, f = 4 * j + 2 * h, fs[int(j >= lo_groups)][h]
                         pg.tile.thread.fma(av[q:q + 2], pv[q:q + 2], f, av[q:q + 2])
+
+            def promote_tile(pv, fs, n0):
+                if blocks == 1:
+                    promote(pv, fs, BN // 8)
+                else:       # block n0 // 128 holds the first 128 - n0 % 128 columns
+                    with pg.if_(n0 % SB_COLS == 0):
+                        promote(pv, fs, SB_COLS // 8)
+                    with pg.else_():
+                        promote(pv, fs, (SB_COLS - 64) // 8)
 
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
                 r0 = pg.let(pg.min(m0 + 64 * c + row, M - 1))     # past M: any valid row
                 r1 = pg.let(pg.min(m0 + 64 * c + row + 8, M - 1))
-                nb = pg.let(n0 // BN)
+                nb = pg.let(n0 // SB_COLS)
                 wg.zero(acc)
 
                 def load_scales(k):
                     if not ring:
-                        for v, x in zip(nxt, (SA[r0, k], SA[r1, k], SB[nb, k])):
+                        sbs = [SB[nb, k]] + ([SB[pg.min(nb + 1, NB - 1), k]] if blocks > 1
+                                             else [])
+                        for v, x in zip(nxt, [SA[r0, k], SA[r1, k]] + sbs):
                             v.set(x)
 
                 def step(k, p, next_p=None, own=False):
@@ -158,13 +184,14 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     if next_p is not None:
                         issue(next_p)
                     if ring:     # k's stage (held until done releases it), read under the MMA
-                        f0, f1 = extra.factors(done.stage, c, row, nb)
+                        factor = extra.factors(done.stage, c, row, nb, blocks)
                     wg.gemm_wait(0 if next_p is None else 1)   # groups finish in order: k's
                     if not ring:
-                        f0, f1 = pg.let(nxt[0] * nxt[2]), pg.let(nxt[1] * nxt[2])
+                        factor = [[pg.let(nxt[h] * nxt[2 + b]) for h in range(2)]
+                              for b in range(blocks)]
                         load_scales(pg.min(k + 1, nk - 1))
                     done.release()
-                    promote(pv if p is part else pv2, f0, f1)
+                    promote_tile(pv if p is part else pv2, factor, n0)
 
                 load_scales(0)
                 if not overlap:
@@ -178,7 +205,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
 
     gemm.__name__ = (f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
                      + ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else "")
-                     + ("_ring" if ring else ""))
+                     + ("_ring" if ring else "") + (f"_n{BN}" if BN != 128 else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,),
                      cluster=(cluster, 1, 1) if cluster > 1 else None)
 
@@ -187,9 +214,9 @@ kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
 
 def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False, overlap: bool = False,
-         cluster: int = 1, scales: str = "global") -> list:
+         cluster: int = 1, scales: str = "global", BN: int = 128) -> list:
     """`ptxgen dump ptxgen.kernels.gemm_blockscaled [--kernel-args STAGES=4]`: the kernel."""
-    return [make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales)]
+    return [make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN)]
 
 
 def ring_scales(scale_a, scale_b):

@@ -216,7 +216,8 @@ def test_blockscaled_schedules_give_the_same_bits(torch):
         sb = torch.rand(NB, KB, device="cuda") + 0.5
         outs = []
         for kw in ({}, dict(pingpong=True), dict(overlap=True), dict(overlap=True, cluster=2),
-                   dict(scales="ring"), dict(scales="ring", overlap=True)):
+                   dict(scales="ring"), dict(scales="ring", overlap=True),
+                   dict(STAGES=4, BN=192), dict(STAGES=4, BN=192, scales="ring")):
             out = torch.full((M, -(-N // 8) * 8), float("nan"), dtype=torch.bfloat16,
                              device="cuda")
             scales = BS.ring_scales(sa, sb) if kw.get("scales") == "ring" else (sa, sb)
@@ -253,7 +254,12 @@ def test_driver_jit_no_spills(torch):
                                   ("float16", 256, True), ("float8_e4m3fn", 16, True)]]
     kernels += [S.make_reduce("bfloat16"), BS.make_blockscaled(),
                 BS.make_blockscaled(pingpong=True), BS.make_blockscaled(overlap=True),
-                BS.make_blockscaled(overlap=True, cluster=2)]
+                BS.make_blockscaled(overlap=True, cluster=2), BS.make_blockscaled(scales="ring"),
+                BS.make_blockscaled(scales="ring", overlap=True),
+                BS.make_blockscaled(STAGES=4, BN=192), BS.make_blockscaled(STAGES=4, BN=192,
+                                                                           scales="ring"),
+                S.make_small_m("bfloat16", MN=16, STAGES=8, fused=True),
+                S.make_small_m("bfloat16", MN=256, STAGES=4, fused=True)]
     for k in kernels:
         fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
         assert fn.attribute("LOCAL_SIZE_BYTES") == 0, k.name
