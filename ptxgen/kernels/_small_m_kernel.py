@@ -47,8 +47,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     count, and the split that counted last sums the S partials in split order (loading
     128 // MN of them, at most 8, together) and writes D (that split's warp 1 set the counter
     back to zero).  The same bits as the reduce kernel, with no second launch and no wait
-    on the consumers' path for the release and the count.  pdl (split=True): trigger the dependent launch
-    of make_reduce(pdl=True) at the start (builder/griddep.py)."""
+    on the consumers' path for the release and the count.  pdl (split=True): trigger the
+    dependent launch of make_reduce(pdl=True) at the start (builder/griddep.py)."""
     if fused and split:
         raise ConfigError("split=True (workspace + reduce kernel) and fused=True (reduced in "
                           "the kernel) exclude each other")
@@ -196,8 +196,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                     rows = slice(64 * c, 64 * c + 64)
                     pg.tile.warpgroup.copy(acc, W[0, r, rows, 0:MN])
                     if CH <= 1:
-                        for sp in pg.serial(1, S):
-                            pg.tile.warpgroup.copy(parts[0], W[sp, r, rows, 0:MN])
+                        for split_s in pg.serial(1, S):
+                            pg.tile.warpgroup.copy(parts[0], W[split_s, r, rows, 0:MN])
                             pg.tile.warpgroup.add(acc, acc, parts[0])
                     else:
                         for g in pg.serial((S - 1 + CH - 1) // CH):
