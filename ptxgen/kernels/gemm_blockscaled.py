@@ -12,9 +12,10 @@ block.  Each step's wgmma sum goes into a fresh fp32 tile `part` (Hopper's fp8 w
 ~14 mantissa bits of its running sum, so it is never carried across steps), then the
 consumers promote it in fp32 on the CUDA cores: acc += part * (scale_a[row] * scale_b).
 A thread of the wgmma accumulator fragment holds two rows (16 * warp + lane / 4 and 8
-below) and, per 8 columns j, registers 4j + 2h + e of row h; the next step's scales are loaded from global (L2) while this step
-multiplies, so their latency hides behind the next wgmma, or (scales="ring") they ride in
-the TMA ring with A and B and are read from shared memory.  Two other schedules of the
+below) and, per 8 columns j, registers 4j + 2h + e of row h; the next step's scales are
+loaded from global (L2) while this step multiplies, so their latency hides behind the next
+wgmma, or (scales="ring") they ride in the TMA ring with A and B and are read from shared
+memory.  Two other schedules of the
 same sums (`make_blockscaled(pingpong=True)` / `(overlap=True)`) keep the tensor cores busy
 while the CUDA cores promote: the consumers taking turns, or two partial tiles per consumer.
 
