@@ -15,9 +15,9 @@ A thread of the wgmma accumulator fragment holds two rows (16 * warp + lane / 4 
 below) and, per 8 columns j, registers 4j + 2h + e of row h; the next step's scales are
 loaded from global (L2) while this step multiplies, so their latency hides behind the next
 wgmma, or (scales="ring") they ride in the TMA ring with A and B and are read from shared
-memory.  Two other schedules of the
-same sums (`make_blockscaled(pingpong=True)` / `(overlap=True)`) keep the tensor cores busy
-while the CUDA cores promote: the consumers taking turns, or two partial tiles per consumer.
+memory.  Two other schedules of the same sums (`make_blockscaled(pingpong=True)` /
+`(overlap=True)`) keep the tensor cores busy while the CUDA cores promote: the consumers
+taking turns, or two partial tiles per consumer.
 
     make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN)   the kernel
     ring_scales(scale_a, scale_b)                        a scales="ring" kernel's scale operands
