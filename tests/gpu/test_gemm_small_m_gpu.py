@@ -217,6 +217,7 @@ def test_blockscaled_schedules_give_the_same_bits(torch):
         outs = []
         for kw in ({}, dict(pingpong=True), dict(overlap=True), dict(overlap=True, cluster=2),
                    dict(scales="ring"), dict(scales="ring", overlap=True),
+                   dict(scales="ring", pingpong=True), dict(scales="ring", cluster=2),
                    dict(STAGES=4, BN=192), dict(STAGES=4, BN=192, scales="ring")):
             out = torch.full((M, -(-N // 8) * 8), float("nan"), dtype=torch.bfloat16,
                              device="cuda")
