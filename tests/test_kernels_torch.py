@@ -512,7 +512,10 @@ def test_blockscaled_eager_path(monkeypatch):
     BS = importlib.import_module("ptxgen.kernels.gemm_blockscaled")
     calls = []
 
-    def product(a, b, d, sa, sb):
+    def product(a, b, d, sat, sbt):     # the ring kernel's scales: transposed, padded
+        M, NB = a.shape[0], -(-b.shape[0] // 128)
+        assert sat.shape[1] % 4 == 0 and sbt.shape[1] % 4 == 0
+        sa, sb = sat[:, :M].T, sbt[:, :NB].T
         K = a.shape[1]
         ea = sa.double().repeat_interleave(128, 1)[:, :K]
         eb = sb.double().repeat_interleave(128, 0)[:b.shape[0]].repeat_interleave(128, 1)[:, :K]
@@ -521,7 +524,10 @@ def test_blockscaled_eager_path(monkeypatch):
 
     monkeypatch.setattr(BS, "cuda_tensors", lambda op, *named: None)
     monkeypatch.setattr(BS, "_sms", lambda device: 132)
-    monkeypatch.setattr(BS, "kernel_for", lambda stages, sms: StandIn(product, calls))
+    def kernel_for(*config):
+        assert config == (4, 132, False, False, 1, "ring", 192), config
+        return StandIn(product, calls)
+    monkeypatch.setattr(BS, "kernel_for", kernel_for)
     f8 = torch.float8_e4m3fn
     a = torch.randint(-3, 4, (40, 272)).to(f8)
     b = torch.randint(-3, 4, (130, 272)).to(f8)

@@ -21,7 +21,10 @@ taking turns, or two partial tiles per consumer.
 
     make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN)   the kernel
     ring_scales(scale_a, scale_b)                        a scales="ring" kernel's scale operands
-    gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors
+    gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors: DEFAULT_CONFIG's kernel
+
+Speed (H100, 2026-12-05, benchmarks/RESULTS.md): gemm_blockscaled 0.828x / 0.821x of
+per-tensor torch._scaled_mm at 8192^3 / 4096x14336x4096 (the scales' transposition included).
 """
 import functools
 
@@ -213,6 +216,12 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
 
 kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
+# gemm_blockscaled's kernel (STAGES, pingpong, overlap, cluster, scales, BN; ctas: the SMs):
+# 128 x 192 tiles with the scales in the TMA ring, 0.834x / 0.809x of per-tensor
+# torch._scaled_mm at 8192^3 / 4096x14336x4096 against 0.689x / 0.702x for 128 x 128 tiles
+# with L2 scales (H100, benchmarks/RESULTS.md)
+DEFAULT_CONFIG = (4, False, False, 1, "ring", 192)
+
 
 def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False, overlap: bool = False,
          cluster: int = 1, scales: str = "global", BN: int = 128) -> list:
@@ -274,5 +283,6 @@ def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
     if K == 0:
         return out.zero_()
     d = store_target(out)
-    kernel_for(5, _sms(a.device))(a, b, d, scale_a, scale_b)
+    stages, *rest = DEFAULT_CONFIG
+    kernel_for(stages, _sms(a.device), *rest)(a, b, d, *ring_scales(scale_a, scale_b))
     return store_back(d, out)
