@@ -49,8 +49,7 @@ class _RingScales:
     arrivals = 2
 
     def __init__(self, SAT, SBT, stages, blocks):
-        self.SAT, self.SBT, self.stages = SAT, SBT, stages
-        self.width = 4 * blocks            # scale_b values per box: nb and nb + 1 inside
+        self.SAT, self.SBT, self.stages, self.blocks = SAT, SBT, stages, blocks
 
     def alloc(self, pool):
         self.SAs = pool.alloc((self.stages, 1, BM), "float32", align=128, name="SA_ring")
@@ -58,18 +57,18 @@ class _RingScales:
         self.SBs = pool.alloc((self.stages, 1, 32), "float32", align=128, name="SB_ring")
 
     def load(self, s, m0, n0, k, mbar):
-        nb4, w = pg.let(n0 // SB_COLS // 4 * 4), self.width
+        nb4, w = pg.let(n0 // SB_COLS // 4 * 4), 4 * self.blocks   # nb (and nb + 1) inside
         pg.tile.thread.copy_async(self.SAs[s:s + 1, 0:1, 0:BM], self.SAT[k:k + 1, m0:m0 + BM],
                                   mbar=mbar)
         pg.tile.thread.copy_async(self.SBs[s:s + 1, 0:1, 0:w], self.SBT[k:k + 1, nb4:nb4 + w],
                                   mbar=mbar)
 
-    def factors(self, s, c, row, nb, blocks):
+    def factors(self, s, c, row, nb):
         """The scales of consumer c's rows `row` and row + 8 times scale_b of column block
         nb (and of nb + 1), in stage s's K block: (f0, f1) per block."""
         sa = [self.SAs[s, 0, 64 * c + row + 8 * h] for h in range(2)]
         return [[pg.let(sa[h] * self.SBs[s, 0, nb % 4 + b]) for h in range(2)]
-                for b in range(blocks)]
+                for b in range(self.blocks)]
 
 
 def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=1,
@@ -163,8 +162,9 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
 
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
-                r0 = pg.let(pg.min(m0 + 64 * c + row, M - 1))     # past M: any valid row
-                r1 = pg.let(pg.min(m0 + 64 * c + row + 8, M - 1))
+                if not ring:    # the rows whose scale_a this thread loads; past M: any valid
+                    r0 = pg.let(pg.min(m0 + 64 * c + row, M - 1))
+                    r1 = pg.let(pg.min(m0 + 64 * c + row + 8, M - 1))
                 nb = pg.let(n0 // SB_COLS)
                 wg.zero(acc)
 
@@ -188,7 +188,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     if next_p is not None:
                         issue(next_p)
                     if ring:     # k's stage (held until done releases it), read under the MMA
-                        factor = extra.factors(done.stage, c, row, nb, blocks)
+                        factor = extra.factors(done.stage, c, row, nb)
                     wg.gemm_wait(0 if next_p is None else 1)   # groups finish in order: k's
                     if not ring:
                         factor = [[pg.let(nxt[h] * nxt[2 + b]) for h in range(2)]
@@ -217,9 +217,8 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
 kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
 # gemm_blockscaled's kernel (STAGES, pingpong, overlap, cluster, scales, BN; ctas: the SMs):
-# 128 x 192 tiles with the scales in the TMA ring, 0.834x / 0.809x of per-tensor
-# torch._scaled_mm at 8192^3 / 4096x14336x4096 against 0.689x / 0.702x for 128 x 128 tiles
-# with L2 scales (H100, benchmarks/RESULTS.md)
+# 128 x 192 tiles with the scales in the TMA ring, the fastest schedule measured
+# (benchmarks/RESULTS.md, seventeenth session)
 DEFAULT_CONFIG = (4, False, False, 1, "ring", 192)
 
 

@@ -44,7 +44,7 @@ class Config(NamedTuple):
     fused: with splits > 1, reduce them in the GEMM kernel (the last split of a tile sums
     them) instead of a second kernel over the workspace; pdl: with that second kernel,
     launch it as a programmatic dependent launch (scheduled while the GEMM finishes; off by
-    default until measured on the H200)."""
+    default: it measured no faster, benchmarks/RESULTS.md)."""
     MN: int
     STAGES: int
     splits: int
