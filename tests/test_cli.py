@@ -83,7 +83,7 @@ def test_dump_a_module_path_writes_its_default_kernels(tmp_path):
                       "gemm_small_m_bfloat16_n16_s11_fused.ptx",
                       "gemm_small_m_bfloat16_n16_s11_splitk.ptx",
                       "gemm_small_m_reduce_bfloat16_x4.ptx"]),
-    ("gemm_blockscaled", ["gemm_blockscaled_fp8_s5.ptx"]),
+    ("gemm_blockscaled", ["gemm_blockscaled_fp8_s4_ring_n192.ptx"]),
 ])
 def test_dump_a_module_of_factories_writes_its_dump_defaults(tmp_path, module, names):
     """A module with no module-level kernel (all made by factories): its dump() defaults."""

@@ -222,9 +222,11 @@ kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 DEFAULT_CONFIG = (4, False, False, 1, "ring", 192)
 
 
-def dump(STAGES: int = 5, ctas: int = 132, pingpong: bool = False, overlap: bool = False,
-         cluster: int = 1, scales: str = "global", BN: int = 128) -> list:
-    """`ptxgen dump ptxgen.kernels.gemm_blockscaled [--kernel-args STAGES=4]`: the kernel."""
+def dump(STAGES: int = DEFAULT_CONFIG[0], ctas: int = 132, pingpong: bool = DEFAULT_CONFIG[1],
+         overlap: bool = DEFAULT_CONFIG[2], cluster: int = DEFAULT_CONFIG[3],
+         scales: str = DEFAULT_CONFIG[4], BN: int = DEFAULT_CONFIG[5]) -> list:
+    """`ptxgen dump ptxgen.kernels.gemm_blockscaled [--kernel-args scales=global,BN=128]`: the
+    kernel; by default the one gemm_blockscaled launches (DEFAULT_CONFIG)."""
     return [make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN)]
 
 
