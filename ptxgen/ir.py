@@ -191,14 +191,19 @@ class Store(Stmt):
 
 
 class Let(Stmt):
-    """An immutable binding var = value over the statements after it."""
-    _fields = ("src", "var", "value", "bounds")
+    """An immutable binding var = value over the statements after it.  `broadcast`: value is
+    the same in every lane of a warp (the builder checked it), and the emitter takes lane 0's
+    with shfl.sync.idx: ptxas then knows the register is warp-uniform and keeps it, and the
+    shared-memory addresses and wgmma descriptors made from it, in uniform registers."""
+    _fields = ("src", "var", "value", "bounds", "broadcast")
 
-    def __init__(self, var: Var, value: Expr, bounds: tuple | None = None, *, src: str = ""):
+    def __init__(self, var: Var, value: Expr, bounds: tuple | None = None, *, src: str = "",
+                 broadcast: bool = False):
         self.src = src
         self.var = var
         self.value = value
         self.bounds = bounds     # (lo, hi) inclusive facts known at binding (thread ids)
+        self.broadcast = broadcast
 
 
 class For(Stmt):

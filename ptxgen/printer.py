@@ -128,7 +128,8 @@ def format_stmt(s: Stmt) -> str:
             return f"{buf.name}.vstore([{idx}], {format_expr(v)}{hint})"
         return f"{buf.name}[{idx}] = {format_expr(v)}"
     if t is Let:
-        return f"{s.var.name} = pg.let({format_expr(s.value)})"
+        lane0 = "  # lane 0's copy (shfl.sync.idx)" if s.broadcast else ""
+        return f"{s.var.name} = pg.let({format_expr(s.value)}){lane0}"
     if t is Instr:
         ops = ", ".join([_fmt_operand(o) for o in s.operands])
         g = f"@{format_expr(s.guard)} " if s.guard is not None else ""

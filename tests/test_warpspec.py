@@ -182,6 +182,61 @@ def test_role_rank_and_nesting():
     assert ranks[0].dtype.name == "int32"
 
 
+def _rank_kernel(guard=None):
+    """Each thread of warpgroups 1..2 writes its role rank; warpgroup 0 writes -1."""
+    def k(D: pg.Tensor((384,), "int32")):
+        tx = pg.thread_id(384)
+        D[tx] = -1
+        with pg.if_(guard(tx)) if guard else _nothing():
+            with pg.warpgroup_role(range(1, 3)) as c:
+                D[tx] = c
+    return pg.kernel(k, grid=(1,), block=(384,))
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_BROADCAST = re.compile(r"shfl\.sync\.idx\.b32 %r\d+, %r\d+, 0, 31, -1;")
+
+
+def test_role_rank_is_lane_zeros_copy_and_runs():
+    """The rank is taken from lane 0 (shfl.sync.idx: ptxas then keeps it uniform); every
+    thread still gets its warpgroup's rank."""
+    k = _rank_kernel()
+    ptx = k.ptx("sm_90a")
+    assert len(_BROADCAST.findall(ptx)) == 1
+    assert "role_rank = pg.let(%tid.x // 128 - 1)  # lane 0's copy (shfl.sync.idx)" in str(k.ir)
+    D = np.full(384, 7, np.int32)
+    run(k, [D])
+    assert np.array_equal(D, np.arange(384) // 128 - 1)
+    ok, log = assemble(ptx, "sm_90a")
+    assert ok, log
+
+
+def test_role_rank_is_not_broadcast_where_a_branch_splits_warps():
+    """Inside a branch that leaves part of a warp (lanes 48..63 of warp 1 out), a full-mask
+    shuffle would be undefined: the rank is the plain value, still right in every thread."""
+    k = _rank_kernel(lambda tx: tx % 64 < 48)
+    ptx = k.ptx("sm_90a")
+    assert not _BROADCAST.search(ptx)
+    D = np.full(384, 7, np.int32)
+    run(k, [D])
+    t = np.arange(384)
+    assert np.array_equal(D, np.where((t >= 128) & (t % 64 < 48), t // 128 - 1, -1))
+
+
+def test_single_warpgroup_role_has_no_broadcast():
+    def body(tx):
+        with pg.warpgroup_role(1):
+            pass
+    assert not _BROADCAST.search(_kernel(body).ptx("sm_90a"))
+
+
 def test_setmaxnreg_needs_sm90a():
     k = _kernel(_dec(40))
     with pytest.raises(pg.ArchError) as e:

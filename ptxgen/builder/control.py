@@ -18,11 +18,12 @@ from .context import (trace_state, check_live_expr, current, fail, launch_extent
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
 
-def bind_let(ctx, at, name: str, value: Expr, bounds=None) -> Var:
+def bind_let(ctx, at, name: str, value: Expr, bounds=None, broadcast=False) -> Var:
     """Bind `value` to a fresh Var named after the user's line `at` (a Site).  The
-    ("let", ...) fact is also the record of the binding (uniform.py reads values off it)."""
+    ("let", ...) fact is also the record of the binding (uniform.py reads values off it).
+    broadcast: the caller has checked that value is warp-uniform (ir.Let)."""
     v = Var(ctx.unique(at.assigned or name), value.dtype)
-    ctx.append(Let(v, value, bounds, src=at.src))
+    ctx.append(Let(v, value, bounds, src=at.src, broadcast=broadcast))
     ctx.facts.append(("let", v, value, bounds))
     return v
 

@@ -113,7 +113,13 @@ def warpgroup_role(wgs):
                 stack.enter_context(if_(tid >= _WG * r.start))
             if r.stop < n:
                 stack.enter_context(if_(tid < _WG * r.stop))
-        rank = bind_let(ctx, at, "role_rank", tid // _WG - r.start, (0, len(r) - 1))
+        # lane 0's copy where every enclosing branch keeps whole warps: ptxas then keeps the
+        # rank and the addresses made from it in uniform registers (CUTLASS broadcasts its
+        # warpgroup index the same way)
+        lanes_agree = len(r) > 1 and all(uniform_within(ctx, cond, 32)[0]
+                                         for cond in ctx.active_mask)
+        rank = bind_let(ctx, at, "role_rank", tid // _WG - r.start, (0, len(r) - 1),
+                        broadcast=lanes_agree)
         st.roles.append((r, at.src))
         try:
             yield rank

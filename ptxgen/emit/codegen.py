@@ -121,7 +121,11 @@ class Codegen(ValueEmitter, MemoryEmitter):
         aff, value = self.an.let_form(s.value)
         self._impure = False
         v = self.val(value) if aff is None else self.val(aff.to_expr())
-        if v[0] != "%" or self._impure:
+        if s.broadcast:      # lane 0's copy: the same value, known uniform to ptxas
+            r = self.new_reg(reg_class(var.dtype))
+            self.emit(form("broadcast").format(d=r, a=v))
+            v = r
+        elif v[0] != "%" or self._impure:
             r = self.new_reg(reg_class(var.dtype))
             self.emit(form("mov", self._mov_type(var.dtype)).format(d=r, a=v))
             v = r

@@ -108,7 +108,7 @@ def subst_body(body, m: dict):
             fresh = Var(s.var.name, s.var.dtype)
             value = subst(s.value, m)
             m[s.var.uid] = fresh
-            s = Let(fresh, value, s.bounds, src=s.src)
+            s = Let(fresh, value, s.bounds, src=s.src, broadcast=s.broadcast)
         elif t is For:
             fresh = Var(s.var.name, s.var.dtype)
             s = For(fresh, subst(s.start, m), subst(s.stop, m),

@@ -85,6 +85,8 @@ FORMS = {
         '@{p} bra {l};',
     ('bra', (True,), ()):
         '@!{p} bra {l};',
+    ('broadcast', (), ()):
+        'shfl.sync.idx.b32 {d}, {a}, 0, 31, -1;',
     ('convert', ('bf16x2', 'f32', 'rn', False), ()):
         'cvt.rn.bf16x2.f32',
     ('convert', ('f16x2', 'f32', 'rn', False), ()):
@@ -409,12 +411,12 @@ FORMS = {
         'wgmma.fence.sync.aligned',
     ('wgmma_mma', ('m64n128k16', 'f32.bf16.bf16'), ()):
         'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16',
-    ('wgmma_mma', ('m64n128k32', 'f32.e4m3.e4m3'), ()):
-        'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3',
     ('wgmma_mma', ('m64n16k16', 'f32.bf16.bf16'), ()):
         'wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16',
     ('wgmma_mma', ('m64n176k16', 'f32.bf16.bf16'), ()):
         'wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16',
+    ('wgmma_mma', ('m64n192k32', 'f32.e4m3.e4m3'), ()):
+        'wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3',
     ('wgmma_mma', ('m64n256k16', 'f32.bf16.bf16'), ()):
         'wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16',
     ('wgmma_wait', (), ()):
@@ -500,6 +502,8 @@ FILL = {
         lambda p, l, **_: f'@{p} bra {l};',
     '@!{p} bra {l};':
         lambda p, l, **_: f'@!{p} bra {l};',
+    'shfl.sync.idx.b32 {d}, {a}, 0, 31, -1;':
+        lambda d, a, **_: f'shfl.sync.idx.b32 {d}, {a}, 0, 31, -1;',
     'cvt.rn.bf16x2.f32':
         lambda **_: 'cvt.rn.bf16x2.f32',
     'cvt.rn.f16x2.f32':
@@ -800,12 +804,12 @@ FILL = {
         lambda **_: 'wgmma.fence.sync.aligned',
     'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16':
         lambda **_: 'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16',
-    'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3':
-        lambda **_: 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3',
     'wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16':
         lambda **_: 'wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16',
     'wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16':
         lambda **_: 'wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16',
+    'wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3':
+        lambda **_: 'wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3',
     'wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16':
         lambda **_: 'wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16',
     'wgmma.wait_group.sync.aligned':

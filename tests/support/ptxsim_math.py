@@ -457,12 +457,14 @@ class MathOps:
         parts = op.split(".")
         if base == "shfl":
             mode = parts[2]
-            if mode != "bfly":
+            if mode not in ("bfly", "idx") or mode == "idx" and self._read(
+                    lanes[0], ctx, ops[3]) != 31:       # idx: whole-warp segments only
                 raise Unsupported(op)
             vals = {t["lin"] % 32: self._read(t, ctx, ops[1]) for t in lanes}
             for t in lanes:
                 lane = t["lin"] % 32
-                src = lane ^ self._read(t, ctx, ops[2])
+                b = self._read(t, ctx, ops[2])
+                src = lane ^ b if mode == "bfly" else b & 31
                 self._write(t, ops[0].split("|")[0], vals.get(src, vals[lane]), 32)
             return
         if base == "redux":
