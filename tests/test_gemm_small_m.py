@@ -125,7 +125,8 @@ def _sim_fused(dt, a, b, MN, splits, ctas, stages):
     return D[:, :N]
 
 
-def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, fused=False, data=None):
+def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, fused=False, data=None,
+         issue_group=1):
     """Run the GEMM (and with splits > 1 the reduction) in ptxsim; (got, want) output bits.
     Outputs and workspace poisoned with NaN first.  fused: the split-K reduction in the
     GEMM kernel.  data: (a, b) instead of the seeded small integers."""
@@ -140,7 +141,8 @@ def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, fused=False, data=None
     if fused:
         return _sim_fused(dt, a, b, MN, splits, ctas, stages), want
     split = splits > 1
-    k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, split=split)
+    k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, split=split,
+                       issue_group=issue_group)
     ND, NW = -(-N // 8) * 8, -(-N // 4) * 4
     D = np.full((M, ND), 0x7FC1, np.uint16)
     W = np.full((splits, M, NW) if split else (1, 1, 4), np.nan, np.float32)
@@ -176,6 +178,27 @@ def test_sim_matches_numpy(dt, M, N, K, MN, splits, ctas):
     got, want = _sim(dt, M, N, K, MN, splits, ctas)
     bad = np.argwhere(got != want)
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+@pytest.mark.parametrize("dt,M,N,K,MN,splits,ctas,group", [
+    ("bfloat16", 13, 200, 300, 16, 3, 1, 2),  # units of 1-2 K-blocks: partial groups, ring wraps
+    ("bfloat16", 5, 130, 456, 8, 1, 2, 3),    # 8 K-blocks a unit: groups of 3, 3 and 2
+    ("float8_e4m3fn", 20, 130, 500, 32, 2, 2, 3),
+])
+def test_grouped_loads_give_the_same_results(dt, M, N, K, MN, splits, ctas, group):
+    """issue_group: the producer waits for `group` free stages and fills them together;
+    the results are the reference bits whatever the grouping."""
+    got, want = _sim(dt, M, N, K, MN, splits, ctas, stages=group + 1, issue_group=group)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
+
+
+def test_issue_group_cannot_exceed_the_ring():
+    with pytest.raises(S.ConfigError) as e:
+        S.make_small_m("bfloat16", MN=16, STAGES=4, issue_group=4)
+    assert str(e.value) == ("issue_group = 4: 1 to STAGES - 1 (3); the consumers release a "
+                            "stage only once the next one is full, so the producer must not "
+                            "wait for the whole ring to be free")
 
 
 @pytest.mark.parametrize("dt,M,N,K,MN,splits,ctas", [

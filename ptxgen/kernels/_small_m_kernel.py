@@ -35,7 +35,7 @@ def valid_mn(MN) -> tuple:
 
 
 def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None,
-                 fused=False, pdl=False):
+                 fused=False, pdl=False, issue_group=1):
     """The kernel for one configuration; M, N, K and the split count S (W's first extent) are
     launch-time symbols.  split=False: D gets the tile (S must be 1); split=True: W (S, M, NW)
     gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it).
@@ -48,13 +48,19 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     128 // MN of them, at most 8, together) and writes D (that split's warp 1 set the counter
     back to zero).  The same bits as the reduce kernel, with no second launch and no wait
     on the consumers' path for the release and the count.  pdl (split=True): trigger the
-    dependent launch of make_reduce(pdl=True) at the start (builder/griddep.py)."""
+    dependent launch of make_reduce(pdl=True) at the start (builder/griddep.py).
+    issue_group: the producer waits for that many free stages and then loads them together,
+    so each weight row's bytes of consecutive K-blocks are requested back to back."""
     if fused and split:
         raise ConfigError("split=True (workspace + reduce kernel) and fused=True (reduced in "
                           "the kernel) exclude each other")
     ok, why = valid_mn(MN)
     if not ok:
         raise ConfigError(why)
+    if not isinstance(issue_group, int) or not 1 <= issue_group < max(2, STAGES):
+        raise ConfigError(f"issue_group = {issue_group!r}: 1 to STAGES - 1 ({STAGES - 1}); the "
+                          f"consumers release a stage only once the next one is full, so the "
+                          f"producer must not wait for the whole ring to be free")
     if dtype not in OUT_DTYPE:
         raise ConfigError(f"dtype {dtype!r}: bfloat16, float16 or float8_e4m3fn")
     scaled = dtype.startswith("float8") if scaled is None else scaled
@@ -124,20 +130,35 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
             pg.setmaxnreg(40, "dec")
             with pg.if_(tx == 0):
                 prod = pipe.producer()
+                def load(s, k0, n0, m0, full):
+                    for h in range(2):
+                        pg.tile.thread.copy_async(Ws[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
+                                                  B[n0 + 64 * h:n0 + 64 * h + 64, k0:k0 + BK],
+                                                  mbar=full, cache_hint="evict_first")
+                    pg.tile.thread.copy_async(Xs[s:s + 1, 0:MN, 0:BK],
+                                              A[m0:m0 + MN, k0:k0 + BK], mbar=full,
+                                              cache_hint="evict_last")
+
+                G = issue_group
                 for i in pg.serial(mine):
                     n0, m0, _, kb0, cnt, _ = unit(i)
-                    for k in pg.serial(cnt):
-                        k0 = pg.let((kb0 + k) * BK)
-                        s = prod.stage
-                        prod.acquire()
-                        for h in range(2):
-                            pg.tile.thread.copy_async(Ws[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
-                                                      B[n0 + 64 * h:n0 + 64 * h + 64, k0:k0 + BK],
-                                                      mbar=prod.full, cache_hint="evict_first")
-                        pg.tile.thread.copy_async(Xs[s:s + 1, 0:MN, 0:BK],
-                                                  A[m0:m0 + MN, k0:k0 + BK], mbar=prod.full,
-                                                  cache_hint="evict_last")
-                        prod.commit()
+                    if G == 1:
+                        for k in pg.serial(cnt):
+                            k0 = pg.let((kb0 + k) * BK)
+                            prod.acquire()
+                            load(prod.stage, k0, n0, m0, prod.full)
+                            prod.commit()
+                        continue
+                    for g in pg.serial((cnt + G - 1) // G):
+                        s0 = pg.let(prod.stage)
+                        for j in range(G):          # wait until G stages are free ...
+                            with pg.if_(g * G + j < cnt):
+                                prod.acquire()
+                                prod.commit()
+                        for j in range(G):          # ... then fill them together
+                            with pg.if_(g * G + j < cnt):
+                                s = pg.let((s0 + j) % STAGES)
+                                load(s, pg.let((kb0 + g * G + j) * BK), n0, m0, pipe.full[s])
             if fused:
                 with pg.if_((tx // 32 == 1) & (S > 1)):
                     count_units(hand.consumer(scope="warp"))
@@ -247,7 +268,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
 
     gemm.__name__ = (f"gemm_small_m_{dtype}_n{MN}_s{STAGES}" + ("_splitk" if split else "") +
                      ("_fused" if fused else "") + ("_scaled" if scaled else "") +
-                     ("_pdl" if split and pdl else ""))
+                     ("_pdl" if split and pdl else "") +
+                     (f"_g{issue_group}" if issue_group > 1 else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
 
