@@ -105,6 +105,7 @@ def warpgroup_role(wgs):
                        f"{list(other)} (at {src}), which does not contain it")
     tid = SpecialReg("tid.x")
     ctx.block_used = True
+    outer = list(ctx.active_mask)       # the role's own conditions keep whole warpgroups
     with ExitStack() as stack:
         if len(r) == 1:
             stack.enter_context(if_(tid // _WG == r.start))
@@ -116,8 +117,7 @@ def warpgroup_role(wgs):
         # lane 0's copy where every enclosing branch keeps whole warps: ptxas then keeps the
         # rank and the addresses made from it in uniform registers (CUTLASS broadcasts its
         # warpgroup index the same way)
-        lanes_agree = len(r) > 1 and all(uniform_within(ctx, cond, 32)[0]
-                                         for cond in ctx.active_mask)
+        lanes_agree = len(r) > 1 and all(uniform_within(ctx, cond, 32)[0] for cond in outer)
         rank = bind_let(ctx, at, "role_rank", tid // _WG - r.start, (0, len(r) - 1),
                         broadcast=lanes_agree)
         st.roles.append((r, at.src))
