@@ -287,6 +287,10 @@ def test_choose_config_rows():
     (S.Config(16, 4, 2, fused=True, pdl=True), "config.pdl = True launches the split-K "
                                                "reduce kernel early; with fused = True there "
                                                "is none"),
+    (S.Config(16, 4, 2, issue_group=4), r"config.issue_group = 4: 1 to STAGES - 1 \(3\); the "
+                                        "consumers hold one stage while the producer waits "
+                                        "for a group"),
+    (S.Config(16, 4, 2, issue_group=0), r"config.issue_group = 0: 1 to STAGES - 1 \(3\)"),
 ])
 def test_bad_forced_config(cfg, msg):
     with pytest.raises(S.ConfigError, match=msg) as e:

@@ -44,13 +44,15 @@ class Config(NamedTuple):
     fused: with splits > 1, reduce them in the GEMM kernel (the last split of a tile sums
     them) instead of a second kernel over the workspace; pdl: with that second kernel,
     launch it as a programmatic dependent launch (scheduled while the GEMM finishes; off by
-    default: it measured no faster, benchmarks/RESULTS.md)."""
+    default: it measured no faster, benchmarks/RESULTS.md); issue_group: the producer loads
+    that many free stages together (make_small_m), 1 to STAGES - 1."""
     MN: int
     STAGES: int
     splits: int
     reason: str = ""
     fused: bool = False
     pdl: bool = False
+    issue_group: int = 1
 
 
 def stages_for(MN, dtype) -> int:
@@ -143,6 +145,10 @@ def check_config(cfg, dtype, K) -> None:
     if cfg.pdl and (cfg.fused or cfg.splits == 1):
         raise ConfigError(f"config.pdl = True launches the split-K reduce kernel early; with "
                           f"{'fused = True' if cfg.fused else 'splits = 1'} there is none")
+    if not isinstance(cfg.issue_group, int) or not 1 <= cfg.issue_group < max(2, cfg.STAGES):
+        raise ConfigError(f"config.issue_group = {cfg.issue_group!r}: 1 to STAGES - 1 "
+                          f"({cfg.STAGES - 1}); the consumers hold one stage while the producer "
+                          f"waits for a group")
     nk = -(-K // (128 // ELEM_BYTES[dtype]))
     if not isinstance(cfg.splits, int) or not 1 <= cfg.splits <= max(1, nk):
         raise ConfigError(f"config.splits = {cfg.splits!r}: 1 to {nk} (the K-blocks of "
@@ -281,7 +287,8 @@ class DecodeLaunch:
         self.fused = cfg.fused and cfg.splits > 1
         self.split = cfg.splits > 1 and not self.fused
         self.kernel = kernel_for(dt, cfg.MN, cfg.STAGES, sms, self.split,
-                                 dt.startswith("float8"), self.fused, cfg.pdl and self.split)
+                                 dt.startswith("float8"), self.fused, cfg.pdl and self.split,
+                                 cfg.issue_group)
         self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms, 256, cfg.pdl) \
             if self.split else None
         self.main = self.sum = None         # the prepared launches, made by the first call

@@ -135,6 +135,22 @@ def test_pdl_reduce_gives_the_same_bits(torch):
         _replays_give(torch, lambda: S.gemm_small_m(a, b, out, config=pdl), out, want)
 
 
+def test_grouped_loads_give_the_same_bits(torch):
+    """Config(issue_group=G): the producer loads G free stages together; the same bits as
+    one at a time, split or not."""
+    from ptxgen.kernels import gemm_small_m as S
+    torch.manual_seed(6)
+    for M, N, K, splits in [(1, 14336, 4096, 7), (16, 4096, 14336, 1), (5, 1000, 2000, 3)]:
+        a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+        b = torch.randn(N, K, device="cuda").to(torch.bfloat16)
+        cfg = S.Config(S.round_mn(M), S.stages_for(S.round_mn(M), "bfloat16"), splits)
+        want = S.gemm_small_m(a, b, config=cfg).view(torch.int16)
+        for g in (2, 4, cfg.STAGES - 1):
+            out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            got = S.gemm_small_m(a, b, out, config=cfg._replace(issue_group=g))
+            assert torch.equal(got.view(torch.int16), want), g
+
+
 def test_fused_split_k_gives_the_two_kernel_bits(torch):
     """The reduction inside the GEMM: the same bits as the workspace + reduce kernel path, run
     after run, with the counters left at zero; also under CUDA graph replay and on a second
