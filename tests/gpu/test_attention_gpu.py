@@ -75,7 +75,11 @@ def test_scale_and_gqa_index_heads_without_copies(scale):
 
 @pytest.mark.parametrize("bad,msg", [
     (lambda q, k, v: (q.float(), k, v), "attention: q has dtype float32; it takes bfloat16, float16"),
-    (lambda q, k, v: (q.transpose(1, 2), k, v), "attention: q is not contiguous"),
+    # (a transposed, non-contiguous q is copied, not refused: test_torch_ops_gpu.py)
+    (lambda q, k, v: (q[0], k, v), "attention: q must be 4-D, got shape (4, 16, 64)"),
+    (lambda q, k, v: (q, k.repeat(2, 1, 1, 1), v.repeat(2, 1, 1, 1)),
+     "attention: k has shape (2, 4, 16, 64), which does not match q's (1, 4, 16, 64) in the "
+     "batch or head dimension"),
     (lambda q, k, v: (q[..., :32].contiguous(), k[..., :32].contiguous(),
                       v[..., :32].contiguous()), "attention: q has head dimension 32"),
     (lambda q, k, v: (q, k[:, :3].contiguous(), v[:, :3].contiguous()),
