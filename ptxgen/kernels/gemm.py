@@ -11,7 +11,8 @@ scale_b: one-element float32 tensors, optional).  Shapes: a (M, K), b (N, K), an
 dimensions give an empty (or, for K = 0, a zero) result.  Also `torch.ops.ptxgen.gemm(a, b)`
 (a torch custom op: torch.compile and CUDA graphs).  Needs an sm_90 GPU (the H200).
 Speed on the H200 (benchmarks/RESULTS.md, 2026-12-05): bf16 8192^3 at 690 TFLOP/s, 1.027x
-cuBLAS; fp8 8192^3 (fp32-promoted, cuBLAS's accuracy) 0.911x torch._scaled_mm.
+cuBLAS; fp8 8192^3 (fp32-promoted, cuBLAS's accuracy) 0.911x torch._scaled_mm, and on an
+H100 after the role rank became warp-uniform (builder/warpgroup.py) 1.002x.
 
 The kernel (one CTA per SM, 384 threads, every CTA walks the output tiles t = cta, cta + G, ..):
     warpgroup 0     producer (40 registers): thread 0 waits until a ring stage is free and
