@@ -140,7 +140,11 @@ def test_a_load_read_before_its_wait_sees_stale_data(monkeypatch):
     assert (o[0, :8] == 0).all() and (o == 1).any()
 
 
-def test_pipeline_example_and_warpgroup_consumers():
+@pytest.mark.parametrize("uniform", [False, True])
+def test_pipeline_example_and_warpgroup_consumers(uniform):
+    """uniform: the consumers pick their stage with cons.uniform_stage, lane 0's copy
+    (shfl.sync.idx), which must read the same ring slots."""
+    import re
     import async_copy as ex
     import ptxgen as pg
     from support import ptxsim
@@ -175,7 +179,7 @@ def test_pipeline_example_and_warpgroup_consumers():
             cons = pipe.consumer(scope="warpgroup")
             half = pg.let((wg - 1) * (R // 2))
             for i in pg.serial(K):
-                s = cons.stage
+                s = cons.uniform_stage if uniform else cons.stage
                 cons.wait()
                 pg.tile.warpgroup.copy(O[i * R + half:i * R + half + R // 2, 0:C],
                                        ring[s:s + 1, half:half + R // 2, 0:C])
@@ -185,8 +189,39 @@ def test_pipeline_example_and_warpgroup_consumers():
     kern = pg.kernel(k, grid=(1,), block=(384,))
     ptxsim.run(kern, [a, o])
     assert (a == o).all()
-    ok, log = assemble(kern.ptx("sm_90a"), "sm_90a")
+    ptx = kern.ptx("sm_90a")
+    assert len(re.findall(r"shfl\.sync\.idx\.b32 %r\d+, %r\d+, 0, 31, -1;", ptx)) == uniform
+    ok, log = assemble(ptx, "sm_90a")
     assert ok, log
+
+
+def test_uniform_stage_of_a_thread_consumer_is_a_plain_binding():
+    """One thread consumes: its stage is not shared by a warp, so no lane 0 copy."""
+    import ptxgen as pg
+
+    def k(A: pg.Tensor((32, 64), "float16"), O: pg.Tensor((32, 64), "float16")):
+        tx = pg.thread_id(32)
+        pool = pg.SMEMPool()
+        ring = pool.alloc((2, 16, 64), "float16", align=1024)
+        pipe = pg.Pipeline(pool, stages=2, consumers=1)
+        pool.commit()
+        pipe.init()
+        with pg.if_(tx == 0):
+            prod = pipe.producer()
+            cons = pipe.consumer(scope="thread")
+            for i in pg.serial(2):
+                prod.acquire()
+                pg.tile.thread.copy_async(ring[prod.stage:prod.stage + 1, 0:16, 0:64],
+                                          A[i * 16:i * 16 + 16, 0:64], mbar=prod.full)
+                prod.commit()
+                s = cons.uniform_stage
+                cons.wait()
+                pg.tile.thread.copy(O[i * 16:i * 16 + 16, 0:64], ring[s:s + 1, 0:16, 0:64])
+                cons.release()
+    kern = pg.kernel(k, grid=(1,), block=(32,))
+    import re
+    assert re.search(r"\w+ = pg\.let\(pipe_consumer_stage\[0\]\)$", str(kern.ir), re.M)
+    assert "shfl.sync.idx" not in kern.ptx("sm_90a")
 
 
 def _all_kernels():

@@ -40,7 +40,8 @@ from __future__ import annotations
 from ..builder.cluster import cluster_sync, cluster_view
 from ..builder.context import current, user_site
 from ..errors import TraceError
-from ..builder.control import cta_sync, if_, named_barrier, warp_sync
+from ..analysis.uniform import uniform_within
+from ..builder.control import bind_let, cta_sync, if_, named_barrier, warp_sync
 from ..builder.resources import require_top_level, resource_error
 from ..builder.scalar import local_scalar
 from ..ir import Instr, SpecialReg, select
@@ -109,6 +110,19 @@ class Consumer(_State):
         # cluster: the empty barriers of every CTA (mapa'd once, here, not per release)
         self._empties = [cluster_view(pipe.empty, r) for r in range(pipe.cluster_ctas)] \
             if pipe.cluster_ctas > 1 else None
+
+    @property
+    def uniform_stage(self):
+        """The current stage, bound as lane 0's copy (shfl.sync.idx): pick the stage's
+        shared-memory operands with it.  Every thread of a warp, warpgroup or CTA consumer
+        advances the stage together, so it is warp-uniform, and ptxas then keeps the wgmma
+        descriptors and addresses made from it in uniform registers.  For a thread-scope
+        consumer, or under a branch that splits a warp, it is a plain binding."""
+        ctx = current()
+        lanes_agree = self.scope != "thread" and all(
+            uniform_within(ctx, cond, 32)[0] for cond in ctx.active_mask)
+        return bind_let(ctx, user_site(), f"{self.pipe.name}_stage", self.stage,
+                        (0, self.pipe.stages - 1), broadcast=lanes_agree)
 
     def wait(self):
         """Wait until the current stage is full (every expected copy landed)."""

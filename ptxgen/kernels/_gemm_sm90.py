@@ -134,7 +134,7 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
 def issue_wgmma(cons, d, a_of, b_of, accumulate=False, rank=None):
     """Wait for the consumer's ring stage s and start d (+)= a_of(s) @ b_of(s)^T; rank (0 or
     1, ping-pong): only in this warpgroup's turn, which is then handed over."""
-    s = cons.stage
+    s = cons.uniform_stage
     cons.wait()
     if rank is not None:
         take_turn(rank)
