@@ -116,6 +116,14 @@ def test_split_k_is_bit_identical_across_runs(torch):
                                first.view(torch.int16))
 
 
+def _split_case(torch, S, M, N, K, splits):
+    """Random bf16 a (M, K), b (N, K), the plain configuration with `splits` and its bits."""
+    a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+    b = torch.randn(N, K, device="cuda").to(torch.bfloat16)
+    cfg = S.Config(S.round_mn(M), S.stages_for(S.round_mn(M), "bfloat16"), splits)
+    return a, b, cfg, S.gemm_small_m(a, b, config=cfg).view(torch.int16)
+
+
 def test_pdl_reduce_gives_the_same_bits(torch):
     """Config(pdl=True): the reduce kernel scheduled while the split GEMM finishes reads its
     finished partials: the same bits as the plain launch, run after run and in a CUDA
@@ -123,10 +131,7 @@ def test_pdl_reduce_gives_the_same_bits(torch):
     from ptxgen.kernels import gemm_small_m as S
     torch.manual_seed(5)
     for M, N, K, splits in [(1, 14336, 4096, 7), (16, 4096, 14336, 4), (5, 1000, 2000, 3)]:
-        a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
-        b = torch.randn(N, K, device="cuda").to(torch.bfloat16)
-        cfg = S.Config(S.round_mn(M), S.stages_for(S.round_mn(M), "bfloat16"), splits)
-        want = S.gemm_small_m(a, b, config=cfg).view(torch.int16)
+        a, b, cfg, want = _split_case(torch, S, M, N, K, splits)
         pdl = cfg._replace(pdl=True)
         out = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         for _ in range(10):
@@ -141,10 +146,7 @@ def test_grouped_loads_give_the_same_bits(torch):
     from ptxgen.kernels import gemm_small_m as S
     torch.manual_seed(6)
     for M, N, K, splits in [(1, 14336, 4096, 7), (16, 4096, 14336, 1), (5, 1000, 2000, 3)]:
-        a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
-        b = torch.randn(N, K, device="cuda").to(torch.bfloat16)
-        cfg = S.Config(S.round_mn(M), S.stages_for(S.round_mn(M), "bfloat16"), splits)
-        want = S.gemm_small_m(a, b, config=cfg).view(torch.int16)
+        a, b, cfg, want = _split_case(torch, S, M, N, K, splits)
         for g in (2, 4, cfg.STAGES - 1):
             out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
             got = S.gemm_small_m(a, b, out, config=cfg._replace(issue_group=g))
@@ -159,10 +161,7 @@ def test_fused_split_k_gives_the_two_kernel_bits(torch):
     torch.manual_seed(4)
     for M, N, K, splits in [(1, 14336, 4096, 7), (16, 4096, 14336, 4), (5, 1000, 2000, 3),
                             (64, 8192, 8192, 2)]:
-        a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
-        b = torch.randn(N, K, device="cuda").to(torch.bfloat16)
-        cfg = S.Config(S.round_mn(M), S.stages_for(S.round_mn(M), "bfloat16"), splits)
-        want = S.gemm_small_m(a, b, config=cfg).view(torch.int16)
+        a, b, cfg, want = _split_case(torch, S, M, N, K, splits)
         fused = cfg._replace(fused=True)
         for _ in range(10):
             out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
