@@ -271,3 +271,19 @@ def test_named_barrier_arrive_signals_without_waiting():
     run(kern, [out])
     # turns alternate 0, 1, 0, 1, 0, 1: the bits of 0b010101
     assert int(out[255]) == 0b010101
+
+
+def test_broadcast_let_takes_32_bit_values_only():
+    """ir.Let(broadcast=True) is emitted as shfl.sync.idx.b32: a 64-bit value is refused at
+    the build, not left to ptxas."""
+    from ptxgen.builder.context import current, user_site
+    from ptxgen.builder.control import bind_let
+
+    def k(D: pg.Tensor((32,), "int64")):
+        tx = pg.thread_id(32)
+        D[tx] = bind_let(current(), user_site(), "w", pg.cast(tx // 32, "int64"), None,
+                         broadcast=True)
+    with pytest.raises(pg.PtxgenError) as e:
+        pg.kernel(k, grid=(1,), block=(32,)).ptx("sm_90a")
+    assert str(e.value).endswith("a broadcast let takes a 32-bit value (shfl.sync.idx.b32); "
+                                 "'w' is int64")

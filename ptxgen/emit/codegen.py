@@ -122,6 +122,9 @@ class Codegen(ValueEmitter, MemoryEmitter):
         self._impure = False
         v = self.val(value) if aff is None else self.val(aff.to_expr())
         if s.broadcast:      # lane 0's copy: the same value, known uniform to ptxas
+            if var.dtype.bits != 32:
+                raise PtxgenError(f"a broadcast let takes a 32-bit value (shfl.sync.idx.b32); "
+                                  f"'{var.name}' is {var.dtype}")
             r = self.new_reg(reg_class(var.dtype))
             self.emit(form("broadcast").format(d=r, a=v))
             v = r
