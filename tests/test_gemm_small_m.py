@@ -196,9 +196,9 @@ def test_grouped_loads_give_the_same_results(dt, M, N, K, MN, splits, ctas, grou
 def test_issue_group_cannot_exceed_the_ring():
     with pytest.raises(S.ConfigError) as e:
         S.make_small_m("bfloat16", MN=16, STAGES=4, issue_group=4)
-    assert str(e.value) == ("issue_group = 4: 1 to STAGES - 1 (3); the consumers release a "
-                            "stage only once the next one is full, so the producer must not "
-                            "wait for the whole ring to be free")
+    assert str(e.value) == ("issue_group = 4: 1 to STAGES - 1 (3); the consumers hold one "
+                            "stage while the producer waits for a group, so it must not wait "
+                            "for the whole ring")
 
 
 @pytest.mark.parametrize("dt,M,N,K,MN,splits,ctas", [

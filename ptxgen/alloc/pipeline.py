@@ -40,7 +40,7 @@ from __future__ import annotations
 from ..builder.cluster import cluster_sync, cluster_view
 from ..builder.context import current, user_site
 from ..errors import TraceError
-from ..analysis.uniform import uniform_within
+from ..analysis.uniform import keeps_whole_warps
 from ..builder.control import bind_let, cta_sync, if_, named_barrier, warp_sync
 from ..builder.resources import require_top_level, resource_error
 from ..builder.scalar import local_scalar
@@ -119,10 +119,9 @@ class Consumer(_State):
         descriptors and addresses made from it in uniform registers.  For a thread-scope
         consumer, or under a branch that splits a warp, it is a plain binding."""
         ctx = current()
-        lanes_agree = self.scope != "thread" and all(
-            uniform_within(ctx, cond, 32)[0] for cond in ctx.active_mask)
+        whole = self.scope != "thread" and keeps_whole_warps(ctx, ctx.active_mask)
         return bind_let(ctx, user_site(), f"{self.pipe.name}_stage", self.stage,
-                        (0, self.pipe.stages - 1), broadcast=lanes_agree)
+                        (0, self.pipe.stages - 1), broadcast=whole)
 
     def wait(self):
         """Wait until the current stage is full (every expected copy landed)."""

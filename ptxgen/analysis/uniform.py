@@ -246,3 +246,9 @@ def _tid_of(t: int, bx: int, by: int) -> str:
     if bx * by == 1 or by == 1 and t < bx:
         return ""
     return f" (tid {t % bx}, {(t // bx) % by}, {t // (bx * by)})"
+
+
+def keeps_whole_warps(ctx, conds) -> bool:
+    """Whether every branch condition in `conds` is proven the same in all 32 lanes of each
+    warp: there, a full-mask warp collective (a lane 0 broadcast) sees every lane."""
+    return all(uniform_within(ctx, cond, 32)[0] for cond in conds)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 
-from ..analysis.uniform import uniform_within
+from ..analysis.uniform import keeps_whole_warps, uniform_within
 from ..errors import TraceError
 from ..ir import Instr, SpecialReg
 from ..target.forms import opcode
@@ -117,9 +117,8 @@ def warpgroup_role(wgs):
         # lane 0's copy where every enclosing branch keeps whole warps: ptxas then keeps the
         # rank and the addresses made from it in uniform registers (CUTLASS broadcasts its
         # warpgroup index the same way)
-        lanes_agree = len(r) > 1 and all(uniform_within(ctx, cond, 32)[0] for cond in outer)
         rank = bind_let(ctx, at, "role_rank", tid // _WG - r.start, (0, len(r) - 1),
-                        broadcast=lanes_agree)
+                        broadcast=len(r) > 1 and keeps_whole_warps(ctx, outer))
         st.roles.append((r, at.src))
         try:
             yield rank

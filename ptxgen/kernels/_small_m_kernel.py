@@ -34,6 +34,16 @@ def valid_mn(MN) -> tuple:
     return True, ""
 
 
+def valid_issue_group(G, STAGES) -> tuple:
+    """(ok, reason) for the producer's load group: the consumers release a stage only once
+    the next one is full, so a producer waiting for the whole ring would wait forever."""
+    if not isinstance(G, int) or not 1 <= G < max(2, STAGES):
+        return False, (f"issue_group = {G!r}: 1 to STAGES - 1 ({STAGES - 1}); the consumers "
+                       f"hold one stage while the producer waits for a group, so it must not "
+                       f"wait for the whole ring")
+    return True, ""
+
+
 def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None,
                  fused=False, pdl=False, issue_group=1):
     """The kernel for one configuration; M, N, K and the split count S (W's first extent) are
@@ -57,10 +67,9 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     ok, why = valid_mn(MN)
     if not ok:
         raise ConfigError(why)
-    if not isinstance(issue_group, int) or not 1 <= issue_group < max(2, STAGES):
-        raise ConfigError(f"issue_group = {issue_group!r}: 1 to STAGES - 1 ({STAGES - 1}); the "
-                          f"consumers release a stage only once the next one is full, so the "
-                          f"producer must not wait for the whole ring to be free")
+    ok, why = valid_issue_group(issue_group, STAGES)
+    if not ok:
+        raise ConfigError(why)
     if dtype not in OUT_DTYPE:
         raise ConfigError(f"dtype {dtype!r}: bfloat16, float16 or float8_e4m3fn")
     scaled = dtype.startswith("float8") if scaled is None else scaled

@@ -23,8 +23,9 @@ taking turns, or two partial tiles per consumer.
     ring_scales(scale_a, scale_b)                        a scales="ring" kernel's scale operands
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors: DEFAULT_CONFIG's kernel
 
-Speed (H100, 2026-12-05, benchmarks/RESULTS.md): gemm_blockscaled 0.828x / 0.821x of
-per-tensor torch._scaled_mm at 8192^3 / 4096x14336x4096 (the scales' transposition included).
+Speed (two H100s, 2026-12-05, benchmarks/RESULTS.md): gemm_blockscaled 0.828x / 0.821x of
+per-tensor torch._scaled_mm at 8192^3 / 4096x14336x4096 in one probe, 0.761x / 0.763x in
+benchmarks/gemm.py's rows on the other (the scales' transposition included in both).
 """
 import functools
 

@@ -36,7 +36,8 @@ import functools
 from typing import NamedTuple
 
 from ._small_m_kernel import (BW, ELEM_BYTES, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET, ConfigError,
-                              GemmInputError, make_reduce, make_small_m, valid_mn)
+                              GemmInputError, make_reduce, make_small_m, valid_issue_group,
+                              valid_mn)
 
 
 class Config(NamedTuple):
@@ -145,10 +146,9 @@ def check_config(cfg, dtype, K) -> None:
     if cfg.pdl and (cfg.fused or cfg.splits == 1):
         raise ConfigError(f"config.pdl = True launches the split-K reduce kernel early; with "
                           f"{'fused = True' if cfg.fused else 'splits = 1'} there is none")
-    if not isinstance(cfg.issue_group, int) or not 1 <= cfg.issue_group < max(2, cfg.STAGES):
-        raise ConfigError(f"config.issue_group = {cfg.issue_group!r}: 1 to STAGES - 1 "
-                          f"({cfg.STAGES - 1}); the consumers hold one stage while the producer "
-                          f"waits for a group")
+    ok, why = valid_issue_group(cfg.issue_group, cfg.STAGES)
+    if not ok:
+        raise ConfigError(f"config.{why}")
     nk = -(-K // (128 // ELEM_BYTES[dtype]))
     if not isinstance(cfg.splits, int) or not 1 <= cfg.splits <= max(1, nk):
         raise ConfigError(f"config.splits = {cfg.splits!r}: 1 to {nk} (the K-blocks of "
