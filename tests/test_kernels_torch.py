@@ -510,9 +510,10 @@ def test_blockscaled_eager_path(monkeypatch):
     block-scaled product in float64."""
     import importlib
     BS = importlib.import_module("ptxgen.kernels.gemm_blockscaled")
-    calls = []
+    calls, scale_ptrs = [], []
 
     def product(a, b, d, sat, sbt):     # the ring kernel's scales: transposed, padded
+        scale_ptrs.append((sat.data_ptr(), sbt.data_ptr()))
         M, NB = a.shape[0], -(-b.shape[0] // 128)
         assert sat.shape[1] % 4 == 0 and sbt.shape[1] % 4 == 0
         sa, sb = sat[:, :M].T, sbt[:, :NB].T
@@ -544,9 +545,20 @@ def test_blockscaled_eager_path(monkeypatch):
     assert BS.gemm_blockscaled(a[:0], b, sa[:0], sb).shape == (0, 130)
     assert not BS.gemm_blockscaled(a[:, :0], b[:, :0], sa[:, :0], sb[:, :0]).float().any()
     assert len(calls) == n
+    # scales stored column-major, columns padded to 4 rows (DeepGEMM's layout): read in place
+    ca, cb = BS.column_major_scales(sa), BS.column_major_scales(sb)
+    assert ca.shape == (40, 3) and ca.stride() == (1, 40) and cb.stride() == (1, 4)
+    assert torch.equal(BS.gemm_blockscaled(a, b, ca, cb), want)
+    assert scale_ptrs[-1] == (ca.data_ptr(), cb.data_ptr())
+    col = sa.T.contiguous().T      # pitch 40, a multiple of 4: also read in place
+    assert torch.equal(BS.gemm_blockscaled(a, b, col, sb), want)
+    assert scale_ptrs[-1][0] == col.data_ptr()
     for args, msg in (
             ((a, b, torch.rand(40, 2), sb), r"^scale_a: float32 of shape \(40, 3\)"),
-            ((a, b, sa.T.contiguous().T, sb), r"^scale_a: a contiguous 2-D tensor"),
+            ((a, b, torch.rand(3, 41).T[:40], sb), r"^scale_a: a contiguous 2-D tensor \(or "
+             r"column_major_scales' layout\), got shape \(40, 3\), strides \(1, 41\)$"),
+            ((a, b, sa, sb.T.contiguous().T), r"^scale_b: a contiguous 2-D tensor \(or "
+             r"column_major_scales' layout\), got shape \(2, 3\), strides \(1, 2\)$"),
             ((a, b, sa, sb.double()), r"^scale_b: float32 of shape \(2, 3\)"),
             ((a[:, :100].contiguous(), b[:, :100].contiguous(), sa[:, :1].contiguous(),
               sb[:, :1].contiguous()), r"^K = 100: a row of 100 bytes"),

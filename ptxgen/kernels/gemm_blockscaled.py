@@ -21,6 +21,7 @@ taking turns, or two partial tiles per consumer.
 
     make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN)   the kernel
     ring_scales(scale_a, scale_b)                        a scales="ring" kernel's scale operands
+    column_major_scales(x)               a scale tensor in the layout gemm_blockscaled reads in place
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors: DEFAULT_CONFIG's kernel
 
 Speed (two H100s, 2026-12-05, benchmarks/RESULTS.md): gemm_blockscaled 0.828x / 0.821x of
@@ -73,7 +74,7 @@ class _RingScales:
 
 
 def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=1,
-                     scales="global", BN=128, halves=False):
+                     scales="global", BN=128):
     """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128)).
     Three schedules of the same sums, in the same order (so the same bits):
     default: each step's wgmma, then its promotion, in turn;
@@ -81,9 +82,6 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     overlap the other's MMAs;
     overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
     so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread).
-    halves: the partial tile as two column halves, each its own wgmma group, issued a half
-    apart: half 0's promotion runs beside half 1's MMA, and half 1's beside the next step's
-    half 0, in the registers of one partial tile.
     cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm).
     scales: "global": each consumer thread loads the next K-step's scales from L2 while this
     step multiplies (the kernel takes scale_a (M, KB) and scale_b (NB, KB)); "ring": they ride
@@ -100,9 +98,8 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
         raise ValueError(f"make_blockscaled: overlap keeps three 64 x BN fp32 tiles: BN <= 128 "
                          f"fits the consumers' 232 registers, BN = {BN} does not")
     blocks = 2 if BN > SB_COLS else 1          # scale_b blocks a tile's columns touch
-    if pingpong + overlap + halves > 1:
-        raise ValueError("make_blockscaled: pingpong, overlap and halves are three schedules; "
-                         "pick one")
+    if pingpong and overlap:
+        raise ValueError("make_blockscaled: pingpong and overlap are two schedules; pick one")
     check_cluster_pair(cluster, ctas)
     dtype, out_dt = "float8_e4m3fn", "bfloat16"
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
@@ -124,17 +121,16 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
             cons = pipe.consumer(scope="warpgroup")
-            done = pipe.consumer(scope="warpgroup") if overlap or halves else cons  # releases
+            done = pipe.consumer(scope="warpgroup") if overlap else cons   # releases
             wg = pg.tile.warpgroup
             acc = wg.mma_accumulator((64, BN), "float32")
-            HN = BN // 2 if halves else BN          # a partial tile's columns
-            part = wg.mma_accumulator((64, HN), "float32")
-            part2 = wg.mma_accumulator((64, HN), "float32") if overlap or halves else None
+            part = wg.mma_accumulator((64, BN), "float32")
+            part2 = wg.mma_accumulator((64, BN), "float32") if overlap else None
             first_thread = tx % 128 == 0
             t = tx % 128
             row = pg.let(16 * (t // 32) + t % 32 // 4)   # this thread's rows: row, row + 8
             av, pv = acc.local(), part.local()   # register 4j + 2h + e: row h, column pair j
-            pv2 = part2.local() if part2 is not None else None
+            pv2 = part2.local() if overlap else None
 
             # global: the next step's scale_a (rows h = 0, 1) and scale_b (blocks b)
             nxt = None if ring else [pg.local_scalar("float32") for _ in range(2 + blocks)]
@@ -148,24 +144,23 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                 if overlap:
                     cons.advance()
 
-            def promote(pv, fs, lo_groups, j0):
+            def promote(pv, fs, lo_groups):
                 """acc += pv * (scale_a[row] * scale_b), rows h = 0, 1 (pv: a partial tile's
-                registers, acc's 8-column groups j0 on); fs[b][h]: the factor of scale_b block
-                b, which 8-column groups j >= lo_groups take."""
-                for j in range(j0, j0 + HN // 8):
+                registers); fs[b][h]: the factor of scale_b block b, which 8-column groups
+                j >= lo_groups take."""
+                for j in range(BN // 8):
                     for h in range(2):
                         q, f = 4 * j + 2 * h, fs[int(j >= lo_groups)][h]
-                        p = q - 4 * j0
-                        pg.tile.thread.fma(av[q:q + 2], pv[p:p + 2], f, av[q:q + 2])
+                        pg.tile.thread.fma(av[q:q + 2], pv[q:q + 2], f, av[q:q + 2])
 
-            def promote_tile(pv, fs, n0, j0=0):
+            def promote_tile(pv, fs, n0):
                 if blocks == 1:
-                    promote(pv, fs, BN // 8, j0)
+                    promote(pv, fs, BN // 8)
                 else:       # block n0 // 128 holds the first 128 - n0 % 128 columns
                     with pg.if_(n0 % SB_COLS == 0):
-                        promote(pv, fs, SB_COLS // 8, j0)
+                        promote(pv, fs, SB_COLS // 8)
                     with pg.else_():
-                        promote(pv, fs, (SB_COLS - 64) // 8, j0)
+                        promote(pv, fs, (SB_COLS - 64) // 8)
 
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
@@ -204,54 +199,8 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     done.release()
                     promote_tile(pv if p is part else pv2, factor, n0)
 
-                def issue_half(h):
-                    """Half h of the current stage's wgmma, into part (h = 0: once the stage
-                    is full) or part2 (h = 1, the same stage; then the next stage)."""
-                    s = cons.uniform_stage
-                    if h == 0:
-                        cons.wait()
-                    wg.gemm_async(part if h == 0 else part2, As[2 * s + c, 0:64, 0:BK],
-                                  Bs[s, h * HN:(h + 1) * HN, 0:BK], accumulate=False)
-                    if h == 1:
-                        cons.advance()
-
-                def unit(u, p, d):
-                    """Half-step u (step u // 2's half held in p); d: the tile to start the
-                    next half-step's wgmma in (None at the last).  A step's scales are read
-                    by both its halves; the stage is released, and the next step's scale
-                    loads start, after half 1's MMA is done."""
-                    if d is not None:
-                        issue_half(0 if d is part else 1)
-                    if ring:
-                        factor = extra.factors(done.stage, c, row, nb)
-                    wg.gemm_wait(0 if d is None else 1)
-                    if not ring:
-                        factor = [[pg.let(nxt[h] * nxt[2 + b]) for h in range(2)]
-                                  for b in range(blocks)]
-                    if p is part2:
-                        if not ring:
-                            load_scales(pg.min(u // 2 + 1, nk - 1))
-                        done.release()
-                    promote_tile(pv if p is part else pv2, factor, n0,
-                                 0 if p is part else HN // 8)
-
                 load_scales(0)
-                if halves:
-                    issue_half(0)
-                    for k in pg.serial(nk - 1):
-                        unit(2 * k, part, part2)
-                        unit(2 * k + 1, part2, part)
-                    # the last step, under a test that always holds: with a straight-line
-                    # tail ptxas serializes every wgmma of the kernel (C7514; with this
-                    # branch, the shape of overlapped_k_steps' tail, it does not)
-                    with pg.if_(nk > 0):
-                        unit(2 * nk - 2, part, part2)
-                        unit(2 * nk - 1, part2, None)
-                    with pg.else_():
-                        wg.gemm_wait(0)
-                        cons.advance()
-                        done.release()
-                elif not overlap:
+                if not overlap:
                     for k in pg.serial(nk):
                         step(k, part, own=True)
                 else:
@@ -262,8 +211,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
 
     gemm.__name__ = (f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
                      + ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else "")
-                     + ("_ring" if ring else "") + (f"_n{BN}" if BN != 128 else "")
-                     + ("_h" if halves else ""))
+                     + ("_ring" if ring else "") + (f"_n{BN}" if BN != 128 else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,),
                      cluster=(cluster, 1, 1) if cluster > 1 else None)
 
@@ -287,13 +235,39 @@ def dump(STAGES: int = DEFAULT_CONFIG[0], ctas: int = 132, pingpong: bool = DEFA
 def ring_scales(scale_a, scale_b):
     """The scale tensors of a scales="ring" kernel, from gemm_blockscaled's scale_a (M, KB) and
     scale_b (NB, KB): each transposed, its rows padded with zeros to a multiple of 4 (TMA's
-    16-byte row pitch), so that a K block's scales of 128 rows are 512 contiguous bytes."""
+    16-byte row pitch), so that a K block's scales of 128 rows are 512 contiguous bytes.  A
+    scale tensor already stored that way (column-major_scales) is used in place."""
     def transposed(x):
+        held = _column_major_storage(x)
+        if held is not None:
+            return held
         rows, kb = x.shape
         out = x.new_zeros((kb, -(-rows // 4) * 4))
         out[:, :rows] = x.t()
         return out
     return transposed(scale_a), transposed(scale_b)
+
+
+def column_major_scales(x):
+    """x (rows, KB) float32 stored column-major with its columns padded to a multiple of 4
+    rows, the layout DeepGEMM takes its scales in: gemm_blockscaled then reads it without the
+    per-call transposition (a (rows, KB) view of a zero-padded (KB, rows4) tensor)."""
+    rows, kb = x.shape
+    padded = x.new_zeros((kb, -(-rows // 4) * 4))
+    padded[:, :rows] = x.t()
+    return padded.t()[:rows]
+
+
+def _column_major_storage(x):
+    """The (KB, rows padded) tensor a column-major (rows, KB) scale view reads from, when its
+    storage holds that whole tensor with a 16-byte pitch and start; else None (copy it)."""
+    rows, kb = x.shape
+    pitch = x.stride(1)
+    if x.stride(0) != 1 or kb < 2 or pitch < rows or pitch % 4 or x.data_ptr() % 16:
+        return None
+    if (x.storage_offset() + kb * pitch) * 4 > x.untyped_storage().nbytes():
+        return None
+    return x.as_strided((kb, pitch), (pitch, 1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -304,15 +278,19 @@ def _sms(device) -> int:
 
 def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
     """(a * scale_a) @ (b * scale_b)^T for float8_e4m3fn a (M, K), b (N, K) on one CUDA device,
-    scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)) contiguous float32;
-    bfloat16 out (M, N).  The scales apply per 128-wide K block, in fp32."""
+    scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)) float32, contiguous
+    (transposed for the kernel on each call) or in column_major_scales' layout (read in
+    place); bfloat16 out (M, N).  The scales apply per 128-wide K block, in fp32."""
     import torch
     named = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
     cuda_tensors("gemm_blockscaled", *named)
     for name, x in named:
-        if x.dim() != 2 or not x.is_contiguous():
-            raise GemmInputError(f"{name}: a contiguous 2-D tensor, got shape "
-                                 f"{tuple(x.shape)}")
+        if x.dim() != 2 or not (x.is_contiguous() or name.startswith("scale") and
+                                 _column_major_storage(x) is not None):
+            raise GemmInputError(f"{name}: a contiguous 2-D tensor"
+                                 + (" (or column_major_scales' layout)" if name[0] == "s"
+                                    else "") + f", got shape {tuple(x.shape)}, strides "
+                                 f"{tuple(x.stride()) if x.dim() else ()}")
     if a.dtype != torch.float8_e4m3fn or b.dtype != torch.float8_e4m3fn:
         raise GemmInputError(f"a and b: float8_e4m3fn, got {a.dtype} and {b.dtype}")
     (M, K), N = a.shape, b.shape[0]

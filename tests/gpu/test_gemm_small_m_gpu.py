@@ -219,8 +219,7 @@ def test_blockscaled_bit_exact_on_integer_data(torch):
 def test_blockscaled_schedules_give_the_same_bits(torch):
     """Random data, several tiles per CTA, odd and even K-step counts: the ping-pong, the
     overlapped and the 2-CTA cluster schedules, and the scales carried in the TMA ring, change
-    when and from where the wgmmas and the promotions read, not the sums; so do the halves.
-    """
+    when and from where the wgmmas and the promotions read, not the sums."""
     from ptxgen.kernels import gemm_blockscaled as BS
     torch.manual_seed(4)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -234,14 +233,37 @@ def test_blockscaled_schedules_give_the_same_bits(torch):
         for kw in ({}, dict(pingpong=True), dict(overlap=True), dict(overlap=True, cluster=2),
                    dict(scales="ring"), dict(scales="ring", overlap=True),
                    dict(scales="ring", pingpong=True), dict(scales="ring", cluster=2),
-                   dict(STAGES=4, BN=192), dict(STAGES=4, BN=192, scales="ring"),
-                   dict(halves=True), dict(STAGES=4, BN=192, scales="ring", halves=True)):
+                   dict(STAGES=4, BN=192), dict(STAGES=4, BN=192, scales="ring")):
             out = torch.full((M, -(-N // 8) * 8), float("nan"), dtype=torch.bfloat16,
                              device="cuda")
             scales = BS.ring_scales(sa, sb) if kw.get("scales") == "ring" else (sa, sb)
             BS.make_blockscaled(ctas=sms - sms % 2, **kw)(a, b, out, *scales)
             outs.append(out[:, :N].contiguous().view(torch.int16))
         assert all(torch.equal(outs[0], o) for o in outs[1:]), (M, N, K)
+
+
+def test_blockscaled_column_major_scales_read_in_place(torch):
+    """Scales in column_major_scales' layout (DeepGEMM's) give the contiguous scales' bits,
+    whatever the padding rows hold (NaN here: they only reach rows past M, which the store
+    clips)."""
+    from ptxgen.kernels import gemm_blockscaled as BS
+    torch.manual_seed(5)
+    M, N, K = 300, 520, 1040
+    KB, NB = -(-K // 128), -(-N // 128)
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
+    sa = torch.rand(M, KB, device="cuda") + 0.5
+    sb = torch.rand(NB, KB, device="cuda") + 0.5
+    want = BS.gemm_blockscaled(a, b, sa, sb).view(torch.int16)
+
+    def poisoned(x):
+        rows = x.shape[0]
+        p = torch.full((KB, -(-rows // 4) * 4), float("nan"), device="cuda")
+        p[:, :rows] = x.T
+        return p.T[:rows]
+    for ca, cb in ((BS.column_major_scales(sa), BS.column_major_scales(sb)),
+                   (poisoned(sa), poisoned(sb))):
+        assert torch.equal(BS.gemm_blockscaled(a, b, ca, cb).view(torch.int16), want)
 
 
 def test_blockscaled_against_fp64(torch):
@@ -276,8 +298,6 @@ def test_driver_jit_no_spills(torch):
                 BS.make_blockscaled(scales="ring", overlap=True),
                 BS.make_blockscaled(STAGES=4, BN=192), BS.make_blockscaled(STAGES=4, BN=192,
                                                                            scales="ring"),
-                BS.make_blockscaled(STAGES=4, BN=192, scales="ring", halves=True),
-                BS.make_blockscaled(halves=True),
                 S.make_small_m("bfloat16", MN=16, STAGES=8, fused=True),
                 S.make_small_m("bfloat16", MN=256, STAGES=4, fused=True)]
     for k in kernels:
