@@ -24,9 +24,10 @@ taking turns, or two partial tiles per consumer.
     column_major_scales(x)               a scale tensor in the layout gemm_blockscaled reads in place
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors: DEFAULT_CONFIG's kernel
 
-Speed (two H100s, 2026-12-05, benchmarks/RESULTS.md): gemm_blockscaled 0.828x / 0.821x of
-per-tensor torch._scaled_mm at 8192^3 / 4096x14336x4096 in one probe, 0.761x / 0.763x in
-benchmarks/gemm.py's rows on the other (the scales' transposition included in both).
+Speed (an H100, 2026-12-05, benchmarks/RESULTS.md, nineteenth session): of per-tensor
+torch._scaled_mm's time at 8192^3 / 4096x14336x4096, the kernel alone 0.896x / 0.878x (CUDA
+graphs), gemm_blockscaled with contiguous scales (transposed on each call) 0.870x / 0.872x,
+and 0.832x / 0.841x in benchmarks/gemm.py's rows.
 """
 import functools
 
