@@ -173,6 +173,7 @@ def _bf16_bits(x):
     ("float8_e4m3fn", 20, 130, 500, 32, 2, 2),  # fp8, promoted, scaled, K zero-filled
     ("bfloat16", 70, 64, 128, 128, 1, 1),     # MN 128: two 64-token epilogue chunks
     ("bfloat16", 300, 64, 64, 256, 1, 2),     # M > 256: two token tiles
+    ("float8_e4m3fn", 200, 64, 128, 128, 1, 1),  # fp8 past 192 tokens: two tiles of 128
 ])
 def test_sim_matches_numpy(dt, M, N, K, MN, splits, ctas):
     got, want = _sim(dt, M, N, K, MN, splits, ctas)
@@ -259,9 +260,34 @@ def test_choose_config_table(M, N, K, MN, splits):
     assert cfg.reason.startswith("split-k: ")
 
 
-def test_prefers_small_m_up_to_256_tokens():
-    assert [S.prefers_small_m(m, 4096, 4096) for m in (0, 1, 256, 257)] == [False, True, True,
-                                                                            False]
+@pytest.mark.parametrize("M,N,K,dt,path", [
+    (1, 14336, 4096, "bfloat16", "small_m"),
+    (128, 131072, 4096, "bfloat16", "small_m"),     # up to 128 tokens whatever the tiles
+    # 129-256 tokens: the general kernel's 128-row tiles against 132 SMs
+    (256, 14336, 4096, "bfloat16", "small_m"),      # 224 tiles of 128: 85% of 2 rounds
+    (256, 4096, 14336, "bfloat16", "small_m"),      # 64 tiles: 48% of a round
+    (256, 8192, 8192, "bfloat16", "sm90"),          # 128 tiles: 97% of a round
+    (200, 33792, 4096, "bfloat16", "sm90"),         # 264 tiles of 256: two whole rounds
+    (256, 14336, 4096, "float8_e4m3fn", "small_m"),  # promoted fp8: 128-wide tiles too
+    (257, 4096, 14336, "bfloat16", "sm90"),         # past 256 tokens
+])
+def test_gemm_routes_by_how_the_general_tiles_fill_the_sms(monkeypatch, M, N, K, dt, path):
+    """gemm() takes the decode path up to 128 tokens, and up to 256 where the general
+    kernel's tiles would fill under 90% of their rounds of SMs (the M = 256 rows of
+    benchmarks/RESULTS.md: the decode path won 14336 x 4096 and 4096 x 14336 and lost
+    8192 x 8192 on the H100 and the H200); the refusal names the fill."""
+    import importlib
+    from ptxgen.kernels._checks import Meta
+    G = importlib.import_module("ptxgen.kernels.gemm")
+    monkeypatch.setattr(G, "_sms", lambda device: 132)
+    plan = G.gemm_plan(Meta((M, K), dt, "cuda:0"), Meta((N, K), dt, "cuda:0"))
+    ok, why = G._small_m_accepts(plan, "cuda:0")
+    assert ok == (path == "small_m"), why
+    if (M, N) == (256, 8192):
+        assert why == ("M = 256 > 128 and the general kernel's 128 tiles fill 97% of 1 "
+                       "round(s) of 132 SMs")
+    if M == 257:
+        assert why == "M = 257 > 256: the general kernel's tiles fill the SMs"
 
 
 def test_choose_config_rows():
@@ -277,7 +303,12 @@ def test_choose_config_rows():
                          "multiple of 64"),
     (S.Config(16, 1, 1), "config.STAGES = 1: 2 to 16 ring stages"),
     (S.Config(256, 8, 1), "config.STAGES = 8: the ring needs 393216 bytes of shared memory, "
-                          "more than 204800; use at most 4 stages for MN = 256"),
+                          "more than 204800 or than the 232448 a CTA has beside the epilogue; "
+                          "use at most 4 stages for MN = 256"),
+    # 5 stages of 192 tokens fit the ring budget, but not beside the split's fp32 chunks
+    (S.Config(192, 5, 2), "config.STAGES = 5: the ring needs 204800 bytes of shared memory, "
+                          "more than 204800 or than the 232448 a CTA has beside the epilogue; "
+                          "use at most 4 stages for MN = 192"),
     (S.Config(16, 4, 9), r"config.splits = 9: 1 to 8 \(the K-blocks of 64 for K = 512\), so "
                          r"every split has work"),
     (S.Config(16, 4, 2, fused="yes"), "config.fused = 'yes': True or False"),
@@ -297,6 +328,33 @@ def test_bad_forced_config(cfg, msg):
         S.check_config(cfg, "bfloat16", 512)
     assert isinstance(e.value, PtxgenError)
     assert isinstance(e.value, ArgumentError)    # one except clause for every wrapper
+
+
+def test_fp8_token_tiles_stop_at_192():
+    """fp8 keeps the sum and each K-step's partial, two 64 x MN fp32 tiles, in a consumer's
+    232 registers: 256 tokens (which spilled 400 bytes) run as two tiles of 128; a forced 256
+    is refused with the reason."""
+    assert [S.round_mn(m, "float8_e4m3fn") for m in (129, 192, 193, 256)] == [192, 192, 128,
+                                                                             128]
+    assert [S.round_mn(m) for m in (129, 192, 193, 256)] == [192, 192, 256, 256]
+    cfg = S.choose_config(256, 14336, 4096, "float8_e4m3fn", 132)
+    assert cfg.MN == 128
+    with pytest.raises(S.ConfigError, match=r"config.MN = 256: float8 keeps two 64 x MN fp32 "
+                                            r"tiles \(the sum and each K-step's partial\) in "
+                                            r"232 registers a thread, so at most 192"):
+        S.check_config(S.Config(256, 4, 1), "float8_e4m3fn", 4096)
+
+
+@pytest.mark.parametrize("M,dt", [(192, "bfloat16"), (256, "float8_e4m3fn"),
+                                  (160, "float8_e4m3fn")])
+def test_every_token_count_up_to_256_builds_its_chosen_kernels(M, dt):
+    """The configurations choose_config gives fit the CTA's shared memory (192 tokens with
+    split-K took 5 stages and overflowed it by 5 KiB).  (Spills: nvJitLink's relocatable
+    compile drops setmaxnreg, so the GPU test test_driver_jit_no_spills checks them.)"""
+    for N, K in ((4096, 14336), (14336, 4096)):
+        cfg = S.choose_config(M, N, K, dt, 132)
+        k = S.make_small_m(dt, MN=cfg.MN, STAGES=cfg.STAGES, split=cfg.splits > 1)
+        assert k.ptx("sm_90a").count("wgmma.mma_async") > 0, (M, N, K, dt, cfg)
 
 
 def test_bad_inputs_without_a_gpu():

@@ -24,13 +24,20 @@ class ConfigError(GemmInputError):
     """A forced small-M configuration that the kernel's rules forbid."""
 
 
-def valid_mn(MN) -> tuple:
+FP8_MAX_MN = 192   # fp8 keeps two 64 x MN fp32 tiles (the sum and each step's partial)
+
+
+def valid_mn(MN, dtype="bfloat16") -> tuple:
     """(ok, reason) for a token tile width: wgmma's N is a multiple of 8 up to 256, and the
-    epilogue moves 64-column chunks, so above 64 it is a multiple of 64."""
+    epilogue moves 64-column chunks, so above 64 it is a multiple of 64; fp8's promotion
+    keeps two fp32 tiles in the consumers' 232 registers, so it stops at FP8_MAX_MN."""
     if not isinstance(MN, int) or MN < 8 or MN > 256 or MN % 8:
         return False, f"MN = {MN!r}: wgmma N is a multiple of 8 from 8 to 256"
     if MN > 64 and MN % 64:
         return False, f"MN = {MN}: above 64 the epilogue's 64-token chunks need a multiple of 64"
+    if MN > FP8_MAX_MN and str(dtype).startswith("float8"):
+        return False, (f"MN = {MN}: float8 keeps two 64 x MN fp32 tiles (the sum and each "
+                       f"K-step's partial) in 232 registers a thread, so at most {FP8_MAX_MN}")
     return True, ""
 
 
@@ -64,7 +71,7 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     if fused and split:
         raise ConfigError("split=True (workspace + reduce kernel) and fused=True (reduced in "
                           "the kernel) exclude each other")
-    ok, why = valid_mn(MN)
+    ok, why = valid_mn(MN, dtype)
     if not ok:
         raise ConfigError(why)
     ok, why = valid_issue_group(issue_group, STAGES)

@@ -227,6 +227,15 @@ def _sms(device) -> int:
     return _torch.torch.cuda.get_device_properties(device).multi_processor_count
 
 
+def _general_bn(plan: GemmPlan, sms: int) -> int:
+    """The general kernel's tile width: the forced one, else 256 where 256-wide tiles fill the
+    SMs (bf16 / fp16, fp8 with fast_accum), else 128."""
+    if plan.BN is not None:
+        return plan.BN
+    promote = plan.dtype.startswith("float8") and not plan.fast_accum
+    return 256 if not promote and -(-plan.M // BM) * -(-plan.N // 256) >= sms else 128
+
+
 def _sm90_kernel(plan: GemmPlan, device):
     """The persistent kernel of a plan: bf16 / fp16 BN 256, or 128 when wide tiles would leave
     SMs idle (small M * N); promoted fp8 BN 128 with two partial tiles overlapped (each
@@ -235,9 +244,7 @@ def _sm90_kernel(plan: GemmPlan, device):
     sms = _sms(device)
     scaled = plan.dtype.startswith("float8")
     promote = 1 if scaled and not plan.fast_accum else 0
-    BN = plan.BN
-    if BN is None:
-        BN = 256 if not promote and -(-plan.M // BM) * -(-plan.N // 256) >= sms else 128
+    BN = _general_bn(plan, sms)
     STAGES = plan.STAGES or (4 if BN >= 192 else 5)
     overlap = promote == 1 and BN <= 128
     return kernel_for(plan.dtype, BN, STAGES, sms, scaled, promote, False, overlap)
@@ -254,11 +261,21 @@ def _padded_k(t, K_pad):
 
 SMALL_M = 128    # up to here the decode path beats the general kernel on every measured
                  # (N, K) of benchmarks/RESULTS.md ("the decode and fp8 GEMM series")
+SMALL_M_MAX = 256   # up to here it does where the general kernel's tiles fill its rounds
+WAVE_FILL = 0.9     # poorly: below this share (tiles / (rounds x SMs); RESULTS.md, M = 256)
 
 
 def _small_m_accepts(plan: GemmPlan, device):
+    if plan.M > SMALL_M_MAX:
+        return False, f"M = {plan.M} > {SMALL_M_MAX}: the general kernel's tiles fill the SMs"
     if plan.M > SMALL_M:
-        return False, f"M = {plan.M} > {SMALL_M}: the general kernel's tiles fill the SMs"
+        sms = _sms(device)
+        tiles = -(-plan.M // BM) * -(-plan.N // _general_bn(plan, sms))
+        rounds = -(-tiles // sms)
+        fill = tiles / (rounds * sms)
+        if fill >= WAVE_FILL:
+            return False, (f"M = {plan.M} > {SMALL_M} and the general kernel's {tiles} tiles "
+                           f"fill {fill:.0%} of {rounds} round(s) of {sms} SMs")
     if plan.fast_accum:
         return False, "fast_accum: the decode path always promotes fp8 partial sums"
     if plan.BN or plan.STAGES:
@@ -331,7 +348,9 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     cuBLAS's use_fast_accum=True).  `out` (checked: (M, N), the result's dtype, a's device)
     is written and returned.  BN: 256 (128 for promoted fp8), or 128 when wide tiles would
     leave SMs idle (small M * N); a forced BN / STAGES is checked against the rules.
-    M <= 128 (without fast_accum or forced tiles) takes the decode path of gemm_small_m.py.
+    M <= 128 takes the decode path of gemm_small_m.py (without fast_accum or forced tiles), and
+    so does M <= 256 where the general kernel's tiles would fill under 90% of their rounds of
+    SMs (wave quantization, which the decode path's split-K avoids).
     Inside torch.compile it is torch.ops.ptxgen.gemm."""
     if compiling():
         return traced("gemm", (a, b), out, scale_a=scale_a, scale_b=scale_b,

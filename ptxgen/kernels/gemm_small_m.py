@@ -7,7 +7,8 @@ Why a separate path: with M <= 256 the general kernel puts the tokens on wgmma's
 per warpgroup, mostly padding) and makes only N / BN output tiles, fewer than the 132 SMs, so
 the weight stream, which is the whole cost, runs on a fraction of the machine.  Here:
   * A and B are swapped: each consumer warpgroup computes 64 weight rows x MN tokens with
-    wgmma m64nMNk16 (MN = M rounded up to 8 up to 64, to 64 above), D^T tile in registers;
+    wgmma m64nMNk16 (MN = M rounded up to 8 up to 64, to 64 above; fp8 at most 192, so
+    more tokens take equal tiles: round_mn), D^T tile in registers;
   * split-K: every (weight tile, token tile) is cut into S contiguous K ranges, S chosen so that
     the units fill whole rounds of the persistent grid (one CTA per SM);
   * the reduction is deterministic: with S > 1 each unit stores its fp32 partial tile to a
@@ -24,7 +25,6 @@ The epilogue writes the accumulator transposed into shared memory (a permuted vi
 row-major (MC, 64) tile), then TMA-stores it into D (or W) rows m0.., columns n0..: the TMA
 clips at the matrix edge, so any M, N work; K needs a row pitch that is a multiple of 16 bytes.
 
-    prefers_small_m(M, N, K)                whether gemm() should route a shape here
     choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
     make_small_m(dtype, MN, STAGES, ctas, split, fused=False, pdl=False)
                                             the kernel of a configuration (_small_m_kernel.py)
@@ -35,9 +35,11 @@ clips at the matrix edge, so any M, N work; K needs a row pitch that is a multip
 import functools
 from typing import NamedTuple
 
-from ._small_m_kernel import (BW, ELEM_BYTES, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET, ConfigError,
-                              GemmInputError, make_reduce, make_small_m, valid_issue_group,
-                              valid_mn)
+from ptxgen.target import SMEM_LIMITS
+
+from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET,
+                              ConfigError, GemmInputError, make_reduce, make_small_m,
+                              valid_issue_group, valid_mn)
 
 
 class Config(NamedTuple):
@@ -56,17 +58,32 @@ class Config(NamedTuple):
     issue_group: int = 1
 
 
+CTA_SMEM = SMEM_LIMITS[90][1]     # an sm_90 CTA's dynamic shared memory (the target table)
+SMEM_RESERVE = 1024               # the ring's barriers and the fused path's hand-over
+
+
+def max_stages(MN) -> int:
+    """The deepest ring a token tile allows: within SMEM_BUDGET and MAX_STAGES, and within the
+    CTA's shared memory beside the epilogue's two chunks of min(MN, 64) x 64 fp32 (a split's
+    partials; a stage: 128 weight rows + MN token rows of one 128-byte K span)."""
+    stage = (BW + MN) * 128
+    beside = CTA_SMEM - 2 * min(MN, 64) * 64 * 4 - SMEM_RESERVE
+    return min(MAX_STAGES, SMEM_BUDGET // stage, beside // stage)
+
+
 def stages_for(MN, dtype) -> int:
-    """As many ring stages as SMEM_BUDGET holds (a stage: 128 weight rows + MN token rows of
-    one 128-byte K span)."""
-    return max(2, min(MAX_STAGES, SMEM_BUDGET // ((BW + MN) * 128)))
+    """As many ring stages as max_stages allows (at least 2)."""
+    return max(2, max_stages(MN))
 
 
-def round_mn(M) -> int:
-    """The token tile for M tokens: M rounded up to 8 up to 64, to 64 up to 256."""
+def round_mn(M, dtype="bfloat16") -> int:
+    """The token tile for M tokens: M rounded up to 8 up to 64, to 64 up to 256; past what
+    valid_mn allows the dtype (fp8: FP8_MAX_MN), the tokens split into equal tiles."""
     if M <= 64:
         return max(8, -(-M // 8) * 8)
-    return min(256, -(-M // 64) * 64)
+    cap = FP8_MAX_MN if dtype.startswith("float8") else 256
+    tiles = -(-M // cap)
+    return min(cap, -(-(-(-M // tiles)) // 64) * 64)
 
 
 LAUNCH_BYTES = 8 << 20      # the reduction's extra launch, as bytes streamed meanwhile
@@ -105,19 +122,9 @@ CONFIG_TABLE = (
 )
 
 
-SMALL_M_MAX = 256
-
-
-def prefers_small_m(M, N, K) -> bool:
-    """Whether gemm() should take this path: up to SMALL_M_MAX tokens every weight byte is read
-    once here (one token tile), where the general kernel's 128-row tiles pad M to 128 on
-    wgmma's M side and leave SMs idle for N / 256 < 132 tiles."""
-    return 0 < M <= SMALL_M_MAX
-
-
 def choose_config(M, N, K, dtype="bfloat16", sms=132) -> Config:
     """The configuration the heuristic table gives for this shape (see CONFIG_TABLE)."""
-    MN = round_mn(M)
+    MN = round_mn(M, dtype)
     tiles = -(-N // BW) * -(-M // MN)
     nk = -(-K // (128 // ELEM_BYTES[dtype]))
     for name, applies, why in CONFIG_TABLE:
@@ -130,16 +137,17 @@ def choose_config(M, N, K, dtype="bfloat16", sms=132) -> Config:
 
 def check_config(cfg, dtype, K) -> None:
     """Raise ConfigError naming the rule a forced configuration breaks."""
-    ok, why = valid_mn(cfg.MN)
+    ok, why = valid_mn(cfg.MN, dtype)
     if not ok:
         raise ConfigError(f"config.{why}")
     if not isinstance(cfg.STAGES, int) or not 2 <= cfg.STAGES <= MAX_STAGES:
         raise ConfigError(f"config.STAGES = {cfg.STAGES!r}: 2 to {MAX_STAGES} ring stages")
-    ring = cfg.STAGES * (BW + cfg.MN) * 128
-    if ring > SMEM_BUDGET:
+    if cfg.STAGES > max_stages(cfg.MN):
+        ring = cfg.STAGES * (BW + cfg.MN) * 128
         raise ConfigError(f"config.STAGES = {cfg.STAGES}: the ring needs {ring} bytes of shared "
-                          f"memory, more than {SMEM_BUDGET}; use at most "
-                          f"{stages_for(cfg.MN, dtype)} stages for MN = {cfg.MN}")
+                          f"memory, more than {SMEM_BUDGET} or than the {CTA_SMEM} a CTA has "
+                          f"beside the epilogue; use at most {stages_for(cfg.MN, dtype)} "
+                          f"stages for MN = {cfg.MN}")
     for name in ("fused", "pdl"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"config.{name} = {getattr(cfg, name)!r}: True or False")
