@@ -330,6 +330,32 @@ def test_bad_forced_config(cfg, msg):
     assert isinstance(e.value, ArgumentError)    # one except clause for every wrapper
 
 
+@pytest.mark.parametrize("dt,BN,STAGES,fits", [
+    ("bfloat16", 64, 8, True), ("bfloat16", 128, 6, True), ("bfloat16", 128, 7, False),
+    ("float8_e4m3fn", 192, 4, True), ("float8_e4m3fn", 192, 5, False),
+    ("float16", 256, 4, True), ("float16", 256, 5, False),
+])
+def test_gemm_forced_stages_fit_shared_memory(monkeypatch, dt, BN, STAGES, fits):
+    """A forced STAGES that the tile's ring and epilogue boxes do not fit in 227 KiB is
+    refused naming STAGES, BN and the deepest ring that fits (it was a SMEMPool overflow from
+    inside the kernel); every ring max_stages admits builds."""
+    import importlib
+    from ptxgen.kernels._checks import Meta
+    G = importlib.import_module("ptxgen.kernels.gemm")
+    monkeypatch.setattr(G, "_sms", lambda device: 132)
+    plan = G.gemm_plan(Meta((4096, 512), dt, "cuda:0"), Meta((4096, 512), dt, "cuda:0"),
+                       BN=BN, STAGES=STAGES)
+    if fits:
+        assert "wgmma.mma_async" in G._sm90_kernel(plan, "cuda:0").ptx("sm_90a")
+    else:
+        with pytest.raises(ArgumentError, match=(
+                rf"^gemm: STAGES = {STAGES} with BN = {BN}: the ring \({STAGES} x "
+                rf"{(128 + BN) * 128} bytes\) and the epilogue tiles need more than the 232448 "
+                rf"bytes of shared memory a CTA has; use at most {G.max_stages(BN)} stages "
+                rf"for BN = {BN}$")):
+            G._sm90_kernel(plan, "cuda:0")
+
+
 def test_fp8_token_tiles_stop_at_192():
     """fp8 keeps the sum and each K-step's partial, two 64 x MN fp32 tiles, in a consumer's
     232 registers: 256 tokens (which spilled 400 bytes) run as two tiles of 128; a forced 256

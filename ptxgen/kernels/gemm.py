@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
+from ptxgen.target import SMEM_LIMITS
 
 from . import _torch
 from ._gemm_sm90 import (BM, GROUP_M, check_cluster_pair, consumer_end,  # noqa: F401
@@ -43,6 +44,24 @@ from ._torch import compiling, traced
 from .gemm_small_m import decode_launch, store_back, store_target
 
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
+
+
+CTA_SMEM = SMEM_LIMITS[90][1]   # an sm_90 CTA's dynamic shared memory (the target table)
+SMEM_RESERVE = 1024             # the ring's barriers
+
+
+def epilogue_boxes(BN: int) -> int:
+    """64 x 64 output boxes a consumer stages per epilogue pass (two passes' worth of shared
+    memory: one fills while the other's TMA store drains)."""
+    boxes = BN // 64
+    return boxes if boxes <= 3 else 2
+
+
+def max_stages(BN: int) -> int:
+    """The deepest ring a BN-wide tile fits in a CTA's shared memory beside its epilogue
+    boxes (a stage: 128 rows of A and BN of B, 128 bytes each; the boxes: 16-bit)."""
+    epilogue = 2 * epilogue_boxes(BN) * 64 * 64 * 2
+    return (CTA_SMEM - epilogue - SMEM_RESERVE) // ((BM + BN) * 128)
 
 
 def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0,
@@ -79,7 +98,7 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     if BN % 64 or not 64 <= BN <= 256:
         raise ValueError(f"BN = {BN}: a multiple of 64 up to 256 (64-column store boxes)")
     boxes = BN // 64                          # 64-column TMA store boxes per warpgroup
-    CB = boxes if boxes <= 3 else 2           # boxes per epilogue pass (shared: CB x 8 KiB)
+    CB = epilogue_boxes(BN)                   # boxes per epilogue pass (shared: CB x 8 KiB)
     LC = canonical_layout(64, 64, out_dt, stages=2 * CB)
 
     def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
@@ -246,6 +265,11 @@ def _sm90_kernel(plan: GemmPlan, device):
     promote = 1 if scaled and not plan.fast_accum else 0
     BN = _general_bn(plan, sms)
     STAGES = plan.STAGES or (4 if BN >= 192 else 5)
+    if STAGES > max_stages(BN):
+        raise ArgumentError(f"gemm: STAGES = {STAGES} with BN = {BN}: the ring ({STAGES} x "
+                            f"{(BM + BN) * 128} bytes) and the epilogue tiles need more than "
+                            f"the {CTA_SMEM} bytes of shared memory a CTA has; use at most "
+                            f"{max_stages(BN)} stages for BN = {BN}")
     overlap = promote == 1 and BN <= 128
     return kernel_for(plan.dtype, BN, STAGES, sms, scaled, promote, False, overlap)
 
