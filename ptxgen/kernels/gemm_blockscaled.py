@@ -19,9 +19,10 @@ memory.  Two other schedules of the same sums (`make_blockscaled(pingpong=True)`
 `(overlap=True)`) keep the tensor cores busy while the CUDA cores promote: the consumers
 taking turns, or two partial tiles per consumer.
 
-    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN)   the kernel
-    ring_scales(scale_a, scale_b)                        a scales="ring" kernel's scale operands
-    column_major_scales(x)               a scale tensor in the layout gemm_blockscaled reads in place
+    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN, stagger)
+                                                        the kernel
+    ring_scales(scale_a, scale_b)                       a scales="ring" kernel's scale operands
+    column_major_scales(x)                              scales laid out to be read in place
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors: DEFAULT_CONFIG's kernel
 
 Speed (an H100, 2026-12-05, benchmarks/RESULTS.md, nineteenth session): of per-tensor
@@ -40,6 +41,7 @@ from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BK = 128                          # fp8 bytes = one 128-byte swizzle span = one scale block
 SB_COLS = 128                     # the columns of B one scale_b value covers
+STAGGER = 12                      # the named barrier of make_blockscaled(stagger=True)
 
 
 class _RingScales:
@@ -75,7 +77,7 @@ class _RingScales:
 
 
 def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=1,
-                     scales="global", BN=128):
+                     scales="global", BN=128, stagger=False):
     """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128)).
     Three schedules of the same sums, in the same order (so the same bits):
     default: each step's wgmma, then its promotion, in turn;
@@ -83,6 +85,11 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     overlap the other's MMAs;
     overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
     so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread).
+    stagger (the default schedule only): consumer 1 issues a tile's first wgmma after consumer
+    0 has issued its own, so the tensor cores take their K-steps in turn and each promotion
+    runs beside the other consumer's MMA (both otherwise wait for the same stage, issue
+    together, and promote together while the tensor cores idle: the ncu profile in
+    benchmarks/RESULTS.md); once per tile, where pingpong hands a turn over every K-step.
     cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm).
     scales: "global": each consumer thread loads the next K-step's scales from L2 while this
     step multiplies (the kernel takes scale_a (M, KB) and scale_b (NB, KB)); "ring": they ride
@@ -101,6 +108,9 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     blocks = 2 if BN > SB_COLS else 1          # scale_b blocks a tile's columns touch
     if pingpong and overlap:
         raise ValueError("make_blockscaled: pingpong and overlap are two schedules; pick one")
+    if stagger and (pingpong or overlap):
+        raise ValueError("make_blockscaled: stagger offsets the default schedule's consumers; "
+                         "pingpong and overlap order them their own way")
     check_cluster_pair(cluster, ctas)
     dtype, out_dt = "float8_e4m3fn", "bfloat16"
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
@@ -201,7 +211,16 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     promote_tile(pv if p is part else pv2, factor, n0)
 
                 load_scales(0)
-                if not overlap:
+                if stagger:     # consumer 1 issues after consumer 0, once per tile
+                    with pg.if_(c == 1):
+                        pg.named_barrier(STAGGER, 256)
+                    issue(part)
+                    with pg.if_(c == 0):
+                        pg.named_barrier_arrive(STAGGER, 256)
+                    step(0, part)
+                    for k in pg.serial(1, nk):
+                        step(k, part, own=True)
+                elif not overlap:
                     for k in pg.serial(nk):
                         step(k, part, own=True)
                 else:
@@ -212,7 +231,8 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
 
     gemm.__name__ = (f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
                      + ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else "")
-                     + ("_ring" if ring else "") + (f"_n{BN}" if BN != 128 else ""))
+                     + ("_ring" if ring else "") + (f"_n{BN}" if BN != 128 else "")
+                     + ("_st" if stagger else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,),
                      cluster=(cluster, 1, 1) if cluster > 1 else None)
 
