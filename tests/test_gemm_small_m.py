@@ -435,15 +435,16 @@ def test_blockscaled_tile_widths():
 
 def test_blockscaled_stagger_orders_the_first_issue_once_a_tile():
     """stagger: consumer 1 waits on named barrier STAGGER (256 threads) before a tile's first
-    wgmma, which consumer 0 arrives at once its own is issued: one sync and one arrive a
-    tile, none in the K-loop; ptxas neither serializes nor injects waits."""
+    wgmma, consumer 0 after issuing its own: two syncs a tile, none in the K-loop.  Both
+    wait, so consumer 0 cannot run a tile ahead (an arrive could, where a tile fits the
+    ring, and fill a barrier phase alone); ptxas neither serializes nor injects waits."""
     from ptxgen.kernels import gemm_blockscaled as BS
     k = BS.make_blockscaled(STAGES=4, BN=192, scales="ring", stagger=True)
     notes = " ".join(k.compile("sm_90a").notes)
     assert "C7514" not in notes and "C7517" not in notes, notes
     ptx = _instrs(k)
-    assert ptx.count(f"bar.sync {BS.STAGGER}, 256;") == 1
-    assert ptx.count(f"bar.arrive {BS.STAGGER}, 256;") == 1
+    assert ptx.count(f"bar.sync {BS.STAGGER}, 256;") == 2
+    assert f"bar.arrive {BS.STAGGER}," not in ptx
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3") == 2 * 4
     with pytest.raises(ValueError, match="stagger offsets the default schedule's consumers"):
         BS.make_blockscaled(stagger=True, overlap=True)

@@ -86,7 +86,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
     so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread).
     stagger (the default schedule only): consumer 1 issues a tile's first wgmma after consumer
-    0 has issued its own, so the tensor cores take their K-steps in turn and each promotion
+    0 has issued its own (both meet at named barrier STAGGER, at different points), so the tensor cores take their K-steps in turn and each promotion
     runs beside the other consumer's MMA (both otherwise wait for the same stage, issue
     together, and promote together while the tensor cores idle: the ncu profile in
     benchmarks/RESULTS.md); once per tile, where pingpong hands a turn over every K-step.
@@ -211,12 +211,14 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     promote_tile(pv if p is part else pv2, factor, n0)
 
                 load_scales(0)
-                if stagger:     # consumer 1 issues after consumer 0, once per tile
+                if stagger:     # consumer 1 issues after consumer 0, once per tile; both
+                    # wait (an arrive would let consumer 0 run a whole tile ahead when a tile
+                    # fits the ring, and two of its arrivals would fill one barrier phase)
                     with pg.if_(c == 1):
                         pg.named_barrier(STAGGER, 256)
                     issue(part)
                     with pg.if_(c == 0):
-                        pg.named_barrier_arrive(STAGGER, 256)
+                        pg.named_barrier(STAGGER, 256)
                     step(0, part)
                     for k in pg.serial(1, nk):
                         step(k, part, own=True)
