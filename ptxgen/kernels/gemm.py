@@ -33,21 +33,17 @@ from typing import NamedTuple
 
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
-from ptxgen.target import SMEM_LIMITS
 
 from . import _torch
-from ._gemm_sm90 import (BM, GROUP_M, check_cluster_pair, consumer_end,  # noqa: F401
-                         cta_end, persistent_setup, store_tile, wgmma_consumer)
+from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, SMEM_RESERVE,  # noqa: F401
+                         check_cluster_pair, consumer_end, cta_end, persistent_setup,
+                         store_tile, wgmma_consumer)
 from ._checks import (ArgumentError, Meta, is_int, meta_of, out_tensor, same_device,
                       shares_memory, tensor)
 from ._torch import compiling, traced
 from .gemm_small_m import decode_launch, store_back, store_target
 
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
-
-
-CTA_SMEM = SMEM_LIMITS[90][1]   # an sm_90 CTA's dynamic shared memory (the target table)
-SMEM_RESERVE = 1024             # the ring's barriers
 
 
 def epilogue_boxes(BN: int) -> int:

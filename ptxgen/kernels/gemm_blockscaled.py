@@ -86,10 +86,11 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
     so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread).
     stagger (the default schedule only): consumer 1 issues a tile's first wgmma after consumer
-    0 has issued its own (both meet at named barrier STAGGER, at different points), so the tensor cores take their K-steps in turn and each promotion
-    runs beside the other consumer's MMA (both otherwise wait for the same stage, issue
-    together, and promote together while the tensor cores idle: the ncu profile in
-    benchmarks/RESULTS.md); once per tile, where pingpong hands a turn over every K-step.
+    0 has issued its own (both meet at named barrier STAGGER, at different points), so the
+    tensor cores take their K-steps in turn and each promotion runs beside the other
+    consumer's MMA (both otherwise wait for the same stage, issue together, and promote
+    together while the tensor cores idle: the ncu profile in benchmarks/RESULTS.md); once per
+    tile, where pingpong hands a turn over every K-step.
     cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm).
     scales: "global": each consumer thread loads the next K-step's scales from L2 while this
     step multiplies (the kernel takes scale_a (M, KB) and scale_b (NB, KB)); "ring": they ride
@@ -259,7 +260,7 @@ def ring_scales(scale_a, scale_b):
     """The scale tensors of a scales="ring" kernel, from gemm_blockscaled's scale_a (M, KB) and
     scale_b (NB, KB): each transposed, its rows padded with zeros to a multiple of 4 (TMA's
     16-byte row pitch), so that a K block's scales of 128 rows are 512 contiguous bytes.  A
-    scale tensor already stored that way (column-major_scales) is used in place."""
+    scale tensor already stored that way (column_major_scales) is used in place."""
     def transposed(x):
         held = _column_major_storage(x)
         if held is not None:

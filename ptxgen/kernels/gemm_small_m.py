@@ -35,8 +35,7 @@ clips at the matrix edge, so any M, N work; K needs a row pitch that is a multip
 import functools
 from typing import NamedTuple
 
-from ptxgen.target import SMEM_LIMITS
-
+from ._gemm_sm90 import CTA_SMEM, SMEM_RESERVE
 from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET,
                               ConfigError, GemmInputError, make_reduce, make_small_m,
                               valid_issue_group, valid_mn)
@@ -56,10 +55,6 @@ class Config(NamedTuple):
     fused: bool = False
     pdl: bool = False
     issue_group: int = 1
-
-
-CTA_SMEM = SMEM_LIMITS[90][1]     # an sm_90 CTA's dynamic shared memory (the target table)
-SMEM_RESERVE = 1024               # the ring's barriers and the fused path's hand-over
 
 
 def max_stages(MN) -> int:
@@ -82,8 +77,8 @@ def round_mn(M, dtype="bfloat16") -> int:
     if M <= 64:
         return max(8, -(-M // 8) * 8)
     cap = FP8_MAX_MN if dtype.startswith("float8") else 256
-    tiles = -(-M // cap)
-    return min(cap, -(-(-(-M // tiles)) // 64) * 64)
+    per_tile = -(-M // -(-M // cap))             # M over as few tiles as the cap allows
+    return min(cap, -(-per_tile // 64) * 64)
 
 
 LAUNCH_BYTES = 8 << 20      # the reduction's extra launch, as bytes streamed meanwhile
