@@ -35,13 +35,12 @@ import functools
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import (BM, check_cluster_pair, consumer_end, cta_end, issue_wgmma,
+from ._gemm_sm90 import (BM, STAGGER, check_cluster_pair, consumer_end, cta_end, issue_wgmma,
                          overlapped_k_steps, persistent_setup, pingpong_start, store_tile)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BK = 128                          # fp8 bytes = one 128-byte swizzle span = one scale block
 SB_COLS = 128                     # the columns of B one scale_b value covers
-STAGGER = 12                      # the named barrier of make_blockscaled(stagger=True)
 
 
 class _RingScales:
@@ -86,11 +85,11 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
     so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread).
     stagger (the default schedule only): consumer 1 issues a tile's first wgmma after consumer
-    0 has issued its own (both meet at named barrier STAGGER, at different points), so the
-    tensor cores take their K-steps in turn and each promotion runs beside the other
+    0 has issued its own (both meet at named barrier STAGGER, at different points), meant to
+    let the tensor cores take their K-steps in turn, each promotion beside the other
     consumer's MMA (both otherwise wait for the same stage, issue together, and promote
-    together while the tensor cores idle: the ncu profile in benchmarks/RESULTS.md); once per
-    tile, where pingpong hands a turn over every K-step.
+    together: the ncu profile in benchmarks/RESULTS.md); once per tile, where pingpong hands
+    a turn over every K-step.  Not yet timed on a GPU.
     cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm).
     scales: "global": each consumer thread loads the next K-step's scales from L2 while this
     step multiplies (the kernel takes scale_a (M, KB) and scale_b (NB, KB)); "ring": they ride
@@ -263,23 +262,23 @@ def ring_scales(scale_a, scale_b):
     scale tensor already stored that way (column_major_scales) is used in place."""
     def transposed(x):
         held = _column_major_storage(x)
-        if held is not None:
-            return held
-        rows, kb = x.shape
-        out = x.new_zeros((kb, -(-rows // 4) * 4))
-        out[:, :rows] = x.t()
-        return out
+        return held if held is not None else _padded_transpose(x)
     return transposed(scale_a), transposed(scale_b)
+
+
+def _padded_transpose(x):
+    """x (rows, KB) transposed into zeros (KB, rows padded to a multiple of 4)."""
+    rows, kb = x.shape
+    out = x.new_zeros((kb, -(-rows // 4) * 4))
+    out[:, :rows] = x.t()
+    return out
 
 
 def column_major_scales(x):
     """x (rows, KB) float32 stored column-major with its columns padded to a multiple of 4
     rows, the layout DeepGEMM takes its scales in: gemm_blockscaled then reads it without the
     per-call transposition (a (rows, KB) view of a zero-padded (KB, rows4) tensor)."""
-    rows, kb = x.shape
-    padded = x.new_zeros((kb, -(-rows // 4) * 4))
-    padded[:, :rows] = x.t()
-    return padded.t()[:rows]
+    return _padded_transpose(x).t()[:x.shape[0]]
 
 
 def _column_major_storage(x):
