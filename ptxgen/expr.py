@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import lru_cache
 
 from .deep import run_deep
 from .dtypes import DType, dtype
@@ -397,6 +398,7 @@ _FLOAT_INF = {"float32": 3.4028235677973366e38, "float16": 65520.0,
               "bfloat16": 3.39617752923046e38}
 
 
+@lru_cache(maxsize=None)   # per (interned) dtype: the facts ask per node
 def int_range(dt: DType) -> tuple[int, int]:
     if dt.kind == "uint":
         return 0, (1 << dt.bits) - 1

@@ -17,7 +17,11 @@ from ..ir import (Alloc, BinOp, BufferPtr, Cast, Const, DeclBuffer, Let, Load, N
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
 _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
-_SITES: dict = {}       # (co_filename, line) -> Site
+# (id of a user code object, instruction offset) -> (that code object, its Site): a frame's
+# f_lineno is computed from the code's line table at every read, its f_lasti is not; the
+# entry keeps the code object alive, so its id is not reused while the entry exists
+_SITES: dict = {}
+_LINES: dict = {}       # (co_filename, line) -> Site: one Site per line
 
 
 class Site:
@@ -46,13 +50,20 @@ def user_site(depth: int = 2) -> Site:
     A public API call looks it up once and hands it to its helpers (`at=`)."""
     f = _getframe(depth)
     while f is not None:
-        fn = f.f_code.co_filename
-        key = (fn, f.f_lineno)     # not the code object: hashing one costs a microsecond
-        site = _SITES.get(key)     # only user lines are kept: a hit needs no package check
-        if site is not None:
-            return site
+        code = f.f_code
+        key = (id(code), f.f_lasti)   # not the code object: hashing one costs a microsecond
+        hit = _SITES.get(key)         # only user lines are kept: a hit needs no package check
+        if hit is not None:
+            return hit[1]
+        fn = code.co_filename
         if not is_library(fn):
-            site = _SITES[key] = Site(fn, f.f_lineno)
+            line = (fn, f.f_lineno)
+            site = _LINES.get(line)
+            if site is None:
+                site = _LINES[line] = Site(fn, f.f_lineno)
+            if len(_SITES) >= 1 << 16:   # code made at run time (exec) must not pile up
+                _SITES.clear()
+            _SITES[key] = (code, site)
             return site
         f = f.f_back
     return _NOWHERE

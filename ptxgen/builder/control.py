@@ -377,9 +377,12 @@ def _never_exits(cond, body) -> str:
                 if e.buffer.root.scope != "local":
                     return ""
                 regs.add(e.buffer.root.uid)
-            elif t is SpecialReg and not e.name.startswith(("tid", "ctaid", "ntid", "nctaid",
-                                                            "laneid", "cluster")):
-                return ""      # clocks and other changing registers
+            elif t is SpecialReg:
+                if not e.name.startswith(("tid", "ctaid", "ntid", "nctaid", "laneid", "cluster")):
+                    return ""      # clocks and other changing registers
+                continue
+            elif t is Const or t is Var:
+                continue           # a leaf: nothing below it
             stack += subexpressions(e)
     for s in traced_statements(body):
         t = type(s)

@@ -65,7 +65,7 @@ class Kernel:
             func.grid = g or launch_dims("grid", _ints(grid), src)
         if block is not None:
             func.block = b or launch_dims("block", _ints(block), src)
-        if type(dyn) is not int:     # None stays None; numpy integers become ints
+        if dyn is not None and type(dyn) is not int:     # numpy integers become ints
             dyn = _ints(dyn)
         if dyn is not None:
             if isinstance(dyn, bool) or not isinstance(dyn, int) or dyn < 0:
@@ -129,11 +129,7 @@ class Kernel:
         finally:
             context.pop()
         self._ctx_resources = ctx.resources
-        # dims whose extent the body declared (thread_id/cta_id): their index bounds were used
-        # as facts, so a launch must keep them
-        self._declared = ({0, 1, 2} if ctx.block_used else
-                          {k for k, w in ctx.block_set.items() if "decorator" not in w},
-                          {k for k, w in ctx.grid_set.items() if "decorator" not in w})
+        self._dims_set = (ctx.block_used, ctx.block_set, ctx.grid_set)   # see _declared
         if self._grid_fn is not None:
             if ctx.grid_set:
                 k, where = sorted(ctx.grid_set.items())[0]
@@ -154,8 +150,7 @@ class Kernel:
         return func
 
     # ---- building ------------------------------------------------------------------
-    def _build(self, arch):
-        target = parse_target(arch)
+    def _build(self, target):
         func = prepare(self.ir, target)
         cg = Codegen(func, target, debug_bounds=_DEBUG["bounds"])
         text = cg.run()
@@ -164,20 +159,20 @@ class Kernel:
         return _Built(text, cg, target)
 
     def built(self, arch="sm_90a"):
-        key = (arch, _DEBUG["bounds"], syncdebug.enabled())
+        key = (arch, _DEBUG["bounds"], syncdebug.MODE["sync"])   # the debug modes it was built in
         b = self._ptx_cache.get(key)
         if b is None:
             try:
-                parse_target(arch)
+                target = parse_target(arch)
             except ArchError as e:            # at the user's k.ptx / k.compile line
                 raise ArchError(f"{context.user_src()}: {e}") from None
             with self._lock:
                 b = self._ptx_cache.get(key)
                 if b is None:
                     try:
-                        b = self._build(arch)
+                        b = self._build(target)
                     except RecursionError:
-                        b = deep_located(self._build, (arch,), "the kernel")
+                        b = deep_located(self._build, (target,), "the kernel")
                     self._ptx_cache[key] = b
         return b
 
@@ -243,11 +238,20 @@ class Kernel:
                     check_dims=self._check_launch_dims)
         return self._plan
 
+    def _declared(self) -> tuple:
+        """(block dims, grid dims) whose extent the body declared (thread_id/cta_id): their
+        index bounds were used as facts, so a launch must keep them.  Asked by launches
+        only, so worked out here rather than per trace."""
+        block_used, block_set, grid_set = self._dims_set
+        return ({0, 1, 2} if block_used else
+                {k for k, w in block_set.items() if "decorator" not in w},
+                {k for k, w in grid_set.items() if "decorator" not in w})
+
     def _check_launch_dims(self, grid, block):
         """Refuse launch dims other than the traced ones where the body relied on them."""
-
-        for what, given, traced, declared in (("block", block, self.ir.block, self._declared[0]),
-                                              ("grid", grid, self.ir.grid, self._declared[1])):
+        declared_block, declared_grid = self._declared()
+        for what, given, traced, declared in (("block", block, self.ir.block, declared_block),
+                                              ("grid", grid, self.ir.grid, declared_grid)):
             if given is None or callable(given):
                 continue
             dims = (tuple(given) if isinstance(given, (tuple, list)) else (given,)) + (1, 1)
@@ -298,11 +302,15 @@ class _Built:
         self.codegen = cg
         self.entry = cg.kernel_name
         self.target = target
-        first_body = cg.lines[0] if cg.lines else None
-        self._start = text[:text.index(first_body)].count("\n") if first_body else 0
+
+    def _body_start(self) -> int:
+        """PTX lines before the first body line: found when an error report asks (origin),
+        not per build."""
+        lines = self.codegen.lines
+        return self.text[:self.text.index(lines[0])].count("\n") if lines else 0
 
     def origin(self, lineno: int):
-        k = lineno - 1 - self._start
+        k = lineno - 1 - self._body_start()
         cg = self.codegen
         if 0 <= k < len(cg.line_stmt):
             idx = cg.line_stmt[k]

@@ -29,8 +29,9 @@ class LocalScalar:
         return self
 
     def _update(self, op, other):
+        # user_site(3): the user's line is the caller of the __i<op>__ method that called this
         store(self._h.buffer, (Const(0),), getattr(self.__ptxgen_expr__(), op)(other),
-              user_site())
+              user_site(3))
         return self
 
     def __iadd__(self, o): return self._update("__add__", o)
@@ -68,19 +69,24 @@ def alloc_scalar(dtype, scope="local", init=None, name=None):
     """A mutable scalar in `scope` ("local", "shared"): `s += 1`, `s.set(expr)`; the same IR as
     a (1,) buffer and `[0]`.  A shared scalar is one word for the whole CTA: every thread that
     runs `init` (or a write) stores it, so write it from one thread and synchronize."""
-    if scope not in ("local", "shared"):
-        raise fail(f"alloc_scalar scope must be 'local' or 'shared', got {scope!r}")
-    h = alloc_at(user_site(), "scalar", name, (1,), dtype, scope)
-    if init is not None:
-        h[0] = init
-    return LocalScalar(h)
+    return _scalar(user_site(), dtype, scope, init, name)
 
 
 def local_scalar(dtype, init=None, name=None):
     """A mutable scalar: `phase += 1`, `phase.set(expr)`; same IR as alloc_local((1,)) + [0]."""
-    return alloc_scalar(dtype, "local", init, name)
+    return _scalar(user_site(), dtype, "local", init, name)
 
 
 def shared_scalar(dtype, init=None, name=None):
     """A mutable scalar in shared memory (see alloc_scalar)."""
-    return alloc_scalar(dtype, "shared", init, name)
+    return _scalar(user_site(), dtype, "shared", init, name)
+
+
+def _scalar(at, dtype, scope, init, name):
+    """alloc_scalar at the user's line `at`, found once by the public function."""
+    if scope not in ("local", "shared"):
+        raise fail(f"alloc_scalar scope must be 'local' or 'shared', got {scope!r}")
+    h = alloc_at(at, "scalar", name, (1,), dtype, scope)
+    if init is not None:
+        store(h.buffer, (Const(0),), init, at)   # what `h[0] = init` appends
+    return LocalScalar(h)

@@ -18,7 +18,7 @@ from functools import lru_cache
 from operator import itemgetter
 
 from ..errors import PtxgenError
-from ..ir import (INT32, INT64, PLAIN_INT, BinOp, BufferPtr, Const, Expr, SpecialReg, Var,
+from ..ir import (INT32, INT64, PLAIN_INT, BinOp, BufferPtr, Const, Expr, Var,
                   expr_key)
 from ..layout import row_major_strides
 from ..analysis.simplify import Affine
@@ -27,7 +27,6 @@ from ..target.forms import form
 
 SPACE = STATE_SPACE      # the buffer's scope -> its PTX state space (target/table.py)
 _COEF = itemgetter(1)   # the coefficient of an affine term [atom, coef]
-_PURE = frozenset((Var, SpecialReg))   # atoms whose value val() keeps for the whole scope
 
 
 def _stride_mul(ext, stride):
@@ -198,12 +197,12 @@ class AddressEmitter:
             if len(coefs) == 1 and coefs[0] == g:
                 [(atom, _)] = terms.values()
             impure = False   # the index reads memory or a local scalar: never reused
-            if type(atom) is Var and atom.dtype is aff.dtype:
-                # the index is a variable: once scaled, no operand needed
-                v = self.val(atom) if scaled is None else None
-            elif scaled is not None and all(type(t[0]) in _PURE for t in terms.values()):
-                # the scaled index is known, and so is its value: val would only look it up
+            if scaled is not None:
+                # the scaled index is known (only a pure one is kept), and so is its value,
+                # in this scope: no operand needed
                 v = None
+            elif type(atom) is Var and atom.dtype is aff.dtype:
+                v = self.val(atom)   # the index is a variable
             else:
                 aff.const = 0
                 if g != 1:

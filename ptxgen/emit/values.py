@@ -12,6 +12,8 @@ own measured no faster (benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..dtypes import REG_CLASSES, DType, reg_class
 from ..dtypes import REG_PREFIX as _PREFIX
 from ..errors import PtxgenError, TraceError
@@ -21,12 +23,20 @@ from ..printer import format_expr
 from .convert import ConvertEmitter
 from ..target.forms import form
 
-_INT_REGS: dict = {}   # int dtype -> (PTX type, register class, register prefix)
+_INT_REGS: dict = {}   # int dtype -> (PTX type, its bit type, register class, register prefix)
 
 
 def _int_regs(dt: DType) -> tuple:
-    t = _INT_REGS[dt] = (dt.ptx.arith, dt.ptx.reg, _PREFIX[dt.ptx.reg])
+    ty = dt.ptx.arith
+    t = _INT_REGS[dt] = (ty, "b" + ty[1:], dt.ptx.reg, _PREFIX[dt.ptx.reg])
     return t
+
+
+@lru_cache(maxsize=None)   # few (class, count) pairs: most builds repeat earlier ones
+def _reg_decl(cls: str, n: int) -> str:
+    """The declaration of a register class's registers 0..n-1 (`.reg .b32 %r<n>;`)."""
+    prefix, ty = REG_CLASSES[cls]
+    return form("reg_decl").format(t=ty, p=prefix, n=n)
 
 
 _SAFE_IMM = range(-2**31, 2**31)   # fits every integer type's immediate as it is
@@ -47,7 +57,7 @@ class ValueEmitter(ConvertEmitter):
     """Mixin: needs self.emit(line), self.an (Analyzer), self.target, self.load(), self.address_value()."""
 
     def _init_values(self):
-        self.reg_counts = {k: 0 for k in REG_CLASSES}
+        self.reg_counts = dict.fromkeys(REG_CLASSES, 0)
         # pure values computed so far, visible in the current lexical scope: one dict, plus
         # per open scope the keys it added (dropped when the scope closes)
         self.known: dict = {}
@@ -62,9 +72,7 @@ class ValueEmitter(ConvertEmitter):
         return _PREFIX[cls] + str(n)
 
     def reg_decls(self) -> list[str]:
-        fmt = form("reg_decl").format
-        return [fmt(t=REG_CLASSES[c][1], p=REG_CLASSES[c][0], n=n + 1)
-                for c, n in self.reg_counts.items() if n]
+        return [_reg_decl(c, n + 1) for c, n in self.reg_counts.items() if n]
 
     def push_scope(self):
         self._scope_keys.append([])
@@ -188,13 +196,13 @@ class ValueEmitter(ConvertEmitter):
         line are written out (what new_reg and emit do), and a 32/64-bit result skips
         _narrow."""
         op, dt = e.op, e.dtype
-        ty, cls, prefix = _INT_REGS.get(dt) or _int_regs(dt)   # int_type, reg_class
+        ty, bty, cls, prefix = _INT_REGS.get(dt) or _int_regs(dt)
         b = e.b
         b_const = b.value if type(b) is Const else None
         a = e.a
-        # a*c + b -> mad (one line instead of two)
+        # a*c + b -> mad (one line instead of two), unless c is a power of 2 (a shift)
         if op == "add" and type(a) is BinOp and a.op == "mul" and type(a.b) is Const \
-                and not _pow2(a.b.value):
+                and (a.b.value <= 0 or a.b.value & (a.b.value - 1)):
             x = self.val(a.a)
             y = self.val(b)
             r = self.new_reg(cls)
@@ -206,11 +214,11 @@ class ValueEmitter(ConvertEmitter):
                 and b_const & (b_const - 1) == 0:
             bv = b_const.bit_length() - 1
             if op == "mul":
-                line = form("binary", "shl", "b" + ty[1:])
+                line = form("binary", "shl", bty)
             elif op == "floordiv":   # arithmetic shift == floor division by 2^k
                 line, narrow = form("binary", "shr", ty), False
             else:                    # two's complement: a & (2^k - 1) == floor modulo
-                line, bv, narrow = form("binary", "and", "b" + ty[1:]), b_const - 1, False
+                line, bv, narrow = form("binary", "and", bty), b_const - 1, False
         else:
             bv = self.val(b)
             if op in ("floordiv", "floormod"):
@@ -218,7 +226,7 @@ class ValueEmitter(ConvertEmitter):
             opcode = _INT_OPCODE.get(op)
             if opcode is None:
                 raise PtxgenError(f"integer operator {op} has no PTX form")
-            line = form("binary", opcode, ty if opcode in _TYPED_SIGNED else "b" + ty[1:])
+            line = form("binary", opcode, ty if opcode in _TYPED_SIGNED else bty)
         n = self.reg_counts[cls] + 1   # new_reg, written out
         self.reg_counts[cls] = n
         r = prefix + str(n)
@@ -312,10 +320,6 @@ _INT_OPCODE = {"add": "add", "sub": "sub", "min": "min", "max": "max", "mul": "m
                "and": "and", "or": "or", "xor": "xor", "shl": "shl", "shr": "shr"}
 _POW2_FORMS = frozenset(("mul", "floordiv", "floormod"))   # shl / shr / and by a power of 2
 _TYPED_SIGNED = frozenset(("add", "sub", "min", "max", "mul.lo", "shr"))
-
-
-def _pow2(c) -> bool:
-    return isinstance(c, int) and c > 0 and c & (c - 1) == 0
 
 
 def _nonneg(b) -> bool:

@@ -16,7 +16,7 @@ from .tiles import lower_tiles
 
 def prepare(func: PrimFunc, target) -> PrimFunc:
     body, attrs = func.body, func.attrs
-    if syncdebug.enabled():   # bounded waits (sync debug mode): the sites name what timed out
+    if syncdebug.MODE["sync"]:   # bounded waits (sync debug mode): the sites name what timed out
         body, sites = syncdebug.instrument(body)
         attrs = dict(attrs, sync_sites=sites)
     body, registers, has_tiles, has_sync = lower(body)
@@ -25,6 +25,6 @@ def prepare(func: PrimFunc, target) -> PrimFunc:
                         frozenset(registers))
     if has_sync:
         check_protocol(unrolled, target)
-    else:   # what check_protocol does for a kernel with nothing it follows, without its scan
+    elif "cluster" in attrs:   # what check_protocol does for a kernel with nothing it follows
         check_cluster_arch(unrolled, target)
     return lower_tiles(unrolled, target) if has_tiles else unrolled

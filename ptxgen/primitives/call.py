@@ -14,6 +14,8 @@ from ..ir import BufferRegion
 from ..printer import format_expr
 from .scope import make_scope, narrow
 
+_UNPLANNED = object()   # Call.plan: not computed yet (a plan may be None)
+
 
 class Call:
     """What a variant's predicates and emitter see."""
@@ -54,9 +56,10 @@ class Call:
     def plan(self, fn, *args):
         """fn(self, *args), computed once per call (predicates and emitters share it)."""
         key = (fn, args)
-        if key not in self._plans:
-            self._plans[key] = fn(self, *args)
-        return self._plans[key]
+        out = self._plans.get(key, _UNPLANNED)
+        if out is _UNPLANNED:
+            out = self._plans[key] = fn(self, *args)
+        return out
 
     def describe(self) -> str:
         a = ", ".join(str(x) if isinstance(x, BufferRegion) else format_expr(x)

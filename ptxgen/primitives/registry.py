@@ -84,7 +84,7 @@ class Variant:
                 return False, (f"{why}; which threads are active is not a build-time "
                                f"progression the same in every instance, so the call cannot "
                                f"run on them alone"), ACTIVE_RULE
-        last, rule = "", ""
+        last, last_pred = "", None   # the last reason given, named once at the end
         for pred in self.predicates:
             try:
                 ok, why = pred(call)
@@ -94,8 +94,8 @@ class Variant:
             if not ok:
                 return False, why, rule_name(pred)
             if why:
-                last, rule = why, rule_name(pred)
-        return True, last or "accepted", rule
+                last, last_pred = why, pred
+        return True, last or "accepted", "" if last_pred is None else rule_name(last_pred)
 
     def check(self, call) -> tuple[bool, str]:
         return self.judge(call)[:2]
