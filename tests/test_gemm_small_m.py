@@ -433,23 +433,6 @@ def test_blockscaled_tile_widths():
         BS.make_blockscaled(BN=192, overlap=True)
 
 
-def test_blockscaled_stagger_orders_the_first_issue_once_a_tile():
-    """stagger: consumer 1 waits on named barrier STAGGER (256 threads) before a tile's first
-    wgmma, consumer 0 after issuing its own: two syncs a tile, none in the K-loop.  Both
-    wait, so consumer 0 cannot run a tile ahead (an arrive could, where a tile fits the
-    ring, and fill a barrier phase alone); ptxas neither serializes nor injects waits."""
-    from ptxgen.kernels import gemm_blockscaled as BS
-    k = BS.make_blockscaled(STAGES=4, BN=192, scales="ring", stagger=True)
-    notes = " ".join(k.compile("sm_90a").notes)
-    assert "C7514" not in notes and "C7517" not in notes, notes
-    ptx = _instrs(k)
-    assert ptx.count(f"bar.sync {BS.STAGGER}, 256;") == 2
-    assert f"bar.arrive {BS.STAGGER}," not in ptx
-    assert ptx.count("wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3") == 2 * 4
-    with pytest.raises(ValueError, match="stagger offsets the default schedule's consumers"):
-        BS.make_blockscaled(stagger=True, overlap=True)
-
-
 def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
     """The overlapped schedule: each promotion waits for all but the newest wgmma group, and
     ptxas does not serialize the wgmmas (C7514) or inject waits (C7517), which it does when
@@ -487,8 +470,6 @@ def test_blockscaled_overlap_keeps_one_wgmma_in_flight_without_serializing():
     (70, 600, 100, 2, dict(BN=192, STAGES=3, scales="ring")),
     (130, 64, 256, 2, dict(scales="ring", overlap=True, cluster=2)),
     (70, 130, 128, 2, dict(BN=64)),          # 64-wide tiles: two per scale_b block
-    # consumer 1 a turn behind consumer 0: two tiles of one CTA, three K-steps each
-    (130, 64, 300, 1, dict(scales="ring", stagger=True)),
 ])
 def test_blockscaled_sim_matches_numpy(M, N, K, ctas, schedule):
     """Integer data and power-of-two scales: every product and sum is exact in fp32, so the

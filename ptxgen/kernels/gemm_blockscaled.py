@@ -19,23 +19,23 @@ memory.  Two other schedules of the same sums (`make_blockscaled(pingpong=True)`
 `(overlap=True)`) keep the tensor cores busy while the CUDA cores promote: the consumers
 taking turns, or two partial tiles per consumer.
 
-    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN, stagger)
+    make_blockscaled(STAGES, ctas, pingpong, overlap, cluster, scales, BN)
                                                         the kernel
     ring_scales(scale_a, scale_b)                       a scales="ring" kernel's scale operands
     column_major_scales(x)                              scales laid out to be read in place
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors: DEFAULT_CONFIG's kernel
 
-Speed (an H100, 2026-12-05, benchmarks/RESULTS.md, nineteenth session): of per-tensor
-torch._scaled_mm's time at 8192^3 / 4096x14336x4096, the kernel alone 0.896x / 0.878x (CUDA
-graphs), gemm_blockscaled with contiguous scales (transposed on each call) 0.870x / 0.872x,
-and 0.832x / 0.841x in benchmarks/gemm.py's rows.
+Speed (an H100, 2026-12-05; no H200 was lent for it; benchmarks/RESULTS.md, twentieth
+session): of per-tensor torch._scaled_mm's time at 8192^3 / 4096x14336x4096, the kernel alone
+0.897x / 0.877x (CUDA graphs), gemm_blockscaled 0.842x / 0.851x in benchmarks/gemm.py's rows
+with contiguous scales (transposed on each call) and 0.851x / 0.872x with column-major ones.
 """
 import functools
 
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
-from ._gemm_sm90 import (BM, STAGGER, check_cluster_pair, consumer_end, cta_end, issue_wgmma,
+from ._gemm_sm90 import (BM, check_cluster_pair, consumer_end, cta_end, issue_wgmma,
                          overlapped_k_steps, persistent_setup, pingpong_start, store_tile)
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
@@ -76,7 +76,7 @@ class _RingScales:
 
 
 def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=1,
-                     scales="global", BN=128, stagger=False):
+                     scales="global", BN=128):
     """The kernel; M, N, K are launch-time symbols (KB = ceil(K / 128), NB = ceil(N / 128)).
     Three schedules of the same sums, in the same order (so the same bits):
     default: each step's wgmma, then its promotion, in turn;
@@ -84,12 +84,6 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     overlap the other's MMAs;
     overlap: two partial tiles; step k + 1's wgmma is issued before step k's tile is promoted,
     so a warpgroup's own promotion runs beside its next MMA (64 more registers a thread).
-    stagger (the default schedule only): consumer 1 issues a tile's first wgmma after consumer
-    0 has issued its own (both meet at named barrier STAGGER, at different points), meant to
-    let the tensor cores take their K-steps in turn, each promotion beside the other
-    consumer's MMA (both otherwise wait for the same stage, issue together, and promote
-    together: the ncu profile in benchmarks/RESULTS.md); once per tile, where pingpong hands
-    a turn over every K-step.  Not yet timed on a GPU.
     cluster = 2: clusters of two CTAs share their B tile by multicast (gemm.make_gemm).
     scales: "global": each consumer thread loads the next K-step's scales from L2 while this
     step multiplies (the kernel takes scale_a (M, KB) and scale_b (NB, KB)); "ring": they ride
@@ -108,9 +102,6 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     blocks = 2 if BN > SB_COLS else 1          # scale_b blocks a tile's columns touch
     if pingpong and overlap:
         raise ValueError("make_blockscaled: pingpong and overlap are two schedules; pick one")
-    if stagger and (pingpong or overlap):
-        raise ValueError("make_blockscaled: stagger offsets the default schedule's consumers; "
-                         "pingpong and overlap order them their own way")
     check_cluster_pair(cluster, ctas)
     dtype, out_dt = "float8_e4m3fn", "bfloat16"
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
@@ -211,18 +202,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
                     promote_tile(pv if p is part else pv2, factor, n0)
 
                 load_scales(0)
-                if stagger:     # consumer 1 issues after consumer 0, once per tile; both
-                    # wait (an arrive would let consumer 0 run a whole tile ahead when a tile
-                    # fits the ring, and two of its arrivals would fill one barrier phase)
-                    with pg.if_(c == 1):
-                        pg.named_barrier(STAGGER, 256)
-                    issue(part)
-                    with pg.if_(c == 0):
-                        pg.named_barrier(STAGGER, 256)
-                    step(0, part)
-                    for k in pg.serial(1, nk):
-                        step(k, part, own=True)
-                elif not overlap:
+                if not overlap:
                     for k in pg.serial(nk):
                         step(k, part, own=True)
                 else:
@@ -233,8 +213,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
 
     gemm.__name__ = (f"gemm_blockscaled_fp8_s{STAGES}" + ("_pp" if pingpong else "")
                      + ("_ov" if overlap else "") + (f"_c{cluster}" if cluster > 1 else "")
-                     + ("_ring" if ring else "") + (f"_n{BN}" if BN != 128 else "")
-                     + ("_st" if stagger else ""))
+                     + ("_ring" if ring else "") + (f"_n{BN}" if BN != 128 else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,),
                      cluster=(cluster, 1, 1) if cluster > 1 else None)
 

@@ -219,7 +219,7 @@ def test_blockscaled_bit_exact_on_integer_data(torch):
 def test_blockscaled_schedules_give_the_same_bits(torch):
     """Random data, several tiles per CTA, odd and even K-step counts: the ping-pong, the
     overlapped and the 2-CTA cluster schedules, and the scales carried in the TMA ring, change
-    when and from where the wgmmas and the promotions read, not the sums; so does the stagger.
+    when and from where the wgmmas and the promotions read, not the sums.
     """
     from ptxgen.kernels import gemm_blockscaled as BS
     torch.manual_seed(4)
@@ -235,7 +235,7 @@ def test_blockscaled_schedules_give_the_same_bits(torch):
                    dict(scales="ring"), dict(scales="ring", overlap=True),
                    dict(scales="ring", pingpong=True), dict(scales="ring", cluster=2),
                    dict(STAGES=4, BN=192), dict(STAGES=4, BN=192, scales="ring"),
-                   dict(STAGES=4, BN=192, scales="ring", stagger=True)):
+                   dict(STAGES=4, BN=192, scales="ring", pingpong=True)):
             out = torch.full((M, -(-N // 8) * 8), float("nan"), dtype=torch.bfloat16,
                              device="cuda")
             scales = BS.ring_scales(sa, sb) if kw.get("scales") == "ring" else (sa, sb)
@@ -302,7 +302,7 @@ def test_driver_jit_no_spills(torch):
                 BS.make_blockscaled(scales="ring", overlap=True),
                 BS.make_blockscaled(STAGES=4, BN=192), BS.make_blockscaled(STAGES=4, BN=192,
                                                                            scales="ring"),
-                BS.make_blockscaled(STAGES=4, BN=192, scales="ring", stagger=True),
+                BS.make_blockscaled(STAGES=4, BN=192, scales="ring", pingpong=True),
                 S.make_small_m("bfloat16", MN=16, STAGES=8, fused=True),
                 S.make_small_m("bfloat16", MN=256, STAGES=4, fused=True)]
     for k in kernels:
