@@ -130,6 +130,7 @@ class Kernel:
             context.pop()
         self._ctx_resources = ctx.resources
         self._dims_set = (ctx.block_used, ctx.block_set, ctx.grid_set)   # see _declared
+        self._declared_dims = None
         if self._grid_fn is not None:
             if ctx.grid_set:
                 k, where = sorted(ctx.grid_set.items())[0]
@@ -241,11 +242,13 @@ class Kernel:
     def _declared(self) -> tuple:
         """(block dims, grid dims) whose extent the body declared (thread_id/cta_id): their
         index bounds were used as facts, so a launch must keep them.  Asked by launches
-        only, so worked out here rather than per trace."""
-        block_used, block_set, grid_set = self._dims_set
-        return ({0, 1, 2} if block_used else
-                {k for k, w in block_set.items() if "decorator" not in w},
-                {k for k, w in grid_set.items() if "decorator" not in w})
+        only, so worked out at the first one rather than per trace, and kept."""
+        if self._declared_dims is None:
+            block_used, block_set, grid_set = self._dims_set
+            self._declared_dims = ({0, 1, 2} if block_used else
+                                   {k for k, w in block_set.items() if "decorator" not in w},
+                                   {k for k, w in grid_set.items() if "decorator" not in w})
+        return self._declared_dims
 
     def _check_launch_dims(self, grid, block):
         """Refuse launch dims other than the traced ones where the body relied on them."""

@@ -17,6 +17,12 @@ CTA_SMEM = SMEM_LIMITS[90][1]   # an sm_90 CTA's dynamic shared memory (the targ
 SMEM_RESERVE = 1024      # what a ring's barriers (and the fused decode's hand-over) may take
 
 
+def ring_stages_fit(stage_bytes: int, epilogue_bytes: int) -> int:
+    """How many ring stages of `stage_bytes` an sm_90 CTA's shared memory holds beside
+    `epilogue_bytes` of epilogue staging and SMEM_RESERVE."""
+    return (CTA_SMEM - epilogue_bytes - SMEM_RESERVE) // stage_bytes
+
+
 def check_cluster_pair(cluster, ctas):
     """The clusters the persistent GEMMs support: none (1) or pairs of CTAs (2, ctas even)."""
     if cluster not in (1, 2) or ctas % cluster:

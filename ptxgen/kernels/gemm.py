@@ -35,9 +35,9 @@ import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 from . import _torch
-from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, SMEM_RESERVE,  # noqa: F401
-                         check_cluster_pair, consumer_end, cta_end, persistent_setup,
-                         store_tile, wgmma_consumer)
+from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, check_cluster_pair,  # noqa: F401
+                         consumer_end, cta_end, persistent_setup, ring_stages_fit, store_tile,
+                         wgmma_consumer)
 from ._checks import (ArgumentError, Meta, is_int, meta_of, out_tensor, same_device,
                       shares_memory, tensor)
 from ._torch import compiling, traced
@@ -56,8 +56,7 @@ def epilogue_boxes(BN: int) -> int:
 def max_stages(BN: int) -> int:
     """The deepest ring a BN-wide tile fits in a CTA's shared memory beside its epilogue
     boxes (a stage: 128 rows of A and BN of B, 128 bytes each; the boxes: 16-bit)."""
-    epilogue = 2 * epilogue_boxes(BN) * 64 * 64 * 2
-    return (CTA_SMEM - epilogue - SMEM_RESERVE) // ((BM + BN) * 128)
+    return ring_stages_fit((BM + BN) * 128, 2 * epilogue_boxes(BN) * 64 * 64 * 2)
 
 
 def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0,

@@ -287,10 +287,11 @@ def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
     named = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
     cuda_tensors("gemm_blockscaled", *named)
     for name, x in named:
-        if x.dim() != 2 or not (x.is_contiguous() or name.startswith("scale") and
+        scale = name.startswith("scale")
+        if x.dim() != 2 or not (x.is_contiguous() or scale and
                                  _column_major_storage(x) is not None):
             raise GemmInputError(f"{name}: a contiguous 2-D tensor"
-                                 + (" (or column_major_scales' layout)" if name[0] == "s"
+                                 + (" (or column_major_scales' layout)" if scale
                                     else "") + f", got shape {tuple(x.shape)}, strides "
                                  f"{tuple(x.stride()) if x.dim() else ()}")
     if a.dtype != torch.float8_e4m3fn or b.dtype != torch.float8_e4m3fn:

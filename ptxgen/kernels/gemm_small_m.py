@@ -35,7 +35,7 @@ clips at the matrix edge, so any M, N work; K needs a row pitch that is a multip
 import functools
 from typing import NamedTuple
 
-from ._gemm_sm90 import CTA_SMEM, SMEM_RESERVE
+from ._gemm_sm90 import CTA_SMEM, ring_stages_fit
 from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET,
                               ConfigError, GemmInputError, make_reduce, make_small_m,
                               valid_issue_group, valid_mn)
@@ -62,8 +62,7 @@ def max_stages(MN) -> int:
     CTA's shared memory beside the epilogue's two chunks of min(MN, 64) x 64 fp32 (a split's
     partials; a stage: 128 weight rows + MN token rows of one 128-byte K span)."""
     stage = (BW + MN) * 128
-    beside = CTA_SMEM - 2 * min(MN, 64) * 64 * 4 - SMEM_RESERVE
-    return min(MAX_STAGES, SMEM_BUDGET // stage, beside // stage)
+    return min(MAX_STAGES, SMEM_BUDGET // stage, ring_stages_fit(stage, 2 * min(MN, 64) * 64 * 4))
 
 
 def stages_for(MN, dtype) -> int:
