@@ -235,12 +235,6 @@ def _decode_row(torch, S, gemm, M, N, K, b, sms):
            "small_m": lambda: S.gemm_small_m(a, b, out),
            f"small_m_s{alt.splits}": lambda: S.gemm_small_m(a, b, out2, config=alt),
            "gemm_sm90": lambda: gemm(a, b, out2)}
-    split = cfg if cfg.splits > 1 else alt
-    if split.splits > 1:       # the split-K reduction inside the GEMM kernel
-        fused = split._replace(fused=True)
-        fns[f"fused_s{split.splits}"] = lambda: S.gemm_small_m(a, b, out2, config=fused)
-        pdl = split._replace(pdl=True)   # the reduce kernel as a programmatic dependent launch
-        fns[f"pdl_s{split.splits}"] = lambda: S.gemm_small_m(a, b, out2, config=pdl)
     lib = fns["cublas"]()
     ref = a.double() @ b.double().T
     err = {"cublas": rel_err(lib, ref), "small_m": rel_err(fns["small_m"](), ref)}

@@ -43,62 +43,6 @@ def test_assembles_without_spills(dt, MN, split, wgmma):
     assert f"cp.async.bulk.tensor.{dims}.global.shared::cta.bulk_group" in ptx
 
 
-def test_fused_kernel_counts_each_split_and_assembles_without_spills():
-    """The fused kernel: the partial goes out with plain stores (no TMA store into W); the
-    consumers hand it over (their named barrier, then one arrival per warpgroup on the hand
-    barrier), and the counting warp, once it has waited on that barrier, releases it at GPU
-    scope with one fence and counts it with one acq_rel atom; D leaves by 2-D TMA store."""
-    k = S.make_small_m("bfloat16", MN=16, STAGES=S.stages_for(16, "bfloat16"), fused=True)
-    r = k.compile("sm_90a")
-    assert r.spill_bytes == 0 and r.registers <= 168
-    ptx = _instrs(k)
-    assert ptx.count("fence.acq_rel.gpu;") == 1
-    assert len(re.findall(r"atom\.acq_rel\.gpu\.global\.add\.s32 %r\d+, \[%rd\d+\], 1;", ptx)) == 1
-    assert "cp.async.bulk.tensor.3d" not in ptx
-    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx
-    # a release covers the other threads' writes only after they synchronized with it
-    lines = [ln.strip() for ln in k.ptx("sm_90a").splitlines() if ln.strip()]
-    fence = lines.index("fence.acq_rel.gpu;")
-    waited = [ln for ln in lines[:fence] if ln.startswith("// pg.ptx['mbarrier.try_wait")]
-    assert "[hand_full" in waited[-1]
-    hands = [i for i, ln in enumerate(lines) if ln.startswith("// pg.ptx['mbarrier.arrive")
-             and "[hand_full" in ln]
-    assert hands
-    for h in hands:
-        before = lines[:h]
-        last_store = max(i for i, ln in enumerate(before) if ln.startswith("st.global"))
-        bar = max(i for i, ln in enumerate(before) if ln.startswith("bar.sync"))
-        assert last_store < bar and lines[bar].endswith(", 128;") and h - bar < 12
-    with pytest.raises(S.ConfigError, match="exclude each other"):
-        S.make_small_m("bfloat16", MN=16, STAGES=4, split=True, fused=True)
-
-
-@pytest.mark.parametrize("MN", [128, 256])
-def test_fused_kernel_sums_wide_partials_one_at_a_time_without_spills(MN):
-    """From MN 128 on a partial is 64+ registers a thread: the last split loads one at a
-    time (no guarded chunk that would keep it live beside acc), and the kernel still fits
-    nvJitLink's 168 registers without spilling."""
-    k = S.make_small_m("bfloat16", MN=MN, STAGES=4, fused=True)
-    assert k.compile("sm_90a").spill_bytes == 0
-    body = _instrs(k)   # two reduction sites (in the unit loop, after it): W[0], then one
-    assert body.count("ld.global.v2.u32") == 4 * body.count("st.global.v2.u32")   # partial
-
-
-def test_pdl_pairs_the_split_gemms_trigger_with_the_reduce_kernels_wait():
-    """Config(pdl=True): the split GEMM triggers its dependents first thing, the reduce
-    kernel waits before its first load (and is marked for a programmatic launch); without
-    pdl neither appears."""
-    g = _instrs(S.make_small_m("bfloat16", MN=16, STAGES=4, split=True, pdl=True))
-    r = S.make_reduce("bfloat16", 3, pdl=True)
-    body = _instrs(r)
-    assert g.count("griddepcontrol.launch_dependents;") == 1 and "griddepcontrol.wait" not in g
-    assert body.index("griddepcontrol.wait;") < body.index("ld.global")
-    assert r.ir.attrs["dependent_launch"] is True
-    for k in (S.make_small_m("bfloat16", MN=16, STAGES=4, split=True), S.make_reduce("bfloat16", 3),
-              S.make_small_m("bfloat16", MN=16, STAGES=4, fused=True, pdl=True)):
-        assert "griddepcontrol" not in _instrs(k)
-
-
 def test_reduce_loads_every_split_then_adds_in_order():
     """The split loop is unrolled: the loads are independent (in flight together), the adds
     chain s = 0, 1, 2, 3 in that order (the fixed order is what makes it deterministic)."""
@@ -109,27 +53,10 @@ def test_reduce_loads_every_split_then_adds_in_order():
     assert body.count("add.rn.f32") == 3
 
 
-def _sim_fused(dt, a, b, MN, splits, ctas, stages):
-    """The fused kernel in ptxsim: D's bits; its counters must be back at zero."""
-    (M, K), N = a.shape, b.shape[0]
-    k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, fused=True)
-    tiles_n, tiles_m = -(-N // S.BW), -(-M // MN)
-    ND = -(-N // 8) * 8
-    D = np.full((M, ND), 0x7FC1, np.uint16)
-    W = np.full((splits, tiles_n * tiles_m, S.BW, MN), np.nan, np.float32)
-    cnt = np.zeros(tiles_n * tiles_m, np.int32)
-    sa, sb = np.array([0.5], np.float32), np.array([0.25], np.float32)
-    run(k, [G.encode(a, dt), G.encode(b, dt), D, W, sa, sb, cnt],
-        scalars=[M, K, N, ND, splits, tiles_n * tiles_m, cnt.size])
-    assert (cnt == 0).all(), "the last split of each tile leaves its counter at zero"
-    return D[:, :N]
-
-
-def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, fused=False, data=None,
-         issue_group=1):
+def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, data=None):
     """Run the GEMM (and with splits > 1 the reduction) in ptxsim; (got, want) output bits.
-    Outputs and workspace poisoned with NaN first.  fused: the split-K reduction in the
-    GEMM kernel.  data: (a, b) instead of the seeded small integers."""
+    Outputs and workspace poisoned with NaN first.  data: (a, b) instead of the seeded
+    small integers."""
     rng = np.random.default_rng(seed)
     a = rng.integers(-3, 4, size=(M, K)) / 2
     b = rng.integers(-3, 4, size=(N, K)) / 2
@@ -138,11 +65,8 @@ def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, fused=False, data=None
     fp8 = dt.startswith("float8")
     ref = (a @ b.T) * (0.125 if fp8 else 1.0)
     want = ref.astype(np.float16).view(np.uint16) if dt == "float16" else _bf16_bits(ref)
-    if fused:
-        return _sim_fused(dt, a, b, MN, splits, ctas, stages), want
     split = splits > 1
-    k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, split=split,
-                       issue_group=issue_group)
+    k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, split=split)
     ND, NW = -(-N // 8) * 8, -(-N // 4) * 4
     D = np.full((M, ND), 0x7FC1, np.uint16)
     W = np.full((splits, M, NW) if split else (1, 1, 4), np.nan, np.float32)
@@ -174,6 +98,9 @@ def _bf16_bits(x):
     ("bfloat16", 70, 64, 128, 128, 1, 1),     # MN 128: two 64-token epilogue chunks
     ("bfloat16", 300, 64, 64, 256, 1, 2),     # M > 256: two token tiles
     ("float8_e4m3fn", 200, 64, 128, 128, 1, 1),  # fp8 past 192 tokens: two tiles of 128
+    ("float16", 3, 64, 256, 8, 4, 3),         # splits spread over CTAs, some CTAs idle
+    ("bfloat16", 70, 64, 256, 64, 2, 2),      # two token tiles, each split twice
+    ("bfloat16", 5, 70, 640, 8, 10, 3),       # ten splits of one K-block each
 ])
 def test_sim_matches_numpy(dt, M, N, K, MN, splits, ctas):
     got, want = _sim(dt, M, N, K, MN, splits, ctas)
@@ -181,61 +108,20 @@ def test_sim_matches_numpy(dt, M, N, K, MN, splits, ctas):
     assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
 
 
-@pytest.mark.parametrize("dt,M,N,K,MN,splits,ctas,group", [
-    ("bfloat16", 13, 200, 300, 16, 3, 1, 2),  # units of 1-2 K-blocks: partial groups, ring wraps
-    ("bfloat16", 5, 130, 456, 8, 1, 2, 3),    # 8 K-blocks a unit: groups of 3, 3 and 2
-    ("float8_e4m3fn", 20, 130, 500, 32, 2, 2, 3),
-])
-def test_grouped_loads_give_the_same_results(dt, M, N, K, MN, splits, ctas, group):
-    """issue_group: the producer waits for `group` free stages and fills them together;
-    the results are the reference bits whatever the grouping."""
-    got, want = _sim(dt, M, N, K, MN, splits, ctas, stages=group + 1, issue_group=group)
-    bad = np.argwhere(got != want)
-    assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
-
-
-def test_issue_group_cannot_exceed_the_ring():
-    with pytest.raises(S.ConfigError) as e:
-        S.make_small_m("bfloat16", MN=16, STAGES=4, issue_group=4)
-    assert str(e.value) == ("issue_group = 4: 1 to STAGES - 1 (3); the consumers hold one "
-                            "stage while the producer waits for a group, so it must not wait "
-                            "for the whole ring")
-
-
-@pytest.mark.parametrize("dt,M,N,K,MN,splits,ctas", [
-    ("bfloat16", 5, 130, 200, 8, 2, 2),       # 2 splits, ragged N: padded workspace tiles
-    ("bfloat16", 13, 200, 300, 16, 3, 1),     # one CTA runs every split of every tile
-    ("float16", 3, 64, 256, 8, 4, 3),         # splits spread over CTAs, some CTAs idle
-    ("float8_e4m3fn", 20, 130, 500, 32, 2, 2),  # fp8, promoted, scaled
-    ("bfloat16", 9, 70, 320, 16, 1, 2),       # S = 1: the fused kernel writes D directly
-    ("bfloat16", 70, 64, 256, 64, 2, 2),      # two token tiles: a counter pair per tile
-    # the last split's sum in chunks of 128 // MN partials: MN 64 -> 2 a chunk, S = 4 (a full
-    # chunk, then one alone); MN 8 -> 8 a chunk, S = 10 (8, then 1)
-    ("bfloat16", 10, 64, 512, 64, 4, 2),
-    ("bfloat16", 5, 70, 640, 8, 10, 3),
-])
-def test_fused_split_k_matches_numpy(dt, M, N, K, MN, splits, ctas):
-    got, want = _sim(dt, M, N, K, MN, splits, ctas, fused=True)
-    bad = np.argwhere(got != want)
-    assert bad.size == 0, f"{len(bad)} of {want.size} differ, first at {bad[0]}"
-
-
-def test_fused_split_k_gives_the_reduce_kernels_bits():
-    """The fused reduction adds the partials in the reduce kernel's split order, whichever
-    split arrives last.  The data makes the order visible: K = 3 blocks of 64, one per split,
-    whose partial sums are 2^24, then 1, then -2^24: in fp32, in order 0, 1, 2 the
-    small one is lost ((2^24 + 1) - 2^24 = 0), in any other order it survives."""
+def test_split_k_sums_the_partials_in_split_order():
+    """The reduce kernel adds the partials in split order, whichever CTA wrote which.  The
+    data makes the order visible: K = 3 blocks of 64, one per split, whose partial sums are
+    2^24, then 1, then -2^24: in fp32, in order 0, 1, 2 the small one is lost
+    ((2^24 + 1) - 2^24 = 0), in any other order it survives."""
     M, N, K = 6, 70, 192
     a = np.ones((M, K))
     b = np.zeros((N, K))
     b[:, 0:64] = 2.0 ** 18
     b[:, 64] = 1
     b[:, 128:192] = -2.0 ** 18
-    two_kernels, exact = _sim("bfloat16", M, N, K, 8, 3, 2, data=(a, b))
-    assert (two_kernels == 0).all() and (exact != 0).all()
-    for ctas in (1, 2, 3):     # a different CTA finishes each tile last
-        fused, _ = _sim("bfloat16", M, N, K, 8, 3, ctas, data=(a, b), fused=True)
-        assert (fused == two_kernels).all()
+    for ctas in (1, 2, 3):     # the units land on different CTAs
+        got, exact = _sim("bfloat16", M, N, K, 8, 3, ctas, data=(a, b))
+        assert (got == 0).all() and (exact != 0).all()
 
 
 def test_split_results_do_not_depend_on_the_split_count():
@@ -311,17 +197,6 @@ def test_choose_config_rows():
                           "use at most 4 stages for MN = 192"),
     (S.Config(16, 4, 9), r"config.splits = 9: 1 to 8 \(the K-blocks of 64 for K = 512\), so "
                          r"every split has work"),
-    (S.Config(16, 4, 2, fused="yes"), "config.fused = 'yes': True or False"),
-    (S.Config(16, 4, 2, pdl=1), "config.pdl = 1: True or False"),
-    (S.Config(16, 4, 1, pdl=True), "config.pdl = True launches the split-K reduce kernel "
-                                   "early; with splits = 1 there is none"),
-    (S.Config(16, 4, 2, fused=True, pdl=True), "config.pdl = True launches the split-K "
-                                               "reduce kernel early; with fused = True there "
-                                               "is none"),
-    (S.Config(16, 4, 2, issue_group=4), r"config.issue_group = 4: 1 to STAGES - 1 \(3\); the "
-                                        "consumers hold one stage while the producer waits "
-                                        "for a group"),
-    (S.Config(16, 4, 2, issue_group=0), r"config.issue_group = 0: 1 to STAGES - 1 \(3\)"),
 ])
 def test_bad_forced_config(cfg, msg):
     with pytest.raises(S.ConfigError, match=msg) as e:

@@ -14,7 +14,7 @@ BM = 128                 # CTA tile rows: two consumer warpgroups x 64
 GROUP_M = 8              # tile rows per rasterization group
 TURN = 10                # named barriers 10, 11: the ping-pong consumers' turns to issue
 CTA_SMEM = SMEM_LIMITS[90][1]   # an sm_90 CTA's dynamic shared memory (the target table)
-SMEM_RESERVE = 1024      # what a ring's barriers (and the fused decode's hand-over) may take
+SMEM_RESERVE = 1024      # what a ring's barriers may take
 
 
 def ring_stages_fit(stage_bytes: int, epilogue_bytes: int) -> int:

@@ -41,40 +41,14 @@ def valid_mn(MN, dtype="bfloat16") -> tuple:
     return True, ""
 
 
-def valid_issue_group(G, STAGES) -> tuple:
-    """(ok, reason) for the producer's load group: the consumers release a stage only once
-    the next one is full, so a producer waiting for the whole ring would wait forever."""
-    if not isinstance(G, int) or not 1 <= G < max(2, STAGES):
-        return False, (f"issue_group = {G!r}: 1 to STAGES - 1 ({STAGES - 1}); the consumers "
-                       f"hold one stage while the producer waits for a group, so it must not "
-                       f"wait for the whole ring")
-    return True, ""
-
-
-def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None,
-                 fused=False, pdl=False, issue_group=1):
+def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scaled=None):
     """The kernel for one configuration; M, N, K and the split count S (W's first extent) are
     launch-time symbols.  split=False: D gets the tile (S must be 1); split=True: W (S, M, NW)
-    gets each split's fp32 partial tile (D is not written: reduce_kernel sums W into it).
-    fused=True: split-K reduced in this kernel (any S >= 1): each split stores its partial in
-    W (S, tiles, BW, MN) (a whole tile per block, tokens contiguous: the accumulator
-    fragment's own layout, so its stores are vectors of constant strides) and hands it to
-    warp 1, which releases it at GPU scope and counts it in CNT (one per tile, zero before
-    the launch) while the consumers go on with their next unit; one unit later they read the
-    count, and the split that counted last sums the S partials in split order (loading
-    128 // MN of them, at most 8, together) and writes D (that split's warp 1 set the counter
-    back to zero).  The same bits as the reduce kernel, with no second launch and no wait
-    on the consumers' path for the release and the count.  pdl (split=True): trigger the
-    dependent launch of make_reduce(pdl=True) at the start (builder/griddep.py).
-    issue_group: the producer waits for that many free stages and then loads them together,
-    so each weight row's bytes of consecutive K-blocks are requested back to back."""
-    if fused and split:
-        raise ConfigError("split=True (workspace + reduce kernel) and fused=True (reduced in "
-                          "the kernel) exclude each other")
+    gets each split's fp32 partial tile (D is not written: make_reduce sums W into it).
+    Reducing inside this kernel (the last split of a tile sums the partials), launching the
+    reduce kernel as a programmatic dependent launch, and loading several stages together
+    were each built and measured slower or within 2% (benchmarks/RESULTS.md), so they went."""
     ok, why = valid_mn(MN, dtype)
-    if not ok:
-        raise ConfigError(why)
-    ok, why = valid_issue_group(issue_group, STAGES)
     if not ok:
         raise ConfigError(why)
     if dtype not in OUT_DTYPE:
@@ -87,13 +61,12 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     st_dt = "float32" if split else out_dt
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
     ND, S, MW, NW = pg.var("ND"), pg.var("S"), pg.var("MW"), pg.var("NW")
-    NT, NC = pg.var("NT"), pg.var("NC")      # fused: the tiles, their counters
     LW = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # weights: [2 * stage + half]
     LX = canonical_layout(MN, BK, dtype, stages=STAGES)       # tokens
 
-    def body(A, B, D, W, SA, SB, CNT):
-        if split and pdl:     # the reduce kernel may be scheduled now: it waits for our end
-            pg.launch_dependent_grids()
+    def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
+             D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, MW, NW), "float32"),
+             SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32")):
         tx = pg.thread_id(384)
         cta = pg.cta_id(ctas)
         pool = pg.SMEMPool()
@@ -101,14 +74,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
         Xs = pool.alloc((STAGES, MN, BK), dtype, align=1024, layout=LX)
         Cs = pool.alloc((2, MC, 64), st_dt, align=1024)
         pipe = pg.Pipeline(pool, stages=STAGES, consumers=2, producer_arrivals=3)
-        if fused:   # consumers -> counting warp: "a unit's partial is out" (both warpgroups);
-            # its release: "counted", with the tile counter's old value in `verdict`
-            hand = pg.Pipeline(pool, stages=1, consumers=1, producer_arrivals=2, name="hand")
-            verdict = pool.alloc((1,), "int32")
         pool.commit()
         pipe.init()
-        if fused:
-            hand.init()
         CsT = Cs.permute(0, 2, 1)                       # (2, 64 weight rows, MC tokens)
         tiles_m = pg.let((M + MN - 1) // MN)
         tiles = pg.let((N + BW - 1) // BW * tiles_m)
@@ -116,36 +83,20 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
         mine = pg.let((tiles * S - cta + ctas - 1) // ctas)
 
         def unit(i):
-            """Weight row, token row, split, first K-block, K-block count and tile index of
-            this CTA's i-th unit; consecutive CTAs take the token tiles of one weight tile
-            (L2 reuse)."""
+            """Weight row, token row, split, first K-block and K-block count of this CTA's
+            i-th unit; consecutive CTAs take the token tiles of one weight tile (L2 reuse)."""
             u = pg.let(cta + i * ctas)
             s = pg.let(u // tiles)
             r = pg.let(u % tiles)
             kb0 = pg.let(s * nk // S)
             return (pg.let(r // tiles_m * BW), pg.let(r % tiles_m * MN), s, kb0,
-                    pg.let((s + 1) * nk // S - kb0), r)
-
-        def count_units(hc):
-            """Warp 1 (fused, S > 1): per unit, once both consumer warpgroups have written
-            their partial, release it at GPU scope and count it on the tile's counter; the
-            old value goes to `verdict` (the split that counts last resets the counter).  Off
-            the consumers' path: they read the verdict one unit later."""
-            for i in pg.serial(mine):
-                r = unit(i)[5]
-                hc.wait()
-                with pg.if_(tx % 32 == 0):
-                    pg.ptx.fence.acq_rel("gpu")     # the partials the consumers published
-                    old = pg.ptx.atom.add(CNT[r], 1, sem="acq_rel", scope="gpu")
-                    verdict[0] = old
-                    with pg.if_(old == S - 1):      # every split has counted: reset
-                        CNT[r] = 0
-                hc.release()
+                    pg.let((s + 1) * nk // S - kb0))
 
         with pg.warpgroup_role(0):
             pg.setmaxnreg(40, "dec")
             with pg.if_(tx == 0):
                 prod = pipe.producer()
+
                 def load(s, k0, n0, m0, full):
                     for h in range(2):
                         pg.tile.thread.copy_async(Ws[2 * s + h:2 * s + h + 1, 0:64, 0:BK],
@@ -155,45 +106,25 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                                               A[m0:m0 + MN, k0:k0 + BK], mbar=full,
                                               cache_hint="evict_last")
 
-                G = issue_group
                 for i in pg.serial(mine):
-                    n0, m0, _, kb0, cnt, _ = unit(i)
-                    if G == 1:
-                        for k in pg.serial(cnt):
-                            k0 = pg.let((kb0 + k) * BK)
-                            prod.acquire()
-                            load(prod.stage, k0, n0, m0, prod.full)
-                            prod.commit()
-                        continue
-                    for g in pg.serial((cnt + G - 1) // G):
-                        s0 = pg.let(prod.stage)
-                        for j in range(G):          # wait until G stages are free ...
-                            with pg.if_(g * G + j < cnt):
-                                prod.acquire()
-                                prod.commit()
-                        for j in range(G):          # ... then fill them together
-                            with pg.if_(g * G + j < cnt):
-                                s = pg.let((s0 + j) % STAGES)
-                                load(s, pg.let((kb0 + g * G + j) * BK), n0, m0, pipe.full[s])
-            if fused:
-                with pg.if_((tx // 32 == 1) & (S > 1)):
-                    count_units(hand.consumer(scope="warp"))
+                    n0, m0, _, kb0, cnt = unit(i)
+                    for k in pg.serial(cnt):
+                        k0 = pg.let((kb0 + k) * BK)
+                        prod.acquire()
+                        load(prod.stage, k0, n0, m0, prod.full)
+                        prod.commit()
 
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
             acc, first_thread, mma_tile = wgmma_consumer(
                 pipe, tx, MN, lambda s: Ws[2 * s + c, 0:64, 0:BK], lambda s: Xs[s, 0:MN, 0:BK],
                 promote, (SA, SB) if scaled else None, each_step=True)
-            # fused: the last split loads CH partials at a time (<= 64 registers a thread), so
-            # summing S partials costs ceil((S - 1) / CH) L2 round trips instead of S - 1;
-            # from MN 128 on one partial is 64+ registers: one at a time, no guards to hold it
-            CH = min(8, 128 // MN)
-            parts = [pg.tile.warpgroup.mma_accumulator((64, MN), "float32")
-                     for _ in range(max(1, CH))] if fused else None
-
-            def store_tile(sp, m0, w0):
-                """The accumulator out through shared memory and TMA, MC tokens at a time:
-                into W's split sp, or into D (the TMA clips at its edges)."""
+            for i in pg.serial(mine):
+                n0, m0, sp, _, cnt = unit(i)
+                mma_tile(cnt)
+                w0 = pg.let(n0 + 64 * c)
+                # the accumulator out through shared memory and TMA, MC tokens at a time:
+                # into W's split sp, or into D (the TMA clips at its edges)
                 for j in range(MN // MC):
                     with pg.if_(first_thread):
                         pg.tile.thread.async_wait(0, read=True, kind="bulk")
@@ -210,97 +141,22 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
                             pg.tile.thread.copy_async(D[t0:t0 + MC, w0:w0 + 64],
                                                       Cs[c:c + 1, 0:MC, 0:64])
                         pg.tile.thread.async_commit(kind="bulk")
-
-            def publish(sp, r):
-                """Fused, S > 1: this warpgroup's partial into W; then the verdict on the
-                previous unit (the counting warp has released the slot once it counted it)."""
-                pg.tile.warpgroup.copy(W[sp, r, 64 * c:64 * c + 64, 0:MN], acc)
-                hp.acquire()
-
-            def hand_over():
-                """Every thread's partial stores (and verdict reads) are done: one arrival per
-                warpgroup tells the counting warp."""
-                pg.named_barrier(4 + c, 128)
-                with pg.if_(first_thread):
-                    pg.ptx.mbarrier.arrive(hp.full)
-                hp.commit()                 # every thread moves on to the next phase
-
-            def reduce_if_last(i):
-                """Unit i was the last split of its tile to count: sum the S partials in split
-                order (CH loads in flight, then their adds) into acc and write D."""
-                n0, m0, _, _, _, r = unit(i)
-                with pg.if_(verdict[0] == S - 1):
-                    rows = slice(64 * c, 64 * c + 64)
-                    pg.tile.warpgroup.copy(acc, W[0, r, rows, 0:MN])
-                    if CH <= 1:
-                        for split_s in pg.serial(1, S):
-                            pg.tile.warpgroup.copy(parts[0], W[split_s, r, rows, 0:MN])
-                            pg.tile.warpgroup.add(acc, acc, parts[0])
-                    else:
-                        for g in pg.serial((S - 1 + CH - 1) // CH):
-                            s0 = pg.let(1 + g * CH)
-                            for j, p in enumerate(parts):
-                                with pg.if_(s0 + j < S):
-                                    pg.tile.warpgroup.copy(p, W[s0 + j, r, rows, 0:MN])
-                            for j, p in enumerate(parts):
-                                with pg.if_(s0 + j < S):
-                                    pg.tile.warpgroup.add(acc, acc, p)
-                    store_tile(0, m0, pg.let(n0 + 64 * c))
-
-            hp = hand.producer() if fused else None
-            for i in pg.serial(mine):
-                n0, m0, sp, _, cnt, r = unit(i)
-                mma_tile(cnt)
-                w0 = pg.let(n0 + 64 * c)
-                if fused:
-                    with pg.if_(S == 1):
-                        store_tile(sp, m0, w0)
-                    with pg.if_(S > 1):
-                        publish(sp, r)
-                        with pg.if_(i > 0):
-                            reduce_if_last(i - 1)
-                        hand_over()
-                else:
-                    store_tile(sp, m0, w0)
-            if fused:
-                with pg.if_((S > 1) & (mine > 0)):   # the verdict on the last unit
-                    hp.acquire()
-                    reduce_if_last(mine - 1)
-                    hand_over()
             with pg.if_(first_thread):
                 pg.tile.thread.async_wait(0, kind="bulk")
 
-    if fused:
-        def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
-                 D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, NT, BW, MN), "float32"),
-                 SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32"),
-                 CNT: pg.Tensor((NC,), "int32")):
-            body(A, B, D, W, SA, SB, CNT)
-    else:
-        def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
-                 D: pg.Tensor((M, ND), out_dt), W: pg.Tensor((S, MW, NW), "float32"),
-                 SA: pg.Tensor((1,), "float32"), SB: pg.Tensor((1,), "float32")):
-            body(A, B, D, W, SA, SB, None)
-
     gemm.__name__ = (f"gemm_small_m_{dtype}_n{MN}_s{STAGES}" + ("_splitk" if split else "") +
-                     ("_fused" if fused else "") + ("_scaled" if scaled else "") +
-                     ("_pdl" if split and pdl else "") +
-                     (f"_g{issue_group}" if issue_group > 1 else ""))
+                     ("_scaled" if scaled else ""))
     return pg.kernel(gemm, grid=(ctas,), block=(384,))
 
 
-def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256, pdl=False):
+def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
     """D[m, n] = sum over s = 0 .. splits-1, in that order, of W[s, m, n] (fp32), rounded once
     to out_dt: the fixed order makes split-K's result the same bits every run.  The split
     loop is unrolled so a thread's `splits` loads are in flight together (a serial loop
-    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM).  pdl: a
-    programmatic dependent launch (builder/griddep.py), scheduled while the split GEMM ahead
-    of it finishes; it waits for that GEMM's end before its first read of W."""
+    waits for each: latency-bound); `ctas` fills the SMs (8 x 256 threads per SM)."""
     M, N, NW = pg.var("M"), pg.var("N"), pg.var("NW")
 
     def reduce(W: pg.Tensor((splits, M, NW), "float32"), D: pg.Tensor((M, N), out_dt)):
-        if pdl:
-            pg.wait_on_dependent_grids()   # launched before the GEMM ends (it triggers)
         tx = pg.thread_id(threads)
         b = pg.cta_id(ctas)
         for e in pg.serial(b * threads + tx, M * N, ctas * threads):
@@ -312,5 +168,5 @@ def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256, pdl=False):
                 acc = pg.let(acc + p)
             D[m, n] = pg.cast(acc, out_dt)
 
-    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}" + ("_pdl" if pdl else "")
+    reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}"
     return pg.kernel(reduce, grid=(ctas,), block=(threads,))

@@ -13,11 +13,7 @@ the weight stream, which is the whole cost, runs on a fraction of the machine.  
     the units fill whole rounds of the persistent grid (one CTA per SM);
   * the reduction is deterministic: with S > 1 each unit stores its fp32 partial tile to a
     workspace W (S, M, N) with TMA, and a second kernel sums s = 0 .. S-1 in that fixed order
-    (the same bits every run); with S = 1 the tile goes straight to D.  Config(fused=True)
-    reduces inside the GEMM instead: each split stores its partial and a warp of the
-    producer warpgroup counts it on the tile's counter (fence + atom.acq_rel.gpu) while the
-    consumers go on; the split that counted last sums the S partials in the same order and
-    writes D (no second launch, the same bits);
+    (the same bits every run); with S = 1 the tile goes straight to D;
   * the weights are read once: their TMA loads carry L2 evict_first, the activations (read by
     every CTA) evict_last;
   * the stages are small (128 x BK weights + MN x BK tokens), so the ring is deep (up to 16).
@@ -26,7 +22,7 @@ row-major (MC, 64) tile), then TMA-stores it into D (or W) rows m0.., columns n0
 clips at the matrix edge, so any M, N work; K needs a row pitch that is a multiple of 16 bytes.
 
     choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
-    make_small_m(dtype, MN, STAGES, ctas, split, fused=False, pdl=False)
+    make_small_m(dtype, MN, STAGES, ctas, split)
                                             the kernel of a configuration (_small_m_kernel.py)
     gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None)   torch tensors
 """
@@ -37,24 +33,16 @@ from typing import NamedTuple
 
 from ._gemm_sm90 import CTA_SMEM, ring_stages_fit
 from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET,
-                              ConfigError, GemmInputError, make_reduce, make_small_m,
-                              valid_issue_group, valid_mn)
+                              ConfigError, GemmInputError, make_reduce, make_small_m, valid_mn)
 
 
 class Config(NamedTuple):
-    """MN: wgmma N (token tile); STAGES: ring depth; splits: K ranges per output tile;
-    fused: with splits > 1, reduce them in the GEMM kernel (the last split of a tile sums
-    them) instead of a second kernel over the workspace; pdl: with that second kernel,
-    launch it as a programmatic dependent launch (scheduled while the GEMM finishes; off by
-    default: it measured no faster, benchmarks/RESULTS.md); issue_group: the producer loads
-    that many free stages together (make_small_m), 1 to STAGES - 1."""
+    """MN: wgmma N (token tile); STAGES: ring depth; splits: K ranges per output tile (with
+    more than one, a second kernel sums their partials in split order)."""
     MN: int
     STAGES: int
     splits: int
     reason: str = ""
-    fused: bool = False
-    pdl: bool = False
-    issue_group: int = 1
 
 
 def max_stages(MN) -> int:
@@ -142,15 +130,6 @@ def check_config(cfg, dtype, K) -> None:
                           f"memory, more than {SMEM_BUDGET} or than the {CTA_SMEM} a CTA has "
                           f"beside the epilogue; use at most {stages_for(cfg.MN, dtype)} "
                           f"stages for MN = {cfg.MN}")
-    for name in ("fused", "pdl"):
-        if not isinstance(getattr(cfg, name), bool):
-            raise ConfigError(f"config.{name} = {getattr(cfg, name)!r}: True or False")
-    if cfg.pdl and (cfg.fused or cfg.splits == 1):
-        raise ConfigError(f"config.pdl = True launches the split-K reduce kernel early; with "
-                          f"{'fused = True' if cfg.fused else 'splits = 1'} there is none")
-    ok, why = valid_issue_group(cfg.issue_group, cfg.STAGES)
-    if not ok:
-        raise ConfigError(f"config.{why}")
     nk = -(-K // (128 // ELEM_BYTES[dtype]))
     if not isinstance(cfg.splits, int) or not 1 <= cfg.splits <= max(1, nk):
         raise ConfigError(f"config.splits = {cfg.splits!r}: 1 to {nk} (the K-blocks of "
@@ -160,13 +139,12 @@ def check_config(cfg, dtype, K) -> None:
 def dump(dtype: str = "bfloat16", MN: int = 16, STAGES: int | None = None, splits: int = 4,
          ctas: int = 132) -> list:
     """`ptxgen dump ptxgen.kernels.gemm_small_m [--kernel-args dtype=float8_e4m3fn,MN=32]`: the
-    kernels of one token tile: D written directly, the split partials into the workspace with
-    their reduce kernel (`splits` ways), and the split-K reduced in the GEMM (fused)."""
+    kernels of one token tile: D written directly, and the split partials into the workspace
+    with their reduce kernel (`splits` ways)."""
     stages = stages_for(MN, dtype) if STAGES is None else STAGES
     return [make_small_m(dtype, MN, stages, ctas),
             make_small_m(dtype, MN, stages, ctas, split=True),
-            make_reduce(OUT_DTYPE[dtype], splits, 8 * ctas),
-            make_small_m(dtype, MN, stages, ctas, fused=True)]
+            make_reduce(OUT_DTYPE[dtype], splits, 8 * ctas)]
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_small_m)
@@ -286,45 +264,15 @@ class DecodeLaunch:
         cfg = _auto_config(M, N, K, dt, sms) if config is None else config
         check_config(cfg, dt, K)
         self.config, self.shape, self.out_dt = cfg, (M, N), OUT_DTYPE[dt]
-        self.fused = cfg.fused and cfg.splits > 1
-        self.split = cfg.splits > 1 and not self.fused
+        self.split = cfg.splits > 1
         self.kernel = kernel_for(dt, cfg.MN, cfg.STAGES, sms, self.split,
-                                 dt.startswith("float8"), self.fused, cfg.pdl and self.split,
-                                 cfg.issue_group)
-        self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms, 256, cfg.pdl) \
-            if self.split else None
+                                 dt.startswith("float8"))
+        self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms, 256) if self.split else None
         self.main = self.sum = None         # the prepared launches, made by the first call
-        self.counters = {}                  # fused: per stream, the tiles' arrival counters
-
-    def _fused_call(self, a, b, out, sa, sb):
-        """The fused split-K launch: W a block per tile (token-contiguous), and this
-        stream's counters, which the kernel leaves at zero (so they are made once per stream:
-        two streams running this shape at once must not share them)."""
-        import torch
-
-        from ..runtime import stream_handle
-        (M, N), (MN, splits) = self.shape, (self.config.MN, self.config.splits)
-        tiles = -(-N // BW) * -(-M // MN)
-        ws = torch.empty((splits, tiles, BW, MN), dtype=torch.float32, device=a.device)
-        stream = stream_handle(None, a.device.index)     # torch's current stream there
-        cnt = self.counters.get(stream)
-        if cnt is None:
-            if len(self.counters) >= 64:    # streams come and go: a dropped one's memory goes
-                self.counters.clear()       # back to its own stream's pool, in stream order
-            cnt = self.counters[stream] = torch.zeros(tiles, dtype=torch.int32,
-                                                      device=a.device)
-        d = store_target(out)
-        if self.main is None:
-            self.main = self.kernel.prepare(a, b, d, ws, sa, sb, cnt)
-        self.main(a.data_ptr(), b.data_ptr(), d.data_ptr(), ws.data_ptr(), sa.data_ptr(),
-                  sb.data_ptr(), cnt.data_ptr())
-        return store_back(d, out)
 
     def __call__(self, a, b, out, sa=None, sb=None):
         import torch
         (M, N), sa, sb = self.shape, self.one if sa is None else sa, self.one if sb is None else sb
-        if self.fused:
-            return self._fused_call(a, b, out, sa, sb)
         ws, d = self.no_ws, out             # the main kernel's W and D
         if self.split:                      # fp32 partial tiles, summed in split order
             ws = torch.empty((self.config.splits, M, -(-N // 4) * 4), dtype=torch.float32,
