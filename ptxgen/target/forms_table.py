@@ -17,8 +17,6 @@ FORMS = {
         'rsqrt.approx.f32',
     ('array_decl', ('shared',), ()):
         '.shared .align {align} .b8 {name}[{n}];',
-    ('atom', ('acq_rel', 'gpu', 'global', 'add', 's32'), ()):
-        'atom.acq_rel.gpu.global.add.s32',
     ('bar_arrive', (), ()):
         'bar.arrive {id}, {n};',
     ('bar_sync', (False,), ()):
@@ -143,8 +141,6 @@ FORMS = {
         '.extern .shared .align {align} .b8 {name}[];',
     ('farith', ('fma', 'f32'), ()):
         'fma.rn.f32',
-    ('fence', ('acq_rel', 'gpu'), ()):
-        'fence.acq_rel.gpu',
     ('fence_mbarrier_init', (), ()):
         'fence.mbarrier_init.release.cluster',
     ('fence_proxy_async', ('shared::cta',), ()):
@@ -434,8 +430,6 @@ FILL = {
         lambda **_: 'rsqrt.approx.f32',
     '.shared .align {align} .b8 {name}[{n}];':
         lambda align, name, n, **_: f'.shared .align {align} .b8 {name}[{n}];',
-    'atom.acq_rel.gpu.global.add.s32':
-        lambda **_: 'atom.acq_rel.gpu.global.add.s32',
     'bar.arrive {id}, {n};':
         lambda id, n, **_: f'bar.arrive {id}, {n};',
     'bar.sync {id};':
@@ -558,8 +552,6 @@ FILL = {
         lambda align, name, **_: f'.extern .shared .align {align} .b8 {name}[];',
     'fma.rn.f32':
         lambda **_: 'fma.rn.f32',
-    'fence.acq_rel.gpu':
-        lambda **_: 'fence.acq_rel.gpu',
     'fence.mbarrier_init.release.cluster':
         lambda **_: 'fence.mbarrier_init.release.cluster',
     'fence.proxy.async.shared::cta':
