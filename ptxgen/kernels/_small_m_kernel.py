@@ -84,10 +84,13 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
 
         def unit(i):
             """Weight row, token row, split, first K-block and K-block count of this CTA's
-            i-th unit; consecutive CTAs take the token tiles of one weight tile (L2 reuse)."""
+            i-th unit.  Consecutive CTAs take the splits of one tile, then the next tile
+            (the token tiles of one weight tile follow each other: L2 reuse): a round's
+            loads spread over K ranges instead of all reading one K range of every weight
+            row, 2 K bytes apart, which streamed 2-5% slower (benchmarks/RESULTS.md)."""
             u = pg.let(cta + i * ctas)
-            s = pg.let(u // tiles)
-            r = pg.let(u % tiles)
+            s = pg.let(u % S)
+            r = pg.let(u // S)
             kb0 = pg.let(s * nk // S)
             return (pg.let(r // tiles_m * BW), pg.let(r % tiles_m * MN), s, kb0,
                     pg.let((s + 1) * nk // S - kb0))
