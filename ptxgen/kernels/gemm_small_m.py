@@ -10,7 +10,8 @@ the weight stream, which is the whole cost, runs on a fraction of the machine.  
     wgmma m64nMNk16 (MN = M rounded up to 8 up to 64, to 64 above; fp8 at most 192, so
     more tokens take equal tiles: round_mn), D^T tile in registers;
   * split-K: every (weight tile, token tile) is cut into S contiguous K ranges, S chosen so that
-    the units fill whole rounds of the persistent grid (one CTA per SM);
+    the units fill whole rounds of the persistent grid (one CTA per SM); consecutive CTAs take
+    the S splits of one tile, so a round's loads spread over K;
   * the reduction is deterministic: with S > 1 each unit stores its fp32 partial tile to a
     workspace W (S, M, N) with TMA, and a second kernel sums s = 0 .. S-1 in that fixed order
     (the same bits every run); with S = 1 the tile goes straight to D;
