@@ -285,8 +285,16 @@ WAVE_FILL = 0.9     # poorly: below this share (tiles / (rounds x SMs); RESULTS.
 
 
 def _small_m_accepts(plan: GemmPlan, device):
+    """The rules on the plan alone first; the general kernel's wave fill (which asks the
+    device's SM count) only for a plan that passes them."""
     if plan.M > SMALL_M_MAX:
         return False, f"M = {plan.M} > {SMALL_M_MAX}: the general kernel's tiles fill the SMs"
+    if plan.fast_accum:
+        return False, "fast_accum: the decode path always promotes fp8 partial sums"
+    if plan.BN or plan.STAGES:
+        return False, "BN / STAGES name the general kernel's tiles"
+    if plan.K_pad != plan.K or plan.N % 8:
+        return False, "K or N breaks TMA's 16-byte row pitch (the general path pads)"
     if plan.M > SMALL_M:
         sms = _sms(device)
         tiles = -(-plan.M // BM) * -(-plan.N // _general_bn(plan, sms))
@@ -295,12 +303,6 @@ def _small_m_accepts(plan: GemmPlan, device):
         if fill >= WAVE_FILL:
             return False, (f"M = {plan.M} > {SMALL_M} and the general kernel's {tiles} tiles "
                            f"fill {fill:.0%} of {rounds} round(s) of {sms} SMs")
-    if plan.fast_accum:
-        return False, "fast_accum: the decode path always promotes fp8 partial sums"
-    if plan.BN or plan.STAGES:
-        return False, "BN / STAGES name the general kernel's tiles"
-    if plan.K_pad != plan.K or plan.N % 8:
-        return False, "K or N breaks TMA's 16-byte row pitch (the general path pads)"
     return True, ""
 
 
