@@ -87,7 +87,8 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
             i-th unit.  Consecutive CTAs take the splits of one tile, then the next tile
             (the token tiles of one weight tile follow each other: L2 reuse): a round's
             loads spread over K ranges instead of all reading one K range of every weight
-            row, 2 K bytes apart, which streamed 2-5% slower (benchmarks/RESULTS.md)."""
+            row (addresses a row pitch apart), which streamed 2-5% slower
+            (benchmarks/RESULTS.md)."""
             u = pg.let(cta + i * ctas)
             s = pg.let(u % S)
             r = pg.let(u // S)
