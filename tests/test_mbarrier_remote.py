@@ -257,3 +257,71 @@ def test_the_remote_arrive_scope_picks_the_release():
           "(publishes this thread's writes to the peer) or 'cta'")
     fails(lambda: build("cta", False), "bad", "mbarrier.arrive scope='cta' is for another "
           "CTA's barrier (an element of pg.cluster_view); drop it for this CTA's own")
+
+
+# ---- a cluster-scope acquire: data stored into a peer's shared memory ------------------------
+ACQ_CLUSTER = "mbarrier.try_wait.parity.acquire.cluster.shared.b64"
+
+
+def handoff_kernel(scope="cluster"):
+    """CTA 1 stores 4 values into CTA 0's buffer (st.shared::cluster through the view) and
+    arrives on CTA 0's barrier (release at cluster scope); CTA 0 waits with an acquire at
+    `scope` and copies the buffer to O."""
+    @pg.kernel(grid=(2,), block=(32,), cluster=(2, 1, 1))
+    def handoff(O: pg.Tensor((4,), "int32")):
+        tx = pg.thread_id(32)
+        rank = pg.cta_rank_in_cluster()
+        pool = pg.SMEMPool()
+        bars = pool.alloc_mbarrier(1)
+        buf = pool.alloc((4,), "int32")
+        pool.commit()
+        with pg.if_(tx == 0):
+            pg.ptx.mbarrier.init(bars[0], 1)
+            pg.ptx.fence.mbarrier_init()
+        pg.cluster_sync()
+        with pg.if_((rank == 1) & (tx == 0)):
+            peer = pg.cluster_view(buf, 0)
+            for i in range(4):
+                peer[i] = 7 * i + 3
+            pg.ptx.mbarrier.arrive(pg.cluster_view(bars, 0)[0])
+        with pg.if_((rank == 0) & (tx == 0)):
+            pg.ptx.mbarrier.try_wait(bars[0], 0, scope=scope)   # at: handoff-wait
+            for i in range(4):
+                O[i] = buf[i]
+        pg.cluster_sync()
+    return handoff
+
+
+def test_a_cluster_scope_wait_is_acquire_cluster_at_ptx_8_0():
+    text = handoff_kernel().ptx("sm_90")
+    lines = [ln.strip() for ln in text.splitlines() if not ln.strip().startswith("//")]
+    assert [ln.split(" ")[0] for ln in lines if ln.startswith("mbarrier.try_wait")] == \
+        [ACQ_CLUSTER]
+    assert ".version 8.0" in text
+    assert opcode("mbarrier_wait", "try_wait", scope="cluster") == ACQ_CLUSTER
+    assert opcode("mbarrier_wait", "try_wait") == "mbarrier.try_wait.parity.shared.b64"
+    plain = handoff_kernel(scope="cta").ptx("sm_90a")      # "cta" is PTX's default form
+    assert "acquire" not in plain and "mbarrier.try_wait.parity.shared.b64 %p" in plain
+    assert gate_for(ACQ_CLUSTER).min_ptx == (8, 0)
+
+
+def test_a_cluster_scope_wait_needs_sm_90_and_a_known_scope():
+    with pytest.raises(ArchError) as e:
+        check_opcode(ACQ_CLUSTER, parse_target("sm_80"))
+    assert str(e.value) == ("'mbarrier.try_wait with a cluster-scope acquire (scope='cluster')' "
+                            "needs sm_90 or newer; the target is sm_80")
+    fails(lambda: handoff_kernel(scope="gpu").ptx("sm_90a"), "handoff-wait",
+          "mbarrier.try_wait scope='gpu': 'cta' (the default) or 'cluster' (to read what "
+          "another CTA stored here before its release.cluster arrive)")
+
+
+def test_the_peers_stores_arrive_with_its_release():
+    o = np.full(4, -1, np.int32)
+    ptxsim.run(handoff_kernel(), [o])
+    assert o.tolist() == [3, 10, 17, 24]
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_the_cluster_scope_wait_assembles(arch):
+    ok, log = assemble(handoff_kernel().ptx(arch), arch)
+    assert ok, log[-2000:]

@@ -115,20 +115,33 @@ def _parity(p):
     return e
 
 
-def _wait_loop(op, bar, parity, what, gate):
+def _wait_loop(op, bar, parity, what, gate, scope=None):
     ptr = bar_ptr(bar, what)
     par = _parity(parity)
     current().check_live(par)
     done = local_scalar("bool", False, name="mbar_done")
+    code = opcode("mbarrier_wait", op) if scope is None else \
+        opcode("mbarrier_wait", op, scope=scope)
     with while_(~done):
-        emit_instr(opcode("mbarrier_wait", op), [done, ptr, par], gate=gate, form="mbarrier_wait")
+        emit_instr(code, [done, ptr, par], gate=gate, form="mbarrier_wait")
 
 
-def try_wait(bar, parity):
+def try_wait(bar, parity, scope=None):
     """Spin until the phase with `parity` completes: `mbarrier.try_wait.parity` in a loop
-    (try_wait may return false after a time-out, so the loop is required).  sm_90+."""
+    (try_wait may return false after a time-out, so the loop is required).  sm_90+.
+
+    scope="cluster" acquires at cluster scope (`.acquire.cluster`, PTX 8.0): the waiter then
+    sees what a thread of another CTA stored into this CTA's shared memory (through
+    pg.cluster_view) before it arrived here with a cluster-scope release (a remote
+    pg.ptx.mbarrier.arrive's default).  None or "cta": PTX's default, acquire at CTA scope,
+    which is enough for this CTA's arrivals and for TMA transactions."""
+    if scope not in (None, "cta", "cluster"):
+        raise resource_error(f"mbarrier.try_wait scope={scope!r}: 'cta' (the default) or "
+                             f"'cluster' (to read what another CTA stored here before its "
+                             f"release.cluster arrive)")
     _wait_loop("try_wait", bar, parity, "mbarrier.try_wait",
-               {"feature": "mbarrier.try_wait (on sm_80 use pg.ptx.mbarrier.test_wait)"})
+               {"feature": "mbarrier.try_wait (on sm_80 use pg.ptx.mbarrier.test_wait)"},
+               "cluster" if scope == "cluster" else None)
 
 
 def test_wait(bar, parity):

@@ -181,6 +181,10 @@ GATES = [
     _g("mbarrier.expect_tx", 90, (8, 0)),
     _g("mbarrier.test_wait", 80, (7, 1)),
     _g("mbarrier.try_wait", 90, (7, 8)),
+    # ptxas 13.0 at 7.8: "Modifier '.acquire' on 'mbarrier.try_wait.parity' requires PTX ISA
+    # .version 8.0 or later" (and "Feature 'scopes on mbarrier operations' ..."); 8.0 assembles
+    _g("mbarrier.try_wait.parity.acquire.cluster", 90, (8, 0),
+       feature="mbarrier.try_wait with a cluster-scope acquire (scope='cluster')"),
     _g("mbarrier.inval", 80, (7, 0)),
     _g("fence.proxy.async", 90, (8, 0)),
     _g("fence.mbarrier_init", 90, (8, 0)),
