@@ -53,7 +53,7 @@ _ON_FIRST_USE = {"tile", "ptx", "Resources", "SMEMPool", "TMEMPool", "Pipeline",
 
 def __getattr__(name):
     if name == "torch_op":       # imports torch when called, never with `import ptxgen`
-        from .torch_op import torch_op
+        from .custom_op import torch_op
         globals()["torch_op"] = torch_op
         return torch_op
     if name not in _ON_FIRST_USE:

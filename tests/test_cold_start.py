@@ -117,3 +117,27 @@ def test_the_builder_reaches_the_runtime_through_one_lazy_hook():
                     found.append((name, where))
     # ast.walk of the module also reaches the function's import: both scopes name it
     assert sorted(set(found)) == [("kernel.py", "<module>"), ("kernel.py", "_launch_plan")]
+
+
+def test_importing_a_submodule_leaves_the_packages_names_alone():
+    """Importing a submodule sets an attribute of that name on the package, so no lazy or
+    exported name of `ptxgen` may also be a submodule's name: `import ptxgen.torch_op` once
+    turned pg.torch_op into a module ("'module' object is not callable")."""
+    code = r"""
+import importlib, pkgutil, sys
+import ptxgen as pg
+names = [n for n in dir(pg) if not n.startswith("_")]
+before = {n: getattr(pg, n) for n in names}
+for m in pkgutil.iter_modules(pg.__path__):
+    if m.name != "__main__":
+        try:
+            importlib.import_module("ptxgen." + m.name)
+        except ImportError:
+            pass
+print(sorted(n for n in names if getattr(pg, n) is not before[n]))
+print(callable(pg.torch_op))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split("\n")[:2] == ["[]", "True"]

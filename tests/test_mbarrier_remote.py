@@ -21,6 +21,15 @@ REMOTE = "mbarrier.arrive.release.cluster.shared::cluster.b64"
 REMOTE_CTA = "mbarrier.arrive.shared::cluster.b64"       # scope="cta"
 
 
+def init_for_the_cluster(tx, bar, count):
+    """Thread 0 initialises `bar` and publishes it to the cluster, which then synchronizes:
+    no CTA arrives on a peer's barrier before it exists."""
+    with pg.if_(tx == 0):
+        pg.ptx.mbarrier.init(bar, count)   # at: pair-init
+        pg.ptx.fence.mbarrier_init()
+    pg.cluster_sync()
+
+
 def pair_kernel(local=True, remote_ranks=(0, 1), count=None):
     """A 2-CTA cluster: thread 0 of each CTA arrives on bars[1] of the other CTA (the CTAs in
     `remote_ranks` do), on its own bars[1] too when `local`, waits on its own phase 0, then
@@ -34,10 +43,7 @@ def pair_kernel(local=True, remote_ranks=(0, 1), count=None):
         pool = pg.SMEMPool()
         bars = pool.alloc_mbarrier(2)
         pool.commit()
-        with pg.if_(tx == 0):
-            pg.ptx.mbarrier.init(bars[1], count)   # at: pair-init
-            pg.ptx.fence.mbarrier_init()
-        pg.cluster_sync()               # the peer's barrier exists before this CTA arrives on it
+        init_for_the_cluster(tx, bars[1], count)
         peer = pg.cluster_view(bars, rank ^ 1)
         with pg.if_(tx == 0):
             if tuple(remote_ranks) == (0, 1):
@@ -275,10 +281,7 @@ def handoff_kernel(scope="cluster"):
         bars = pool.alloc_mbarrier(1)
         buf = pool.alloc((4,), "int32")
         pool.commit()
-        with pg.if_(tx == 0):
-            pg.ptx.mbarrier.init(bars[0], 1)
-            pg.ptx.fence.mbarrier_init()
-        pg.cluster_sync()
+        init_for_the_cluster(tx, bars[0], 1)
         with pg.if_((rank == 1) & (tx == 0)):
             peer = pg.cluster_view(buf, 0)
             for i in range(4):
