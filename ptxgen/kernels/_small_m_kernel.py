@@ -47,7 +47,7 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
     gets each split's fp32 partial tile (D is not written: make_reduce sums W into it).
     Reducing inside this kernel (the last split of a tile sums the partials), launching the
     reduce kernel as a programmatic dependent launch, and loading several stages together
-    were each built and measured slower or within 2% (benchmarks/RESULTS.md), so they went."""
+    were each built and measured no faster (benchmarks/RESULTS.md), so they went."""
     ok, why = valid_mn(MN, dtype)
     if not ok:
         raise ConfigError(why)
@@ -87,7 +87,7 @@ def make_small_m(dtype="bfloat16", MN=16, STAGES=8, ctas=132, split=False, scale
             i-th unit.  Consecutive CTAs take the splits of one tile, then the next tile
             (the token tiles of one weight tile follow each other: L2 reuse): a round's
             loads spread over K ranges instead of all reading one K range of every weight
-            row (addresses a row pitch apart), which streamed 2-5% slower
+            row (addresses a row pitch apart), which streamed slower
             (benchmarks/RESULTS.md)."""
             u = pg.let(cta + i * ctas)
             s = pg.let(u % S)
