@@ -115,13 +115,14 @@ def _parity(p):
     return e
 
 
-def _wait_loop(op, bar, parity, what, gate, scope=None):
+def _wait_loop(op, bar, parity, what, gate, acquire_cluster=False):
     ptr = bar_ptr(bar, what)
     par = _parity(parity)
     current().check_live(par)
     done = local_scalar("bool", False, name="mbar_done")
-    code = opcode("mbarrier_wait", op) if scope is None else \
-        opcode("mbarrier_wait", op, scope=scope)
+    # the default form under its own key (the shipped forms table's), the cluster one named
+    code = opcode("mbarrier_wait", op, scope="cluster") if acquire_cluster else \
+        opcode("mbarrier_wait", op)
     with while_(~done):
         emit_instr(code, [done, ptr, par], gate=gate, form="mbarrier_wait")
 
@@ -141,7 +142,7 @@ def try_wait(bar, parity, scope=None):
                              f"release.cluster arrive)")
     _wait_loop("try_wait", bar, parity, "mbarrier.try_wait",
                {"feature": "mbarrier.try_wait (on sm_80 use pg.ptx.mbarrier.test_wait)"},
-               "cluster" if scope == "cluster" else None)
+               acquire_cluster=scope == "cluster")
 
 
 def test_wait(bar, parity):

@@ -25,6 +25,6 @@ def prepare(func: PrimFunc, target) -> PrimFunc:
                         frozenset(registers))
     if has_sync:
         check_protocol(unrolled, target)
-    elif "cluster" in attrs:   # what check_protocol does for a kernel with nothing it follows
+    else:   # what check_protocol does for a kernel with nothing it follows, without its scan
         check_cluster_arch(unrolled, target)
     return lower_tiles(unrolled, target) if has_tiles else unrolled
