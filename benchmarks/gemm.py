@@ -230,15 +230,21 @@ def _decode_row(torch, S, gemm, M, N, K, b, sms):
     out = torch.empty(M, N, dtype=bf, device="cuda")
     out2 = torch.empty(M, N, dtype=bf, device="cuda")
     cfg = S.choose_config(M, N, K, "bfloat16", sms)
-    alt = cfg._replace(splits=1 if cfg.splits > 1 else fill_splits(M, N, K, cfg.MN, sms))
+    gemv = isinstance(cfg, S.GemvConfig)
+    if gemv:              # the alternative: the wgmma kernel the table gives without its row
+        alt = S.choose_config(M, N, K, "bfloat16", sms, skip=("gemv",))
+    else:
+        alt = cfg._replace(splits=1 if cfg.splits > 1 else fill_splits(M, N, K, cfg.MN, sms))
     fns = {"cublas": lambda: torch.matmul(a, b.T),
            "small_m": lambda: S.gemm_small_m(a, b, out),
-           f"small_m_s{alt.splits}": lambda: S.gemm_small_m(a, b, out2, config=alt),
+           f"small_m_{'wgmma_' if gemv else ''}s{alt.splits}":
+               lambda: S.gemm_small_m(a, b, out2, config=alt),
            "gemm_sm90": lambda: gemm(a, b, out2)}
     lib = fns["cublas"]()
     ref = a.double() @ b.double().T
     err = {"cublas": rel_err(lib, ref), "small_m": rel_err(fns["small_m"](), ref)}
-    r = _row(f"decode s{cfg.splits}", "bfloat16", M, N, K, fns, "cublas", 2, 2, err)
+    r = _row(f"decode {'gemv' if gemv else f's{cfg.splits}'}", "bfloat16", M, N, K, fns,
+             "cublas", 2, 2, err)
     r["config"] = cfg._asdict()
     return r
 

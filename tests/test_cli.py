@@ -79,7 +79,8 @@ def test_dump_a_module_path_writes_its_default_kernels(tmp_path):
 
 
 @pytest.mark.parametrize("module, names", [
-    ("gemm_small_m", ["gemm_small_m_bfloat16_n16_s11.ptx",
+    ("gemm_small_m", ["gemm_gemv_bfloat16_m1_u8_w4.ptx",
+                      "gemm_small_m_bfloat16_n16_s11.ptx",
                       "gemm_small_m_bfloat16_n16_s11_splitk.ptx",
                       "gemm_small_m_reduce_bfloat16_x4.ptx"]),
     ("gemm_blockscaled", ["gemm_blockscaled_fp8_s4_ring_n192.ptx"]),

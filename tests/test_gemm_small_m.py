@@ -140,7 +140,7 @@ def test_split_results_do_not_depend_on_the_split_count():
     (1000, 4096, 14336, 256, 1),     # 128 tiles (4 token tiles x 32)
 ])
 def test_choose_config_table(M, N, K, MN, splits):
-    cfg = S.choose_config(M, N, K, "bfloat16", 132)
+    cfg = S.choose_config(M, N, K, "bfloat16", 132, skip=("gemv",))   # M = 1: test_gemm_gemv
     assert (cfg.MN, cfg.splits) == (MN, splits)
     assert cfg.STAGES == S.stages_for(MN, "bfloat16")
     assert cfg.reason.startswith("split-k: ")

@@ -1,8 +1,9 @@
 """The decode GEMM's kernels (gemm_small_m.py chooses the configuration and launches them):
-make_small_m, the A/B-swapped persistent split-K GEMM, and make_reduce, the fixed-order sum of
-its split partials when they are not reduced inside the GEMM.  See gemm_small_m.py for the
-design."""
+make_small_m, the A/B-swapped persistent split-K GEMM, make_reduce, the fixed-order sum of
+its split partials when they are not reduced inside the GEMM, and make_gemv, the CUDA-core
+kernel for a single token or a few.  See gemm_small_m.py for the design."""
 import ptxgen as pg
+from ptxgen.layout import S, TileLayout, laneid
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 from ._checks import ArgumentError
@@ -174,3 +175,81 @@ def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
 
     reduce.__name__ = f"gemm_small_m_reduce_{out_dt}_x{splits}"
     return pg.kernel(reduce, grid=(ctas,), block=(threads,))
+
+
+GEMV_VEC = 8                 # 16-bit elements of one 16-byte load
+GEMV_REGS = 192              # fp32 registers a lane may give to weights, activations and sums
+GEMV_DTYPES = ("bfloat16", "float16")
+
+
+def valid_gemv(dtype, tokens, U, W) -> tuple:
+    """(ok, reason) for a CUDA-core GEMV shape: U 16-byte vectors a lane per K chunk, W warps
+    a CTA (one weight row each).  A lane holds its U * 8 weights and, per token, U * 8
+    activations and sums in fp32 registers, (2 * tokens + 1) * U * 8 in all: at most
+    GEMV_REGS, and at most what a CTA of W warps leaves a thread (65536 / (32 * W)) less 32
+    for addresses and counters (1024 threads get 64 registers: more spills)."""
+    if dtype not in GEMV_DTYPES:
+        return False, (f"dtype {dtype}: the CUDA-core GEMV takes {' or '.join(GEMV_DTYPES)} "
+                       f"(float8 needs the wgmma path's promotion and scales)")
+    if not isinstance(U, int) or not 1 <= U <= 8:
+        return False, f"U = {U!r}: 1 to 8 16-byte vectors a lane per K chunk"
+    if W not in (1, 2, 4, 8, 16, 32):
+        return False, f"W = {W!r}: 1, 2, 4, 8, 16 or 32 warps a CTA"
+    budget = min(GEMV_REGS, 65536 // (32 * W) - 32)
+    if not isinstance(tokens, int) or tokens < 1 or (2 * tokens + 1) * U * GEMV_VEC > budget:
+        return False, (f"{tokens} token(s) with U = {U}, W = {W}: a lane keeps (2 x tokens + "
+                       f"1) x U x {GEMV_VEC} fp32 registers, at most {budget} with {W} warps "
+                       f"a CTA; use fewer vectors or warps, or the wgmma path")
+    return True, ""
+
+
+def make_gemv(dtype="bfloat16", tokens=1, U=8, W=4):
+    """D (M, N) = A (M, K) @ B (N, K)^T for M = `tokens` on the CUDA cores, fp32 sums, one
+    rounding.  A and B come as (rows, K / 8, 8) views, so every load is a 16-byte vector.
+    Warp w of CTA c owns weight row n = c * W + w: per chunk of 32 * U vectors each lane
+    loads U vectors of the row and of every token row (coalesced 512-byte runs), converts
+    and FMAs into per-token sums; the K tail (fewer than 32 * U vectors) goes lane by lane
+    into the first vector's sums; then one lane reduction per token.  The summation order
+    is fixed, so the result is the same bits every run.  With one token the weight stream
+    is the whole cost and no wgmma, workspace or second kernel is worth its setup."""
+    ok, why = valid_gemv(dtype, tokens, U, W)
+    if not ok:
+        raise ConfigError(why)
+    V, C = GEMV_VEC, 32 * U
+    lay = TileLayout(S[(1, (U, 32), V):(1, (V, 1 @ laneid), 1)])   # (row, chunk vectors, 8)
+    M, N, KV = pg.var("M"), pg.var("N"), pg.var("KV")
+
+    def gemv(A: pg.Tensor((M, KV, V), dtype), B: pg.Tensor((N, KV, V), dtype),
+             D: pg.Tensor((M, N), dtype)):
+        tx = pg.thread_id(32 * W)
+        lane = pg.lane_id()
+        n = pg.let(pg.cta_id() * W + tx // 32)
+        warp, one = pg.tile.warp, pg.tile.thread
+        w = pg.alloc_local((1, C, V), "float32", layout=lay)
+        xs = [pg.alloc_local((1, C, V), "float32", layout=lay) for _ in range(tokens)]
+        sums = [pg.alloc_local((1, C, V), "float32", layout=lay) for _ in range(tokens)]
+        tw = pg.alloc_local((V,), "float32")
+        tt = pg.alloc_local((V,), "float32")
+        with pg.if_(n < N):                       # warp-uniform: the whole warp or none
+            for s in sums:
+                warp.fill(s, 0.0)
+            full = pg.let(KV // C)
+            for kc in pg.serial(full):
+                k0 = pg.let(kc * C)
+                warp.cast(w, B[n:n + 1, k0:k0 + C, 0:V])
+                for m in range(tokens):
+                    warp.cast(xs[m], A[m:m + 1, k0:k0 + C, 0:V])
+                    warp.fma(sums[m], w, xs[m], sums[m])
+            for j in pg.serial((KV - full * C + 31) // 32):
+                kv = pg.let(full * C + j * 32 + lane)
+                with pg.if_(kv < KV):
+                    one.cast(tw, B[n, kv, 0:V])
+                    for m in range(tokens):
+                        first = sums[m].local()[0:V]     # the lane's vector u = 0
+                        one.cast(tt, A[m, kv, 0:V])
+                        one.fma(first, tw, tt, first)
+            for m in range(tokens):
+                warp.sum(D[m, n:n + 1], sums[m], axis=(1, 2))
+
+    gemv.__name__ = f"gemm_gemv_{dtype}_m{tokens}_u{U}_w{W}"
+    return pg.kernel(gemv, grid=lambda a: (-(-a["N"] // W),), block=(32 * W,))

@@ -22,9 +22,16 @@ The epilogue writes the accumulator transposed into shared memory (a permuted vi
 row-major (MC, 64) tile), then TMA-stores it into D (or W) rows m0.., columns n0..: the TMA
 clips at the matrix edge, so any M, N work; K needs a row pitch that is a multiple of 16 bytes.
 
+One token (bfloat16 / float16) takes the CUDA cores instead (make_gemv, GemvConfig): a warp per
+weight row streams it in 16-byte vectors and keeps fp32 sums in registers, one lane reduction
+at the end, no shared memory, workspace or second kernel.  With M = 1 the wgmma tile is 7/8
+padding and the work is the weight stream alone; measured faster than both the split-K path
+and cuBLAS at M = 1 (benchmarks/RESULTS.md), not at M = 2.
+
     choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
     make_small_m(dtype, MN, STAGES, ctas, split)
                                             the kernel of a configuration (_small_m_kernel.py)
+    make_gemv(dtype, tokens, U, W)          the CUDA-core kernel of a GemvConfig
     gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None)   torch tensors
 """
 
@@ -33,8 +40,9 @@ import functools
 from typing import NamedTuple
 
 from ._gemm_sm90 import CTA_SMEM, ring_stages_fit
-from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, MAX_STAGES, OUT_DTYPE, SMEM_BUDGET,
-                              ConfigError, GemmInputError, make_reduce, make_small_m, valid_mn)
+from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, GEMV_DTYPES, GEMV_VEC, MAX_STAGES,
+                              OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError, make_gemv,
+                              make_reduce, make_small_m, valid_gemv, valid_mn)
 
 
 class Config(NamedTuple):
@@ -43,6 +51,14 @@ class Config(NamedTuple):
     MN: int
     STAGES: int
     splits: int
+    reason: str = ""
+
+
+class GemvConfig(NamedTuple):
+    """The CUDA-core kernel (make_gemv): U 16-byte vectors a lane per K chunk, W warps (weight
+    rows) a CTA."""
+    U: int = 8
+    W: int = 4
     reason: str = ""
 
 
@@ -92,34 +108,46 @@ def best_splits(M, N, K, elem, MN, sms, max_splits=16, min_k_blocks=4) -> int:
     return best
 
 
-# The heuristic table: (rule name, applies(M, N, K, tiles, sms), the reason).  The first row
-# that applies decides the split rule; MN and STAGES always come from round_mn / stages_for.
+# The heuristic table: (rule name, applies(M, N, K, tiles, nk, sms, dtype), the reason).  The
+# first row that applies decides: the CUDA-core kernel, or the wgmma kernel's split rule (its
+# MN and STAGES always come from round_mn / stages_for).
 CONFIG_TABLE = (
-    ("one-split", lambda M, N, K, tiles, nk, sms: nk < 8,
+    ("gemv", lambda M, N, K, tiles, nk, sms, dt: M == 1 and dt in GEMV_DTYPES,
+     "one token: the weight stream is the whole cost; a warp per weight row on the CUDA cores "
+     "streams it with no padded wgmma tile, workspace or second kernel"),
+    ("one-split", lambda M, N, K, tiles, nk, sms, dt: nk < 8,
      "K is under 8 K-blocks: splitting it leaves too little to pipeline per unit"),
-    ("fills-machine", lambda M, N, K, tiles, nk, sms: tiles >= 4 * sms,
+    ("fills-machine", lambda M, N, K, tiles, nk, sms, dt: tiles >= 4 * sms,
      "at least 4 rounds of tiles: the last round's imbalance is small, no workspace needed"),
-    ("split-k", lambda M, N, K, tiles, nk, sms: True,
+    ("split-k", lambda M, N, K, tiles, nk, sms, dt: True,
      "few tiles for the SMs (decode shapes): split K so every SM streams weights; the split "
      "count minimises bytes moved / grid fill (best_splits: the workspace costs bytes)"),
 )
 
 
-def choose_config(M, N, K, dtype="bfloat16", sms=132) -> Config:
-    """The configuration the heuristic table gives for this shape (see CONFIG_TABLE)."""
+def choose_config(M, N, K, dtype="bfloat16", sms=132, skip=()):
+    """The configuration the heuristic table gives for this shape (see CONFIG_TABLE), leaving
+    out the rows named in `skip` (skip=("gemv",): the best wgmma configuration)."""
     MN = round_mn(M, dtype)
     tiles = -(-N // BW) * -(-M // MN)
     nk = -(-K // (128 // ELEM_BYTES[dtype]))
     for name, applies, why in CONFIG_TABLE:
-        if applies(M, N, K, tiles, nk, sms):
+        if name not in skip and applies(M, N, K, tiles, nk, sms, dtype):
+            if name == "gemv":
+                return GemvConfig(reason=f"{name}: {why}")
             splits = (best_splits(M, N, K, ELEM_BYTES[dtype], MN, sms) if name == "split-k"
                       else 1)
             return Config(MN, stages_for(MN, dtype), splits, f"{name}: {why}")
     raise AssertionError("the last row always applies")
 
 
-def check_config(cfg, dtype, K) -> None:
+def check_config(cfg, dtype, K, M=1) -> None:
     """Raise ConfigError naming the rule a forced configuration breaks."""
+    if isinstance(cfg, GemvConfig):
+        ok, why = valid_gemv(dtype, M, cfg.U, cfg.W)
+        if not ok:
+            raise ConfigError(f"GemvConfig: {why}")
+        return
     ok, why = valid_mn(cfg.MN, dtype)
     if not ok:
         raise ConfigError(f"config.{why}")
@@ -141,14 +169,17 @@ def dump(dtype: str = "bfloat16", MN: int = 16, STAGES: int | None = None, split
          ctas: int = 132) -> list:
     """`ptxgen dump ptxgen.kernels.gemm_small_m [--kernel-args dtype=float8_e4m3fn,MN=32]`: the
     kernels of one token tile: D written directly, and the split partials into the workspace
-    with their reduce kernel (`splits` ways)."""
+    with their reduce kernel (`splits` ways); for 16-bit dtypes also the one-token CUDA-core
+    kernel."""
     stages = stages_for(MN, dtype) if STAGES is None else STAGES
     return [make_small_m(dtype, MN, stages, ctas),
             make_small_m(dtype, MN, stages, ctas, split=True),
-            make_reduce(OUT_DTYPE[dtype], splits, 8 * ctas)]
+            make_reduce(OUT_DTYPE[dtype], splits, 8 * ctas)] + \
+        ([make_gemv(dtype)] if dtype in GEMV_DTYPES else [])
 
 
 kernel_for = functools.lru_cache(maxsize=None)(make_small_m)
+gemv_for = functools.lru_cache(maxsize=None)(make_gemv)
 reduce_for = functools.lru_cache(maxsize=None)(make_reduce)
 _auto_config = functools.lru_cache(maxsize=4096)(choose_config)    # per call: a dict lookup
 
@@ -215,7 +246,8 @@ def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
     """a (M, K) @ b (N, K)^T on torch CUDA tensors (row-major) through the decode path.
     bfloat16 / float16 give the same dtype; float8_e4m3fn gives bfloat16 times scale_a *
     scale_b (float32 one-element tensors), each K-step's partial sum promoted to fp32.
-    config: a Config to force (else choose_config's); a rule it breaks raises ConfigError."""
+    config: a Config or GemvConfig to force (else choose_config's); a rule it breaks raises
+    ConfigError."""
     import torch
     cuda_tensors("gemm_small_m", ("a", a), ("b", b))
     if a.dtype != b.dtype or str(a.dtype)[6:] not in _NAMES:
@@ -246,9 +278,9 @@ def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
         return out
     if K == 0:
         return out.zero_()
-    if not isinstance(config, (Config, type(None))):
-        raise ConfigError(f"config: a gemm_small_m.Config(MN, STAGES, splits), got "
-                          f"{type(config).__name__}")
+    if not isinstance(config, (Config, GemvConfig, type(None))):
+        raise ConfigError(f"config: a gemm_small_m.Config(MN, STAGES, splits) or "
+                          f"GemvConfig(U, W), got {type(config).__name__}")
     return decode_launch(M, N, K, dt, a.device, config)(a, b, out, sa, sb)
 
 
@@ -263,16 +295,28 @@ class DecodeLaunch:
     def __init__(self, M, N, K, dt, device, config=None):
         sms, self.one, self.no_ws = _device_consts(device)
         cfg = _auto_config(M, N, K, dt, sms) if config is None else config
-        check_config(cfg, dt, K)
+        check_config(cfg, dt, K, M)
         self.config, self.shape, self.out_dt = cfg, (M, N), OUT_DTYPE[dt]
-        self.split = cfg.splits > 1
-        self.kernel = kernel_for(dt, cfg.MN, cfg.STAGES, sms, self.split,
-                                 dt.startswith("float8"))
+        self.gemv = isinstance(cfg, GemvConfig)
+        self.split = not self.gemv and cfg.splits > 1
+        if self.gemv:
+            self.kernel = gemv_for(dt, M, cfg.U, cfg.W)
+        else:
+            self.kernel = kernel_for(dt, cfg.MN, cfg.STAGES, sms, self.split,
+                                     dt.startswith("float8"))
         self.reduce = reduce_for(self.out_dt, cfg.splits, 8 * sms, 256) if self.split else None
         self.main = self.sum = None         # the prepared launches, made by the first call
 
     def __call__(self, a, b, out, sa=None, sb=None):
         import torch
+        if self.gemv:                       # rows as 16-byte vectors; any D (scalar stores)
+            if self.main is None:
+                (M, K), N = a.shape, b.shape[0]
+                self.main = self.kernel.prepare(
+                    a.view(M, K // GEMV_VEC, GEMV_VEC), b.view(N, K // GEMV_VEC, GEMV_VEC), out,
+                    grid=(-(-N // self.config.W),))
+            self.main(a.data_ptr(), b.data_ptr(), out.data_ptr())
+            return out
         (M, N), sa, sb = self.shape, self.one if sa is None else sa, self.one if sb is None else sb
         ws, d = self.no_ws, out             # the main kernel's W and D
         if self.split:                      # fp32 partial tiles, summed in split order

@@ -43,9 +43,11 @@ def test_bit_exact_on_integer_data(torch, dt, forced):
             kw = dict(scale_a=torch.tensor([0.5], device="cuda"),
                       scale_b=torch.tensor([0.125], device="cuda"))
             ref = ref * 0.0625
-        cfg = S.choose_config(M, N, K, dt, torch.cuda.get_device_properties(0)
-                              .multi_processor_count)
-        if forced:      # the other split choice: 3 ways where the heuristic said 1, else 1
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        cfg = S.choose_config(M, N, K, dt, sms)
+        if forced and isinstance(cfg, S.GemvConfig):     # the other path: wgmma
+            cfg = S.choose_config(M, N, K, dt, sms, skip=("gemv",))
+        elif forced:    # the other split choice: 3 ways where the heuristic said 1, else 1
             nk = -(-K // (128 // ta.element_size()))
             cfg = cfg._replace(splits=min(3, nk) if cfg.splits == 1 else 1)
         od = torch.bfloat16 if dt.startswith("float8") else tdt
@@ -100,6 +102,41 @@ def test_fp8_as_accurate_as_scaled_mm(torch):
         gemm_small_m(a, b, out, scale_a=sa, scale_b=sb)
         rows.append((M, N, K, _rel(out, ref), _rel(lib, ref)))
     bad = [r for r in rows if not (r[3] == r[3] and r[3] <= 2 * r[4] + 1e-6)]
+    assert not bad, bad
+
+
+def test_gemv_against_fp64_and_the_same_bits_every_run(torch):
+    """The CUDA-core path (one token by the table, more when forced): ragged N and K tails,
+    poisoned outputs, within 2x cuBLAS's error against fp64, the same bits 10 runs in a row
+    and under CUDA graph replay."""
+    from ptxgen.kernels import gemm_small_m as S
+    torch.manual_seed(3)
+    rows = []
+    for dt, M, N, K, cfg in [("bfloat16", 1, 14336, 4096, None), ("float16", 1, 1001, 4104, None),
+                             ("bfloat16", 1, 4097, 14336, None), ("bfloat16", 1, 3, 8, None),
+                             ("bfloat16", 3, 777, 2056, S.GemvConfig(2, 8)),
+                             ("float16", 2, 4096, 520, S.GemvConfig(4, 1))]:
+        tdt = getattr(torch, dt)
+        a = torch.randn(M, K, device="cuda").to(tdt)
+        b = torch.randn(N, K, device="cuda").to(tdt)
+        assert isinstance(S.DecodeLaunch(M, N, K, dt, a.device, cfg).config, S.GemvConfig)
+        ref = a.double() @ b.double().T
+        out = torch.full((M, N), float("nan"), dtype=tdt, device="cuda")
+        S.gemm_small_m(a, b, out, config=cfg)
+        rows.append((dt, M, N, K, _rel(out, ref), _rel(a @ b.T, ref)))
+        for _ in range(9):
+            assert torch.equal(S.gemm_small_m(a, b, config=cfg).view(torch.int16),
+                               out.view(torch.int16))
+        replay = torch.full_like(out, float("nan"))
+        S.gemm_small_m(a, b, replay, config=cfg)          # the launch prepared before capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            S.gemm_small_m(a, b, replay, config=cfg)
+        replay.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replay.view(torch.int16), out.view(torch.int16))
+    bad = [r for r in rows if not (r[4] == r[4] and r[4] <= 2 * r[5] + 1e-6)]
     assert not bad, bad
 
 
@@ -261,6 +298,10 @@ def test_driver_jit_no_spills(torch):
                                   ("float16", 256, True), ("float8_e4m3fn", 16, True),
                                   ("bfloat16", 192, True), ("float8_e4m3fn", 192, True),
                                   ("float8_e4m3fn", 128, False)]]
+    kernels += [S.make_gemv(dt, t, u, w) for dt, t, u, w in [("bfloat16", 1, 8, 4),
+                                                             ("float16", 2, 4, 8),
+                                                             ("bfloat16", 5, 2, 8),
+                                                             ("float16", 1, 1, 32)]]
     kernels += [S.make_reduce("bfloat16"), BS.make_blockscaled(),
                 BS.make_blockscaled(pingpong=True), BS.make_blockscaled(overlap=True),
                 BS.make_blockscaled(overlap=True, cluster=2), BS.make_blockscaled(scales="ring"),
@@ -304,8 +345,8 @@ def test_small_shape_of_each_path(torch):
     a = torch.randn(5, 256, device="cuda").to(torch.bfloat16)
     b = torch.randn(130, 256, device="cuda").to(torch.bfloat16)
     ref = (a.float() @ b.float().T)
-    for splits in (1, 2):
-        out = S.gemm_small_m(a, b, config=S.Config(8, 4, splits))
+    for cfg in (S.Config(8, 4, 1), S.Config(8, 4, 2), S.GemvConfig(2, 4)):
+        out = S.gemm_small_m(a, b, config=cfg)
         # bf16 output: within one rounding (2^-8 relative) of the fp32 product
         assert (out.float() - ref).abs().max().item() <= 2 ** -8 * ref.abs().max().item()
     f8 = torch.float8_e4m3fn
