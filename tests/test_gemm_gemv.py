@@ -92,3 +92,9 @@ def test_dump_lists_the_gemv_for_16_bit_dtypes_only():
     names = [k.name for k in S.dump()]
     assert "gemm_gemv_bfloat16_m1_u8_w4" in names
     assert not any("gemv" in k.name for k in S.dump("float8_e4m3fn", MN=32))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])
+def test_assembles_for_every_claimed_arch(arch):
+    """Plain loads, FMAs and shuffles: nothing Hopper-only, so it assembles everywhere."""
+    assert S.make_gemv("bfloat16", 1, 8, 4).compile(arch).spill_bytes == 0
