@@ -98,3 +98,15 @@ def test_dump_lists_the_gemv_for_16_bit_dtypes_only():
 def test_assembles_for_every_claimed_arch(arch):
     """Plain loads, FMAs and shuffles: nothing Hopper-only, so it assembles everywhere."""
     assert S.make_gemv("bfloat16", 1, 8, 4).compile(arch).spill_bytes == 0
+
+
+def test_weights_past_int32_indexing_stay_on_the_wgmma_path():
+    """The GEMV's element index is int32 arithmetic: N x K up to 2^31 takes it (a 128256 x
+    8192 LM head), one more row does not, and forcing it names the limit."""
+    assert isinstance(S.choose_config(1, 128256, 8192, "bfloat16", 132), S.GemvConfig)
+    assert isinstance(S.choose_config(1, 2 ** 18, 8192, "bfloat16", 132), S.GemvConfig)
+    assert isinstance(S.choose_config(1, 2 ** 18 + 1, 8192, "bfloat16", 132), S.Config)
+    with pytest.raises(S.ConfigError, match=r"GemvConfig: b has 262145 x 8192 = 2147491840 "
+                                            r"elements; the GEMV indexes them in 32-bit "
+                                            r"arithmetic, at most 2147483648 \(use Config"):
+        S.check_config(S.GemvConfig(), "bfloat16", 8192, 1, 2 ** 18 + 1)

@@ -40,8 +40,8 @@ import functools
 from typing import NamedTuple
 
 from ._gemm_sm90 import CTA_SMEM, ring_stages_fit
-from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, GEMV_DTYPES, GEMV_VEC, MAX_STAGES,
-                              OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError, make_gemv,
+from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, GEMV_DTYPES, GEMV_MAX_ELEMS, GEMV_VEC,
+                              MAX_STAGES, OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError, make_gemv,
                               make_reduce, make_small_m, valid_gemv, valid_mn)
 
 
@@ -112,7 +112,8 @@ def best_splits(M, N, K, elem, MN, sms, max_splits=16, min_k_blocks=4) -> int:
 # first row that applies decides: the CUDA-core kernel, or the wgmma kernel's split rule (its
 # MN and STAGES always come from round_mn / stages_for).
 CONFIG_TABLE = (
-    ("gemv", lambda M, N, K, tiles, nk, sms, dt: M == 1 and dt in GEMV_DTYPES,
+    ("gemv", lambda M, N, K, tiles, nk, sms, dt: M == 1 and dt in GEMV_DTYPES
+     and N * K <= GEMV_MAX_ELEMS,
      "one token: the weight stream is the whole cost; a warp per weight row on the CUDA cores "
      "streams it with no padded wgmma tile, workspace or second kernel"),
     ("one-split", lambda M, N, K, tiles, nk, sms, dt: nk < 8,
@@ -141,12 +142,17 @@ def choose_config(M, N, K, dtype="bfloat16", sms=132, skip=()):
     raise AssertionError("the last row always applies")
 
 
-def check_config(cfg, dtype, K, M=1) -> None:
+def check_config(cfg, dtype, K, M=1, N=1) -> None:
     """Raise ConfigError naming the rule a forced configuration breaks."""
     if isinstance(cfg, GemvConfig):
         ok, why = valid_gemv(dtype, M, cfg.U, cfg.W)
         if not ok:
             raise ConfigError(f"GemvConfig: {why}")
+        if N * K > GEMV_MAX_ELEMS:
+            raise ConfigError(f"GemvConfig: b has {N} x {K} = {N * K} elements; the GEMV "
+                              f"indexes them in 32-bit arithmetic, at most {GEMV_MAX_ELEMS} "
+                              f"(use Config: the wgmma path's TMA coordinates have no such "
+                              f"limit)")
         return
     ok, why = valid_mn(cfg.MN, dtype)
     if not ok:
@@ -295,7 +301,7 @@ class DecodeLaunch:
     def __init__(self, M, N, K, dt, device, config=None):
         sms, self.one, self.no_ws = _device_consts(device)
         cfg = _auto_config(M, N, K, dt, sms) if config is None else config
-        check_config(cfg, dt, K, M)
+        check_config(cfg, dt, K, M, N)
         self.config, self.shape, self.out_dt = cfg, (M, N), OUT_DTYPE[dt]
         self.gemv = isinstance(cfg, GemvConfig)
         self.split = not self.gemv and cfg.splits > 1
