@@ -180,7 +180,7 @@ def make_reduce(out_dt="bfloat16", splits=2, ctas=1056, threads=256):
 GEMV_VEC = 8                 # 16-bit elements of one 16-byte load
 GEMV_REGS = 192              # fp32 registers a lane may give to weights, activations and sums
 GEMV_DTYPES = ("bfloat16", "float16")
-GEMV_MAX_ELEMS = 2 ** 31       # N x K: the element index is int32 until scaled to bytes
+GEMV_MAX_ELEMS = 2 ** 31      # N x K: the element index is int32 until scaled to bytes
 
 
 def valid_gemv(dtype, tokens, U, W) -> tuple:

@@ -41,8 +41,8 @@ from typing import NamedTuple
 
 from ._gemm_sm90 import CTA_SMEM, ring_stages_fit
 from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, GEMV_DTYPES, GEMV_MAX_ELEMS, GEMV_VEC,
-                              MAX_STAGES, OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError, make_gemv,
-                              make_reduce, make_small_m, valid_gemv, valid_mn)
+                              MAX_STAGES, OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError,
+                              make_gemv, make_reduce, make_small_m, valid_gemv, valid_mn)
 
 
 class Config(NamedTuple):
