@@ -19,7 +19,7 @@ sys.path.insert(0, HERE)
 
 # (element dtype, box R x C, stages, CTAs per SM, hinted): 2-4 KiB boxes with several CTAs per
 # SM measured best in sweeps of 38 shapes; hinted rows take the kernel's default L2 hints
-# (evict_last loads, evict_first stores: the fifth session's, RESULTS.md), the last row none
+# (evict_last loads, evict_first stores: the fifth session's, RESULTS-archive.md), the last row none
 CONFIGS = [
     ("float32", (16, 32), 16, 2, True), ("float32", (16, 32), 8, 4, True),
     ("float32", (32, 32), 8, 3, True), ("float32", (16, 64), 8, 4, True),

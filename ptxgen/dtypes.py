@@ -33,7 +33,7 @@ class DType:
     computed once (dtypes are interned; the emitter reads them per node): `scalar` is the
     lane type of a vector, `storage_bits` the bits in memory (a bool takes one byte).  Written
     out rather than a frozen @dataclass, whose generated methods slow the import
-    (benchmarks/RESULTS.md, "Import without @dataclass")."""
+    (benchmarks/RESULTS-archive.md, seventh session)."""
 
     def __init__(self, name: str, kind: str, bits: int, lanes: int = 1):
         init = object.__setattr__

@@ -168,7 +168,7 @@ class Stmt:
     """A statement; `src` is the user's "file:line" that traced it (keyword-only in every
     statement's constructor).  `_fields` lists a class's fields in its repr's order.  The
     records' constructors are written out: as dataclasses their import costs more than the
-    written-out rule allows (benchmarks/RESULTS.md, "Build speed against 1a0e6d0")."""
+    written-out rule allows (benchmarks/RESULTS-archive.md, "Build speed against 1a0e6d0")."""
     _fields = ("src",)
 
     def __init__(self, *, src: str = ""):

@@ -1,7 +1,12 @@
 """Rules of the source tree that no behaviour test would catch: a module's `_private` names
-stay its own (a name another module needs is public, so renaming it is a visible change)."""
+stay its own (a name another module needs is public, so renaming it is a visible change), and
+git tracks no wheels, logs or large files."""
 import ast
 import os
+import shutil
+import subprocess
+
+import pytest
 
 PKG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ptxgen")
 
@@ -80,3 +85,18 @@ def test_the_private_name_check_sees_each_form():
         (4, "ptxgen.runtime.driver._name")]
     # a package's own private module is its business
     assert private_uses("from . import _spec\n", "ptxgen.layout", True) == []
+
+
+MAX_TRACKED_BYTES = 200 * 1024     # #32: results and generated files stay small in git
+
+
+def test_git_tracks_no_wheel_log_or_file_over_200_kb():
+    root = os.path.join(PKG, "..")
+    if shutil.which("git") is None or not os.path.exists(os.path.join(root, ".git")):
+        pytest.skip("not a git checkout")
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    bad = [n for n in names if n and (n.endswith(".whl") or n.startswith("benchmarks/logs/")
+                                     or os.path.getsize(os.path.join(root, n))
+                                     > MAX_TRACKED_BYTES)]
+    assert bad == []

@@ -29,7 +29,7 @@ class Resources(NamedTuple):
     `a + b`: both are live at once (sizes add).  `a | b`: alternatives that reuse the same
     space, e.g. regions rewound with `move_base_to` (sizes take the max).  A NamedTuple
     (immutable, compared by value) rather than a frozen dataclass, whose generated methods
-    slow `import ptxgen` (benchmarks/RESULTS.md, "Import without @dataclass")."""
+    slow `import ptxgen` (benchmarks/RESULTS-archive.md, seventh session)."""
     smem_static_bytes: int = 0
     smem_dynamic_bytes: int = 0
     barriers: int = 0

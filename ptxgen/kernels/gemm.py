@@ -279,7 +279,7 @@ def _padded_k(t, K_pad):
 
 
 SMALL_M = 128    # up to here the decode path beats the general kernel on every measured
-                 # (N, K) of benchmarks/RESULTS.md ("the decode and fp8 GEMM series")
+                 # (N, K) of benchmarks/RESULTS.md's decode series
 SMALL_M_MAX = 256   # up to here it does where the general kernel's tiles fill its rounds
 WAVE_FILL = 0.9     # poorly: below this share (tiles / (rounds x SMs); RESULTS.md, M = 256)
 

@@ -222,7 +222,7 @@ kernel_for = functools.lru_cache(maxsize=None)(make_blockscaled)
 
 # gemm_blockscaled's kernel (STAGES, pingpong, overlap, cluster, scales, BN; ctas: the SMs):
 # 128 x 192 tiles with the scales in the TMA ring, the fastest schedule measured
-# (benchmarks/RESULTS.md, seventeenth session)
+# (benchmarks/RESULTS-archive.md, seventeenth session)
 DEFAULT_CONFIG = (4, False, False, 1, "ring", 192)
 
 

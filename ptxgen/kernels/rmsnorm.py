@@ -11,7 +11,7 @@ dtypes: float32, bfloat16, float16; weight (N,) of x's dtype or None; float32 ar
 one rounding to the output dtype.  Shapes: any (..., N) with N up to 65536 (a row lives in
 registers); empty dimensions give an empty result; a 0-d x is refused.
 Also `torch.ops.ptxgen.rmsnorm(x, weight, eps)` (a torch custom op: torch.compile and CUDA
-graphs).  Speed on the H200 (benchmarks/RESULTS.md, session of 2026-12-02): bf16
+graphs).  Speed on the H200 (benchmarks/RESULTS-archive.md, session of 2026-12-02): bf16
 8192 x 8192 at 1.50x torch's throughput (3806 GB/s).
 
 One CTA per row.  The row lives in registers: a float32 tile of P >= N elements laid out

@@ -9,7 +9,7 @@
 dtypes: float16, bfloat16, float32 in, the same out; float32 arithmetic throughout.
 Shapes: any (..., N), N >= 0 (empty dimensions give an empty result); a 0-d x is refused.
 Also `torch.ops.ptxgen.softmax(x)` (a torch custom op: torch.compile and CUDA graphs).
-Speed on the H200 (benchmarks/RESULTS.md, session of 2026-12-02): 8192 x 8192 at 3.64x
+Speed on the H200 (benchmarks/RESULTS-archive.md, session of 2026-12-02): 8192 x 8192 at 3.64x
 (bf16), 3.66x (f16) and 2.09x (f32) the throughput of torch.softmax.
 
 One CTA per row.  Rows that fit (up to 32 elements per thread) live in registers, so x is
