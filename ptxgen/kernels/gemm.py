@@ -10,9 +10,9 @@ scale_b: one-element float32 tensors, optional).  Shapes: a (M, K), b (N, K), an
 (a K whose rows are not a multiple of 16 bytes is zero-padded: TMA's pitch rule); empty
 dimensions give an empty (or, for K = 0, a zero) result.  Also `torch.ops.ptxgen.gemm(a, b)`
 (a torch custom op: torch.compile and CUDA graphs).  Needs an sm_90 GPU (the H200).
-Speed on the H200 (benchmarks/RESULTS.md, 2026-12-05): bf16 8192^3 at 690 TFLOP/s, 1.027x
-cuBLAS; fp8 8192^3 (fp32-promoted, cuBLAS's accuracy) 0.911x torch._scaled_mm, and on an
-H100 after the role rank became warp-uniform (builder/warpgroup.py) 1.002x.
+Speed on the H200 (benchmarks/RESULTS.md, twenty-second session): bf16 8192^3 at 681 TFLOP/s,
+1.015x cuBLAS; fp8 (fp32-promoted, cuBLAS's accuracy) 0.996x torch._scaled_mm at 8192^3 and
+1.022x at 4096x14336x4096; decode shapes (M <= 128, gemm_small_m.py) 0.955-1.110x cuBLAS.
 
 The kernel (one CTA per SM, 384 threads, every CTA walks the output tiles t = cta, cta + G, ..):
     warpgroup 0     producer (40 registers): thread 0 waits until a ring stage is free and

@@ -25,10 +25,11 @@ taking turns, or two partial tiles per consumer.
     column_major_scales(x)                              scales laid out to be read in place
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors: DEFAULT_CONFIG's kernel
 
-Speed (an H100, 2026-12-05; no H200 was lent for it; benchmarks/RESULTS.md, twentieth
-session): of per-tensor torch._scaled_mm's time at 8192^3 / 4096x14336x4096, the kernel alone
-0.897x / 0.877x (CUDA graphs), gemm_blockscaled 0.842x / 0.851x in benchmarks/gemm.py's rows
-with contiguous scales (transposed on each call) and 0.851x / 0.872x with column-major ones.
+Speed (benchmarks/RESULTS.md), of per-tensor torch._scaled_mm's time at 8192^3 /
+4096x14336x4096 in benchmarks/gemm.py's rows: on the H200 (twenty-second session)
+gemm_blockscaled 0.837x / 0.837x with contiguous scales (transposed on each call) and
+0.848x / 0.854x with column-major ones; on an H100 (twentieth session) the kernel alone
+0.897x / 0.877x.
 """
 import functools
 
