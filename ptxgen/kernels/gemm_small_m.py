@@ -28,7 +28,8 @@ at the end, no shared memory, workspace or second kernel.  With M = 1 the wgmma 
 padding and the work is the weight stream alone; measured faster than both the split-K path
 and cuBLAS at M = 1 (benchmarks/RESULTS.md), not at M = 2.
 
-    choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config
+    choose_config(M, N, K, dtype, sms)      the heuristic table (CONFIG_TABLE) -> Config or
+                                            GemvConfig
     make_small_m(dtype, MN, STAGES, ctas, split)
                                             the kernel of a configuration (_small_m_kernel.py)
     make_gemv(dtype, tokens, U, W)          the CUDA-core kernel of a GemvConfig
