@@ -183,12 +183,13 @@ GEMV_DTYPES = ("bfloat16", "float16")
 GEMV_MAX_ELEMS = 2 ** 31      # N x K: the element index is int32 until scaled to bytes
 
 
-def valid_gemv(dtype, tokens, U, W) -> tuple:
+def valid_gemv(dtype, tokens, U, W, N=1, K=1) -> tuple:
     """(ok, reason) for a CUDA-core GEMV shape: U 16-byte vectors a lane per K chunk, W warps
     a CTA (one weight row each).  A lane holds its U * 8 weights and, per token, U * 8
     activations and sums in fp32 registers, (2 * tokens + 1) * U * 8 in all: at most
     GEMV_REGS, and at most what a CTA of W warps leaves a thread (65536 / (32 * W)) less 32
-    for addresses and counters (1024 threads get 64 registers: more spills)."""
+    for addresses and counters (1024 threads get 64 registers: more spills).  The weights,
+    b (N, K), stay within GEMV_MAX_ELEMS."""
     if dtype not in GEMV_DTYPES:
         return False, (f"dtype {dtype}: the CUDA-core GEMV takes {' or '.join(GEMV_DTYPES)} "
                        f"(float8 needs the wgmma path's promotion and scales)")
@@ -201,6 +202,10 @@ def valid_gemv(dtype, tokens, U, W) -> tuple:
         return False, (f"{tokens} token(s) with U = {U}, W = {W}: a lane keeps (2 x tokens + "
                        f"1) x U x {GEMV_VEC} fp32 registers, at most {budget} with {W} warps "
                        f"a CTA; use fewer vectors or warps, or the wgmma path")
+    if N * K > GEMV_MAX_ELEMS:
+        return False, (f"b has {N} x {K} = {N * K} elements; the GEMV indexes them in 32-bit "
+                       f"arithmetic, at most {GEMV_MAX_ELEMS} (use Config: the wgmma path's "
+                       f"TMA coordinates have no such limit)")
     return True, ""
 
 

@@ -41,9 +41,9 @@ import functools
 from typing import NamedTuple
 
 from ._gemm_sm90 import CTA_SMEM, ring_stages_fit
-from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, GEMV_DTYPES, GEMV_MAX_ELEMS, GEMV_VEC,
-                              MAX_STAGES, OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError,
-                              make_gemv, make_reduce, make_small_m, valid_gemv, valid_mn)
+from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, GEMV_DTYPES, GEMV_VEC, MAX_STAGES,
+                              OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError, make_gemv,
+                              make_reduce, make_small_m, valid_gemv, valid_mn)
 
 
 class Config(NamedTuple):
@@ -113,8 +113,8 @@ def best_splits(M, N, K, elem, MN, sms, max_splits=16, min_k_blocks=4) -> int:
 # first row that applies decides: the CUDA-core kernel, or the wgmma kernel's split rule (its
 # MN and STAGES always come from round_mn / stages_for).
 CONFIG_TABLE = (
-    ("gemv", lambda M, N, K, tiles, nk, sms, dt: M == 1 and dt in GEMV_DTYPES
-     and N * K <= GEMV_MAX_ELEMS,
+    ("gemv", lambda M, N, K, tiles, nk, sms, dt: M == 1
+     and valid_gemv(dt, M, GemvConfig().U, GemvConfig().W, N, K)[0],
      "one token: the weight stream is the whole cost; a warp per weight row on the CUDA cores "
      "streams it with no padded wgmma tile, workspace or second kernel"),
     ("one-split", lambda M, N, K, tiles, nk, sms, dt: nk < 8,
@@ -146,14 +146,9 @@ def choose_config(M, N, K, dtype="bfloat16", sms=132, skip=()):
 def check_config(cfg, dtype, K, M=1, N=1) -> None:
     """Raise ConfigError naming the rule a forced configuration breaks."""
     if isinstance(cfg, GemvConfig):
-        ok, why = valid_gemv(dtype, M, cfg.U, cfg.W)
+        ok, why = valid_gemv(dtype, M, cfg.U, cfg.W, N, K)
         if not ok:
             raise ConfigError(f"GemvConfig: {why}")
-        if N * K > GEMV_MAX_ELEMS:
-            raise ConfigError(f"GemvConfig: b has {N} x {K} = {N * K} elements; the GEMV "
-                              f"indexes them in 32-bit arithmetic, at most {GEMV_MAX_ELEMS} "
-                              f"(use Config: the wgmma path's TMA coordinates have no such "
-                              f"limit)")
         return
     ok, why = valid_mn(cfg.MN, dtype)
     if not ok:
