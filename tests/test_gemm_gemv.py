@@ -7,6 +7,7 @@ import pytest
 
 from support import gemm_cases as G
 from support.ptxsim import run
+from support.tilemath_ref import bf16_bits
 
 from ptxgen.errors import PtxgenError
 from ptxgen.kernels import gemm_small_m as S
@@ -19,10 +20,7 @@ def _body(k):
 
 def _rounded_bits(x, dt):
     """x (float64, exact in fp32) rounded once, to nearest even, into dt's storage bits."""
-    if dt == "float16":
-        return x.astype(np.float16).view(np.uint16)
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return x.astype(np.float16).view(np.uint16) if dt == "float16" else bf16_bits(x)
 
 
 @pytest.mark.parametrize("dt,tokens,U,W", [("bfloat16", 1, 8, 4), ("float16", 2, 4, 8),

@@ -9,6 +9,7 @@ import pytest
 
 from support import gemm_cases as G
 from support.ptxsim import run
+from support.tilemath_ref import bf16_bits
 
 from ptxgen.errors import PtxgenError
 from ptxgen.kernels import gemm_small_m as S
@@ -64,7 +65,7 @@ def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, data=None):
         a, b = data
     fp8 = dt.startswith("float8")
     ref = (a @ b.T) * (0.125 if fp8 else 1.0)
-    want = ref.astype(np.float16).view(np.uint16) if dt == "float16" else _bf16_bits(ref)
+    want = ref.astype(np.float16).view(np.uint16) if dt == "float16" else bf16_bits(ref)
     split = splits > 1
     k = S.make_small_m(dt, MN=MN, STAGES=stages, ctas=ctas, split=split)
     ND, NW = -(-N // 8) * 8, -(-N // 4) * 4
@@ -79,11 +80,6 @@ def _sim(dt, M, N, K, MN, splits, ctas, stages=3, seed=0, data=None):
         D = np.full((M, N), 0x7FC1, np.uint16)
         run(S.make_reduce(out_dt, splits, ctas=2, threads=64), [W, D], scalars=[M, NW, N])
     return D[:, :N], want
-
-
-def _bf16_bits(x):
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 @pytest.mark.parametrize("dt,M,N,K,MN,splits,ctas", [
@@ -372,5 +368,5 @@ def test_blockscaled_sim_matches_numpy(M, N, K, ctas, schedule):
     for kb in range(KB):
         ks = slice(kb * 128, kb * 128 + 128)
         ref += (a[:, ks] @ b[:, ks].T) * sa[:, kb:kb + 1] * np.repeat(sb[:, kb], 128)[None, :N]
-    bad = np.argwhere(D[:, :N] != _bf16_bits(ref))
+    bad = np.argwhere(D[:, :N] != bf16_bits(ref))
     assert bad.size == 0, f"{len(bad)} differ, first at {bad[0]}"

@@ -5,6 +5,8 @@ across 10 runs, no spills under the driver JIT, and the input checks' errors."""
 import numpy as np
 import pytest
 
+from support.tilemath_ref import bf16_bits
+
 pytestmark = pytest.mark.gpu
 
 
@@ -14,11 +16,6 @@ def torch():
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("wgmma needs an sm_90 GPU")
     return torch
-
-
-def _bf16_bits(x):
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 SHAPES = [(1, 200, 64), (5, 130, 80), (16, 4096, 1024), (33, 1000, 2000), (64, 777, 4096),
@@ -54,7 +51,7 @@ def test_bit_exact_on_integer_data(torch, dt, forced):
         out = torch.full((M, N), float("nan"), dtype=od, device="cuda")
         S.gemm_small_m(ta, tb, out, config=cfg, **kw)
         want = (ref.astype(np.float16).view(np.uint16) if od == torch.float16
-                else _bf16_bits(ref))
+                else bf16_bits(ref))
         got = out.view(torch.int16).cpu().numpy().view(np.uint16)
         if got.tobytes() != want.tobytes():
             bad.append((M, N, K, cfg, int((got != want).sum())))
@@ -213,8 +210,8 @@ def test_blockscaled_bit_exact_on_integer_data(torch):
         gemm_blockscaled(t(a, torch.float8_e4m3fn), t(b, torch.float8_e4m3fn),
                          t(sa, torch.float32), t(sb, torch.float32), out)
         got = out.view(torch.int16).cpu().numpy().view(np.uint16)
-        if got.tobytes() != _bf16_bits(ref).tobytes():
-            bad.append((M, N, K, int((got != _bf16_bits(ref)).sum())))
+        if got.tobytes() != bf16_bits(ref).tobytes():
+            bad.append((M, N, K, int((got != bf16_bits(ref)).sum())))
     assert not bad, bad
 
 
