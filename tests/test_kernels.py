@@ -242,7 +242,28 @@ def test_gemm_plans():
     ((T((8, 8)), T((8, 8)), T((1,), "float32")), "gemm: scale_a scales float8_e4m3fn inputs; a "
                                                  "and b are bfloat16 (drop scale_a)"),
     ((T((8, 16), "float8_e4m3fn"), T((8, 16), "float8_e4m3fn"), None, T((2,), "float32")),
-     "gemm: scale_b must hold one element (a per-tensor scale), got shape (2,)"),
+     "gemm: scale_b has shape (2,); a per-tensor scale holds one element, and block scales "
+     "are (1, 1): one per 128 rows of b and 128-wide K block"),
+    ((T((8, 272), "float8_e4m3fn"), T((130, 272), "float8_e4m3fn"), T((8, 3), "float32")),
+     "gemm: scale_b is none but scale_a holds block scales; scale_b's block scales are "
+     "(2, 3): one per 128 rows of b and 128-wide K block"),
+    ((T((8, 272), "float8_e4m3fn"), T((130, 272), "float8_e4m3fn"), T((1,), "float32"),
+      T((2, 3), "float32")),
+     "gemm: scale_a is a per-tensor scale but scale_b holds block scales; scale_a's block "
+     "scales are (8, 3): one per row of a and 128-wide K block"),
+    ((T((8, 272), "float8_e4m3fn"), T((130, 272), "float8_e4m3fn"), T((8, 2), "float32"),
+      T((2, 3), "float32")),
+     "gemm: scale_a has shape (8, 2); a per-tensor scale holds one element, and block scales "
+     "are (8, 3): one per row of a and 128-wide K block"),
+    ((T((8, 272), "float8_e4m3fn"), T((130, 272), "float8_e4m3fn"), T((8, 3), "float32"),
+      T((3, 2), "float32")),
+     "gemm: scale_b has shape (3, 2); a per-tensor scale holds one element, and block scales "
+     "are (2, 3): one per 128 rows of b and 128-wide K block"),
+    ((T((8, 272), "float8_e4m3fn"), T((130, 272), "float8_e4m3fn"), T((8, 3), "float32"),
+      T((2, 3), "float32"), None, True),
+     "gemm: block scales are applied per 128-wide K step in fp32 by gemm_blockscaled's "
+     "kernel, which takes no fast_accum, BN or STAGES (drop them; make_blockscaled builds "
+     "other configurations)"),
     ((T((8, 16), "float8_e4m3fn"), T((8, 16), "float8_e4m3fn"), T((1,), "bfloat16")),
      "gemm: scale_a has dtype bfloat16; it takes float32"),
     ((T((8, 16), "float8_e4m3fn"), T((8, 16), "float8_e4m3fn"), T((1,), "float32", "cpu")),

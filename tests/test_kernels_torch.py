@@ -607,6 +607,79 @@ def test_gemm_eager_path(cpu_as_cuda):
     assert len(cpu_as_cuda) == n
 
 
+def _blockscaled_reference(a, b, sa, sb):
+    """(a * scale_a) @ (b * scale_b)^T in float64, each scale over its 128-wide K block (and
+    scale_b's over 128 rows of b)."""
+    K, N = a.shape[1], b.shape[0]
+    ea = sa.double().repeat_interleave(128, 1)[:, :K]
+    eb = sb.double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+    return (a.double() * ea) @ (b.double() * eb).T
+
+
+def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, monkeypatch):
+    """gemm(a8, b8, scale_a=(M, KB), scale_b=(NB, KB)): the block-scaled path, with K padded
+    to TMA's pitch (KB unchanged), N to the store's, the scales transposed for the ring or
+    read in place (column_major_scales); one-element scales keep the per-tensor path."""
+    import sys
+    G = sys.modules["ptxgen.kernels.gemm"]
+    BS = sys.modules["ptxgen.kernels.gemm_blockscaled"]
+    ring = []
+
+    def product(a, b, d, sat, sbt):     # the ring kernel's operands: scales transposed
+        ring.append((sat.data_ptr(), sbt.data_ptr()))
+        M, NB = a.shape[0], -(-b.shape[0] // 128)
+        r = _blockscaled_reference(a, b, sat[:, :M].T, sbt[:, :NB].T)
+        d[:, :r.shape[1]].copy_(r.to(d.dtype))
+
+    monkeypatch.setattr(G, "_PATHS", [("blockscaled", G._blockscaled_accepts,
+                                       lambda p, d: StandIn(product, cpu_as_cuda),
+                                       G._run_blockscaled)] + G._PATHS)
+    f8 = torch.float8_e4m3fn
+    a = torch.randint(-3, 4, (40, 270)).to(f8)
+    b = torch.randint(-3, 4, (130, 270)).to(f8)
+    sa, sb = torch.rand(40, 3) + 0.5, torch.rand(2, 3) + 0.5
+    want = _blockscaled_reference(a, b, sa, sb).to(torch.bfloat16)
+    d = gemm(a, b, scale_a=sa, scale_b=sb)
+    assert d.dtype == torch.bfloat16 and torch.equal(d, want)
+    assert cpu_as_cuda[-1][0][:3] == ((40, 272), (130, 272), (40, 136))
+    out = torch.full((130, 40), float("nan"), dtype=torch.bfloat16).T   # non-contiguous out
+    assert gemm(a, b, out, scale_a=sa, scale_b=sb) is out and torch.equal(out, want)
+    a2, b2 = a[:, :256].contiguous(), b[:, :256].contiguous()
+    ca, cb = BS.column_major_scales(sa[:, :2]), BS.column_major_scales(sb[:, :2])
+    want2 = _blockscaled_reference(a2, b2, sa[:, :2], sb[:, :2]).to(torch.bfloat16)
+    assert torch.equal(gemm(a2, b2, scale_a=ca, scale_b=cb), want2)
+    assert ring[-1] == (ca.data_ptr(), cb.data_ptr())           # read in place
+    n = len(cpu_as_cuda)
+    assert gemm(a[:0], b, scale_a=sa[:0], scale_b=sb).shape == (0, 130)
+    assert len(cpu_as_cuda) == n
+    one = torch.tensor([0.5])                         # per-tensor: the sm90 stand-in
+    r = gemm(a2[:, :32].contiguous(), b2[:, :32].contiguous(), scale_a=one, scale_b=one)
+    _same(r, (a2[:, :32].float() @ b2[:, :32].float().T * 0.25).to(torch.bfloat16))
+    assert len(ring) == 3
+    with pytest.raises(ArgumentError, match=r"^gemm: scale_b is none but scale_a holds block "
+                                            r"scales; scale_b's block scales are \(2, 3\)"):
+        gemm(a, b, scale_a=sa)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_fake_gemm_with_block_scales(dynamic):
+    """The op's fake implementation reads block scales (static and symbolic shapes)."""
+    def f(a, b, sa, sb):
+        return gemm(a, b, scale_a=sa, scale_b=sb) * 2
+
+    with FakeTensorMode():
+        a8 = torch.empty(48, 300, device="cuda", dtype=torch.float8_e4m3fn)
+        b8 = torch.empty(200, 300, device="cuda", dtype=torch.float8_e4m3fn)
+        sa, sb = torch.empty(48, 3, device="cuda"), torch.empty(2, 3, device="cuda")
+        d = torch.ops.ptxgen.gemm(a8, b8, sa, sb)
+        assert d.shape == (48, 200) and d.dtype == torch.bfloat16
+        r = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=dynamic)(a8, b8, sa,
+                                                                                  sb)
+        assert r.shape == (48, 200) and r.dtype == torch.bfloat16
+        with pytest.raises(ArgumentError, match=r"^gemm: scale_b has shape \(3, 3\)"):
+            torch.ops.ptxgen.gemm(a8, b8, sa, torch.empty(3, 3, device="cuda"))
+
+
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_aot_eager_functionalizes_the_out_ops(dynamic):
     """aot_autograd over the fake implementations: the _out ops' mutations are

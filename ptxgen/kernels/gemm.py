@@ -3,10 +3,13 @@
     from ptxgen.kernels import gemm
     d = gemm(a, b)                          # a (M, K) @ b (N, K)^T, as torch's a @ b.T
     gemm(a8, b8, scale_a=sa, scale_b=sb)    # float8_e4m3fn in, bfloat16 out (torch._scaled_mm)
+    gemm(a8, b8, scale_a=sa, scale_b=sb)    # sa (M, K/128), sb (N/128, K/128): block scales
     gemm(a, b, out=d)                       # out: (M, N) of the result's dtype
 
 dtypes: bfloat16 / float16 in, the same dtype out; float8_e4m3fn in, bfloat16 out (scale_a,
-scale_b: one-element float32 tensors, optional).  Shapes: a (M, K), b (N, K), any M, N, K >= 0
+scale_b: one-element float32 tensors, optional; or DeepSeek-style block scales, float32
+scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)), which take
+gemm_blockscaled.py's kernel).  Shapes: a (M, K), b (N, K), any M, N, K >= 0
 (a K whose rows are not a multiple of 16 bytes is zero-padded: TMA's pitch rule); empty
 dimensions give an empty (or, for K = 0, a zero) result.  Also `torch.ops.ptxgen.gemm(a, b)`
 (a torch custom op: torch.compile and CUDA graphs).  Needs an sm_90 GPU (the H200).
@@ -38,9 +41,14 @@ from . import _torch
 from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, check_cluster_pair,  # noqa: F401
                          consumer_end, cta_end, persistent_setup, ring_stages_fit, store_tile,
                          wgmma_consumer)
-from ._checks import (ArgumentError, Meta, is_int, meta_of, out_tensor, same_device,
+from ._checks import (ArgumentError, Meta, is_int, meta_of, numel, out_tensor, same_device,
                       shares_memory, tensor)
 from ._torch import compiling, traced
+from .gemm_blockscaled import BK as BK_SCALE
+from .gemm_blockscaled import DEFAULT_CONFIG as BLOCKSCALED_CONFIG
+from .gemm_blockscaled import SB_COLS
+from .gemm_blockscaled import kernel_for as blockscaled_kernel_for
+from .gemm_blockscaled import ring_scales
 from .gemm_small_m import decode_launch, store_back, store_target
 
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
@@ -152,6 +160,7 @@ class GemmPlan(NamedTuple):
     fast_accum: bool
     BN: int | None
     STAGES: int | None
+    block_scaled: bool = False    # scale_a (M, KB), scale_b (NB, KB): gemm_blockscaled's kernel
 
 
 def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | None = None,
@@ -171,27 +180,53 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
         raise ArgumentError(f"gemm computes a (M, K) @ b (N, K)^T: b has K = {b.shape[1]}, a "
                             f"has K = {a.shape[1]} (got {a.shape} and {b.shape})")
     scaled = a.dtype.startswith("float8")
+    (M, K), N = a.shape, b.shape[0]
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if s is None:
-            continue
-        if not scaled:
+        if s is not None and not scaled:
             raise ArgumentError(f"gemm: {name} scales float8_e4m3fn inputs; a and b are "
                                 f"{a.dtype} (drop {name})")
-        if any(d != 1 for d in s.shape):
-            raise ArgumentError(f"gemm: {name} must hold one element (a per-tensor scale), "
-                                f"got shape {s.shape}")
+    block = scaled and _block_scales(scale_a, scale_b, M, N, K)
+    if block and (fast_accum or BN is not None or STAGES is not None):
+        raise ArgumentError("gemm: block scales are applied per 128-wide K step in fp32 by "
+                            "gemm_blockscaled's kernel, which takes no fast_accum, BN or "
+                            "STAGES (drop them; make_blockscaled builds other configurations)")
     if BN is not None and (not is_int(BN) or BN % 64 or not 64 <= BN <= 256 or
                            scaled and not fast_accum and BN > 192):
         raise ArgumentError(f"gemm: BN = {BN!r}: a multiple of 64 up to 256 (192 for float8 "
                             f"without fast_accum: two fp32 tiles must fit the registers)")
     if STAGES is not None and (not is_int(STAGES) or not 1 <= STAGES <= 8):
         raise ArgumentError(f"gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
-    (M, K), N = a.shape, b.shape[0]
     out_dtype = "bfloat16" if scaled else a.dtype
     direct = out is None or out_tensor("gemm", out, (M, N), out_dtype, a.device)
     es = 1 if scaled else 2                     # bytes per element
     K_pad = -(-K * es // 16) * 16 // es         # TMA: row pitches are multiples of 16 bytes
-    return GemmPlan(M, N, K, a.dtype, out_dtype, direct, K_pad, bool(fast_accum), BN, STAGES)
+    return GemmPlan(M, N, K, a.dtype, out_dtype, direct, K_pad, bool(fast_accum), BN, STAGES,
+                    block)
+
+
+def _block_scales(scale_a: Meta | None, scale_b: Meta | None, M: int, N: int, K: int) -> bool:
+    """Whether fp8 scales are DeepSeek-style block scales: scale_a (M, KB) per row of a and
+    128-wide K block, scale_b (NB, KB) per 128 x 128 block of b (KB = ceil(K / 128), NB =
+    ceil(N / 128)), both given.  Scales of one element are per-tensor (where such a shape is
+    also the block shape, M = 1 and N, K <= 128, the two readings are the same product)."""
+    scales = (("scale_a", scale_a), ("scale_b", scale_b))
+    blocks = [name for name, s in scales if s is not None and numel(s.shape) != 1]
+    if not blocks:
+        return False
+    KB, NB = -(-K // BK_SCALE), -(-N // SB_COLS)
+    want = {"scale_a": ((M, KB), "row of a"), "scale_b": ((NB, KB), "128 rows of b")}
+    for name, s in sorted(scales, key=lambda n_s: n_s[0] not in blocks):   # blocks first
+        shape, per = want[name]
+        if s is not None and tuple(s.shape) == shape:
+            continue
+        rule = f"block scales are {shape}: one per {per} and 128-wide K block"
+        if name in blocks:
+            raise ArgumentError(f"gemm: {name} has shape {tuple(s.shape)}; a per-tensor scale "
+                                f"holds one element, and {rule}")
+        given = "none" if s is None else "a per-tensor scale"
+        raise ArgumentError(f"gemm: {name} is {given} but {blocks[0]} holds block scales; "
+                            f"{name}'s {rule}")
+    return True
 
 
 # ---- paths: the first whose predicate accepts a plan computes it --------------------------
@@ -278,6 +313,30 @@ def _padded_k(t, K_pad):
     return z.view(t.dtype)
 
 
+def _blockscaled_accepts(plan: GemmPlan, device):
+    if not plan.block_scaled:
+        return False, "no block scales (scale_a (M, K/128) and scale_b (N/128, K/128))"
+    return True, ""
+
+
+def _blockscaled_kernel(plan: GemmPlan, device):
+    stages, *rest = BLOCKSCALED_CONFIG
+    return blockscaled_kernel_for(stages, _sms(device), *rest)
+
+
+@path("blockscaled", _blockscaled_accepts, prepare=_blockscaled_kernel)
+def _run_blockscaled(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
+    """Block scales applied per 128-wide K step in fp32 (gemm_blockscaled.py); the scales
+    ride in the TMA ring, transposed (or read in place from column_major_scales' layout)."""
+    if plan.K_pad != plan.K:      # zero columns add nothing, and leave K's blocks as they are
+        a, b = _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
+    else:
+        a, b = _torch.tma_ready(a), _torch.tma_ready(b)
+    d = store_target(out)
+    kernel(a, b, d, *ring_scales(scale_a, scale_b))
+    return store_back(d, out)
+
+
 SMALL_M = 128    # up to here the decode path beats the general kernel on every measured
                  # (N, K) of benchmarks/RESULTS.md's decode series
 SMALL_M_MAX = 256   # up to here it does where the general kernel's tiles fill its rounds
@@ -287,6 +346,8 @@ WAVE_FILL = 0.9     # poorly: below this share (tiles / (rounds x SMs); RESULTS.
 def _small_m_accepts(plan: GemmPlan, device):
     """The rules on the plan alone first; the general kernel's wave fill (which asks the
     device's SM count) only for a plan that passes them."""
+    if plan.block_scaled:
+        return False, "block scales: the block-scaled kernel"
     if plan.M > SMALL_M_MAX:
         return False, f"M = {plan.M} > {SMALL_M_MAX}: the general kernel's tiles fill the SMs"
     if plan.fast_accum:
@@ -322,7 +383,13 @@ def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
     return out
 
 
-@path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
+def _sm90_accepts(plan: GemmPlan, device):
+    if plan.block_scaled:
+        return False, "block scales: the block-scaled kernel"
+    return True, ""
+
+
+@path("sm90", _sm90_accepts, prepare=_sm90_kernel)
 def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
     if plan.K_pad != plan.K:                   # fresh zero-padded copies, aligned
@@ -366,7 +433,9 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     as torch._scaled_mm takes them), accumulated as exactly as cuBLAS's default (each
     K-step's partial sum promoted to fp32, on 128 x 128 tiles whose promotion overlaps the
     next K-step's wgmma) unless `fast_accum` (wgmma's own fp8 accumulation, 128 x 256 tiles:
-    cuBLAS's use_fast_accum=True).  `out` (checked: (M, N), the result's dtype, a's device)
+    cuBLAS's use_fast_accum=True).  Block scales (scale_a (M, ceil(K/128)), scale_b
+    (ceil(N/128), ceil(K/128))) go to the block-scaled kernel (gemm_blockscaled.py), which
+    takes no fast_accum, BN or STAGES.  `out` (checked: (M, N), the result's dtype, a's device)
     is written and returned.  BN: 256 (128 for promoted fp8), or 128 when wide tiles would
     leave SMs idle (small M * N); a forced BN / STAGES is checked against the rules.
     M <= 128 takes the decode path of gemm_small_m.py (without fast_accum or forced tiles), and

@@ -25,6 +25,9 @@ taking turns, or two partial tiles per consumer.
     column_major_scales(x)                              scales laid out to be read in place
     gemm_blockscaled(a, b, scale_a, scale_b, out=None)  torch tensors: DEFAULT_CONFIG's kernel
 
+`ptxgen.kernels.gemm(a, b, scale_a=, scale_b=)` launches the same kernel for block-shaped
+scales, with gemm's plan cache, K padding and torch op (torch.ops.ptxgen.gemm).
+
 Speed (benchmarks/RESULTS.md), of per-tensor torch._scaled_mm's time at 8192^3 /
 4096x14336x4096 in benchmarks/gemm.py's rows: on the H200 (twenty-second session)
 gemm_blockscaled 0.837x / 0.837x with contiguous scales (transposed on each call) and

@@ -285,6 +285,36 @@ def test_blockscaled_against_fp64(torch):
         assert _rel(out, ref) <= 4e-3, (M, N, K, _rel(out, ref))
 
 
+def test_gemm_block_scales_match_gemm_blockscaled_and_fp64(torch):
+    """gemm(a8, b8, scale_a=(M, KB), scale_b=(NB, KB)) launches the block-scaled kernel: the
+    same bits as gemm_blockscaled where that takes the call, a K off TMA's 16-byte pitch
+    (which gemm_blockscaled refuses) padded with zeros, as torch.ops.ptxgen.gemm under
+    torch.compile(fullgraph=True), and within the bf16 rounding of fp64 (opcheck:
+    test_torch_ops_gpu.py)."""
+    from ptxgen.kernels import gemm
+    from ptxgen.kernels.gemm_blockscaled import gemm_blockscaled
+    torch.manual_seed(6)
+    for M, N, K in [(40, 130, 304), (300, 520, 1040), (7, 1000, 270), (1, 64, 100)]:
+        a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
+        KB, NB = -(-K // 128), -(-N // 128)
+        sa = torch.rand(M, KB, device="cuda") + 0.5
+        sb = torch.rand(NB, KB, device="cuda") + 0.5
+        ea = sa.double().repeat_interleave(128, 1)[:, :K]
+        eb = sb.double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+        ref = (a.double() * ea) @ (b.double() * eb).T
+        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+        assert gemm(a, b, out, scale_a=sa, scale_b=sb) is out
+        assert _rel(out, ref) <= 4e-3, (M, N, K, _rel(out, ref))
+        if K % 16 == 0:
+            want = gemm_blockscaled(a, b, sa, sb)
+            assert torch.equal(out.view(torch.int16), want.view(torch.int16)), (M, N, K)
+        compiled = torch.compile(lambda a, b, sa, sb: gemm(a, b, scale_a=sa, scale_b=sb) * 2,
+                                 fullgraph=True)
+        got = compiled(a, b, sa, sb)
+        assert torch.equal(got.view(torch.int16), (out * 2).view(torch.int16)), (M, N, K)
+
+
 def test_driver_jit_no_spills(torch):
     """Loaded from PTX (the driver's whole-program JIT keeps setmaxnreg): no local memory."""
     from ptxgen.kernels import gemm_blockscaled as BS

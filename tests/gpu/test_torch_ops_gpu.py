@@ -46,6 +46,10 @@ def _opcheck_cases():
         (ops.rmsnorm_out.default, (x, w, torch.empty_like(x)), {}),
         (ops.gemm.default, (a, b), {}),
         (ops.gemm.default, (a8, b8, s, s), {}),
+        (ops.gemm.default, (_ints(128, 300, dtype=torch.float8_e4m3fn),   # block scales
+                            _ints(96, 300, dtype=torch.float8_e4m3fn),
+                            torch.rand(128, 3, device="cuda") + 0.5,
+                            torch.rand(1, 3, device="cuda") + 0.5), {}),
         (ops.gemm_out.default, (a, b, torch.empty(300, 200, device="cuda",
                                                   dtype=torch.bfloat16)), {}),
         (ops.attention.default, (q, kv, kv), {"causal": True}),
@@ -60,7 +64,7 @@ def _opcheck_cases():
     ]
 
 
-@pytest.mark.parametrize("case", range(16))
+@pytest.mark.parametrize("case", range(17))
 def test_opcheck(case):
     op, args, kwargs = _opcheck_cases()[case]
     if any(getattr(a, "dtype", None) == torch.float8_e4m3fn for a in args):
