@@ -267,20 +267,27 @@ def test_blockscaled_column_major_scales_read_in_place(torch):
         assert torch.equal(BS.gemm_blockscaled(a, b, ca, cb).view(torch.int16), want)
 
 
+def _random_blockscaled(torch, M, N, K):
+    """fp8 a (M, K), b (N, K), float32 block scales, the float64 product and a NaN-poisoned
+    bf16 out."""
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
+    KB, NB = -(-K // 128), -(-N // 128)
+    sa = torch.rand(M, KB, device="cuda") + 0.5
+    sb = torch.rand(NB, KB, device="cuda") + 0.5
+    ea = sa.double().repeat_interleave(128, 1)[:, :K]
+    eb = sb.double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+    ref = (a.double() * ea) @ (b.double() * eb).T
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    return a, b, sa, sb, ref, out
+
+
 def test_blockscaled_against_fp64(torch):
     """Random data and scales: the only error is the final bf16 rounding (plus fp32 sums)."""
     from ptxgen.kernels.gemm_blockscaled import gemm_blockscaled
     torch.manual_seed(3)
     for M, N, K in [(1000, 777, 1040), (4096, 4096, 4096)]:
-        a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
-        b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
-        KB, NB = -(-K // 128), -(-N // 128)
-        sa = torch.rand(M, KB, device="cuda") + 0.5
-        sb = torch.rand(NB, KB, device="cuda") + 0.5
-        ea = sa.double().repeat_interleave(128, 1)[:, :K]
-        eb = sb.double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
-        ref = (a.double() * ea) @ (b.double() * eb).T
-        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+        a, b, sa, sb, ref, out = _random_blockscaled(torch, M, N, K)
         gemm_blockscaled(a, b, sa, sb, out)
         assert _rel(out, ref) <= 4e-3, (M, N, K, _rel(out, ref))
 
@@ -295,15 +302,7 @@ def test_gemm_block_scales_match_gemm_blockscaled_and_fp64(torch):
     from ptxgen.kernels.gemm_blockscaled import gemm_blockscaled
     torch.manual_seed(6)
     for M, N, K in [(40, 130, 304), (300, 520, 1040), (7, 1000, 270), (1, 64, 100)]:
-        a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
-        b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
-        KB, NB = -(-K // 128), -(-N // 128)
-        sa = torch.rand(M, KB, device="cuda") + 0.5
-        sb = torch.rand(NB, KB, device="cuda") + 0.5
-        ea = sa.double().repeat_interleave(128, 1)[:, :K]
-        eb = sb.double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
-        ref = (a.double() * ea) @ (b.double() * eb).T
-        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+        a, b, sa, sb, ref, out = _random_blockscaled(torch, M, N, K)
         assert gemm(a, b, out, scale_a=sa, scale_b=sb) is out
         assert _rel(out, ref) <= 4e-3, (M, N, K, _rel(out, ref))
         if K % 16 == 0:
