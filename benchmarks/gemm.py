@@ -327,10 +327,11 @@ def issue30(args):
         k192 = BS.kernel_for(4, sms, False, False, 1, "global", 192)   # 128 x 192 tiles
         k192r = BS.kernel_for(4, sms, False, False, 1, "ring", 192)
         ca, cb = BS.column_major_scales(sa), BS.column_major_scales(sb)   # read in place
-        out2 = torch.empty(M, N, dtype=bf, device="cuda")
+        out2, out3 = (torch.empty(M, N, dtype=bf, device="cuda") for _ in range(2))
         fns = {"scaled_mm": lambda: torch._scaled_mm(a, bt, one, one, out_dtype=bf),
                "blockscaled": lambda: gemm_blockscaled(a, b, sa, sb, out),
-               "blockscaled_colmajor": lambda: gemm_blockscaled(a, b, ca, cb, out2)}
+               "blockscaled_colmajor": lambda: gemm_blockscaled(a, b, ca, cb, out2),
+               "blockscaled_gemm": lambda: gemm(a, b, out3, scale_a=sa, scale_b=sb)}
         for v, kv in (("pp", kpp), ("ov", kov), ("ov_c2", koc)):
             o = torch.empty(M, N, dtype=bf, device="cuda")
             fns["blockscaled_" + v] = lambda kv=kv, o=o: (kv(a, b, o, sa, sb), o)[1]
@@ -342,7 +343,8 @@ def issue30(args):
             fns["blockscaled_" + v] = \
                 lambda kv=kv, o=o: (kv(a, b, o, *BS.ring_scales(sa, sb)), o)[1]
         want = fns["blockscaled"]().view(torch.int16)
-        for v in ("colmajor", "pp", "ov", "ov_c2", "ring", "ring_ov", "n192", "ring_n192"):
+        for v in ("colmajor", "gemm", "pp", "ov", "ov_c2", "ring", "ring_ov", "n192",
+                  "ring_n192"):
             same = torch.equal(want, fns["blockscaled_" + v]().view(torch.int16))
             print(f"blockscaled {M}x{N}x{K}: {v} gives the same bits: {same}", flush=True)
         return _row("blockscaled", "fp8", M, N, K, fns, "scaled_mm", 1, 2)
