@@ -661,6 +661,22 @@ def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, mon
         gemm(a, b, scale_a=sa)
 
 
+def test_gemm_blockscaled_is_the_gemm_op_under_fullgraph_compile():
+    import importlib
+    BS = importlib.import_module("ptxgen.kernels.gemm_blockscaled")
+
+    def f(a, b, sa, sb):
+        return BS.gemm_blockscaled(a, b, sa, sb).float().sum(-1)
+
+    rec = Recorder()
+    with FakeTensorMode():
+        a8 = torch.empty(48, 256, device="cuda", dtype=torch.float8_e4m3fn)
+        b8 = torch.empty(200, 256, device="cuda", dtype=torch.float8_e4m3fn)
+        sa, sb = torch.empty(48, 2, device="cuda"), torch.empty(2, 2, device="cuda")
+        assert torch.compile(f, fullgraph=True, backend=rec)(a8, b8, sa, sb).shape == (48,)
+    assert "torch.ops.ptxgen.gemm(" in rec.code[0], rec.code[0]
+
+
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_fake_gemm_with_block_scales(dynamic):
     """The op's fake implementation reads block scales (static and symbolic shapes)."""

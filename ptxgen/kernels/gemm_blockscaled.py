@@ -41,6 +41,7 @@ from ptxgen.primitives.tcgen05 import canonical_layout
 
 from ._gemm_sm90 import (BM, check_cluster_pair, consumer_end, cta_end, issue_wgmma,
                          overlapped_k_steps, persistent_setup, pingpong_start, store_tile)
+from ._torch import compiling, traced
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BK = 128                          # fp8 bytes = one 128-byte swizzle span = one scale block
@@ -286,7 +287,10 @@ def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
     """(a * scale_a) @ (b * scale_b)^T for float8_e4m3fn a (M, K), b (N, K) on one CUDA device,
     scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)) float32, contiguous
     (transposed for the kernel on each call) or in column_major_scales' layout (read in
-    place); bfloat16 out (M, N).  The scales apply per 128-wide K block, in fp32."""
+    place); bfloat16 out (M, N).  The scales apply per 128-wide K block, in fp32.  Inside
+    torch.compile it is torch.ops.ptxgen.gemm with these block scales (gemm's rules)."""
+    if compiling():
+        return traced("gemm", (a, b), out, scale_a=scale_a, scale_b=scale_b)
     import torch
     named = (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
     cuda_tensors("gemm_blockscaled", *named)
