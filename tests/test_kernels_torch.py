@@ -516,11 +516,7 @@ def test_blockscaled_eager_path(monkeypatch):
         scale_ptrs.append((sat.data_ptr(), sbt.data_ptr()))
         M, NB = a.shape[0], -(-b.shape[0] // 128)
         assert sat.shape[1] % 4 == 0 and sbt.shape[1] % 4 == 0
-        sa, sb = sat[:, :M].T, sbt[:, :NB].T
-        K = a.shape[1]
-        ea = sa.double().repeat_interleave(128, 1)[:, :K]
-        eb = sb.double().repeat_interleave(128, 0)[:b.shape[0]].repeat_interleave(128, 1)[:, :K]
-        r = (a.double() * ea) @ (b.double() * eb).T
+        r = _blockscaled_reference(a, b, sat[:, :M].T, sbt[:, :NB].T)
         d[:, :r.shape[1]].copy_(r.to(d.dtype))
 
     monkeypatch.setattr(BS, "cuda_tensors", lambda op, *named: None)
@@ -534,9 +530,7 @@ def test_blockscaled_eager_path(monkeypatch):
     b = torch.randint(-3, 4, (130, 272)).to(f8)
     sa, sb = torch.rand(40, 3) + 0.5, torch.rand(2, 3) + 0.5
     d = BS.gemm_blockscaled(a, b, sa, sb)
-    ea = sa.double().repeat_interleave(128, 1)[:, :272]
-    eb = sb.double().repeat_interleave(128, 0)[:130].repeat_interleave(128, 1)[:, :272]
-    want = ((a.double() * ea) @ (b.double() * eb).T).to(torch.bfloat16)
+    want = _blockscaled_reference(a, b, sa, sb).to(torch.bfloat16)
     assert d.dtype == torch.bfloat16 and torch.equal(d, want)
     assert calls[-1][0][2] == (40, 136)             # N = 130 stored through a padded tile
     out = torch.full((40, 130), float("nan"), dtype=torch.bfloat16)
@@ -631,9 +625,10 @@ def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, mon
         r = _blockscaled_reference(a, b, sat[:, :M].T, sbt[:, :NB].T)
         d[:, :r.shape[1]].copy_(r.to(d.dtype))
 
-    monkeypatch.setattr(G, "_PATHS", [("blockscaled", G._blockscaled_accepts,
-                                       lambda p, d: StandIn(product, cpu_as_cuda),
+    monkeypatch.setattr(G, "_PATHS", [("blockscaled", G._blockscaled_accepts, None,
                                        G._run_blockscaled)] + G._PATHS)
+    monkeypatch.setattr(BS, "_sms", lambda device: 132)
+    monkeypatch.setattr(BS, "kernel_for", lambda *config: StandIn(product, cpu_as_cuda))
     f8 = torch.float8_e4m3fn
     a = torch.randint(-3, 4, (40, 270)).to(f8)
     b = torch.randint(-3, 4, (130, 270)).to(f8)

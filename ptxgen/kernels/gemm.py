@@ -45,10 +45,7 @@ from ._checks import (ArgumentError, Meta, is_int, meta_of, numel, out_tensor, s
                       shares_memory, tensor)
 from ._torch import compiling, traced
 from .gemm_blockscaled import BK as BK_SCALE
-from .gemm_blockscaled import DEFAULT_CONFIG as BLOCKSCALED_CONFIG
-from .gemm_blockscaled import SB_COLS
-from .gemm_blockscaled import kernel_for as blockscaled_kernel_for
-from .gemm_blockscaled import ring_scales
+from .gemm_blockscaled import SB_COLS, launch_default
 from .gemm_small_m import decode_launch, store_back, store_target
 
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
@@ -209,14 +206,14 @@ def _block_scales(scale_a: Meta | None, scale_b: Meta | None, M: int, N: int, K:
     128-wide K block, scale_b (NB, KB) per 128 x 128 block of b (KB = ceil(K / 128), NB =
     ceil(N / 128)), both given.  Scales of one element are per-tensor (where such a shape is
     also the block shape, M = 1 and N, K <= 128, the two readings are the same product)."""
-    scales = (("scale_a", scale_a), ("scale_b", scale_b))
-    blocks = [name for name, s in scales if s is not None and numel(s.shape) != 1]
+    scales = {"scale_a": scale_a, "scale_b": scale_b}
+    blocks = [name for name, s in scales.items() if s is not None and numel(s.shape) != 1]
     if not blocks:
         return False
     KB, NB = -(-K // BK_SCALE), -(-N // SB_COLS)
     want = {"scale_a": ((M, KB), "row of a"), "scale_b": ((NB, KB), "128 rows of b")}
-    for name, s in sorted(scales, key=lambda n_s: n_s[0] not in blocks):   # blocks first
-        shape, per = want[name]
+    for name in blocks + [n for n in want if n not in blocks]:   # a malformed block first
+        s, (shape, per) = scales[name], want[name]
         if s is not None and tuple(s.shape) == shape:
             continue
         rule = f"block scales are {shape}: one per {per} and 128-wide K block"
@@ -314,27 +311,22 @@ def _padded_k(t, K_pad):
 
 
 def _blockscaled_accepts(plan: GemmPlan, device):
+    """Every plan with block scales, and only those: registered first, so the paths after it
+    see per-tensor (or no) scales alone."""
     if not plan.block_scaled:
         return False, "no block scales (scale_a (M, K/128) and scale_b (N/128, K/128))"
     return True, ""
 
 
-def _blockscaled_kernel(plan: GemmPlan, device):
-    stages, *rest = BLOCKSCALED_CONFIG
-    return blockscaled_kernel_for(stages, _sms(device), *rest)
-
-
-@path("blockscaled", _blockscaled_accepts, prepare=_blockscaled_kernel)
-def _run_blockscaled(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
+@path("blockscaled", _blockscaled_accepts)
+def _run_blockscaled(plan: GemmPlan, prepared, a, b, scale_a, scale_b, out):
     """Block scales applied per 128-wide K step in fp32 (gemm_blockscaled.py); the scales
     ride in the TMA ring, transposed (or read in place from column_major_scales' layout)."""
     if plan.K_pad != plan.K:      # zero columns add nothing, and leave K's blocks as they are
         a, b = _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
     else:
         a, b = _torch.tma_ready(a), _torch.tma_ready(b)
-    d = store_target(out)
-    kernel(a, b, d, *ring_scales(scale_a, scale_b))
-    return store_back(d, out)
+    return launch_default(a, b, scale_a, scale_b, out)
 
 
 SMALL_M = 128    # up to here the decode path beats the general kernel on every measured
@@ -346,8 +338,6 @@ WAVE_FILL = 0.9     # poorly: below this share (tiles / (rounds x SMs); RESULTS.
 def _small_m_accepts(plan: GemmPlan, device):
     """The rules on the plan alone first; the general kernel's wave fill (which asks the
     device's SM count) only for a plan that passes them."""
-    if plan.block_scaled:
-        return False, "block scales: the block-scaled kernel"
     if plan.M > SMALL_M_MAX:
         return False, f"M = {plan.M} > {SMALL_M_MAX}: the general kernel's tiles fill the SMs"
     if plan.fast_accum:
@@ -383,13 +373,7 @@ def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
     return out
 
 
-def _sm90_accepts(plan: GemmPlan, device):
-    if plan.block_scaled:
-        return False, "block scales: the block-scaled kernel"
-    return True, ""
-
-
-@path("sm90", _sm90_accepts, prepare=_sm90_kernel)
+@path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
 def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
     if plan.K_pad != plan.K:                   # fresh zero-padded copies, aligned

@@ -283,6 +283,17 @@ def _sms(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+def launch_default(a, b, scale_a, scale_b, out):
+    """DEFAULT_CONFIG's kernel on (M, K) a and b that TMA reads as they are, the scales as
+    ring_scales lays them out; out (M, N) bfloat16, contiguous (stored through a row-padded
+    tile where N is not a multiple of 8).  gemm_blockscaled's launch, and gemm's for block
+    scales."""
+    stages, *rest = DEFAULT_CONFIG
+    d = store_target(out)
+    kernel_for(stages, _sms(a.device), *rest)(a, b, d, *ring_scales(scale_a, scale_b))
+    return store_back(d, out)
+
+
 def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
     """(a * scale_a) @ (b * scale_b)^T for float8_e4m3fn a (M, K), b (N, K) on one CUDA device,
     scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)) float32, contiguous
@@ -326,7 +337,4 @@ def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
         return out
     if K == 0:
         return out.zero_()
-    d = store_target(out)
-    stages, *rest = DEFAULT_CONFIG
-    kernel_for(stages, _sms(a.device), *rest)(a, b, d, *ring_scales(scale_a, scale_b))
-    return store_back(d, out)
+    return launch_default(a, b, scale_a, scale_b, out)
