@@ -161,7 +161,7 @@ def test_gemm_routes_by_how_the_general_tiles_fill_the_sms(monkeypatch, M, N, K,
     import importlib
     from ptxgen.kernels._checks import Meta
     G = importlib.import_module("ptxgen.kernels.gemm")
-    monkeypatch.setattr(G, "_sms", lambda device: 132)
+    monkeypatch.setattr(G, "sm_count", lambda device: 132)
     plan = G.gemm_plan(Meta((M, K), dt, "cuda:0"), Meta((N, K), dt, "cuda:0"))
     ok, why = G._small_m_accepts(plan, "cuda:0")
     assert ok == (path == "small_m"), why
@@ -213,7 +213,7 @@ def test_gemm_forced_stages_fit_shared_memory(monkeypatch, dt, BN, STAGES, fits)
     import importlib
     from ptxgen.kernels._checks import Meta
     G = importlib.import_module("ptxgen.kernels.gemm")
-    monkeypatch.setattr(G, "_sms", lambda device: 132)
+    monkeypatch.setattr(G, "sm_count", lambda device: 132)
     plan = G.gemm_plan(Meta((4096, 512), dt, "cuda:0"), Meta((4096, 512), dt, "cuda:0"),
                        BN=BN, STAGES=STAGES)
     if fits:

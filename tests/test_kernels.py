@@ -322,7 +322,7 @@ def test_gemm_paths_are_registered_units(monkeypatch):
 def test_gemm_sm90_kernel_choice(monkeypatch, M, N, dtype, knobs, want):
     """The persistent kernel a plan gets: which tile width and schedule (kernel name)."""
     G = sys.modules["ptxgen.kernels.gemm"]
-    monkeypatch.setattr(G, "_sms", lambda device: 132)
+    monkeypatch.setattr(G, "sm_count", lambda device: 132)
     k = G._sm90_kernel(gemm_plan(T((M, 256), dtype), T((N, 256), dtype), **knobs), "cuda:0")
     assert k.name == f"gemm_sm90_{dtype}_{want}"
 

@@ -520,7 +520,7 @@ def test_blockscaled_eager_path(monkeypatch):
         d[:, :r.shape[1]].copy_(r.to(d.dtype))
 
     monkeypatch.setattr(BS, "cuda_tensors", lambda op, *named: None)
-    monkeypatch.setattr(BS, "_sms", lambda device: 132)
+    monkeypatch.setattr(BS, "sm_count", lambda device: 132)
     def kernel_for(*config):
         assert config == (4, 132, False, False, 1, "ring", 192), config
         return StandIn(product, calls)
@@ -627,7 +627,7 @@ def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, mon
 
     monkeypatch.setattr(G, "_PATHS", [("blockscaled", G._blockscaled_accepts, None,
                                        G._run_blockscaled)] + G._PATHS)
-    monkeypatch.setattr(BS, "_sms", lambda device: 132)
+    monkeypatch.setattr(BS, "sm_count", lambda device: 132)
     monkeypatch.setattr(BS, "kernel_for", lambda *config: StandIn(product, cpu_as_cuda))
     f8 = torch.float8_e4m3fn
     a = torch.randint(-3, 4, (40, 270)).to(f8)

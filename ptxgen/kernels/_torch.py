@@ -5,6 +5,8 @@ it to True and takes `traced` (the kernel as its custom op, which Dynamo keeps i
 graph), while an eager call pays one flag read and launches directly: torch's dispatcher
 costs more host time than a small kernel's whole launch.  Without torch it is always False.
 """
+import functools
+
 from ._checks import ArgumentError
 
 try:
@@ -22,6 +24,12 @@ compiling = torch.compiler.is_compiling if torch is not None else _never
 # less host time than x.new_empty(shape) or torch.empty(shape, ...) (benchmarks/RESULTS.md,
 # "host overhead"), which the tiny-input budget of benchmarks/host_overhead.py needs
 empty_like = torch.empty_like if torch is not None else None
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device) -> int:
+    """The device's SM count, which the GEMM plans size their grids and splits by."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def result_like(shape: tuple, dtype, device):

@@ -43,7 +43,7 @@ from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, check_cluster_pair,  # noqa: F40
                          wgmma_consumer)
 from ._checks import (ArgumentError, Meta, is_int, meta_of, numel, out_tensor, same_device,
                       shares_memory, tensor)
-from ._torch import compiling, traced
+from ._torch import compiling, sm_count, traced
 from .gemm_blockscaled import BK as BK_SCALE
 from .gemm_blockscaled import SB_COLS, launch_default
 from .gemm_small_m import decode_launch, store_back, store_target
@@ -268,11 +268,6 @@ def _unit_scale(device: int):
     return t
 
 
-@functools.lru_cache(maxsize=None)
-def _sms(device) -> int:
-    return _torch.torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def _general_bn(plan: GemmPlan, sms: int) -> int:
     """The general kernel's tile width: the forced one, else 256 where 256-wide tiles fill the
     SMs (bf16 / fp16, fp8 with fast_accum), else 128."""
@@ -287,7 +282,7 @@ def _sm90_kernel(plan: GemmPlan, device):
     SMs idle (small M * N); promoted fp8 BN 128 with two partial tiles overlapped (each
     K-step's wgmma runs while the last one's tile is promoted), which measured faster than
     BN 192 on every shape tried (benchmarks/RESULTS.md).  One CTA per SM."""
-    sms = _sms(device)
+    sms = sm_count(device)
     scaled = plan.dtype.startswith("float8")
     promote = 1 if scaled and not plan.fast_accum else 0
     BN = _general_bn(plan, sms)
@@ -347,7 +342,7 @@ def _small_m_accepts(plan: GemmPlan, device):
     if plan.K_pad != plan.K or plan.N % 8:
         return False, "K or N breaks TMA's 16-byte row pitch (the general path pads)"
     if plan.M > SMALL_M:
-        sms = _sms(device)
+        sms = sm_count(device)
         tiles = -(-plan.M // BM) * -(-plan.N // _general_bn(plan, sms))
         rounds = -(-tiles // sms)
         fill = tiles / (rounds * sms)

@@ -41,7 +41,7 @@ from ptxgen.primitives.tcgen05 import canonical_layout
 
 from ._gemm_sm90 import (BM, check_cluster_pair, consumer_end, cta_end, issue_wgmma,
                          overlapped_k_steps, persistent_setup, pingpong_start, store_tile)
-from ._torch import compiling, traced
+from ._torch import compiling, sm_count, traced
 from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BK = 128                          # fp8 bytes = one 128-byte swizzle span = one scale block
@@ -277,12 +277,6 @@ def _column_major_storage(x):
     return x.as_strided((kb, pitch), (pitch, 1))
 
 
-@functools.lru_cache(maxsize=None)
-def _sms(device) -> int:
-    import torch
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def launch_default(a, b, scale_a, scale_b, out):
     """DEFAULT_CONFIG's kernel on (M, K) a and b that TMA reads as they are, the scales as
     ring_scales lays them out; out (M, N) bfloat16, contiguous (stored through a row-padded
@@ -290,7 +284,7 @@ def launch_default(a, b, scale_a, scale_b, out):
     scales."""
     stages, *rest = DEFAULT_CONFIG
     d = store_target(out)
-    kernel_for(stages, _sms(a.device), *rest)(a, b, d, *ring_scales(scale_a, scale_b))
+    kernel_for(stages, sm_count(a.device), *rest)(a, b, d, *ring_scales(scale_a, scale_b))
     return store_back(d, out)
 
 

@@ -45,6 +45,7 @@ from ._gemm_sm90 import CTA_SMEM, ring_stages_fit
 from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, GEMV_DTYPES, GEMV_VEC, MAX_STAGES,
                               OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError, make_gemv,
                               make_reduce, make_small_m, valid_gemv, valid_mn)
+from ._torch import sm_count
 
 
 class Config(NamedTuple):
@@ -115,7 +116,7 @@ def best_splits(M, N, K, elem, MN, sms, max_splits=16, min_k_blocks=4) -> int:
 # MN and STAGES always come from round_mn / stages_for).
 CONFIG_TABLE = (
     ("gemv", lambda M, N, K, tiles, nk, sms, dt: M == 1
-     and valid_gemv(dt, M, GemvConfig().U, GemvConfig().W, N, K)[0],
+     and valid_gemv(dt, M, *GemvConfig()[:2], N, K)[0],
      "one token: the weight stream is the whole cost; a warp per weight row on the CUDA cores "
      "streams it with no padded wgmma tile, workspace or second kernel"),
     ("one-split", lambda M, N, K, tiles, nk, sms, dt: nk < 8,
@@ -194,8 +195,7 @@ _NAMES = ("bfloat16", "float16", "float8_e4m3fn")
 def _device_consts(device):
     """Per device: the SM count, the scale 1.0 and the unused 1 x 1 x 4 workspace."""
     import torch
-    return (torch.cuda.get_device_properties(device).multi_processor_count,
-            torch.ones(1, dtype=torch.float32, device=device),
+    return (sm_count(device), torch.ones(1, dtype=torch.float32, device=device),
             torch.zeros((1, 1, 4), dtype=torch.float32, device=device))
 
 
