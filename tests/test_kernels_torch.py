@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 import ptxgen as pg  # noqa: E402
 from ptxgen.kernels import ArgumentError, attention, gemm, rmsnorm, softmax  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
-from support.torch_refs import grads, rms_ref  # noqa: E402
+from support.torch_refs import blockscaled_ref, grads, rms_ref  # noqa: E402
 
 
 class Recorder:
@@ -516,7 +516,7 @@ def test_blockscaled_eager_path(monkeypatch):
         scale_ptrs.append((sat.data_ptr(), sbt.data_ptr()))
         M, NB = a.shape[0], -(-b.shape[0] // 128)
         assert sat.shape[1] % 4 == 0 and sbt.shape[1] % 4 == 0
-        r = _blockscaled_reference(a, b, sat[:, :M].T, sbt[:, :NB].T)
+        r = blockscaled_ref(a, b, sat[:, :M].T, sbt[:, :NB].T)
         d[:, :r.shape[1]].copy_(r.to(d.dtype))
 
     monkeypatch.setattr(BS, "cuda_tensors", lambda op, *named: None)
@@ -530,7 +530,7 @@ def test_blockscaled_eager_path(monkeypatch):
     b = torch.randint(-3, 4, (130, 272)).to(f8)
     sa, sb = torch.rand(40, 3) + 0.5, torch.rand(2, 3) + 0.5
     d = BS.gemm_blockscaled(a, b, sa, sb)
-    want = _blockscaled_reference(a, b, sa, sb).to(torch.bfloat16)
+    want = blockscaled_ref(a, b, sa, sb).to(torch.bfloat16)
     assert d.dtype == torch.bfloat16 and torch.equal(d, want)
     assert calls[-1][0][2] == (40, 136)             # N = 130 stored through a padded tile
     out = torch.full((40, 130), float("nan"), dtype=torch.bfloat16)
@@ -601,15 +601,6 @@ def test_gemm_eager_path(cpu_as_cuda):
     assert len(cpu_as_cuda) == n
 
 
-def _blockscaled_reference(a, b, sa, sb):
-    """(a * scale_a) @ (b * scale_b)^T in float64, each scale over its 128-wide K block (and
-    scale_b's over 128 rows of b)."""
-    K, N = a.shape[1], b.shape[0]
-    ea = sa.double().repeat_interleave(128, 1)[:, :K]
-    eb = sb.double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
-    return (a.double() * ea) @ (b.double() * eb).T
-
-
 def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, monkeypatch):
     """gemm(a8, b8, scale_a=(M, KB), scale_b=(NB, KB)): the block-scaled path, with K padded
     to TMA's pitch (KB unchanged), N to the store's, the scales transposed for the ring or
@@ -622,7 +613,7 @@ def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, mon
     def product(a, b, d, sat, sbt):     # the ring kernel's operands: scales transposed
         ring.append((sat.data_ptr(), sbt.data_ptr()))
         M, NB = a.shape[0], -(-b.shape[0] // 128)
-        r = _blockscaled_reference(a, b, sat[:, :M].T, sbt[:, :NB].T)
+        r = blockscaled_ref(a, b, sat[:, :M].T, sbt[:, :NB].T)
         d[:, :r.shape[1]].copy_(r.to(d.dtype))
 
     monkeypatch.setattr(G, "_PATHS", [("blockscaled", G._blockscaled_accepts, None,
@@ -633,7 +624,7 @@ def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, mon
     a = torch.randint(-3, 4, (40, 270)).to(f8)
     b = torch.randint(-3, 4, (130, 270)).to(f8)
     sa, sb = torch.rand(40, 3) + 0.5, torch.rand(2, 3) + 0.5
-    want = _blockscaled_reference(a, b, sa, sb).to(torch.bfloat16)
+    want = blockscaled_ref(a, b, sa, sb).to(torch.bfloat16)
     d = gemm(a, b, scale_a=sa, scale_b=sb)
     assert d.dtype == torch.bfloat16 and torch.equal(d, want)
     assert cpu_as_cuda[-1][0][:3] == ((40, 272), (130, 272), (40, 136))
@@ -641,7 +632,7 @@ def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, mon
     assert gemm(a, b, out, scale_a=sa, scale_b=sb) is out and torch.equal(out, want)
     a2, b2 = a[:, :256].contiguous(), b[:, :256].contiguous()
     ca, cb = BS.column_major_scales(sa[:, :2]), BS.column_major_scales(sb[:, :2])
-    want2 = _blockscaled_reference(a2, b2, sa[:, :2], sb[:, :2]).to(torch.bfloat16)
+    want2 = blockscaled_ref(a2, b2, sa[:, :2], sb[:, :2]).to(torch.bfloat16)
     assert torch.equal(gemm(a2, b2, scale_a=ca, scale_b=cb), want2)
     assert ring[-1] == (ca.data_ptr(), cb.data_ptr())           # read in place
     n = len(cpu_as_cuda)

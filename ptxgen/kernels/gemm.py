@@ -305,6 +305,14 @@ def _padded_k(t, K_pad):
     return z.view(t.dtype)
 
 
+def _tma_operands(plan: GemmPlan, a, b):
+    """a and b as TMA reads them: fresh zero-padded, aligned copies where K breaks the
+    16-byte row pitch (plan.K_pad), else tma_ready's."""
+    if plan.K_pad != plan.K:
+        return _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
+    return _torch.tma_ready(a), _torch.tma_ready(b)
+
+
 def _blockscaled_accepts(plan: GemmPlan, device):
     """Every plan with block scales, and only those: registered first, so the paths after it
     see per-tensor (or no) scales alone."""
@@ -317,10 +325,7 @@ def _blockscaled_accepts(plan: GemmPlan, device):
 def _run_blockscaled(plan: GemmPlan, prepared, a, b, scale_a, scale_b, out):
     """Block scales applied per 128-wide K step in fp32 (gemm_blockscaled.py); the scales
     ride in the TMA ring, transposed (or read in place from column_major_scales' layout)."""
-    if plan.K_pad != plan.K:      # zero columns add nothing, and leave K's blocks as they are
-        a, b = _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
-    else:
-        a, b = _torch.tma_ready(a), _torch.tma_ready(b)
+    a, b = _tma_operands(plan, a, b)   # zero K columns add nothing, and keep K's blocks
     return launch_default(a, b, scale_a, scale_b, out)
 
 
@@ -371,10 +376,7 @@ def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
 @path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
 def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
-    if plan.K_pad != plan.K:                   # fresh zero-padded copies, aligned
-        a, b = _padded_k(a, plan.K_pad), _padded_k(b, plan.K_pad)
-    else:
-        a, b = _torch.tma_ready(a), _torch.tma_ready(b)
+    a, b = _tma_operands(plan, a, b)
     d = store_target(out)
     one = _unit_scale(a.get_device()) if scale_a is None or scale_b is None else None
     kernel(a, b, d, one if scale_a is None else scale_a.reshape(1),

@@ -270,14 +270,13 @@ def test_blockscaled_column_major_scales_read_in_place(torch):
 def _random_blockscaled(torch, M, N, K):
     """fp8 a (M, K), b (N, K), float32 block scales, the float64 product and a NaN-poisoned
     bf16 out."""
+    from support.torch_refs import blockscaled_ref
     a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
     KB, NB = -(-K // 128), -(-N // 128)
     sa = torch.rand(M, KB, device="cuda") + 0.5
     sb = torch.rand(NB, KB, device="cuda") + 0.5
-    ea = sa.double().repeat_interleave(128, 1)[:, :K]
-    eb = sb.double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
-    ref = (a.double() * ea) @ (b.double() * eb).T
+    ref = blockscaled_ref(a, b, sa, sb)
     out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
     return a, b, sa, sb, ref, out
 

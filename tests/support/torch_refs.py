@@ -9,6 +9,15 @@ def rms_ref(x, w, eps):
     return (y if w is None else y * w.float()).to(x.dtype)
 
 
+def blockscaled_ref(a, b, sa, sb):
+    """(a * scale_a) @ (b * scale_b)^T in float64, each scale over its 128-wide K block (and
+    scale_b's over 128 rows of b)."""
+    K, N = a.shape[1], b.shape[0]
+    ea = sa.double().repeat_interleave(128, 1)[:, :K]
+    eb = sb.double().repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+    return (a.double() * ea) @ (b.double() * eb).T
+
+
 def grads(f, *inputs, g):
     """The gradients of sum(f(*inputs) * g), in fp32, with respect to fresh leaf copies of
     the inputs."""
