@@ -126,6 +126,45 @@ def test_torch_op_of_a_user_kernel_traces_under_fullgraph():
     assert "torch.ops.ptxgen_test.scale_by.default(add, y, 2.0)" in rec.code[0]
 
 
+@pytest.mark.parametrize("torch_seen", [True, False], ids=["torch_seen", "kernel_made_first"])
+def test_bare_kernel_call_is_one_graph_break_and_launches_eagerly(monkeypatch, torch_seen):
+    """Dynamo stops at the kernel call (it never traces the launch machinery) and the launch
+    runs outside the trace.  kernel_made_first: no kernel was made or launched since `import
+    torch`, so the call finds torch itself."""
+    from ptxgen.builder import kernel as K
+    N = pg.var("N")
+
+    @pg.kernel(grid=lambda a: ((a["N"] + 127) // 128,), block=(128,), name="add_one")
+    def add_one(x: pg.Tensor((N,), pg.float32), y: pg.Tensor((N,), pg.float32)):
+        i = pg.let(pg.cta_id() * 128 + pg.thread_id(128))
+        with pg.if_(i < N):
+            y[i] = x[i] + 1.0
+
+    launched = []
+
+    def launch_on_cpu(self, args, kw):     # the launch's stand-in: what the kernel computes
+        launched.append(torch.compiler.is_compiling())
+        args[1].copy_(args[0] + 1)
+
+    monkeypatch.setattr(K.Kernel, "_launch", launch_on_cpu)
+    if not torch_seen:
+        monkeypatch.setattr(K, "_TORCH", [None])
+
+    def f(x):
+        y = torch.empty_like(x)
+        add_one(x * 2, y)
+        return y * 3
+
+    x = torch.randn(777)
+    torch._dynamo.reset()
+    ex = torch._dynamo.explain(f)(x)
+    assert (ex.graph_count, ex.graph_break_count) == (2, 1)
+    assert "skipped" in str(ex.break_reasons[0].reason)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f, backend="eager")(x), (x * 2 + 1) * 3)
+    assert launched == [False, False]     # never traced: each launch ran eagerly
+
+
 def test_torch_op_refusals():
     @pg.kernel(grid=(1,), block=(32,), name="touch")
     def touch(y: pg.Tensor((32,), pg.float32)):

@@ -8,6 +8,7 @@ the runtime nor the CUDA bindings."""
 from __future__ import annotations
 
 import operator
+import sys
 from _thread import RLock
 
 from ..dtypes import dtype as _dtype
@@ -34,6 +35,7 @@ class Kernel:
             raise TraceError(f"{context.user_src()}: @pg.kernel decorates a Python function, "
                              f"got {fn!r}")
         self.fn = fn
+        _TORCH[0] or _torch_if_imported()
         self.cluster = None if cluster is None else check_cluster(cluster)
         self.name = name or fn.__name__
         self._ptx_cache: dict = {}
@@ -210,7 +212,18 @@ class Kernel:
         launch on the device of the tensor arguments (all on one; raw pointers: the current
         device), in torch's current stream there unless ``stream`` is given.  The first launch
         on a device builds for its arch (once per arch) and loads a module there.  A call with
-        no keywords takes the generated fast launch once there is one (``LaunchPlan.fast``)."""
+        no keywords takes the generated fast launch once there is one (``LaunchPlan.fast``).
+
+        Inside torch.compile the call is one graph break and the launch runs eagerly: Dynamo
+        tracing the launch machinery would guard on (and, in some torch versions, fail while
+        wrapping) sys.modules and the driver binding.  ``pg.torch_op`` keeps a kernel in the
+        graph instead."""
+        torch = _TORCH[0] or _torch_if_imported()
+        if torch is not None and torch.compiler.is_compiling():
+            return torch.compiler.disable(self._launch)(args, kw)
+        self._launch(args, kw)
+
+    def _launch(self, args, kw):
         plan = self._plan or self._make_plan()
         if not kw:
             fast = plan.fast
@@ -324,6 +337,15 @@ class _Built:
 
 
 _DEBUG = {"bounds": False}
+_TORCH: list = [None]     # the torch module once a kernel has seen it imported
+
+
+def _torch_if_imported():
+    """torch where something has imported it (ptxgen never does), kept in _TORCH: a call that
+    Dynamo traces then reads a one-element list, not sys.modules, once any kernel was made or
+    launched after `import torch`."""
+    torch = _TORCH[0] = sys.modules.get("torch")
+    return torch
 
 
 def debug_bounds(on: bool = True) -> bool:

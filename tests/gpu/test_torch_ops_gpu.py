@@ -180,7 +180,12 @@ def test_bare_kernel_graph_breaks_and_runs():
         return y * 3
 
     x = torch.randn(777, device="cuda")
-    torch.testing.assert_close(torch.compile(f)(x), (x * 2 + 1) * 3)
+    torch._dynamo.reset()
+    ex = torch._dynamo.explain(f)(x)
+    assert (ex.graph_count, ex.graph_break_count) == (2, 1)   # at the call, nowhere inside
+    for _ in range(3):   # inductor, then CUDA graphs around the eager launch
+        torch.testing.assert_close(torch.compile(f)(x), (x * 2 + 1) * 3)
+        torch.testing.assert_close(torch.compile(f, mode="reduce-overhead")(x), (x * 2 + 1) * 3)
 
 
 # ---- the wrappers, as strict as torch ------------------------------------------------------
