@@ -132,13 +132,7 @@ def test_bare_kernel_call_is_one_graph_break_and_launches_eagerly(monkeypatch, t
     runs outside the trace.  kernel_made_first: no kernel was made or launched since `import
     torch`, so the call finds torch itself."""
     from ptxgen.builder import kernel as K
-    N = pg.var("N")
-
-    @pg.kernel(grid=lambda a: ((a["N"] + 127) // 128,), block=(128,), name="add_one")
-    def add_one(x: pg.Tensor((N,), pg.float32), y: pg.Tensor((N,), pg.float32)):
-        i = pg.let(pg.cta_id() * 128 + pg.thread_id(128))
-        with pg.if_(i < N):
-            y[i] = x[i] + 1.0
+    from support.compile_cases import add_one_between_torch_ops
 
     launched = []
 
@@ -147,14 +141,9 @@ def test_bare_kernel_call_is_one_graph_break_and_launches_eagerly(monkeypatch, t
         args[1].copy_(args[0] + 1)
 
     monkeypatch.setattr(K.Kernel, "_launch", launch_on_cpu)
-    if not torch_seen:
+    _, f = add_one_between_torch_ops(torch)
+    if not torch_seen:       # as if the kernel had been made before `import torch`
         monkeypatch.setattr(K, "_TORCH", [None])
-
-    def f(x):
-        y = torch.empty_like(x)
-        add_one(x * 2, y)
-        return y * 3
-
     x = torch.randn(777)
     torch._dynamo.reset()
     ex = torch._dynamo.explain(f)(x)

@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 
 import ptxgen as pg  # noqa: E402
 from ptxgen.kernels import ArgumentError, attention, gemm, rmsnorm, softmax  # noqa: E402
+from support.compile_cases import add_one_between_torch_ops  # noqa: E402
 from support.torch_refs import grads, rms_ref  # noqa: E402
 
 
@@ -166,19 +167,7 @@ def test_torch_op_user_kernel_fullgraph():
 
 
 def test_bare_kernel_graph_breaks_and_runs():
-    N = pg.var("N")
-
-    @pg.kernel(grid=lambda a: ((a["N"] + 127) // 128,), block=(128,), name="gpu_add_one")
-    def add_one(x: pg.Tensor((N,), pg.float32), y: pg.Tensor((N,), pg.float32)):
-        i = pg.let(pg.cta_id() * 128 + pg.thread_id(128))
-        with pg.if_(i < N):
-            y[i] = x[i] + 1.0
-
-    def f(x):
-        y = torch.empty_like(x)
-        add_one(x * 2, y)
-        return y * 3
-
+    _, f = add_one_between_torch_ops(torch, "gpu_add_one")
     x = torch.randn(777, device="cuda")
     torch._dynamo.reset()
     ex = torch._dynamo.explain(f)(x)
