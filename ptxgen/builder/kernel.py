@@ -35,7 +35,8 @@ class Kernel:
             raise TraceError(f"{context.user_src()}: @pg.kernel decorates a Python function, "
                              f"got {fn!r}")
         self.fn = fn
-        _TORCH[0] or _torch_if_imported()
+        if _TORCH[0] is None:      # a later call under torch.compile reads no sys.modules
+            _torch_if_imported()
         self.cluster = None if cluster is None else check_cluster(cluster)
         self.name = name or fn.__name__
         self._ptx_cache: dict = {}

@@ -373,7 +373,12 @@ def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
     return out
 
 
-@path("sm90", lambda plan, device: (True, ""), prepare=_sm90_kernel)
+def _sm90_accepts(plan: GemmPlan, device):
+    """Every plan the paths registered before it leave (block scales are taken first)."""
+    return True, ""
+
+
+@path("sm90", _sm90_accepts, prepare=_sm90_kernel)
 def _run_sm90(plan: GemmPlan, kernel, a, b, scale_a, scale_b, out):
     """The persistent wgmma kernel: any M, N, K (the plan pads K); D rows padded to 8."""
     a, b = _tma_operands(plan, a, b)
