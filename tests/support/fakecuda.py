@@ -282,6 +282,7 @@ def install(monkeypatch, fake: FakeDriver) -> FakeDriver:
     monkeypatch.setattr(launcher, "_torch_stream", [None, None])
     monkeypatch.setattr(driver, "_torch_device", [None, None])
     monkeypatch.delitem(sys.modules, "torch", raising=False)
+    _forget_torch(monkeypatch)
     return fake
 
 
@@ -363,8 +364,19 @@ def install_fake_torch(monkeypatch, initialized=False, device=0, stream=0):
     torch._C = type(sys)("torch._C")
     torch._C._cuda_getDevice = lambda: device
     torch._C._cuda_getCurrentRawStream = stream if callable(stream) else (lambda dev: stream)
+    torch.compiler = type(sys)("torch.compiler")   # a kernel call asks it (never compiling)
+    torch.compiler.is_compiling = lambda: False
     monkeypatch.setitem(sys.modules, "torch", torch)
+    _forget_torch(monkeypatch)
     return torch
+
+
+def _forget_torch(monkeypatch):
+    """Empty the kernels' torch cell for this test (a kernel fills it with the torch it sees),
+    so no test's torch, real or stand-in, stays in it for the next."""
+    from ptxgen.builder import kernel
+
+    monkeypatch.setattr(kernel, "_TORCH", [None])
 
 
 SCALE_N = None    # the shape symbol of scale_kernel (set on its first use)
