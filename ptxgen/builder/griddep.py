@@ -18,9 +18,8 @@ returns when the stream would have started the kernel anyway.
 """
 from __future__ import annotations
 
-from ..expr import BufferPtr, Expr, Load, subexpressions
-from ..ir import (BufferRegion, For, If, Instr, Let, Mem, Store, TileCall, VecOperand, While,
-                  traced_statements)
+from ..ir import (BufferPtr, BufferRegion, Expr, For, If, Instr, Let, Load, Mem, Store, TileCall,
+                  VecOperand, While, subexpressions, traced_statements)
 from ..target.forms import opcode
 from .context import current, fail
 from .ptx import emit_instr

@@ -16,7 +16,7 @@ Three facts, each derived from the tile's TileLayout and nothing else:
 from __future__ import annotations
 
 from ...errors import PtxgenError
-from ...expr import BinOp, Cast, Load, Not, Select, Var, subexpressions
+from ...ir import BinOp, Cast, Load, Not, Select, Var, subexpressions
 from ...layout import Axis, S, TileLayout
 from ..copy.common import Leaf, Side, analyze_side
 
