@@ -491,6 +491,8 @@ def _reg_width(tok, ty):
 
 def _cvt_float(bits, sfmt, dfmt, rnd, satf):
     """One lane of a float -> float cvt: the sign of zero kept, NaN as cvt_nan says."""
+    if sfmt == "f32" and rnd == "rn" and not satf and dfmt in _F32_NARROW_RN:
+        return _F32_NARROW_RN[dfmt](bits)
     x = cvt_value(bits, sfmt)
     if isinstance(x, float) and math.isnan(x):
         return cvt_nan(bits, sfmt, dfmt)
@@ -516,3 +518,25 @@ def _float_to_int(x, src, dst, rnd):
     else:
         n = fl + (1 if rem > Fraction(1, 2) or rem == Fraction(1, 2) and fl & 1 else 0)
     return _mask(min(max(n, lo), hi), 64)
+
+
+# ---- f32 -> bf16 / f16, round to nearest even, no .satfinite: the epilogue's conversion --------
+# The same bits as round_bits (tests/test_sim.py compares them), without its Fractions: a
+# simulated GEMM epilogue converts every accumulator element, and the exact path takes most of
+# such a test's time.  NaNs become the destination's canonical NaN, as cvt_nan says.
+def _f32_to_bf16_rn(bits):
+    if bits & 0x7F800000 == 0x7F800000 and bits & 0x7FFFFF:
+        return 0x7FFF
+    return ((bits + 0x7FFF + (bits >> 16 & 1)) >> 16) & 0xFFFF
+
+
+def _f32_to_f16_rn(bits):
+    import numpy as np
+
+    if bits & 0x7F800000 == 0x7F800000 and bits & 0x7FFFFF:
+        return 0x7FFF
+    with np.errstate(over="ignore"):        # a finite f32 past f16's range rounds to inf
+        return int(np.array(bits, np.uint32).view(np.float32).astype(np.float16).view(np.uint16))
+
+
+_F32_NARROW_RN = {"bf16": _f32_to_bf16_rn, "f16": _f32_to_f16_rn}

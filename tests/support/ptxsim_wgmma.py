@@ -11,6 +11,7 @@ tests use inputs whose products and sums are exact.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -98,6 +99,13 @@ def _pos(t, j, E):
     return 16 * w + g + 8 * (unit % 2), 4 * E * (unit // 2) + E * q + e
 
 
+@functools.lru_cache(maxsize=None)
+def _f32_fragment(N):
+    """(rows, cols): the D element of f32 accumulator register r of thread t at [t, r]."""
+    pos = [[_pos(t, r, 2) for r in range(N // 2)] for t in range(128)]
+    return np.array([[p[0] for p in ps] for ps in pos]), np.array([[p[1] for p in ps] for ps in pos])
+
+
 def _regs(tok):
     return [x.strip() for x in tok.strip("{}").split(",")]
 
@@ -136,23 +144,27 @@ def mma_async(sim, lanes, ctx, pc):
         A = _smem_matrix(shared, sim._read(th0, ctx, ops[1]), 64, K, aty, bool(tn_a))
     prod = (scale[0] * A) @ (scale[1] * B).T
     half = dty == "f16"
+    regs = _regs(ops[0])
+    if len(regs) != (N // 4 if half else N // 2):
+        raise Trap(f"{op}: {len(regs)} accumulator registers for N={N}")
+    if not half:      # f32: the whole fragment at once, in the same float64 sum and rounding
+        rows, cols = _f32_fragment(N)
+        acc = np.array([bool(sim._read(th, ctx, ops[3])) for th in lanes])[:, None]
+        old = np.array([[sim._read(th, ctx, tok) for tok in regs] for th in lanes], np.uint32)
+        prev = np.where(acc, old.view(np.float32).astype(np.float64), 0.0)
+        new = (prod[rows, cols] + prev).astype(np.float32).view(np.uint32).tolist()
+        for th, vals in zip(lanes, new):
+            for tok, v in zip(regs, vals):
+                sim._write(th, tok, v, 32)
+        return
     for t, th in enumerate(lanes):
-        regs = _regs(ops[0])
-        if len(regs) != (N // 4 if half else N // 2):
-            raise Trap(f"{op}: {len(regs)} accumulator registers for N={N}")
         acc = bool(sim._read(th, ctx, ops[3]))
         for r, tok in enumerate(regs):
             old = sim._read(th, ctx, tok)
-            if half:
-                out = 0
-                for h in range(2):
-                    row, col = _pos(t, 2 * r + h, 2)
-                    prev = float(np.uint16((old >> (16 * h)) & 0xFFFF).view(np.float16))
-                    v = np.float16(prod[row, col] + (prev if acc else 0.0))
-                    out |= int(v.view(np.uint16)) << (16 * h)
-                sim._write(th, tok, out, 32)
-            else:
-                row, col = _pos(t, r, 2)
-                prev = float(np.uint32(old).view(np.float32))
-                v = np.float32(prod[row, col] + (prev if acc else 0.0))
-                sim._write(th, tok, int(v.view(np.uint32)), 32)
+            out = 0
+            for h in range(2):
+                row, col = _pos(t, 2 * r + h, 2)
+                prev = float(np.uint16((old >> (16 * h)) & 0xFFFF).view(np.float16))
+                v = np.float16(prod[row, col] + (prev if acc else 0.0))
+                out |= int(v.view(np.uint16)) << (16 * h)
+            sim._write(th, tok, out, 32)
