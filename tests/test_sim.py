@@ -504,17 +504,10 @@ def test_f32_to_bf16_and_f16_shortcut_gives_the_exact_models_bits():
     """The simulator's f32 -> bf16 / f16 round-to-nearest conversion (the GEMM epilogues')
     skips the exact Fraction model; both give the same bits: ties to even, carries into the
     exponent, overflow to inf, subnormals, signed zeros, NaNs as the canonical NaN."""
-    import math
     import random
     import struct
 
-    from support.ptxsim_math import _F32_NARROW_RN, cvt_nan, cvt_value, round_bits
-
-    def exact(bits, fmt):
-        x = cvt_value(bits, "f32")
-        if isinstance(x, float) and math.isnan(x):
-            return cvt_nan(bits, "f32", fmt)
-        return round_bits(x, fmt, "rn")
+    from support.ptxsim_math import _F32_NARROW_RN, _cvt_float, cvt_exact
 
     rng = random.Random(7)
     f32 = [struct.unpack("<I", struct.pack("<f", rng.uniform(-lim, lim)))[0]
@@ -523,5 +516,6 @@ def test_f32_to_bf16_and_f16_shortcut_gives_the_exact_models_bits():
              0xFF7FFFFF, 1, 0x80000001, 0x007FFFFF, 0x00800000, 0x3F808000, 0x3F818000,
              0x3F807FFF, 0x477FEFFF, 0x477FF000, 0x33000000, 0x33000001, 0x387FF000]
     for bits in edges + f32 + [rng.getrandbits(32) for _ in range(1500)]:
-        for fmt, fast in _F32_NARROW_RN.items():
-            assert fast(bits) == exact(bits, fmt), (hex(bits), fmt)
+        for fmt in _F32_NARROW_RN:
+            assert _cvt_float(bits, "f32", fmt, "rn", False) == \
+                cvt_exact(bits, "f32", fmt, "rn", False), (hex(bits), fmt)

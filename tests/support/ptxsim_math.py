@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
+
 from .ptxsim_alu import _WIDTH, Unsupported, _mask, _signed
 
 # name: (exponent bits, mantissa bits, has inf)  (float8_e4m3fn: no inf, NaN = all ones;
@@ -490,9 +492,16 @@ def _reg_width(tok, ty):
 
 
 def _cvt_float(bits, sfmt, dfmt, rnd, satf):
-    """One lane of a float -> float cvt: the sign of zero kept, NaN as cvt_nan says."""
-    if sfmt == "f32" and rnd == "rn" and not satf and dfmt in _F32_NARROW_RN:
+    """One lane of a float -> float cvt: the sign of zero kept, NaN as cvt_nan says.  A
+    non-NaN f32 rounded to nearest into bf16 / f16 takes the shortcut (_F32_NARROW_RN)."""
+    if sfmt == "f32" and rnd == "rn" and not satf and dfmt in _F32_NARROW_RN and \
+            (bits & 0x7F800000 != 0x7F800000 or not bits & 0x7FFFFF):
         return _F32_NARROW_RN[dfmt](bits)
+    return cvt_exact(bits, sfmt, dfmt, rnd, satf)
+
+
+def cvt_exact(bits, sfmt, dfmt, rnd, satf):
+    """_cvt_float through the exact model only (what the shortcut is tested against)."""
     x = cvt_value(bits, sfmt)
     if isinstance(x, float) and math.isnan(x):
         return cvt_nan(bits, sfmt, dfmt)
@@ -521,20 +530,14 @@ def _float_to_int(x, src, dst, rnd):
 
 
 # ---- f32 -> bf16 / f16, round to nearest even, no .satfinite: the epilogue's conversion --------
-# The same bits as round_bits (tests/test_sim.py compares them), without its Fractions: a
-# simulated GEMM epilogue converts every accumulator element, and the exact path takes most of
-# such a test's time.  NaNs become the destination's canonical NaN, as cvt_nan says.
+# The same bits as cvt_exact (tests/test_sim.py compares them) for every non-NaN input,
+# without its Fractions: a simulated GEMM epilogue converts every accumulator element, and the
+# exact path takes most of such a test's time.  NaNs keep the exact path (cvt_nan).
 def _f32_to_bf16_rn(bits):
-    if bits & 0x7F800000 == 0x7F800000 and bits & 0x7FFFFF:
-        return 0x7FFF
     return ((bits + 0x7FFF + (bits >> 16 & 1)) >> 16) & 0xFFFF
 
 
 def _f32_to_f16_rn(bits):
-    import numpy as np
-
-    if bits & 0x7F800000 == 0x7F800000 and bits & 0x7FFFFF:
-        return 0x7FFF
     with np.errstate(over="ignore"):        # a finite f32 past f16's range rounds to inf
         return int(np.array(bits, np.uint32).view(np.float32).astype(np.float16).view(np.uint16))
 

@@ -102,8 +102,7 @@ def _pos(t, j, E):
 @functools.lru_cache(maxsize=None)
 def _f32_fragment(N):
     """(rows, cols): the D element of f32 accumulator register r of thread t at [t, r]."""
-    pos = [[_pos(t, r, 2) for r in range(N // 2)] for t in range(128)]
-    return np.array([[p[0] for p in ps] for ps in pos]), np.array([[p[1] for p in ps] for ps in pos])
+    return np.array([[_pos(t, r, 2) for r in range(N // 2)] for t in range(128)]).transpose(2, 0, 1)
 
 
 def _regs(tok):
