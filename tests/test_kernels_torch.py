@@ -81,6 +81,25 @@ def test_fullgraph_compile_keeps_the_ops_between_torch_ops():
         assert op in code, code
 
 
+def test_fullgraph_compile_of_gemm_over_leading_dimensions():
+    """gemm(x (B, S, K), w) inside torch.compile: a reshape around the 2-D op, with out= too
+    (a non-contiguous out, written through a copy, is a GPU test: fake CUDA copies need
+    torch's CUDA build)."""
+    def f(x, w, out):
+        gemm(x, w, out)
+        return gemm(x, w) + out
+
+    rec = Recorder()
+    with FakeTensorMode():
+        x = torch.empty(2, 5, 64, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(32, 64, device="cuda", dtype=torch.bfloat16)
+        out = torch.empty(2, 5, 32, device="cuda", dtype=torch.bfloat16)
+        r = torch.compile(f, fullgraph=True, backend=rec)(x, w, out)
+        assert r.shape == (2, 5, 32)
+    code = rec.code[0]
+    assert "torch.ops.ptxgen.gemm_out(" in code and "torch.ops.ptxgen.gemm(" in code, code
+
+
 def test_fake_results_have_the_eager_shapes_and_dtypes():
     with FakeTensorMode():
         a8 = torch.empty(48, 64, device="cuda", dtype=torch.float8_e4m3fn)
@@ -629,6 +648,49 @@ def test_gemm_eager_path(cpu_as_cuda):
     assert len(cpu_as_cuda) == n
 
 
+def test_gemm_of_leading_dimensions(cpu_as_cuda):
+    """a (..., K) @ b (N, K)^T as torch's a @ b.T: the 2-D kernel over a's rows (a copy of
+    them where a's strides have no (M, K) view); out= through its (M, N) view, or a copy
+    where it is not contiguous."""
+    def ints(*s):
+        return torch.randint(-2, 3, s).to(torch.bfloat16)
+
+    def want(a, b):
+        return (a.float() @ b.float().T).to(torch.bfloat16)
+
+    a, b = ints(2, 3, 16), ints(24, 16)
+    _same(gemm(a, b), want(a, b))
+    assert cpu_as_cuda[-1][0][:3] == ((6, 16), (24, 16), (6, 24))
+    v = ints(16)
+    assert gemm(v, b).shape == (24,)
+    _same(gemm(v, b), want(v, b))
+    at = ints(3, 2, 16).transpose(0, 1)                 # no (6, 16) view: rows copied
+    _same(gemm(at, b), want(at, b))
+    out = torch.full((2, 3, 24), float("nan"), dtype=torch.bfloat16)
+    assert gemm(a, b, out) is out
+    _same(out, want(a, b))
+    out = torch.full((24, 3, 2), float("nan"), dtype=torch.bfloat16).permute(2, 1, 0)
+    assert gemm(a, b, out) is out                       # not contiguous: written aside
+    _same(out, want(a, b))
+    n = len(cpu_as_cuda)
+    assert gemm(ints(2, 0, 16), b).shape == (2, 0, 24)
+    z = gemm(ints(2, 3, 0), ints(24, 0))
+    assert z.shape == (2, 3, 24) and not z.float().abs().sum()
+    assert len(cpu_as_cuda) == n
+    with pytest.raises(ArgumentError, match=r"^gemm: a is a 0-d tensor; it needs at least 1 "
+                                            r"dimension \(shape \(\.\.\., K\)\)$"):
+        gemm(torch.tensor(1.0, dtype=torch.bfloat16), b)
+    with pytest.raises(ArgumentError, match=r"^gemm: out has shape \(2, 3, 25\), the result "
+                                            r"has shape \(2, 3, 24\); pass an out"):
+        gemm(a, b, torch.empty(2, 3, 25, dtype=torch.bfloat16))
+    for bad in (torch.empty(2, 3, 24), torch.empty(24, 3, 2).permute(2, 1, 0)):
+        with pytest.raises(ArgumentError, match=r"^gemm: out has dtype float32, the result "
+                                                r"is bfloat16$"):
+            gemm(a, b, bad)
+    with pytest.raises(ArgumentError, match=r"^gemm: b must be 2-D, got shape \(1, 24, 16\)"):
+        gemm(a, b[None])
+
+
 def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, monkeypatch):
     """gemm(a8, b8, scale_a=(M, KB), scale_b=(NB, KB)): the block-scaled path, with K padded
     to TMA's pitch (KB unchanged), N to the store's, the scales transposed for the ring or
@@ -670,6 +732,8 @@ def test_gemm_takes_block_scales_through_the_blockscaled_kernel(cpu_as_cuda, mon
     r = gemm(a2[:, :32].contiguous(), b2[:, :32].contiguous(), scale_a=one, scale_b=one)
     _same(r, (a2[:, :32].float() @ b2[:, :32].float().T * 0.25).to(torch.bfloat16))
     assert len(ring) == 3
+    a3 = a.view(5, 8, 270)                              # (..., K): scales (..., KB)
+    assert torch.equal(gemm(a3, b, scale_a=sa.view(5, 8, 3), scale_b=sb), want.view(5, 8, 130))
     with pytest.raises(ArgumentError, match=r"^gemm: scale_b is none but scale_a holds block "
                                             r"scales; scale_b's block scales are \(2, 3\)"):
         gemm(a, b, scale_a=sa)

@@ -2,6 +2,7 @@
 
     from ptxgen.kernels import gemm
     d = gemm(a, b)                          # a (M, K) @ b (N, K)^T, as torch's a @ b.T
+    y = gemm(x, w)                          # x (..., K): y (..., N), as F.linear(x, w)
     gemm(a8, b8, scale_a=sa, scale_b=sb)    # float8_e4m3fn in, bfloat16 out (torch._scaled_mm)
     gemm(a8, b8, scale_a=sa, scale_b=sb)    # sa (M, K/128), sb (N/128, K/128): block scales
     gemm(a, b, out=d)                       # out: (M, N) of the result's dtype
@@ -9,7 +10,7 @@
 dtypes: bfloat16 / float16 in, the same dtype out; float8_e4m3fn in, bfloat16 out (scale_a,
 scale_b: one-element float32 tensors, optional; or DeepSeek-style block scales, float32
 scale_a (M, ceil(K/128)) and scale_b (ceil(N/128), ceil(K/128)), which take
-gemm_blockscaled.py's kernel).  Shapes: a (M, K), b (N, K), any M, N, K >= 0
+gemm_blockscaled.py's kernel).  Shapes: a (M, K) or (..., K), b (N, K), any M, N, K >= 0
 (a K whose rows are not a multiple of 16 bytes is zero-padded: TMA's pitch rule); empty
 dimensions give an empty (or, for K = 0, a zero) result.  Also `torch.ops.ptxgen.gemm(a, b)`
 (a torch custom op: torch.compile and CUDA graphs).  Needs an sm_90 GPU (the H200).
@@ -414,9 +415,9 @@ def _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key):
 
 def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=None,
          STAGES=None):
-    """a (M, K) @ b (N, K)^T on CUDA tensors.  bfloat16 / float16 give the same dtype;
-    float8_e4m3fn gives bfloat16, times scale_a * scale_b (float32 tensors of one element,
-    as torch._scaled_mm takes them), accumulated as exactly as cuBLAS's default (each
+    """a (M, K) @ b (N, K)^T on CUDA tensors (a (..., K) gives (..., N), as a @ b.T).
+    bfloat16 / float16 give the same dtype; float8_e4m3fn gives bfloat16, times scale_a *
+    scale_b (float32 tensors of one element, as torch._scaled_mm takes them), accumulated as exactly as cuBLAS's default (each
     K-step's partial sum promoted to fp32, on 128 x 128 tiles whose promotion overlaps the
     next K-step's wgmma) unless `fast_accum` (wgmma's own fp8 accumulation, 128 x 256 tiles:
     cuBLAS's use_fast_accum=True).  Block scales (scale_a (M, ceil(K/128)), scale_b
@@ -429,6 +430,8 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     SMs (wave quantization, which the decode path's split-K avoids).
     Inside torch.compile it is torch.ops.ptxgen.gemm."""
     if compiling():
+        if _leading(a):
+            return _gemm_leading(a, b, out, scale_a, scale_b, fast_accum, BN, STAGES)
         return traced("gemm", (a, b), out, scale_a=scale_a, scale_b=scale_b,
                       fast_accum=fast_accum, BN=BN, STAGES=STAGES)
     try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
@@ -445,6 +448,8 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
         key = None
     entry = _PLANS.get(key) if key is not None else None
     if entry is None:
+        if _leading(a):            # (the plans are of 2-D a: this one flattens it first)
+            return _gemm_leading(a, b, out, scale_a, scale_b, fast_accum, BN, STAGES)
         entry = _plan(a, b, scale_a, scale_b, out, fast_accum, BN, STAGES, key)
     p, like, run, prepared = entry
     if (a.requires_grad or b.requires_grad) and _torch.differentiable("gemm", out):
@@ -460,3 +465,38 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
         out.copy_(res)
         return out
     return res
+
+
+def _leading(a) -> bool:
+    """Whether `a` is a tensor with other than two dimensions, (..., K)."""
+    return hasattr(a, "dim") and a.dim() != 2
+
+
+def _gemm_leading(a, b, out, scale_a, scale_b, fast_accum, BN, STAGES):
+    """a (..., K) @ b (N, K)^T as torch's `a @ b.T` (and F.linear) give it, (..., N): the
+    2-D gemm of a's rows, a.reshape(M, K) (a view where a's strides allow).  Block scales of
+    such an a are (..., ceil(K/128)) and flatten with it.  `out`, checked as (..., N), is
+    written through its (M, N) view, or through a copy where it is not contiguous."""
+    if not a.dim():
+        raise ArgumentError("gemm: a is a 0-d tensor; it needs at least 1 dimension (shape "
+                            "(..., K))")
+    lead, K = tuple(a.shape[:-1]), a.shape[-1]
+    M = numel(lead)
+    if scale_a is not None and hasattr(scale_a, "dim") and scale_a.dim() == a.dim() and \
+            scale_a.numel() != 1 and tuple(scale_a.shape[:-1]) == lead:
+        scale_a = scale_a.reshape(M, scale_a.shape[-1])
+    flat, aside = out, False       # (an out that is no tensor: the 2-D rules refuse it)
+    if hasattr(out, "dim") and hasattr(b, "dim") and b.dim() == 2:
+        shape = (*lead, b.shape[0])
+        if tuple(out.shape) != shape:
+            raise ArgumentError(f"gemm: out has shape {tuple(out.shape)}, the result has "
+                                f"shape {shape}; pass an out of that shape or none")
+        aside = not out.is_contiguous()     # (as the 2-D gemm would write such an out)
+        flat = out.new_empty((M, shape[-1])) if aside else out.view(M, shape[-1])
+    d = gemm(a.reshape(M, K), b, flat, scale_a=scale_a, scale_b=scale_b,
+             fast_accum=fast_accum, BN=BN, STAGES=STAGES)
+    if out is None:
+        return d.view(*lead, d.shape[-1])
+    if aside:
+        out.copy_(d.view(out.shape))
+    return out

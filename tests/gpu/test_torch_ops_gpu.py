@@ -309,6 +309,30 @@ def test_empty_dimensions_give_empty_results():
     assert z.shape == (4, 5) and not z.float().abs().sum()
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_gemm_over_leading_dimensions_is_a_linear_layer(compiled):
+    """gemm(x (B, S, K), w (N, K)) as F.linear(x, w), bit for bit on integer data: bf16 on
+    the decode and general paths, fp8 with per-tensor scales, a transposed (B, S) layout, a
+    1-D x, and out= with and without an (M, N) view; eager and under fullgraph compile."""
+    import torch.nn.functional as F
+    f = torch.compile(gemm, fullgraph=True) if compiled else gemm
+    w = _ints(96, 64)
+    for x in (_ints(2, 5, 64), _ints(3, 100, 64), _ints(40, 4, 64).transpose(0, 1), _ints(64)):
+        want = F.linear(x.float(), w.float()).to(torch.bfloat16)
+        torch.testing.assert_close(f(x, w), want, rtol=0, atol=0)
+    x = _ints(4, 80, 64)
+    want = F.linear(x.float(), w.float()).to(torch.bfloat16)
+    for out in (torch.full((4, 80, 96), float("nan"), device="cuda", dtype=torch.bfloat16),
+                torch.full((96, 80, 4), float("nan"), device="cuda",
+                           dtype=torch.bfloat16).permute(2, 1, 0)):
+        torch.testing.assert_close(f(x, w, out), want, rtol=0, atol=0)
+        torch.testing.assert_close(out, want, rtol=0, atol=0)
+    x8, w8 = _ints(2, 3, 64, dtype=torch.float8_e4m3fn), _ints(48, 64, dtype=torch.float8_e4m3fn)
+    s = torch.tensor(0.5, device="cuda")
+    want = (F.linear(x8.float(), w8.float()) * 0.25).to(torch.bfloat16)
+    torch.testing.assert_close(f(x8, w8, scale_a=s, scale_b=s), want, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("K", [1, 7, 100])
 def test_gemm_any_k(K):
     a, b = _ints(33, K), _ints(17, K)
