@@ -1,7 +1,8 @@
 """ptxgen.kernels.attention without a GPU: the kernel runs in ptxsim on small ragged cases
-(causal and not, GQA, two key tiles) and matches an fp64 numpy reference within bf16
-rounding; every shipped configuration assembles for sm_90a; the PTX has the schedule's
-instruction forms (register-A wgmma for P V, bar.arrive turns, setmaxnreg, ex2.ftz)."""
+(causal and not, GQA, two key tiles, 40-column rows read by the D = 64 kernel's narrow
+form) and matches an fp64 numpy reference within bf16 rounding; every shipped
+configuration assembles for sm_90a; the PTX has the schedule's instruction forms
+(register-A wgmma for P V, bar.arrive turns, setmaxnreg, ex2.ftz)."""
 import math
 import re
 
@@ -21,9 +22,12 @@ def _f64(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
-@pytest.mark.parametrize("causal,Hq,Hkv,Sq,Skv", [(True, 1, 1, 70, 150), (False, 2, 1, 9, 100)])
-def test_kernel_in_ptxsim_matches_fp64(causal, Hq, Hkv, Sq, Skv):
-    D = 64
+@pytest.mark.parametrize("causal,Hq,Hkv,Sq,Skv,D", [(True, 1, 1, 70, 150, 64),
+                                                     (False, 2, 1, 9, 100, 64),
+                                                     (True, 1, 1, 40, 90, 40)])
+def test_kernel_in_ptxsim_matches_fp64(causal, Hq, Hkv, Sq, Skv, D):
+    """D = 40: the D = 64 kernel's narrow form, on rows of 40 elements (TMA zero-fills the
+    rest; o's store stops at column 40)."""
     rng = np.random.default_rng(Sq + Skv)
     q = _bf16(rng.standard_normal((1, Hq, Sq, D)))
     k = _bf16(rng.standard_normal((1, Hkv, Skv, D)))
@@ -31,9 +35,11 @@ def test_kernel_in_ptxsim_matches_fp64(causal, Hq, Hkv, Sq, Skv):
     o = np.full((1, Hq, Sq, D), 0x7FC0, np.uint16)          # NaN: every row must be written
     pad = -(-Sq // BM) * BM
     lse = np.full((1, Hq, pad), np.nan, np.float32)
-    kern = make_attention("bfloat16", D, causal, Hq // Hkv)
-    run(kern, [q, k, v, o, lse], scalars=[np.float32(LOG2E / math.sqrt(D)), 1, Hq, Sq, Hkv,
-                                          Skv, pad], grid=(1, Hq, 1))
+    narrow = D not in HEAD_DIMS
+    kern = make_attention("bfloat16", 64, causal, Hq // Hkv, narrow=narrow)
+    run(kern, [q, k, v, o, lse], scalars=[np.float32(LOG2E / math.sqrt(D)), 1, Hq, Sq,
+                                          *([D] if narrow else []), Hkv, Skv, pad],
+        grid=(1, Hq, 1))
     for h in range(Hq):
         Q, K, V = _f64(q[0, h]), _f64(k[0, h * Hkv // Hq]), _f64(v[0, h * Hkv // Hq])
         s = Q @ K.T / math.sqrt(D)
@@ -46,10 +52,10 @@ def test_kernel_in_ptxsim_matches_fp64(causal, Hq, Hkv, Sq, Skv):
         assert np.abs(lse[0, h, :Sq] - ref_lse).max() < 1e-4
 
 
-@pytest.mark.parametrize("D", HEAD_DIMS)
+@pytest.mark.parametrize("D,narrow", [(D, False) for D in HEAD_DIMS] + [(128, True)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_every_configuration_assembles_for_sm90a(D, causal):
-    kern = make_attention("bfloat16", D, causal)
+def test_every_configuration_assembles_for_sm90a(D, narrow, causal):
+    kern = make_attention("bfloat16", D, causal, narrow=narrow)
     res = kern.compile("sm_90a")
     assert res.cubin
 

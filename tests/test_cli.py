@@ -120,7 +120,7 @@ def test_dump_factory_arguments(tmp_path):
      "False"),
     (["ptxgen.kernels.attention", "--kernel-args", "D=80"],
      "ptxgen dump: ptxgen.kernels.attention: dump() raised ValueError: make_attention: D = 80, "
-     "dtype = bfloat16; the kernels take D in 64, 128, 256 and dtype in bfloat16, float16"),
+     "dtype = bfloat16; the kernels take D in 64, 128, 192, 256 and dtype in bfloat16, float16"),
     (["ptxgen.kernels.softmax", "--kernel-args", "n=0"],
      "ptxgen dump: ptxgen.kernels.softmax: dump() raised ValueError: n = 0: a positive int (n "
      "elements a row, about per_thread of them a thread)"),

@@ -123,8 +123,9 @@ Q = T((2, 4, 64, 64))
     (Q, T((3, 4, 64, 64)), T((3, 4, 64, 64)), None,
      "attention: k has shape (3, 4, 64, 64), which does not match q's (2, 4, 64, 64) in the "
      "batch or head dimension"),
-    (T((2, 4, 64, 96)), T((2, 4, 64, 96)), T((2, 4, 64, 96)), None,
-     "attention: q has head dimension 96; the kernels take D in 64, 128, 256"),
+    (T((2, 4, 64, 320)), T((2, 4, 64, 320)), T((2, 4, 64, 320)), None,
+     "attention: q has head dimension 320; the kernels take D up to 256 (64, 128, 192, 256, "
+     "or padded to the next of them)"),
     (Q, T((2, 3, 64, 64)), T((2, 3, 64, 64)), None,
      "attention: k has 3 heads, which do not divide q's 4 (GQA needs Hq % Hkv == 0)"),
     (Q, T((2, 0, 64, 64)), T((2, 0, 64, 64)), None,

@@ -485,11 +485,12 @@ def test_scalar_arguments_are_checked_before_any_launch(cpu_as_cuda):
     assert not [c for c in cpu_as_cuda if c[0][-1] != 1.0]
 
 
-def _sdpa_stand_in(causal, group, calls):
+def _sdpa_stand_in(causal, group, calls, D=None):
     """The attention kernel's contract in torch: out = softmax(q k^T * s) v and lse (natural
-    log) into its first Sq of SqPad columns, with s = sl2 / log2(e); K/V head h // group."""
+    log) into its first Sq of SqPad columns, with s = sl2 / log2(e); K/V head h // group.
+    The kernel of width D reads narrower tensors as zero-filled past their edge."""
     def attn(q, k, v, out, lse, sl2):
-        calls.append(("attention", tuple(q.shape), tuple(lse.shape), causal, group))
+        calls.append(("attention", tuple(q.shape), tuple(lse.shape), causal, group, D))
         s = sl2 / 1.4426950408889634
         kk = k.float().repeat_interleave(group, 1)
         vv = v.float().repeat_interleave(group, 1)
@@ -510,8 +511,9 @@ def attention_stand_in(cpu_as_cuda, monkeypatch):
     A = sys.modules["ptxgen.kernels.attention"]
     from ptxgen.kernels import _checks
     monkeypatch.setattr(A, "meta_of", lambda t: _checks.meta_of(t)._replace(device="cuda:0"))
-    monkeypatch.setattr(A, "kernel_for", lambda dt, D, causal, group, prescale=False:
-                        StandIn(_sdpa_stand_in(causal, group, cpu_as_cuda), cpu_as_cuda))
+    monkeypatch.setattr(A, "kernel_for", lambda dt, D, causal, group, prescale=False,
+                        narrow=False: StandIn(_sdpa_stand_in(causal, group, cpu_as_cuda, D),
+                                              cpu_as_cuda))
 
 
 def test_attention_eager_path(cpu_as_cuda, attention_stand_in):
@@ -529,7 +531,7 @@ def test_attention_eager_path(cpu_as_cuda, attention_stand_in):
 
     want = sdpa()
     torch.testing.assert_close(attention(q, k, v), want)
-    assert ("attention", (2, 4, 100, 64), (2, 4, 128), False, 2) in cpu_as_cuda   # lse padded
+    assert ("attention", (2, 4, 100, 64), (2, 4, 128), False, 2, 64) in cpu_as_cuda  # lse padded
     o, lse = attention(q, k, v, causal=True, scale=0.3, return_lse=True)
     torch.testing.assert_close(o, sdpa(is_causal=True, scale=0.3))
     assert lse.shape == (2, 4, 100) and lse.is_contiguous()
@@ -550,6 +552,30 @@ def test_attention_eager_path(cpu_as_cuda, attention_stand_in):
         e = torch.randn(shape).to(bf)
         assert attention(e, e, e).shape == shape
     assert len(cpu_as_cuda) == n                                  # nothing launched
+
+
+def test_attention_runs_other_head_dims_on_the_next_kernel_width(cpu_as_cuda,
+                                                                attention_stand_in):
+    """D = 40 and D = 36 run the D = 64 kernel, whose extra columns are zeros (no score
+    changes; scaled by 1/sqrt(D)): 40-element rows are read in place (TMA's zero fill past
+    the edge), 36-element rows (72 bytes, off TMA's 16-byte pitch) as padded copies, whose
+    first D columns of o are the result, also into a strided out=.  D = 0 gives an empty o
+    and the lse of all-zero scores."""
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    for D, launched in ((40, (1, 2, 30, 40)), (36, (1, 2, 30, 64))):
+        q, k, v = (torch.randn(1, 2, n, D).to(bf) for n in (30, 50, 50))
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float()).to(bf)
+        o = attention(q, k, v)
+        assert o.shape == (1, 2, 30, D) and o.is_contiguous()
+        torch.testing.assert_close(o, want)
+        assert cpu_as_cuda[-1] == ("attention", launched, (1, 2, 128), False, 1, 64)
+        out = torch.full((1, 30, 2, D), float("nan")).to(bf).transpose(1, 2)
+        assert attention(q, k, v, out=out) is out
+        torch.testing.assert_close(out, want)
+    e, lse = attention(*(t[..., :0] for t in (q, k, v)), return_lse=True)
+    assert e.shape == (1, 2, 30, 0)
+    torch.testing.assert_close(lse, torch.full((1, 2, 30), math.log(50)))
 
 
 def test_blockscaled_eager_path(monkeypatch):

@@ -3,11 +3,14 @@
     attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False)
     q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D), as torch SDPA takes them; Hq % Hkv == 0
     (GQA / MQA: query head h reads K/V head h // (Hq // Hkv), nothing is repeated);
-    bfloat16 / float16; D in {64, 128, 256}; any Sq, Skv >= 0; any strides (inputs in a layout
+    bfloat16 / float16; any D <= 256; any Sq, Skv >= 0; any strides (inputs in a layout
     other than row-major (B, H, S, D) are copied first, and such an out= is written through a
-    copy); `causal` is SDPA's
-    is_causal (query i sees keys j <= i); out (B, Hq, Sq, D) in q's dtype; lse (B, Hq, Sq)
-    float32, the natural-log logsumexp of the scaled scores, when asked.
+    copy); `causal` is SDPA's is_causal (query i sees keys j <= i); out (B, Hq, Sq, D) in q's
+    dtype; lse (B, Hq, Sq) float32, the natural-log logsumexp of the scaled scores, when asked.
+    The kernels are 64, 128, 192 or 256 columns wide.  A narrower D runs the next width on
+    zero columns, which change no score: TMA zero-fills them past the rows' edge (the
+    `narrow` kernels: W columns in memory) where D rows keep its 16-byte pitch, and padded
+    copies are made where they do not (D = 100, say).
 
 The schedule (one CTA per 128 query rows of one head, three warpgroups):
     warpgroup 0     producer (24 registers): one thread loads Q once (two 64-row halves,
@@ -33,7 +36,8 @@ The K/V head of query head h is h // (Hq // Hkv).  Causal CTAs take their key ra
 Speed on one H200 (2026-12-04, bf16, H = 16, 16k tokens, against torch SDPA's cuDNN backend
 in the same run; benchmarks/RESULTS.md, final tree): D = 128 613 / 634 TFLOP/s at S = 4k / 16k
 (1.01x / 1.03x cuDNN), causal 545 / 621 (1.04x / 1.09x); D = 256 664 / 680 (1.06x / 1.03x);
-D = 64 433 / 443 (0.96x / 0.97x).  At S = 1k: 0.82-1.01x.
+D = 64 433 / 443 (0.96x / 0.97x).  At S = 1k: 0.82-1.01x.  On an H100 (2026-12-06): D = 192
+1.03-1.12x cuDNN at S = 4k-16k, D = 96 (narrow D = 128 kernel) 1.02-1.14x; at S = 1k 0.96-1.02x.
 """
 
 import contextlib
@@ -50,15 +54,15 @@ BM = 128                     # query rows per CTA: two consumer warpgroups x 64
 # keys per tile by (head dim, causal): the widest that fits 240 registers without spills,
 # narrower for causal where the diagonal tile is masked work (benchmarks/RESULTS.md)
 _BN = {(64, False): 128, (64, True): 128, (128, False): 176, (128, True): 128,
-       (256, False): 80, (256, True): 80}
-HEAD_DIMS = (64, 128, 256)
+       (192, False): 96, (192, True): 96, (256, False): 80, (256, True): 80}
+HEAD_DIMS = (64, 128, 192, 256)
 _DTYPES = ("bfloat16", "float16")
 LOG2E = 1.4426950408889634
 TURN = 10                    # named barriers 10, 11: the consumers' turns to issue
 
 
 def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stages=2,
-                   pingpong=True, prescale=False):
+                   pingpong=True, prescale=False, narrow=False):
     """The kernel for one configuration; B, H, S are launch-time symbols.  `prescale`: the
     scores are scaled before the mask and the max (one more multiply per score), which a
     scale <= 0 needs: the fused max(S) * scale and fma(S, scale, -m) assume scale > 0.
@@ -70,14 +74,15 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
                          f"{', '.join(map(str, HEAD_DIMS))} and dtype in {', '.join(_DTYPES)}")
     BN = BN or _BN[D, causal]
     B, Hq, Hkv, Sq, Skv = (pg.var(n) for n in ("B", "Hq", "Hkv", "Sq", "Skv"))
+    W = pg.var("W") if narrow else D        # the tensors' head dim: W <= D columns
     LQ = canonical_layout(64, D, dtype, stages=2)
     LK = canonical_layout(BN, D, dtype, stages=stages)
     LV = canonical_layout(D, BN, dtype, major="MN", stages=stages)
     wg = pg.tile.warpgroup
     COLS = [(c, d) for c in range(2) for d in range(0, D, 64)]     # (Q half, 64 columns)
 
-    def attention(Q: pg.Tensor((B, Hq, Sq, D), dtype), K: pg.Tensor((B, Hkv, Skv, D), dtype),
-                  V: pg.Tensor((B, Hkv, Skv, D), dtype), O: pg.Tensor((B, Hq, Sq, D), dtype),
+    def attention(Q: pg.Tensor((B, Hq, Sq, W), dtype), K: pg.Tensor((B, Hkv, Skv, W), dtype),
+                  V: pg.Tensor((B, Hkv, Skv, W), dtype), O: pg.Tensor((B, Hq, Sq, W), dtype),
                   LSE: pg.Tensor((B, Hq, pg.var("SqPad")), "float32"), sl2: pg.float32):
         tx = pg.thread_id(384)
         qt = pg.let(pg.cta_id(dim="x"))
@@ -238,7 +243,7 @@ def make_attention(dtype="bfloat16", D=128, causal=False, group=1, BN=None, stag
 
     attention.__name__ = (f"attention_{dtype}_d{D}_n{BN}_g{group}" +
                           ("_causal" if causal else "") + ("" if pingpong else "_nopp") +
-                          ("_prescale" if prescale else ""))
+                          ("_prescale" if prescale else "") + ("_narrow" if narrow else ""))
     return pg.kernel(attention, grid=lambda a: (-(-a["Sq"] // BM), a["Hq"], a["B"]),
                      block=(384,))
 
@@ -269,9 +274,10 @@ def attention_plan(q, k, v, out=None):
     if (Bk, Dk) != (B, D):
         raise ArgumentError(f"attention: k has shape {k.shape}, which does not match q's "
                             f"{q.shape} in the batch or head dimension")
-    if D not in HEAD_DIMS:
-        raise ArgumentError(f"attention: q has head dimension {D}; the kernels take D in "
-                            f"{', '.join(map(str, HEAD_DIMS))}")
+    if D > HEAD_DIMS[-1]:
+        raise ArgumentError(f"attention: q has head dimension {D}; the kernels take D up to "
+                            f"{HEAD_DIMS[-1]} ({', '.join(map(str, HEAD_DIMS))}, or padded to "
+                            f"the next of them)")
     if B > 65535 or Hq > 65535:
         raise ArgumentError(f"attention: q has shape {q.shape}; a launch takes at most 65535 "
                             f"batches and 65535 heads (CUDA's grid y and z: split the batch)")
@@ -294,7 +300,8 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     import torch
     metas = [meta_of(x) if hasattr(x, "is_contiguous") else x for x in (q, k, v, out)]
     B, Hq, Hkv, Sq, Skv, D, dt = attention_plan(*metas)
-    sc = 1.0 / math.sqrt(D) if scale is None else real("attention", "scale", scale)
+    sc = (1.0 / math.sqrt(D) if D else 1.0) if scale is None else \
+        real("attention", "scale", scale)           # (D = 0: every score is 0, at any scale)
     if (q.requires_grad or k.requires_grad or v.requires_grad) and \
             differentiable("attention", out):          # autograd records the op
         o, lse = torch_ops().attention(q, k, v, bool(causal), scale)
@@ -302,9 +309,17 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     # TMA reads and writes (B, H, S, D) row-major from 16-byte aligned addresses: other
     # layouts (a (B, S, H, D) tensor's transpose, say) are copied, an out= that is not
     # written through a copy, as is one that overlaps an input (which must stay unwritten)
+    # another D runs the next kernel width Dk on zero columns, which change no score and
+    # give o zero columns: read as TMA's zero fill past the tensors' edge (the kernel's
+    # `narrow` form) where rows of D elements keep TMA's 16-byte pitch, else padded copies
+    Dk = next(d for d in HEAD_DIMS if d >= D)
+    narrow = 0 < D < Dk and D * q.element_size() % 16 == 0
+    padded = D != Dk and not narrow
+    if padded:
+        q, k, v = (torch.nn.functional.pad(t, (0, Dk - D)) for t in (q, k, v))
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     given = out
-    if out is None or not out.is_contiguous() or out.data_ptr() % 16 or \
+    if padded or out is None or not out.is_contiguous() or out.data_ptr() % 16 or \
             shares_memory(out, (q, k, v)):
         out = torch.empty_like(q)
     pad = -(-Sq // BM) * BM
@@ -314,8 +329,10 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
             out.zero_()
             lse.fill_(-math.inf)
         else:
-            kernel_for(dt, D, bool(causal), Hq // Hkv, prescale=sc <= 0)(
+            kernel_for(dt, Dk, bool(causal), Hq // Hkv, prescale=sc <= 0, narrow=narrow)(
                 q, k, v, out, lse, sc * LOG2E)
+    if padded:
+        out = out[..., :D] if given is not None else out[..., :D].contiguous()
     out = into(given, out)
     if not return_lse:
         return out

@@ -1,7 +1,7 @@
 """ptxgen.kernels.attention on the GPU: error against an fp64 reference no worse than 2x
-torch SDPA's own, for bf16 / f16, D 64 / 128 / 256, causal or not, GQA 4:1 and 8:1 and
-ragged sequence lengths; outputs poisoned with NaN first; lse against torch's logsumexp of
-the scaled scores; bad inputs refused naming the argument."""
+torch SDPA's own, for bf16 / f16, D 64 / 128 / 192 / 256 and widths zero-padded to them,
+causal or not, GQA 4:1 and 8:1 and ragged sequence lengths; outputs poisoned with NaN first;
+lse against torch's logsumexp of the scaled scores; bad inputs refused naming the argument."""
 import math
 
 import pytest
@@ -12,6 +12,9 @@ CASES = [  # (B, Hq, Hkv, Sq, Skv, D)
     (1, 2, 2, 1, 1, 64), (1, 2, 2, 77, 77, 128), (2, 4, 1, 513, 513, 64),
     (1, 8, 2, 1000, 1000, 128), (1, 8, 1, 2049, 2049, 256), (1, 4, 4, 77, 1000, 128),
     (1, 4, 2, 1000, 77, 256), (2, 2, 2, 300, 513, 64), (1, 16, 2, 512, 512, 128),
+    (1, 8, 2, 1000, 1000, 192), (1, 4, 4, 300, 513, 192),          # the fourth kernel width
+    (1, 4, 2, 300, 300, 96), (1, 2, 2, 65, 130, 40), (2, 2, 1, 200, 77, 160),   # narrower
+    (1, 2, 2, 33, 33, 8), (1, 2, 1, 70, 90, 100), (1, 1, 1, 17, 17, 1),   # (padded copies)
 ]
 
 
@@ -80,8 +83,8 @@ def test_scale_and_gqa_index_heads_without_copies(scale):
     (lambda q, k, v: (q, k.repeat(2, 1, 1, 1), v.repeat(2, 1, 1, 1)),
      "attention: k has shape (2, 4, 16, 64), which does not match q's (1, 4, 16, 64) in the "
      "batch or head dimension"),
-    (lambda q, k, v: (q[..., :32].contiguous(), k[..., :32].contiguous(),
-                      v[..., :32].contiguous()), "attention: q has head dimension 32"),
+    (lambda q, k, v: (q.repeat(1, 1, 1, 5), k.repeat(1, 1, 1, 5), v.repeat(1, 1, 1, 5)),
+     "attention: q has head dimension 320; the kernels take D up to 256"),
     (lambda q, k, v: (q, k[:, :3].contiguous(), v[:, :3].contiguous()),
      "attention: k has 3 heads, which do not divide q's 4"),
     (lambda q, k, v: (q.cpu(), k, v), "attention: q is on cpu; ptxgen kernels run on CUDA"),
