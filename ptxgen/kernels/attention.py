@@ -306,12 +306,12 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
             differentiable("attention", out):          # autograd records the op
         o, lse = torch_ops().attention(q, k, v, bool(causal), scale)
         return (o, lse) if return_lse else o
+    # A D between the kernel widths runs the next width Dk on zero columns, which change no
+    # score and give o zero columns: TMA's zero fill past the rows' edge (the kernel's
+    # `narrow` form) where rows of D elements keep TMA's 16-byte pitch, else padded copies.
     # TMA reads and writes (B, H, S, D) row-major from 16-byte aligned addresses: other
     # layouts (a (B, S, H, D) tensor's transpose, say) are copied, an out= that is not
     # written through a copy, as is one that overlaps an input (which must stay unwritten)
-    # another D runs the next kernel width Dk on zero columns, which change no score and
-    # give o zero columns: read as TMA's zero fill past the tensors' edge (the kernel's
-    # `narrow` form) where rows of D elements keep TMA's 16-byte pitch, else padded copies
     Dk = next(d for d in HEAD_DIMS if d >= D)
     narrow = 0 < D < Dk and D * q.element_size() % 16 == 0
     padded = D != Dk and not narrow
