@@ -419,15 +419,15 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     bfloat16 / float16 give the same dtype; float8_e4m3fn gives bfloat16, times scale_a *
     scale_b (float32 tensors of one element, as torch._scaled_mm takes them), accumulated as
     exactly as cuBLAS's default (each K-step's partial sum promoted to fp32, on 128 x 128
-    tiles whose promotion overlaps the next K-step's wgmma) unless `fast_accum` (wgmma's
-    own fp8 accumulation, 128 x 256 tiles: cuBLAS's use_fast_accum=True).  Block scales
-    (scale_a (M, ceil(K/128)), scale_b (ceil(N/128), ceil(K/128))) go to the block-scaled
-    kernel (gemm_blockscaled.py), which takes no fast_accum, BN or STAGES.  `out` (checked: (M, N), the result's dtype, a's device)
-    is written and returned.  BN: 256 (128 for promoted fp8), or 128 when wide tiles would
-    leave SMs idle (small M * N); a forced BN / STAGES is checked against the rules.
-    M <= 128 takes the decode path of gemm_small_m.py (without fast_accum or forced tiles), and
-    so does M <= 256 where the general kernel's tiles would fill under 90% of their rounds of
-    SMs (wave quantization, which the decode path's split-K avoids).
+    tiles whose promotion overlaps the next K-step's wgmma) unless `fast_accum` (wgmma's own
+    fp8 accumulation, 128 x 256 tiles: cuBLAS's use_fast_accum=True).  Block scales (scale_a
+    (M, ceil(K/128)), scale_b (ceil(N/128), ceil(K/128))) go to the block-scaled kernel
+    (gemm_blockscaled.py), which takes no fast_accum, BN or STAGES.  `out` (checked: (M, N),
+    the result's dtype, a's device) is written and returned.  BN: 256 (128 for promoted fp8),
+    or 128 when wide tiles would leave SMs idle (small M * N); a forced BN / STAGES is checked
+    against the rules.  M <= 128 takes the decode path of gemm_small_m.py (without fast_accum
+    or forced tiles), and so does M <= 256 where the general kernel's tiles would fill under
+    90% of their rounds of SMs (wave quantization, which the decode path's split-K avoids).
     Inside torch.compile it is torch.ops.ptxgen.gemm."""
     if compiling():
         if _leading(a):
