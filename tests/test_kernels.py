@@ -187,6 +187,7 @@ def test_rmsnorm_plans():
     assert rmsnorm_plan(T((5, 64), "float16")) == (5, 64, True)          # no weight
     assert rmsnorm_plan(T((0, 64)), T((64,))) == (0, 64, True)
     assert rmsnorm_plan(T((3, 65536))) == (3, 65536, True)
+    assert rmsnorm_plan(T((4, 64)), T((64,), "float32")) == (4, 64, True)   # torch's rule
 
 
 @pytest.mark.parametrize("x, w, out, msg", [
@@ -194,10 +195,10 @@ def test_rmsnorm_plans():
                         "(..., N))"),
     (T((4, 8), "float64"), None, None, "rmsnorm: x has dtype float64; it takes float32, "
                                        "bfloat16, float16"),
-    (T((4, 8)), T((8,), "float32"), None, "rmsnorm: weight must be (8,) bfloat16 like x's last "
-                                          "dimension, got (8,) float32"),
-    (T((4, 8)), T((4, 8)), None, "rmsnorm: weight must be (8,) bfloat16 like x's last "
-                                 "dimension, got (4, 8) bfloat16"),
+    (T((4, 8)), T((8,), "float64"), None, "rmsnorm: weight has dtype float64; it takes "
+                                          "float32, bfloat16, float16"),
+    (T((4, 8)), T((4, 8)), None, "rmsnorm: weight must be (8,) like x's last dimension, got "
+                                 "(4, 8)"),
     (T((4, 8)), T((8,), device="cpu"), None, "rmsnorm: weight is on cpu; ptxgen kernels run "
                                              "on CUDA tensors (move it with weight.cuda())"),
     (T((4, 8)), T((8,), device="cuda:1"), None, "rmsnorm: weight is on cuda:1 but x is on "

@@ -649,6 +649,9 @@ def test_rmsnorm_eager_path(cpu_as_cuda, dtype):
     assert rmsnorm(x, w, 1e-5, out=out) is out
     _same(out, (ref * w.float()).to(dtype))
     assert rmsnorm(torch.randn(0, 32).to(dtype), w).shape == (0, 32)
+    for wdt in (torch.float32, torch.bfloat16, torch.float16):    # as torch: x's dtype out
+        w2 = w.to(wdt)
+        _same(rmsnorm(x, w2, 1e-5), (ref * w2.float()).to(dtype))
 
 
 def test_gemm_eager_path(cpu_as_cuda):

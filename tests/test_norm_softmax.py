@@ -33,6 +33,18 @@ def test_rmsnorm_knobs():
         assert RMS.bf16_ulps(y, RMS.reference(x, w, 1e-5)).max() <= 1.0
 
 
+def test_rmsnorm_weight_of_another_dtype():
+    """bfloat16 rows times a float32 weight (torch's rms_norm takes either): the weight is
+    read as float32, and y is bfloat16 within one ulp of float64."""
+    rng = np.random.default_rng(7)
+    x = RMS.bf16_bits(rng.standard_normal((2, 1000)))
+    w = rng.uniform(0.5, 1.5, 1000).astype(np.float32)
+    y = np.full((2, 1000), 0xFFFF, np.uint16)
+    _run(RMS.make(1000, weight_dtype="float32"), [x, w, y], [1e-6], 2)
+    ones = RMS.bf16_bits(np.ones(1000))
+    assert RMS.bf16_ulps(y, RMS.reference(x, ones, 1e-6) * w.astype(np.float64)).max() <= 1.0
+
+
 CASES = [(2, 1000, "bfloat16", None), (1, 1001, "float16", None), (2, 24, "float32", None),
          (1, 1, "float32", None), (1, 2048, "float32", None),
          (2, 1000, "float32", (4, 32, 8)), (1, 1003, "bfloat16", (1, 32, 8)),

@@ -7,8 +7,9 @@
 
     y[..., :] = x[..., :] * rsqrt(mean(x[..., :]^2) + eps) * weight
 
-dtypes: float32, bfloat16, float16; weight (N,) of x's dtype or None; float32 arithmetic,
-one rounding to the output dtype.  Shapes: any (..., N) with N up to 65536 (a row lives in
+dtypes: float32, bfloat16, float16; weight (N,) of any of them (as torch's rms_norm: an fp32
+weight beside bf16 activations, say) or None; float32 arithmetic, one rounding to x's dtype,
+the output's.  Shapes: any (..., N) with N up to 65536 (a row lives in
 registers); empty dimensions give an empty result; a 0-d x is refused.
 Also `torch.ops.ptxgen.rmsnorm(x, weight, eps)` (a torch custom op: torch.compile and CUDA
 graphs).  Speed on the H200 (benchmarks/RESULTS-archive.md, session of 2026-12-02): bf16
@@ -61,12 +62,15 @@ def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16)
 
 @lru_cache(maxsize=None)
 def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bool = True,
-         weighted: bool = True):
+         weighted: bool = True, weight_dtype: str | None = None):
     """The kernel for rows of n elements; `per_thread` sets the block size (n / per_thread
     threads), `early_weight` loads the weight row before the reduction (overlapping it);
-    `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps))."""
-    if dtype not in _BITS:
-        raise ValueError(f"rmsnorm.make: dtype {dtype!r}; it takes {', '.join(_BITS)}")
+    `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps)); `weight_dtype`:
+    the weight's, when not x's."""
+    wdt = weight_dtype or dtype
+    for d in (dtype, wdt):
+        if d not in _BITS:
+            raise ValueError(f"rmsnorm.make: dtype {d!r}; it takes {', '.join(_BITS)}")
     V, T, R = plan(n, per_thread, bits=_BITS[dtype])
     P = R * T * V
     lay = TileLayout(S[(R, T, V):(V, 1 @ tid, 1)])
@@ -95,14 +99,15 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
         t.cast(y[row, 0:n], xr)
 
     if weighted:
-        def rmsnorm(x: pg.Tensor((M, n), dtype), weight: pg.Tensor((n,), dtype),
+        def rmsnorm(x: pg.Tensor((M, n), dtype), weight: pg.Tensor((n,), wdt),
                     y: pg.Tensor((M, n), dtype), eps: pg.float32):
             body(x, weight, y, eps)
     else:
         def rmsnorm(x: pg.Tensor((M, n), dtype), y: pg.Tensor((M, n), dtype),
                     eps: pg.float32):
             body(x, None, y, eps)
-    name = f"rmsnorm_{dtype}_{n}_t{T}{'' if early_weight else '_late'}"
+    name = f"rmsnorm_{dtype}_{n}_t{T}{'' if early_weight else '_late'}" + \
+        ("" if wdt == dtype else f"_w{wdt}")
     return pg.kernel(rmsnorm, grid=lambda a: (a["M"],), block=(T,),
                      name=name + ("" if weighted else "_noweight"))
 
@@ -125,9 +130,9 @@ def rmsnorm_plan(x: Meta, weight: Meta | None = None, out: Meta | None = None) -
     if weight is not None:
         tensor("rmsnorm", "weight", weight, dtypes=DTYPES)
         same_device("rmsnorm", ("x", x), ("weight", weight))
-        if tuple(weight.shape) != (n,) or weight.dtype != x.dtype:
-            raise ArgumentError(f"rmsnorm: weight must be ({n},) {x.dtype} like x's last "
-                                f"dimension, got {weight.shape} {weight.dtype}")
+        if tuple(weight.shape) != (n,):
+            raise ArgumentError(f"rmsnorm: weight must be ({n},) like x's last dimension, "
+                                f"got {weight.shape}")
     direct = out is None or out_tensor("rmsnorm", out, x.shape, x.dtype, x.device)
     if n > MAX_N:
         raise ArgumentError(f"rmsnorm: x's rows have {n} elements; a row must fit in one "
@@ -152,8 +157,9 @@ def _plan(x, weight, out, key):
     m = _meta(x)
     rows, n, direct = rmsnorm_plan(m, None if weight is None else _meta(weight),
                                    None if out is None else _meta(out))
-    plan = [make(n, m.dtype, weighted=weight is not None) if rows and n else None, rows, n,
-            direct, len(m.shape) == 2 and m.contiguous, (rows,), None]
+    wdt = None if weight is None else _meta(weight).dtype
+    plan = [make(n, m.dtype, weighted=weight is not None, weight_dtype=wdt) if rows and n
+            else None, rows, n, direct, len(m.shape) == 2 and m.contiguous, (rows,), None]
     if key is not None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
@@ -163,8 +169,8 @@ def _plan(x, weight, out, key):
 
 def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     """RMSNorm over the last dimension of x (..., N) float32 / bfloat16 / float16 on a CUDA
-    device, times weight (N,) of x's dtype (or none), into `out` when given (checked: x's
-    shape, dtype and device).  `knobs` go to `make` (per_thread=, early_weight=).  Inside
+    device, times weight (N,) of any of those dtypes (or none), in x's dtype as torch gives
+    it, into `out` when given (checked: x's shape, dtype and device).  `knobs` go to `make` (per_thread=, early_weight=).  Inside
     torch.compile it is torch.ops.ptxgen.rmsnorm."""
     if compiling():
         return traced("rmsnorm", (x, weight), out, eps=eps)
@@ -202,7 +208,8 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
                 run(xp, wp, y.data_ptr(), eps)
             return y if out is None else into(out, y)
         if knobs:
-            k = make(n, str(x.dtype)[6:], weighted=weight is not None, **knobs)
+            k = make(n, str(x.dtype)[6:], weighted=weight is not None,
+                     weight_dtype=None if weight is None else str(weight.dtype)[6:], **knobs)
         if xp % 16:                                 # a view at an odd offset
             x = x.contiguous().clone()
         x, y2 = x.contiguous().view(rows, n), y.view(rows, n)

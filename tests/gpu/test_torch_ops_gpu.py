@@ -44,6 +44,7 @@ def _opcheck_cases():
         (ops.softmax_out.default, (x, torch.empty_like(x)), {}),
         (ops.rmsnorm.default, (x, w), {"eps": 1e-5}),
         (ops.rmsnorm.default, (xf, None), {}),
+        (ops.rmsnorm.default, (x, w.float()), {}),                  # a weight of another dtype
         (ops.rmsnorm_out.default, (x, w, torch.empty_like(x)), {}),
         (ops.gemm.default, (a, b), {}),
         (ops.gemm.default, (a8, b8, s, s), {}),
@@ -65,7 +66,7 @@ def _opcheck_cases():
     ]
 
 
-@pytest.mark.parametrize("case", range(17))
+@pytest.mark.parametrize("case", range(18))
 def test_opcheck(case):
     op, args, kwargs = _opcheck_cases()[case]
     if any(getattr(a, "dtype", None) == torch.float8_e4m3fn for a in args):
@@ -186,6 +187,21 @@ def test_rmsnorm_dtypes_and_nd(dtype, weighted):
     w = (torch.rand(1000, device="cuda") + 0.5).to(dtype) if weighted else None
     _close(rmsnorm(x, w, 1e-5), rms_ref(x, w, 1e-5), dtype)
     _close(torch.ops.ptxgen.rmsnorm(x, w, 1e-5), rms_ref(x, w, 1e-5), dtype)
+
+
+@pytest.mark.parametrize("dtype,wdt", [(torch.bfloat16, torch.float32),
+                                       (torch.float32, torch.bfloat16),
+                                       (torch.float16, torch.bfloat16)])
+def test_rmsnorm_weight_of_another_dtype_as_torch(dtype, wdt):
+    """An fp32 weight beside bf16 activations (and the other mixes): x's dtype out, as
+    torch's rms_norm gives it; eager, the op, and fullgraph compile."""
+    torch.manual_seed(3)
+    x = torch.randn(4, 5, 4096, device="cuda", dtype=dtype)
+    w = (torch.rand(4096, device="cuda") + 0.5).to(wdt)
+    want = rms_ref(x, w, 1e-5)
+    assert torch.nn.functional.rms_norm(x, (4096,), w, 1e-5).dtype == want.dtype == dtype
+    for f in (rmsnorm, torch.ops.ptxgen.rmsnorm, torch.compile(rmsnorm, fullgraph=True)):
+        _close(f(x, w, 1e-5), want, dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
