@@ -9,8 +9,8 @@
 
 dtypes: float32, bfloat16, float16; weight (N,) of any of them (as torch's rms_norm: an fp32
 weight beside bf16 activations, say) or None; float32 arithmetic, one rounding to x's dtype,
-the output's.  Shapes: any (..., N) with N up to 65536 (a row lives in
-registers); empty dimensions give an empty result; a 0-d x is refused.
+the output's.  Shapes: any (..., N) with N up to 65536 (a row lives in registers); empty
+dimensions give an empty result; a 0-d x is refused.
 Also `torch.ops.ptxgen.rmsnorm(x, weight, eps)` (a torch custom op: torch.compile and CUDA
 graphs).  Speed on the H200 (benchmarks/RESULTS-archive.md, session of 2026-12-02): bf16
 8192 x 8192 at 1.50x torch's throughput (3806 GB/s).
@@ -170,8 +170,8 @@ def _plan(x, weight, out, key):
 def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     """RMSNorm over the last dimension of x (..., N) float32 / bfloat16 / float16 on a CUDA
     device, times weight (N,) of any of those dtypes (or none), in x's dtype as torch gives
-    it, into `out` when given (checked: x's shape, dtype and device).  `knobs` go to `make` (per_thread=, early_weight=).  Inside
-    torch.compile it is torch.ops.ptxgen.rmsnorm."""
+    it, into `out` when given (checked: x's shape, dtype and device).  `knobs` go to `make`
+    (per_thread=, early_weight=).  Inside torch.compile it is torch.ops.ptxgen.rmsnorm."""
     if compiling():
         return traced("rmsnorm", (x, weight), out, eps=eps)
     eps = real("rmsnorm", "eps", eps)
