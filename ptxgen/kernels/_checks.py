@@ -69,14 +69,19 @@ def out_tensor(op: str, out, shape: tuple, dtype: str, device: str) -> bool:
     contiguous (written in place), False when the result is written through a copy."""
     if not isinstance(out, Meta):
         raise ArgumentError(f"{op}: out must be a torch tensor, got {type(out).__name__}")
-    if tuple(out.shape) != tuple(shape):
-        raise ArgumentError(f"{op}: out has shape {out.shape}, the result has shape "
-                            f"{tuple(shape)}; pass an out of that shape or none")
+    out_shape(op, out, shape)
     if out.dtype != dtype:
         raise ArgumentError(f"{op}: out has dtype {out.dtype}, the result is {dtype}")
     if out.device != device:
         raise ArgumentError(f"{op}: out is on {out.device}, the inputs on {device}")
     return out.contiguous
+
+
+def out_shape(op: str, out, shape: tuple) -> None:
+    """``out=`` (a Meta or a tensor) must have the result's exact shape."""
+    if tuple(out.shape) != tuple(shape):
+        raise ArgumentError(f"{op}: out has shape {tuple(out.shape)}, the result has shape "
+                            f"{tuple(shape)}; pass an out of that shape or none")
 
 
 def is_int(v) -> bool:

@@ -51,8 +51,8 @@ from ._torch import compiling, differentiable, into, tma_ready, torch_ops, trace
 from ptxgen.primitives.tcgen05 import canonical_layout
 
 BM = 128                     # query rows per CTA: two consumer warpgroups x 64
-# keys per tile by (head dim, causal): the widest that fits 240 registers without spills,
-# narrower for causal where the diagonal tile is masked work (benchmarks/RESULTS.md)
+# keys per tile by (head dim, causal): the widest that fits 240 registers without spills, but
+# narrower for causal (masked diagonal tiles) and D 192 (faster at S = 1k; RESULTS.md)
 _BN = {(64, False): 128, (64, True): 128, (128, False): 176, (128, True): 128,
        (192, False): 96, (192, True): 96, (256, False): 80, (256, True): 80}
 HEAD_DIMS = (64, 128, 192, 256)

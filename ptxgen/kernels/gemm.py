@@ -42,8 +42,8 @@ from . import _torch
 from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, check_cluster_pair,  # noqa: F401
                          consumer_end, cta_end, persistent_setup, ring_stages_fit, store_tile,
                          wgmma_consumer)
-from ._checks import (ArgumentError, Meta, is_int, meta_of, numel, out_tensor, same_device,
-                      shares_memory, tensor)
+from ._checks import (ArgumentError, Meta, is_int, meta_of, numel, out_shape, out_tensor,
+                      same_device, shares_memory, tensor)
 from ._torch import compiling, sm_count, traced
 from .gemm_blockscaled import BK as BK_SCALE
 from .gemm_blockscaled import SB_COLS, launch_default
@@ -488,9 +488,7 @@ def _gemm_leading(a, b, out, scale_a, scale_b, fast_accum, BN, STAGES):
     flat, aside = out, False       # (an out that is no tensor: the 2-D rules refuse it)
     if hasattr(out, "dim") and hasattr(b, "dim") and b.dim() == 2:
         shape = (*lead, b.shape[0])
-        if tuple(out.shape) != shape:
-            raise ArgumentError(f"gemm: out has shape {tuple(out.shape)}, the result has "
-                                f"shape {shape}; pass an out of that shape or none")
+        out_shape("gemm", out, shape)
         aside = not out.is_contiguous()     # (as the 2-D gemm would write such an out)
         flat = out.new_empty((M, shape[-1])) if aside else out.view(M, shape[-1])
     d = gemm(a.reshape(M, K), b, flat, scale_a=scale_a, scale_b=scale_b,

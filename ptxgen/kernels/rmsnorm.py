@@ -154,10 +154,9 @@ def _meta(t):
 def _plan(x, weight, out, key):
     """rmsnorm_plan of the tensors, with the kernel, whether x is already (rows, N) and a slot
     for its prepared launch, memoized under their metadata."""
-    m = _meta(x)
-    rows, n, direct = rmsnorm_plan(m, None if weight is None else _meta(weight),
-                                   None if out is None else _meta(out))
-    wdt = None if weight is None else _meta(weight).dtype
+    m, wm = _meta(x), None if weight is None else _meta(weight)
+    rows, n, direct = rmsnorm_plan(m, wm, None if out is None else _meta(out))
+    wdt = None if wm is None else wm.dtype
     plan = [make(n, m.dtype, weighted=weight is not None, weight_dtype=wdt) if rows and n
             else None, rows, n, direct, len(m.shape) == 2 and m.contiguous, (rows,), None]
     if key is not None:
