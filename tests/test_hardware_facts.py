@@ -1,6 +1,7 @@
-"""Hardware facts live in one table each: arch gates in target/table.py (the primitives ask
-has_opcode, never an SM number), dtype spellings and tensor-map types in dtypes.py, swizzle
-spans in layout's MMA_SWIZZLES; what reads them gets the values the hardware has."""
+"""Hardware facts live in one table each: arch gates and TMA's 16-byte unit in
+target/table.py (the primitives ask has_opcode, never an SM number), dtype spellings and
+tensor-map types in dtypes.py, swizzle spans in layout's MMA_SWIZZLES; what reads them gets
+the values the hardware has."""
 import os
 import re
 
@@ -107,3 +108,40 @@ def test_an_unknown_tensor_map_type_is_a_launch_error():
     ok = TensorMapSpec("A", "float16", "FLOAT16", (64, 64), ((128,),), (64, 8), "128B")
     args = encode_args(ok, 1 << 20, {})
     assert args["globalStrides"] == [128] and args["swizzle"] == "128B"
+
+
+def test_tma_unit_is_read_from_the_target_table():
+    """TMA's 16-byte unit (and its box limit) is one fact: the code that checks or pads for it
+    names TMA_ALIGN / TMA_MAX_BOX instead of repeating the number."""
+    files = ["ptxgen/runtime/tensormap.py", "ptxgen/primitives/async_copy/tmap.py",
+             "ptxgen/primitives/async_copy/bulk.py", "ptxgen/kernels/_torch.py",
+             "ptxgen/kernels/gemm.py", "ptxgen/kernels/gemm_small_m.py",
+             "ptxgen/kernels/gemm_blockscaled.py", "ptxgen/kernels/attention.py"]
+    hits = []
+    for f in files:
+        with open(os.path.join(ROOT, f)) as fh:
+            for n, line in enumerate(fh, 1):
+                code = line.split("#")[0]
+                if re.search(r"% 16\b|// 16\b", code):
+                    hits.append(f"{f}:{n}: {line.strip()}")
+    assert hits == []
+
+
+@pytest.mark.parametrize("stride,box,ok", [
+    (16, (64, 8), True), (8, (64, 8), False), (24, (64, 8), False), (48, (16, 256), True),
+    (48, (16, 257), False),
+])
+def test_tensor_map_launch_checks_follow_the_tma_unit(stride, box, ok):
+    """A byte stride must be a whole number of TMA units and a box at most TMA_MAX_BOX."""
+    from ptxgen.errors import LaunchError
+    from ptxgen.primitives.async_copy.tmap import TensorMapSpec
+    from ptxgen.runtime.tensormap import encode_args
+    from ptxgen.target import TMA_ALIGN, TMA_MAX_BOX
+
+    assert (TMA_ALIGN, TMA_MAX_BOX) == (16, 256)
+    spec = TensorMapSpec("A", "uint8", "UINT8", (256, 512), ((stride,),), box, "none")
+    if ok:
+        assert encode_args(spec, 1 << 20, {})["globalStrides"] == [stride]
+    else:
+        with pytest.raises(LaunchError, match=r"multiples of 16 below 2\^40|outside \[1, 256\]"):
+            encode_args(spec, 1 << 20, {})

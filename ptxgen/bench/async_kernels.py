@@ -23,13 +23,14 @@ def ring_shape(dtype: str, tile, stages=None, ctas_per_sm=None):
     """(stages, CTAs per SM) for a tile: 4-8 stages and enough CTAs that about 128 KiB per SM
     is in flight; SkipReason when a tile is no TMA box."""
     from ..dtypes import dtype as _dtype
+    from ..target import TMA_ALIGN, TMA_MAX_BOX
 
     R, C = tile
     eb = _dtype(dtype).bits // 8
     nbytes = R * C * eb
-    if R > 256 or C > 256 or C * eb % 16:
-        return SkipReason(f"a TMA box holds at most 256 x 256 elements with rows of a multiple "
-                          f"of 16 bytes; {R}x{C} {dtype} is not one")
+    if R > TMA_MAX_BOX or C > TMA_MAX_BOX or C * eb % TMA_ALIGN:
+        return SkipReason(f"a TMA box holds at most {TMA_MAX_BOX} x {TMA_MAX_BOX} elements with "
+                          f"rows of a multiple of {TMA_ALIGN} bytes; {R}x{C} {dtype} is not one")
     if stages is None:
         fit = max(2, min(8, SMEM_BUDGET // nbytes))
         stages = 1 << (fit.bit_length() - 1)            # a power of two: the ring's index

@@ -196,6 +196,7 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
 
     from ..builder.ptx import emit_instr
     from ..dtypes import dtype as _dtype
+    from ..target import BULK_MAX_BYTES, TMA_ALIGN
     from ..target.forms import opcode
 
     def bulk(name, *modifiers, ops=()):
@@ -203,9 +204,9 @@ def bulk_copy_kernel(dtype: str, tile, ctas_per_sm=None, nsm=132, name=None):
 
     R, C = tile
     nbytes = R * C * _dtype(dtype).bits // 8
-    if nbytes % 16 or nbytes > 1048560:
-        return SkipReason(f"a bulk copy moves a multiple of 16 bytes, at most 1048560; a "
-                          f"{R}x{C} {dtype} tile is {nbytes}"), None
+    if nbytes % TMA_ALIGN or nbytes > BULK_MAX_BYTES:
+        return SkipReason(f"a bulk copy moves a multiple of {TMA_ALIGN} bytes, at most "
+                          f"{BULK_MAX_BYTES}; a {R}x{C} {dtype} tile is {nbytes}"), None
     grid, ctas, ROWS = launch_geometry(pg, ctas_per_sm, nsm)
 
     def body(src: pg.Tensor((ROWS, C), dtype), dst: pg.Tensor((ROWS, C), dtype)):

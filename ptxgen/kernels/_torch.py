@@ -7,6 +7,8 @@ costs more host time than a small kernel's whole launch.  Without torch it is al
 """
 import functools
 
+from ptxgen.target import TMA_ALIGN
+
 from ._checks import ArgumentError
 
 try:
@@ -59,8 +61,9 @@ def into(out, y):
 
 
 def tma_ready(t):
-    """t as TMA reads it: row-major from a 16-byte aligned address (a copy where it is not)."""
-    return t if t.is_contiguous() and not t.data_ptr() % 16 else \
+    """t as TMA reads it: row-major from a TMA_ALIGN-byte aligned address (a copy where it is
+    not)."""
+    return t if t.is_contiguous() and not t.data_ptr() % TMA_ALIGN else \
         t.clone(memory_format=torch.contiguous_format)
 
 

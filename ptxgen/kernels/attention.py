@@ -49,6 +49,7 @@ from ._checks import (ArgumentError, meta_of, out_tensor, real, same_device, sha
                       tensor)
 from ._torch import compiling, differentiable, into, tma_ready, torch_ops, traced
 from ptxgen.primitives.tcgen05 import canonical_layout
+from ptxgen.target import TMA_ALIGN
 
 BM = 128                     # query rows per CTA: two consumer warpgroups x 64
 # keys per tile by (head dim, causal): the widest that fits 240 registers without spills, but
@@ -313,13 +314,13 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     # layouts (a (B, S, H, D) tensor's transpose, say) are copied, an out= that is not
     # written through a copy, as is one that overlaps an input (which must stay unwritten)
     Dk = next(d for d in HEAD_DIMS if d >= D)
-    narrow = 0 < D < Dk and D * q.element_size() % 16 == 0
+    narrow = 0 < D < Dk and D * q.element_size() % TMA_ALIGN == 0
     padded = D != Dk and not narrow
     if padded:
         q, k, v = (torch.nn.functional.pad(t, (0, Dk - D)) for t in (q, k, v))
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     given = out
-    if padded or out is None or not out.is_contiguous() or out.data_ptr() % 16 or \
+    if padded or out is None or not out.is_contiguous() or out.data_ptr() % TMA_ALIGN or \
             shares_memory(out, (q, k, v)):
         out = torch.empty_like(q)
     pad = -(-Sq // BM) * BM

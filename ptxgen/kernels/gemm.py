@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
+from ptxgen.target import TMA_ALIGN
 
 from . import _torch
 from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, check_cluster_pair,  # noqa: F401
@@ -197,7 +198,7 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
     out_dtype = "bfloat16" if scaled else a.dtype
     direct = out is None or out_tensor("gemm", out, (M, N), out_dtype, a.device)
     es = 1 if scaled else 2                     # bytes per element
-    K_pad = -(-K * es // 16) * 16 // es         # TMA: row pitches are multiples of 16 bytes
+    K_pad = -(-K * es // TMA_ALIGN) * TMA_ALIGN // es     # TMA's row pitch rule
     return GemmPlan(M, N, K, a.dtype, out_dtype, direct, K_pad, bool(fast_accum), BN, STAGES,
                     block)
 
@@ -345,8 +346,8 @@ def _small_m_accepts(plan: GemmPlan, device):
         return False, "fast_accum: the decode path always promotes fp8 partial sums"
     if plan.BN or plan.STAGES:
         return False, "BN / STAGES name the general kernel's tiles"
-    if plan.K_pad != plan.K or plan.N % 8:
-        return False, "K or N breaks TMA's 16-byte row pitch (the general path pads)"
+    if plan.K_pad != plan.K or plan.N * 2 % TMA_ALIGN:      # 16-bit outputs
+        return False, f"K or N breaks TMA's {TMA_ALIGN}-byte row pitch (the general path pads)"
     if plan.M > SMALL_M:
         sms = sm_count(device)
         tiles = -(-plan.M // BM) * -(-plan.N // _general_bn(plan, sms))
@@ -366,7 +367,7 @@ def _decode_launch(plan: GemmPlan, device):
 def _run_small_m(plan: GemmPlan, launch, a, b, scale_a, scale_b, out):
     """A / B swapped so the tokens sit on wgmma's N, split-K over the SMs (gemm_small_m.py)."""
     a, b = _torch.tma_ready(a), _torch.tma_ready(b)
-    d = out if out.data_ptr() % 16 == 0 else out.new_empty(out.shape)   # split-K's sum too
+    d = out if out.data_ptr() % TMA_ALIGN == 0 else out.new_empty(out.shape)   # split-K's sum too
     launch(a, b, d, None if scale_a is None else scale_a.reshape(1),
            None if scale_b is None else scale_b.reshape(1))
     if d is not out:

@@ -38,6 +38,7 @@ import functools
 
 import ptxgen as pg
 from ptxgen.primitives.tcgen05 import canonical_layout
+from ptxgen.target import TMA_ALIGN
 
 from ._gemm_sm90 import (BM, check_cluster_pair, consumer_end, cta_end, issue_wgmma,
                          overlapped_k_steps, persistent_setup, pingpong_start, store_tile)
@@ -46,6 +47,7 @@ from .gemm_small_m import GemmInputError, cuda_tensors, store_back, store_target
 
 BK = 128                          # fp8 bytes = one 128-byte swizzle span = one scale block
 SB_COLS = 128                     # the columns of B one scale_b value covers
+SCALE_ROW_UNIT = TMA_ALIGN // 4   # fp32 scales per row-pitch unit of TMA
 
 
 class _RingScales:
@@ -53,8 +55,9 @@ class _RingScales:
     way DeepGEMM feeds them), so the consumers read them from shared memory after the
     stage's barrier instead of waiting on L2 loads.  Per stage, the producer loads the 128
     scale_a values of the tile's rows, contiguous in SAT (scale_a transposed: (KB, M padded
-    to 4), see ring_scales), and the 16 or 32 bytes of SBT (scale_b transposed, (KB, NB
-    padded to 4)) from nb // 4 * 4 on, which hold the tile's column block nb (and nb + 1)."""
+    to SCALE_ROW_UNIT), see ring_scales), and one or two TMA units of SBT (scale_b
+    transposed, (KB, NB padded to SCALE_ROW_UNIT)) from the unit of block nb on, which hold
+    the tile's column block nb (and nb + 1)."""
     arrivals = 2
 
     def __init__(self, SAT, SBT, stages, blocks):
@@ -62,11 +65,14 @@ class _RingScales:
 
     def alloc(self, pool):
         self.SAs = pool.alloc((self.stages, 1, BM), "float32", align=128, name="SA_ring")
-        # 4 used of 32 per stage: a TMA destination starts on a 128-byte boundary
+        # SCALE_ROW_UNIT (or two) used of 32 per stage: a TMA destination starts on a 128-byte
+        # boundary
         self.SBs = pool.alloc((self.stages, 1, 32), "float32", align=128, name="SB_ring")
 
     def load(self, s, m0, n0, k, mbar):
-        nb4, w = pg.let(n0 // SB_COLS // 4 * 4), 4 * self.blocks   # nb (and nb + 1) inside
+        # the whole TMA units that hold column blocks nb (and nb + 1)
+        U = SCALE_ROW_UNIT
+        nb4, w = pg.let(n0 // SB_COLS // U * U), U * self.blocks
         pg.tile.thread.copy_async(self.SAs[s:s + 1, 0:1, 0:BM], self.SAT[k:k + 1, m0:m0 + BM],
                                   mbar=mbar)
         pg.tile.thread.copy_async(self.SBs[s:s + 1, 0:1, 0:w], self.SBT[k:k + 1, nb4:nb4 + w],
@@ -76,7 +82,7 @@ class _RingScales:
         """The scales of consumer c's rows `row` and row + 8 times scale_b of column block
         nb (and of nb + 1), in stage s's K block: (f0, f1) per block."""
         sa = [self.SAs[s, 0, 64 * c + row + 8 * h] for h in range(2)]
-        return [[pg.let(sa[h] * self.SBs[s, 0, nb % 4 + b]) for h in range(2)]
+        return [[pg.let(sa[h] * self.SBs[s, 0, nb % SCALE_ROW_UNIT + b]) for h in range(2)]
                 for b in range(self.blocks)]
 
 
@@ -112,7 +118,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
     ND, KB, NB = pg.var("ND"), pg.var("KB"), pg.var("NB")
     ring = scales == "ring"
-    MP, NBP = pg.var("MP"), pg.var("NBP")    # ring: M and NB padded to 4 (16-byte TMA pitch)
+    MP, NBP = pg.var("MP"), pg.var("NBP")    # ring: M and NB padded to SCALE_ROW_UNIT
     sa_shape, sb_shape = ((KB, MP), (KB, NBP)) if ring else ((M, KB), (NB, KB))
     LA = canonical_layout(64, BK, dtype, stages=2 * STAGES)
     LB = canonical_layout(BN, BK, dtype, stages=STAGES)
@@ -241,9 +247,10 @@ def dump(STAGES: int = DEFAULT_CONFIG[0], ctas: int = 132, pingpong: bool = DEFA
 
 def ring_scales(scale_a, scale_b):
     """The scale tensors of a scales="ring" kernel, from gemm_blockscaled's scale_a (M, KB) and
-    scale_b (NB, KB): each transposed, its rows padded with zeros to a multiple of 4 (TMA's
-    16-byte row pitch), so that a K block's scales of 128 rows are 512 contiguous bytes.  A
-    scale tensor already stored that way (column_major_scales) is used in place."""
+    scale_b (NB, KB): each transposed, its rows padded with zeros to a multiple of
+    SCALE_ROW_UNIT (TMA's row pitch), so that a K block's scales of 128 rows are 512
+    contiguous bytes.  A scale tensor already stored that way (column_major_scales) is used in
+    place."""
     def transposed(x):
         held = _column_major_storage(x)
         return held if held is not None else _padded_transpose(x)
@@ -251,26 +258,28 @@ def ring_scales(scale_a, scale_b):
 
 
 def _padded_transpose(x):
-    """x (rows, KB) transposed into zeros (KB, rows padded to a multiple of 4)."""
+    """x (rows, KB) transposed into zeros (KB, rows padded to a multiple of SCALE_ROW_UNIT)."""
     rows, kb = x.shape
-    out = x.new_zeros((kb, -(-rows // 4) * 4))
+    out = x.new_zeros((kb, -(-rows // SCALE_ROW_UNIT) * SCALE_ROW_UNIT))
     out[:, :rows] = x.t()
     return out
 
 
 def column_major_scales(x):
-    """x (rows, KB) float32 stored column-major with its columns padded to a multiple of 4
-    rows, the layout DeepGEMM takes its scales in: gemm_blockscaled then reads it without the
-    per-call transposition (a (rows, KB) view of a zero-padded (KB, rows4) tensor)."""
+    """x (rows, KB) float32 stored column-major with its columns padded to a multiple of
+    SCALE_ROW_UNIT rows, the layout DeepGEMM takes its scales in: gemm_blockscaled then reads
+    it without the per-call transposition (a (rows, KB) view of a zero-padded (KB, rows
+    padded) tensor)."""
     return _padded_transpose(x).t()[:x.shape[0]]
 
 
 def _column_major_storage(x):
     """The (KB, rows padded) tensor a column-major (rows, KB) scale view reads from, when its
-    storage holds that whole tensor with a 16-byte pitch and start; else None (copy it)."""
+    storage holds that whole tensor with TMA's pitch and start; else None (copy it)."""
     rows, kb = x.shape
     pitch = x.stride(1)
-    if x.stride(0) != 1 or kb < 2 or pitch < rows or pitch % 4 or x.data_ptr() % 16:
+    if x.stride(0) != 1 or kb < 2 or pitch < rows or pitch % SCALE_ROW_UNIT or \
+            x.data_ptr() % TMA_ALIGN:
         return None
     if (x.storage_offset() + kb * pitch) * 4 > x.untyped_storage().nbytes():
         return None
@@ -313,9 +322,10 @@ def gemm_blockscaled(a, b, scale_a, scale_b, out=None):
     if b.shape[1] != K:
         raise GemmInputError(f"a (M, K) @ b (N, K)^T: got {tuple(a.shape)} and "
                              f"{tuple(b.shape)}")
-    if K % 16:
+    if K % TMA_ALIGN:                           # 1-byte elements
         raise GemmInputError(f"K = {K}: a row of {K} bytes; TMA needs row pitches that are "
-                             f"multiples of 16 bytes (pad K to a multiple of 16)")
+                             f"multiples of {TMA_ALIGN} bytes (pad K to a multiple of "
+                             f"{TMA_ALIGN})")
     KB, NB = -(-K // 128), -(-N // 128)
     for name, x, want in (("scale_a", scale_a, (M, KB)), ("scale_b", scale_b, (NB, KB))):
         if x.dtype != torch.float32 or tuple(x.shape) != want:

@@ -41,6 +41,8 @@ not (benchmarks/RESULTS.md).
 import functools
 from typing import NamedTuple
 
+from ptxgen.target import TMA_ALIGN
+
 from ._gemm_sm90 import CTA_SMEM, ring_stages_fit
 from ._small_m_kernel import (BW, ELEM_BYTES, FP8_MAX_MN, GEMV_DTYPES, GEMV_VEC, MAX_STAGES,
                               OUT_DTYPE, SMEM_BUDGET, ConfigError, GemmInputError, make_gemv,
@@ -214,12 +216,12 @@ def _scale(x, name, dev):
 
 
 def store_target(out):
-    """What a kernel's TMA store writes for `out` (M, N) of 16-bit elements: out itself, or,
-    where its rows are not whole 16-byte units at 16-byte aligned addresses, a tensor with N
-    rounded up to 8 whose first N columns `store_back` copies into out."""
-    N = out.shape[1]
-    return out if N % 8 == 0 and out.data_ptr() % 16 == 0 else \
-        out.new_empty((out.shape[0], -(-N // 8) * 8))
+    """What a kernel's TMA store writes for `out` (M, N): out itself, or, where its rows are
+    not whole TMA units at aligned addresses, a tensor with N rounded up to a unit whose first
+    N columns `store_back` copies into out."""
+    N, unit = out.shape[1], TMA_ALIGN // out.element_size()
+    return out if N % unit == 0 and out.data_ptr() % TMA_ALIGN == 0 else \
+        out.new_empty((out.shape[0], -(-N // unit) * unit))
 
 
 def store_back(d, out):
@@ -263,10 +265,10 @@ def gemm_small_m(a, b, out=None, *, config=None, scale_a=None, scale_b=None):
     if not (a.is_contiguous() and b.is_contiguous()):
         raise GemmInputError("a and b: row-major (contiguous); call .contiguous()")
     (M, K), N = a.shape, b.shape[0]
-    if K * a.element_size() % 16:
+    if K * a.element_size() % TMA_ALIGN:
         raise GemmInputError(f"K = {K}: a row of {K * a.element_size()} bytes; TMA needs row "
-                             f"pitches that are multiples of 16 bytes (pad K to a multiple "
-                             f"of {16 // a.element_size()})")
+                             f"pitches that are multiples of {TMA_ALIGN} bytes (pad K to a "
+                             f"multiple of {TMA_ALIGN // a.element_size()})")
     fp8 = dt.startswith("float8")
     if not fp8 and (scale_a is not None or scale_b is not None):
         raise GemmInputError("scale_a / scale_b: only for float8_e4m3fn inputs")

@@ -16,6 +16,7 @@ import math
 from ..dtypes import tensor_map_bytes
 from ..errors import LaunchError
 from ..layout import MMA_SWIZZLES
+from ..target.table import TMA_ALIGN, TMA_MAX_BOX
 
 # the span of a swizzled row per TMA swizzle mode (0: none), read from the one swizzle table:
 # its CuTe Swizzle<B, 4, 3> family (128B_base32B is tcgen05's descriptor only)
@@ -44,9 +45,10 @@ def encode_args(spec, ptr: int, symbols: dict, kernel: str = "") -> dict:
     if not 1 <= rank <= 5 or len(spec.dims) != rank or len(spec.strides) != rank - 1:
         raise LaunchError(f"{who}{spec.describe()}: a tensor map has 1 to 5 dimensions with one "
                           f"extent each and rank - 1 strides")
-    if ptr % 16 or not ptr:
-        raise LaunchError(f"{who}{spec.describe()}: the tensor's address {ptr:#x} is not 16-byte "
-                          f"aligned (TMA's global address rule); pass an aligned tensor")
+    if ptr % TMA_ALIGN or not ptr:
+        raise LaunchError(f"{who}{spec.describe()}: the tensor's address {ptr:#x} is not "
+                          f"{TMA_ALIGN}-byte aligned (TMA's global address rule); pass an "
+                          f"aligned tensor")
     dims = [_value(d, symbols, spec, "extent") for d in spec.dims]
     for k, d in enumerate(dims):
         if not 1 <= d <= 1 << 32:
@@ -54,20 +56,22 @@ def encode_args(spec, ptr: int, symbols: dict, kernel: str = "") -> dict:
                               f"outside [1, 2^32]")
     strides = [math.prod(_value(f, symbols, spec, "stride") for f in fs) for fs in spec.strides]
     for k, s in enumerate(strides, 1):
-        if s % 16 or not 0 < s < 1 << 40:
+        if s % TMA_ALIGN or not 0 < s < 1 << 40:
             raise LaunchError(
                 f"{who}{spec.describe()}: tensor-map dim {k} has a byte stride of {s}, but TMA "
-                f"global strides are multiples of 16 below 2^40: pad the tensor's rows to a "
-                f"multiple of {16 // math.gcd(16, eb)} elements (or use dispatch='cp_async')")
+                f"global strides are multiples of {TMA_ALIGN} below 2^40: pad the tensor's rows "
+                f"to a multiple of {TMA_ALIGN // math.gcd(TMA_ALIGN, eb)} elements (or use "
+                f"dispatch='cp_async')")
     for k, b in enumerate(spec.box):
-        if not 1 <= b <= 256:
+        if not 1 <= b <= TMA_MAX_BOX:
             raise LaunchError(f"{who}{spec.describe()}: box extent {b} of dim {k} is outside "
-                              f"[1, 256]")
+                              f"[1, {TMA_MAX_BOX}]")
     inner = spec.box[0] * eb
     span = SWIZZLE_BYTES[spec.swizzle]
-    if inner % 16 or span and inner > span:
+    if inner % TMA_ALIGN or span and inner > span:
+        cap = f" and at most the {spec.swizzle} span" if span else ""
         raise LaunchError(f"{who}{spec.describe()}: the box's inner {inner} bytes must be a "
-                          f"multiple of 16{f' and at most the {spec.swizzle} span' if span else ''}")
+                          f"multiple of {TMA_ALIGN}{cap}")
     return {
         "tensorDataType": spec.data_type, "tensorRank": rank, "globalAddress": ptr,
         "globalDim": dims, "globalStrides": strides, "boxDim": list(spec.box),

@@ -313,6 +313,17 @@ def wide_vector_refusal(target: Target | None = None, space: str | None = None) 
     return ""
 
 
+# The bulk copy engine (TMA: cp.async.bulk, and its .tensor form through a tensor map) moves
+# memory in 16-byte units: a bulk copy's size and addresses, and a tensor map's global
+# address, byte strides and box row are multiples of TMA_ALIGN bytes.  So a kernel that reads
+# a tensor through TMA needs rows of whole units at an aligned address, or a padded copy.  A
+# box has at most TMA_MAX_BOX elements per dimension (CUDA driver API,
+# cuTensorMapEncodeTiled); a plain bulk copy moves at most BULK_MAX_BYTES (ptx-reference §6).
+TMA_ALIGN = 16
+TMA_MAX_BOX = 256
+BULK_MAX_BYTES = 1048560
+
+
 # Shared memory per CTA, bytes: (static limit enforced by ptxas, dynamic opt-in maximum).
 # Static figures measured with ptxas 13.0 (ptx-reference §3); dynamic maxima are the
 # documented per-block opt-in limits (A100 163 KiB, sm_86/89 99 KiB, H100/B200 227 KiB).

@@ -10,6 +10,7 @@ group after the scope's fence and barrier (as tma_store).
 from __future__ import annotations
 
 from ...ir import Const, Instr, Mem
+from ...target import BULK_MAX_BYTES, TMA_ALIGN
 from ...target.forms import opcode
 from ..copy.common import base_alignment_ok, element_address, flat_pointer, refine
 from ..copy.vec_auto import coalesce
@@ -17,8 +18,6 @@ from ..registry import register
 from ..tcgen05.common import guarded
 from .common import (arrive_expect_tx, cache_policy, needs_sm90, smem_aligned, smem_pointer,
                      store_prelude)
-
-MAX_BYTES = 1048560      # the largest size cp.async.bulk takes (ptx-reference section 6)
 
 
 def _contiguous(call) -> str:
@@ -51,15 +50,16 @@ def _bulk_ok(call):
     if why:
         return False, why
     n = call.numel * call.dtype.bits // 8
-    if n % 16 or n > MAX_BYTES:
-        return False, f"a bulk copy moves a multiple of 16 bytes up to {MAX_BYTES}; this is {n}"
-    ok, why = smem_aligned(call, call.smem_side, 16, "bulk copy")
+    if n % TMA_ALIGN or n > BULK_MAX_BYTES:
+        return False, (f"a bulk copy moves a multiple of {TMA_ALIGN} bytes up to "
+                       f"{BULK_MAX_BYTES}; this is {n}")
+    ok, why = smem_aligned(call, call.smem_side, TMA_ALIGN, "bulk copy")
     if not ok:
         return ok, why
     g = call.gmem_side
-    ok, why = base_alignment_ok(call.an, g, max(1, 16 // (call.dtype.bits // 8)))
+    ok, why = base_alignment_ok(call.an, g, max(1, TMA_ALIGN // (call.dtype.bits // 8)))
     if not ok:
-        return False, f"a bulk copy's global address must be 16-byte aligned: {why}"
+        return False, f"a bulk copy's global address must be {TMA_ALIGN}-byte aligned: {why}"
     (ok, why), _ = cache_policy(call)
     if not ok:
         return ok, why

@@ -26,8 +26,9 @@ from ...errors import LayoutError, PtxgenError
 from ...ir import INT32, BufferRegion, Cast, Const, Expr, Var, as_expr
 from ...layout import MMA_SWIZZLES
 from ...printer import format_expr
+from ...target import TMA_ALIGN, TMA_MAX_BOX
 
-MAX_BOX = 256
+MAX_BOX = TMA_MAX_BOX    # the name callers import
 # TMA's swizzle modes, read from the one table: the CuTe Swizzle<B, 4, 3> family (the span
 # of a swizzled row, 0 for none; where the pattern repeats)
 MODE_BYTES = {n: s.row_bytes if s.cute_b else 0 for n, s in MMA_SWIZZLES.items()
@@ -216,19 +217,20 @@ def plan_tensor_map(g: BufferRegion, s: BufferRegion) -> tuple:
                           f"at most {MAX_BOX} per dimension: split the copy into tiles of at "
                           f"most {MAX_BOX} (one copy_async per tile)")
     inner = box[0] * eb
-    if inner % 16:
+    if inner % TMA_ALIGN:
         return None, (f"the box's inner extent is {box[0]} x {eb} B = {inner} B, not a "
-                      f"multiple of 16 B: make dim {order[0]}'s extent a multiple of "
-                      f"{16 // math.gcd(16, eb)} elements")
+                      f"multiple of {TMA_ALIGN} B: make dim {order[0]}'s extent a multiple of "
+                      f"{TMA_ALIGN // math.gcd(TMA_ALIGN, eb)} elements")
     tma_strides = []
     for d in order[1:]:
         f = tuple(strides[d]) + (eb,)
         if all(isinstance(x, int) for x in f):
             b = math.prod(f)
-            if b % 16 or b >= 1 << 40:
+            if b % TMA_ALIGN or b >= 1 << 40:
                 return None, (f"'{gb.name}': dim {d} has a byte stride of {b}, not a multiple "
-                              f"of 16 below 2^40 (TMA global strides); pad the tensor's rows "
-                              f"to a multiple of {16 // math.gcd(16, eb)} elements")
+                              f"of {TMA_ALIGN} below 2^40 (TMA global strides); pad the "
+                              f"tensor's rows to a multiple of "
+                              f"{TMA_ALIGN // math.gcd(TMA_ALIGN, eb)} elements")
             f = (b,)
         tma_strides.append(f)
     for d, e in enumerate(gb.shape):
