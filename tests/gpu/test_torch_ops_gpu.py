@@ -27,48 +27,55 @@ def _close(got, want, dtype):
 
 
 # ---- opcheck -------------------------------------------------------------------------------
-def _opcheck_cases():
+def _opcheck_inputs():
     torch.manual_seed(0)
     x = torch.randn(3, 5, 1000, device="cuda", dtype=torch.bfloat16)
-    w = torch.rand(1000, device="cuda", dtype=torch.bfloat16) + 0.5
-    xf = torch.randn(4, 256, device="cuda")
-    a, b = _ints(300, 64), _ints(200, 64)
-    a8, b8 = _ints(128, 64, dtype=torch.float8_e4m3fn), _ints(96, 64, dtype=torch.float8_e4m3fn)
-    s = torch.tensor([0.5], device="cuda")
-    q = torch.randn(1, 4, 77, 64, device="cuda", dtype=torch.bfloat16)
-    kv = torch.randn(1, 2, 130, 64, device="cuda", dtype=torch.bfloat16)
-    ops = torch.ops.ptxgen
-    return [
-        (ops.softmax.default, (x,), {}),
-        (ops.softmax.default, (xf,), {}),
-        (ops.softmax_out.default, (x, torch.empty_like(x)), {}),
-        (ops.rmsnorm.default, (x, w), {"eps": 1e-5}),
-        (ops.rmsnorm.default, (xf, None), {}),
-        (ops.rmsnorm.default, (x, w.float()), {}),                  # a weight of another dtype
-        (ops.rmsnorm_out.default, (x, w, torch.empty_like(x)), {}),
-        (ops.gemm.default, (a, b), {}),
-        (ops.gemm.default, (a8, b8, s, s), {}),
-        (ops.gemm.default, (_ints(128, 300, dtype=torch.float8_e4m3fn),   # block scales
-                            _ints(96, 300, dtype=torch.float8_e4m3fn),
-                            torch.rand(128, 3, device="cuda") + 0.5,
-                            torch.rand(1, 3, device="cuda") + 0.5), {}),
-        (ops.gemm_out.default, (a, b, torch.empty(300, 200, device="cuda",
-                                                  dtype=torch.bfloat16)), {}),
-        (ops.attention.default, (q, kv, kv), {"causal": True}),
-        (ops.attention.default, (q, kv, kv), {"scale": 0.2}),
-        (ops.attention_out.default, (q, kv, kv, torch.empty_like(q)), {}),
-        # inputs that require grad: the autograd formulas (kernels/_autograd.py) too
-        (ops.softmax.default, (x.float().requires_grad_(),), {}),
-        (ops.rmsnorm.default, (x.float().requires_grad_(), w.float().requires_grad_()), {}),
-        (ops.gemm.default, (a.clone().requires_grad_(), b.clone().requires_grad_()), {}),
-        (ops.attention.default, (q.clone().requires_grad_(), kv.clone().requires_grad_(),
-                                 kv.clone().requires_grad_()), {"causal": True}),
-    ]
+    return dict(
+        x=x, w=torch.rand(1000, device="cuda", dtype=torch.bfloat16) + 0.5,
+        xf=torch.randn(4, 256, device="cuda"), a=_ints(300, 64), b=_ints(200, 64),
+        a8=_ints(128, 64, dtype=torch.float8_e4m3fn), b8=_ints(96, 64, dtype=torch.float8_e4m3fn),
+        s=torch.tensor([0.5], device="cuda"),
+        q=torch.randn(1, 4, 77, 64, device="cuda", dtype=torch.bfloat16),
+        kv=torch.randn(1, 2, 130, 64, device="cuda", dtype=torch.bfloat16))
 
 
-@pytest.mark.parametrize("case", range(18))
+# label -> (op name, its arguments from the inputs, keyword arguments); the tensors are made on
+# the GPU when a case runs, and the labels name the test cases
+_OPCHECK_CASES = {
+    "softmax bf16 3-d": ("softmax", lambda t: (t["x"],), {}),
+    "softmax f32": ("softmax", lambda t: (t["xf"],), {}),
+    "softmax out": ("softmax_out", lambda t: (t["x"], torch.empty_like(t["x"])), {}),
+    "rmsnorm": ("rmsnorm", lambda t: (t["x"], t["w"]), {"eps": 1e-5}),
+    "rmsnorm f32 no weight": ("rmsnorm", lambda t: (t["xf"], None), {}),
+    "rmsnorm f32 weight": ("rmsnorm", lambda t: (t["x"], t["w"].float()), {}),
+    "rmsnorm out": ("rmsnorm_out", lambda t: (t["x"], t["w"], torch.empty_like(t["x"])), {}),
+    "gemm bf16": ("gemm", lambda t: (t["a"], t["b"]), {}),
+    "gemm fp8": ("gemm", lambda t: (t["a8"], t["b8"], t["s"], t["s"]), {}),
+    "gemm block scales": ("gemm", lambda t: (
+        _ints(128, 300, dtype=torch.float8_e4m3fn), _ints(96, 300, dtype=torch.float8_e4m3fn),
+        torch.rand(128, 3, device="cuda") + 0.5, torch.rand(1, 3, device="cuda") + 0.5), {}),
+    "gemm out": ("gemm_out", lambda t: (t["a"], t["b"], torch.empty(
+        300, 200, device="cuda", dtype=torch.bfloat16)), {}),
+    "attention causal": ("attention", lambda t: (t["q"], t["kv"], t["kv"]), {"causal": True}),
+    "attention scale": ("attention", lambda t: (t["q"], t["kv"], t["kv"]), {"scale": 0.2}),
+    "attention out": ("attention_out", lambda t: (t["q"], t["kv"], t["kv"],
+                                                  torch.empty_like(t["q"])), {}),
+    # inputs that require grad: the autograd formulas (kernels/_autograd.py) too
+    "softmax grad": ("softmax", lambda t: (t["x"].float().requires_grad_(),), {}),
+    "rmsnorm grad": ("rmsnorm", lambda t: (t["x"].float().requires_grad_(),
+                                           t["w"].float().requires_grad_()), {}),
+    "gemm grad": ("gemm", lambda t: (t["a"].clone().requires_grad_(),
+                                     t["b"].clone().requires_grad_()), {}),
+    "attention grad": ("attention", lambda t: (
+        t["q"].clone().requires_grad_(), t["kv"].clone().requires_grad_(),
+        t["kv"].clone().requires_grad_()), {"causal": True}),
+}
+
+
+@pytest.mark.parametrize("case", list(_OPCHECK_CASES))
 def test_opcheck(case):
-    op, args, kwargs = _opcheck_cases()[case]
+    name, make_args, kwargs = _OPCHECK_CASES[case]
+    op, args = getattr(torch.ops.ptxgen, name).default, make_args(_opcheck_inputs())
     if any(getattr(a, "dtype", None) == torch.float8_e4m3fn for a in args):
         # opcheck's schema test multiplies the inputs, which torch cannot do for float8
         utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
