@@ -133,18 +133,16 @@ class AddressEmitter:
         nb = bits // 8
         strides = None
         shape = buf.shape
-        exts = shape if shape and type(shape[0]) is int else None
+        plain = set(map(type, shape)) <= PLAIN_INT
         if buf.layout is None:
-            if set(map(type, shape)) <= PLAIN_INT:   # int extents: the strides in bytes at once
+            if plain:   # int extents: the strides in bytes at once
                 strides = _byte_strides(shape, nb)
             else:
                 strides = [s * nb if type(s) is int else s
                            for s in row_major_strides(shape, mul=_stride_mul)]
-                if exts is not None:
-                    exts = None   # a symbolic inner extent
-        if exts is None:   # a symbolic extent: infinite (only the lower bound 0 is known)
-            exts = tuple([e if type(e) is int else math.inf for e in shape])
-        self._exts[buf.uid] = exts
+        # a symbolic extent is infinite: only its lower bound 0 is known
+        self._exts[buf.uid] = shape if plain else \
+            tuple([e if type(e) is int else math.inf for e in shape])
         plan = self._plans[buf.uid] = (nb, strides)
         return plan
 

@@ -20,51 +20,62 @@ class BoundsChecks:
     _escapes = None     # raw PTX that leaves the straight path (ret, bra, ...): no proofs
     _tree_memo = None   # id(index node) -> (node, bounds), made by the first compound index
 
-    def check_indices(self, buf, indices, lanes: int = 1, aff=None):
-        """Indices of an access that the facts do not confirm in bounds are suspects for
-        static_bounds (lanes: the vector's elements, along the last dimension).  A 1-D
-        buffer that owns its storage is tested on `aff`, the access's byte offset (its
-        index scaled, already simplified): no walk over the index expression."""
-        an, vb = self.an, self.an._bounds
-        if aff is not None and len(indices) == 1 and buf.data is None and \
-                buf.layout is None and type(buf.elem_offset) is int:
-            ext = self._exts[buf.uid][0]
-            top = ext is not math.inf       # a symbolic extent: only the lower bound counts
-            try:
-                lo = hi = aff.const
-                for atom, c in aff.terms.values():
-                    r = vb.get(atom.uid, _NO_FACTS) if type(atom) is Var else an.bounds(atom)
-                    if c > 0:
-                        lo += c * r[0]
-                        if top:
-                            hi += c * r[1]
-                    else:
-                        lo += c * r[1]
-                        if top:
-                            hi += c * r[0]
-                nb = buf.dtype.storage_bits // 8
-                eo = buf.elem_offset * nb
-                if lo >= eo and (not top or hi + (lanes - 1) * nb < eo + ext * nb):
-                    return
-            except TypeError:     # a bound that is not known (None)
-                pass
-        last = len(indices) - 1
-        for d, (idx, ext) in enumerate(zip(indices, buf.shape)):
+    def known_in_bounds(self, buf, indices, lanes: int, aff) -> bool:
+        """Whether the facts confirm buf[indices] (and the vector's `lanes` elements along the
+        last dimension) inside the buffer; an access they do not confirm is a suspect for
+        static_bounds, the exact test.  Constants and variables with facts settle most
+        accesses.  A compound index of a 1-D buffer that owns its storage is tested on `aff`,
+        the access's byte offset (its index scaled, already simplified), before any walk over
+        the index expression.  An extent that is not an int is inf (`_plan`): only the lower
+        bound counts there.  An index read from memory is left alone: the exact test could not
+        tell either."""
+        if not indices:
+            return lanes == 1
+        vb = self.an._bounds
+        for idx, ext in zip(indices, self._exts[buf.uid]):
             t = type(idx)
-            if t is Load:
-                continue          # a value from memory: nothing can be proven
-            if t is Const:
+            if t is Var:
+                lo, hi = vb.get(idx.uid, _NO_FACTS)
+            elif t is Const:
                 lo = hi = idx.value
-            elif t is Var:
-                lo, hi = vb.get(idx.uid, (None, None))
+            elif t is Load:       # a value from memory: neither provable nor refutable
+                hi = None
+                continue
+            elif len(indices) == 1 and self._offset_in_bounds(buf, aff, lanes, ext):
+                return True
             elif t is BinOp:
                 lo, hi = _leaf_op_bounds(idx, vb) or self._tree_bounds(idx)
             else:
-                lo, hi = an.bounds(idx)
-            if lo is None or lo < 0 or type(ext) is int and (
-                    hi is None or hi + (lanes if d == last else 1) > ext):
-                self.static_bounds(buf, indices, lanes)
-                return
+                lo, hi = self.an.bounds(idx)
+            if lo is None or lo < 0:
+                return False
+            if hi is None:
+                if ext is not math.inf:
+                    return False
+            elif hi >= ext:
+                return False
+        return hi is None or hi + lanes <= ext     # the vector's lanes run along the last dim
+
+    def _offset_in_bounds(self, buf, aff, lanes: int, ext) -> bool:
+        """known_in_bounds of a 1-D buffer's access from its byte offset `aff`, where the
+        buffer owns its storage at a constant element offset (so `aff` is its index alone)."""
+        if aff is None or buf.data is not None or buf.layout is not None or \
+                type(buf.elem_offset) is not int:
+            return False
+        vb, an = self.an._bounds, self.an
+        top = ext is not math.inf
+        lo = hi = aff.const
+        for atom, c in aff.terms.values():
+            r = vb.get(atom.uid, _NO_FACTS) if type(atom) is Var else an.bounds(atom)
+            low, high = r if c > 0 else (r[1], r[0])    # the ends that give lo and hi
+            if low is None or top and high is None:
+                return False
+            lo += c * low
+            if top:
+                hi += c * high
+        nb = buf.dtype.storage_bits // 8
+        eo = buf.elem_offset * nb
+        return lo >= eo and (not top or hi + (lanes - 1) * nb < eo + ext * nb)
 
     def _raw_control(self) -> bool:
         if self._escapes is None:   # raw ret/bra/trap: reachability is not the IR's

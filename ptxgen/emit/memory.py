@@ -232,43 +232,16 @@ class MemoryEmitter(AddressEmitter, BoundsChecks):
     def _access_address(self, buf, root, base, space, indices, lanes, nbits) -> str:
         """The `[reg+imm]` operand of a load or store of `lanes` elements (nbits in all) at
         buf[indices], checked against the buffer first: the bounds debug mode's test, the
-        exact in-bounds test where the facts do not decide, a vector's alignment."""
+        exact in-bounds test where the facts do not confirm the access, a vector's alignment."""
         if self.debug_bounds:
             self.bounds_check(buf, indices)
         aff = self.offset_affine(buf, indices)
-        if not self._known_in_bounds(buf, indices, lanes):
-            self.check_indices(buf, indices, lanes, aff)
+        if not self.known_in_bounds(buf, indices, lanes, aff):
+            self.static_bounds(buf, indices, lanes)
         if lanes > 1 and nbits > buf.dtype.bits:
             self._check_vector_alignment(buf, root, indices, nbits // 8, aff)
         reg, off = self._address(base, space, aff)
         return reg + "+" + str(off) if off else reg
-
-    def _known_in_bounds(self, buf, indices, lanes) -> bool:
-        """Constant indices and variables whose facts bound them inside the buffer (and the
-        vector's last lane) need no more; otherwise check_indices decides, exactly where it
-        must.  A constant is told by its type, so the common paths raise nothing; an
-        unknown bound (None) fails its compare with a TypeError.  A symbolic extent is inf
-        (`_plan`)."""
-        if not indices:
-            return lanes == 1
-        vb = self.an._bounds
-        try:
-            for idx, ext in zip(indices, self._exts[buf.uid]):
-                t = type(idx)
-                if t is Var:
-                    b = vb.get(idx.uid)
-                    if b is None:
-                        return False
-                    lo, hi = b
-                elif t is Const:
-                    lo = hi = idx.value
-                else:
-                    return False
-                if lo < 0 or hi >= ext:
-                    return False
-            return hi + lanes <= ext      # the vector's lanes run along the last dimension
-        except TypeError:
-            return False
 
     def store(self, buf, indices, value, cache=""):
         lanes = value.dtype.lanes
