@@ -9,7 +9,7 @@ import math
 
 from ..analysis.offsets import root_element_offset
 from ..errors import PtxgenError, ResourceError
-from ..ir import BOOL, Const, Load, Var, as_expr
+from ..ir import BOOL, Const, Load, as_expr
 from ..printer import format_expr
 from ..target.forms import form
 from .address import SPACE, AddressEmitter

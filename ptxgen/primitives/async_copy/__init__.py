@@ -27,7 +27,7 @@ from ..call import Call
 from ..copy import CopyCall
 from ..registry import tile_op
 from ..scope import make_scope
-from .tmap import DATA_TYPES, MAX_BOX, REDUCE_ADD, TensorMapSpec, TmaPlan, plan_tensor_map
+from .tmap import DATA_TYPES, REDUCE_ADD, TensorMapSpec, TmaPlan, plan_tensor_map
 
 
 @dataclass
@@ -132,4 +132,4 @@ def _autoload():
 _autoload()
 
 __all__ = ["AsyncRecord", "GroupRecord", "TensorMapRef", "TensorMapSpec", "TmaPlan",
-           "plan_tensor_map", "CopyAsyncCall", "GroupCall", "DATA_TYPES", "REDUCE_ADD", "MAX_BOX"]
+           "plan_tensor_map", "CopyAsyncCall", "GroupCall", "DATA_TYPES", "REDUCE_ADD"]

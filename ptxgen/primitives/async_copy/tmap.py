@@ -28,7 +28,6 @@ from ...layout import MMA_SWIZZLES
 from ...printer import format_expr
 from ...target import TMA_ALIGN, TMA_MAX_BOX
 
-MAX_BOX = TMA_MAX_BOX    # the name callers import
 # TMA's swizzle modes, read from the one table: the CuTe Swizzle<B, 4, 3> family (the span
 # of a swizzled row, 0 for none; where the pattern repeats)
 MODE_BYTES = {n: s.row_bytes if s.cute_b else 0 for n, s in MMA_SWIZZLES.items()
@@ -212,10 +211,10 @@ def plan_tensor_map(g: BufferRegion, s: BufferRegion) -> tuple:
     eb = dt.bits // 8
     box = tuple(g.shape[d] for d in order)
     for k, (d, n) in enumerate(zip(order, box)):
-        if n > MAX_BOX:
+        if n > TMA_MAX_BOX:
             return None, (f"the box is {n} elements along dim {d} of '{gb.name}'; TMA boxes are "
-                          f"at most {MAX_BOX} per dimension: split the copy into tiles of at "
-                          f"most {MAX_BOX} (one copy_async per tile)")
+                          f"at most {TMA_MAX_BOX} per dimension: split the copy into tiles of "
+                          f"at most {TMA_MAX_BOX} (one copy_async per tile)")
     inner = box[0] * eb
     if inner % TMA_ALIGN:
         return None, (f"the box's inner extent is {box[0]} x {eb} B = {inner} B, not a "
@@ -315,5 +314,5 @@ def _check_dense(g, s, order, box) -> str:
     return ""
 
 
-__all__ = ["TensorMapSpec", "TmaPlan", "plan_tensor_map", "inner_start_ok", "MODE_BYTES", "REPEAT", "DATA_TYPES",
-           "REDUCE_ADD", "MAX_BOX"]
+__all__ = ["TensorMapSpec", "TmaPlan", "plan_tensor_map", "inner_start_ok", "MODE_BYTES", "REPEAT",
+           "DATA_TYPES", "REDUCE_ADD"]
