@@ -127,6 +127,26 @@ def test_tma_unit_is_read_from_the_target_table():
     assert hits == []
 
 
+def test_vector_width_is_read_from_the_target_table():
+    """The 16-byte vector access is one fact (VECTOR_BITS): the row kernels size their vectors
+    and test their tensors' alignment by it, never by a literal."""
+    import importlib
+
+    from ptxgen.target import VECTOR_BITS
+
+    rmsnorm = importlib.import_module("ptxgen.kernels.rmsnorm")   # the module, not the op
+    assert VECTOR_BITS == 128 and rmsnorm.VEC_BYTES == 16
+    assert [rmsnorm.plan(4096, bits=b)[0] for b in (16, 32)] == [8, 4]
+    assert rmsnorm.plan(4100, bits=16)[0] == 4        # the widest vector that divides a row
+    hits = []
+    for f in ("ptxgen/kernels/rmsnorm.py", "ptxgen/kernels/softmax.py"):
+        with open(os.path.join(ROOT, f)) as fh:
+            for n, line in enumerate(fh, 1):
+                if re.search(r"% 16\b|\b128 //", line.split("#")[0]):
+                    hits.append(f"{f}:{n}: {line.strip()}")
+    assert hits == []
+
+
 @pytest.mark.parametrize("stride,box,ok", [
     (16, (64, 8), True), (8, (64, 8), False), (24, (64, 8), False), (48, (16, 256), True),
     (48, (16, 257), False),

@@ -346,7 +346,8 @@ def _small_m_accepts(plan: GemmPlan, device):
         return False, "fast_accum: the decode path always promotes fp8 partial sums"
     if plan.BN or plan.STAGES:
         return False, "BN / STAGES name the general kernel's tiles"
-    if plan.K_pad != plan.K or plan.N * 2 % TMA_ALIGN:      # 16-bit outputs
+    row_bytes = plan.N * pg.dtype(plan.out_dtype).bits // 8      # the output's TMA rows
+    if plan.K_pad != plan.K or row_bytes % TMA_ALIGN:
         return False, f"K or N breaks TMA's {TMA_ALIGN}-byte row pitch (the general path pads)"
     if plan.M > SMALL_M:
         sms = sm_count(device)

@@ -32,6 +32,7 @@ from functools import lru_cache
 
 import ptxgen as pg
 from ptxgen.layout import S, TileLayout, tid
+from ptxgen.target import VECTOR_BITS
 
 from ._checks import (ArgumentError, Meta, is_int, known_options, meta_of, numel, out_tensor,
                       real, same_device, shares_memory, tensor)
@@ -41,6 +42,7 @@ M = pg.var("M")
 DTYPES = ("float32", "bfloat16", "float16")
 _BITS = {"float32": 32, "bfloat16": 16, "float16": 16}
 MAX_N = 1024 * 64           # threads x registers per thread (plan's limits)
+VEC_BYTES = VECTOR_BITS // 8   # the rows' widest vector: their addresses' alignment
 
 
 def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16):
@@ -50,7 +52,8 @@ def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16)
         if not is_int(v) or v < 1:
             raise ValueError(f"{name} = {v!r}: a positive int (n elements a row, about "
                              f"per_thread of them a thread)")
-    V = next(v for v in (128 // bits, 4, 2, 1) if n % v == 0 and v <= 128 // bits)
+    widest = VECTOR_BITS // bits
+    V = next(v for v in (widest, 4, 2, 1) if n % v == 0 and v <= widest)
     T = 32
     while T < 1024 and T * per_thread < n:
         T *= 2
@@ -191,13 +194,13 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     if (x.requires_grad or weight is not None and weight.requires_grad) and \
             differentiable("rmsnorm", out):            # autograd records the op
         return torch_ops().rmsnorm(x, weight, eps)
-    if out is not None and (out.data_ptr() % 16 or
+    if out is not None and (out.data_ptr() % VEC_BYTES or
                             shares_memory(out, (x, weight), in_place=x)):
         direct = False            # vector stores need aligned rows; the inputs stay unwritten
     y = out if direct and out is not None else empty_like(x) if flat else x.new_empty(x.shape)
     if k is not None:
         xp, wp = x.data_ptr(), 0 if weight is None else weight.data_ptr()
-        if flat and not knobs and not (xp | wp) % 16 and (weight is None or key[4][3]):
+        if flat and not knobs and not (xp | wp) % VEC_BYTES and (weight is None or key[4][3]):
             if run is None:     # the launch for tensors of this plan's metadata, made once
                 run = plan[6] = k.prepare(x, *(() if weight is None else (weight,)), y,
                                           eps, grid=grid)
@@ -209,13 +212,13 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
         if knobs:
             k = make(n, str(x.dtype)[6:], weighted=weight is not None,
                      weight_dtype=None if weight is None else str(weight.dtype)[6:], **knobs)
-        if xp % 16:                                 # a view at an odd offset
+        if xp % VEC_BYTES:                          # a view at an odd offset
             x = x.contiguous().clone()
         x, y2 = x.contiguous().view(rows, n), y.view(rows, n)
         if weight is None:
             k(x, y2, eps, grid=grid)
         else:
-            if wp % 16 or not weight.is_contiguous():
+            if wp % VEC_BYTES or not weight.is_contiguous():
                 weight = weight.contiguous().clone()
             k(x, weight, y2, eps, grid=grid)
     return y if out is None else into(out, y)

@@ -35,6 +35,7 @@ from ptxgen.layout import S, TileLayout, tid
 from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor,
                       reduced_dim, shares_memory, tensor)
 from ._torch import compiling, differentiable, empty_like, into, torch_ops, traced
+from .rmsnorm import VEC_BYTES
 from .rmsnorm import plan as row_plan
 
 M = pg.var("M")
@@ -223,19 +224,19 @@ def softmax(x, out=None, *, dim=-1, dtype=None, **knobs):
     k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
     if x.requires_grad and differentiable("softmax", out):   # autograd records the op
         return torch_ops().softmax(x)
-    if out is not None and (out.data_ptr() % 16 or shares_memory(out, (x,), in_place=x)):
+    if out is not None and (out.data_ptr() % VEC_BYTES or shares_memory(out, (x,), in_place=x)):
         direct = False            # vector stores need aligned rows; x must stay unwritten
     y = out if direct and out is not None else empty_like(x) if flat else x.new_empty(x.shape)
     if k is not None:
         xp = x.data_ptr()
-        if flat and not knobs and not xp % 16:      # (rows, N), row-major, aligned
+        if flat and not knobs and not xp % VEC_BYTES:   # (rows, N), row-major, aligned
             if run is None:     # the launch for tensors of this plan's metadata, made once
                 run = plan[6] = k.prepare(x, y, grid=grid)
             run(xp, y.data_ptr())
         else:
             if knobs:
                 k = make(n, str(x.dtype)[6:], **knobs)
-            if xp % 16:                             # a view at an odd offset
+            if xp % VEC_BYTES:                      # a view at an odd offset
                 x = x.contiguous().clone()
             k(x.contiguous().view(rows, n), y.view(rows, n), grid=grid)
     return y if out is None else into(out, y)

@@ -294,6 +294,11 @@ def _has_opcode(opcode: str, arch: str) -> bool:
     return True
 
 
+# The widest load/store of every target: 128 bits (.v4.b32, .v2.b64), whose address must be
+# a multiple of its 16 bytes (PTX ISA, "vectors").  Kernels that read rows in such vectors
+# test a tensor's address against it.
+VECTOR_BITS = 128
+
 # 256-bit (32-byte) loads/stores, .v8.b32 / .v4.b64: sm_100 or newer with PTX 8.8, and never
 # in shared memory (ptxas: "global state space expected for feature '256 bit wide load/store'",
 # ptx-reference §2).  WIDE_VECTOR_GATE is check_opcode's keywords for them.
