@@ -62,6 +62,20 @@ def test_softmax(m, n, dt, online):
     assert (SM.ulps(y, SM.reference(v), dt) / SM.bound(v, dt)).max() <= 1.0
 
 
+@pytest.mark.parametrize("n,dtype,early", [
+    (16384, "float32", True), (16384, "bfloat16", True), (32768, "bfloat16", False),
+    (32768, "float32", False), (65536, "float16", False),
+])
+def test_rmsnorm_loads_the_weight_early_while_a_thread_holds_few_elements(n, dtype, early):
+    """Past EARLY_WEIGHT_MAX elements a thread, the weight is read after the reduction; up to
+    32768 elements a row the kernel then assembles without spills (the early weight spilled
+    at 32768 float32)."""
+    k = RMS.make(n, dtype)
+    assert k.name.endswith("_late") is not early
+    if n <= 32768:
+        assert k.compile("sm_90a").spill_bytes == 0
+
+
 def test_examples_assemble():
     for k in RMS.KERNELS + SM.KERNELS:
         for arch in ("sm_80", "sm_90a", "sm_100a"):

@@ -9,7 +9,8 @@
 
 dtypes: float32, bfloat16, float16; weight (N,) of any of them (as torch's rms_norm: an fp32
 weight beside bf16 activations, say) or None; float32 arithmetic, one rounding to x's dtype,
-the output's.  Shapes: any (..., N) with N up to 65536 (a row lives in registers); empty
+the output's.  Shapes: any (..., N) with N up to 65536 (a row lives in registers; past 32768
+elements it no longer fits them and spills: torch is faster at 65536, RESULTS.md); empty
 dimensions give an empty result; a 0-d x is refused.
 Also `torch.ops.ptxgen.rmsnorm(x, weight, eps)` (a torch custom op: torch.compile and CUDA
 graphs).  Speed on the H200 (benchmarks/RESULTS-archive.md, session of 2026-12-02): bf16
@@ -42,6 +43,10 @@ M = pg.var("M")
 DTYPES = ("float32", "bfloat16", "float16")
 _BITS = {"float32": 32, "bfloat16": 16, "float16": 16}
 MAX_N = 1024 * 64           # threads x registers per thread (plan's limits)
+# The weight row is loaded before the reduction (overlapping it) while a thread holds at most
+# this many elements of the row; past it the early weight's registers spill (ptxas) and the
+# kernel measured slower than with the weight loaded after (benchmarks/RESULTS.md).
+EARLY_WEIGHT_MAX = 16
 VEC_BYTES = VECTOR_BITS // 8   # the rows' widest vector: their addresses' alignment
 
 
@@ -64,18 +69,21 @@ def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16)
 
 
 @lru_cache(maxsize=None)
-def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bool = True,
+def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bool | None = None,
          weighted: bool = True, weight_dtype: str | None = None):
     """The kernel for rows of n elements; `per_thread` sets the block size (n / per_thread
-    threads), `early_weight` loads the weight row before the reduction (overlapping it);
-    `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps)); `weight_dtype`:
-    the weight's, when not x's."""
+    threads), `early_weight` loads the weight row before the reduction (overlapping it;
+    None: while a thread holds at most EARLY_WEIGHT_MAX elements); `weighted=False`: no
+    weight parameter (y = x * rsqrt(mean(x^2) + eps)); `weight_dtype`: the weight's, when
+    not x's."""
     wdt = weight_dtype or dtype
     for d in (dtype, wdt):
         if d not in _BITS:
             raise ValueError(f"rmsnorm.make: dtype {d!r}; it takes {', '.join(_BITS)}")
     V, T, R = plan(n, per_thread, bits=_BITS[dtype])
     P = R * T * V
+    if early_weight is None:
+        early_weight = R * V <= EARLY_WEIGHT_MAX
     lay = TileLayout(S[(R, T, V):(V, 1 @ tid, 1)])
 
     def body(x, weight, y, eps):
@@ -119,7 +127,7 @@ KERNELS = [make(8192), make(1000), make(1001)]
 
 
 def dump(n: int = 8192, dtype: str = "bfloat16", per_thread: int = 16,
-         early_weight: bool = True, weighted: bool = True) -> list:
+         early_weight: bool | None = None, weighted: bool = True) -> list:
     """`ptxgen dump ptxgen.kernels.rmsnorm --kernel-args n=4096,dtype=float32`: the kernel of
     that configuration."""
     return [make(n, dtype, per_thread, early_weight, weighted)]
