@@ -72,6 +72,7 @@ def test_rmsnorm_loads_the_weight_early_while_a_thread_holds_few_elements(n, dty
     at 32768 float32)."""
     k = RMS.make(n, dtype)
     assert k.name.endswith("_late") is not early
+    assert "_late" not in RMS.make(n, dtype, weighted=False).name
     if n <= 32768:
         assert k.compile("sm_90a").spill_bytes == 0
 

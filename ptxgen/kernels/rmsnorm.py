@@ -117,7 +117,8 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
         def rmsnorm(x: pg.Tensor((M, n), dtype), y: pg.Tensor((M, n), dtype),
                     eps: pg.float32):
             body(x, None, y, eps)
-    name = f"rmsnorm_{dtype}_{n}_t{T}{'' if early_weight else '_late'}" + \
+    late = weighted and not early_weight      # (a kernel without a weight has no timing)
+    name = f"rmsnorm_{dtype}_{n}_t{T}{'_late' if late else ''}" + \
         ("" if wdt == dtype else f"_w{wdt}")
     return pg.kernel(rmsnorm, grid=lambda a: (a["M"],), block=(T,),
                      name=name + ("" if weighted else "_noweight"))
