@@ -13,7 +13,7 @@ BW = 128                   # weight rows per CTA tile: two consumer warpgroups x
 SMEM_BUDGET = 200 * 1024   # ring bytes we allow ourselves (the epilogue tiles come on top)
 MAX_STAGES = 16
 OUT_DTYPE = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
-ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
+ELEM_BYTES = {d: pg.dtype(d).bits // 8 for d in OUT_DTYPE}   # of the dtype table
 
 
 class GemmInputError(ArgumentError):

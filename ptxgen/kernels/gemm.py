@@ -91,7 +91,7 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
         raise ValueError(f"overlap keeps three 64 x BN fp32 tiles of promote=1 without "
                          f"pingpong: BN <= 128 fits the consumers' 232 registers (got "
                          f"promote={promote}, pingpong={pingpong}, BN={BN})")
-    elem = 1 if dtype.startswith("float8") else 2
+    elem = pg.dtype(dtype).bits // 8
     BK = 128 // elem                          # one 128-byte swizzle span of K per stage
     M, N, K = pg.var("M"), pg.var("N"), pg.var("K")
     ND = pg.var("ND")                         # D's row length: N, or N padded to 8 (TMA pitch)
@@ -197,7 +197,7 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
         raise ArgumentError(f"gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
     out_dtype = "bfloat16" if scaled else a.dtype
     direct = out is None or out_tensor("gemm", out, (M, N), out_dtype, a.device)
-    es = 1 if scaled else 2                     # bytes per element
+    es = pg.dtype(a.dtype).bits // 8           # bytes per element
     K_pad = -(-K * es // TMA_ALIGN) * TMA_ALIGN // es     # TMA's row pitch rule
     return GemmPlan(M, N, K, a.dtype, out_dtype, direct, K_pad, bool(fast_accum), BN, STAGES,
                     block)
