@@ -1,6 +1,8 @@
 """examples/rmsnorm.py and examples/softmax.py in the PTX simulator: ragged rows, M = 1,
 one-element rows, the register-resident and the online (chunked) softmax, against float64
 numpy within the examples' stated bounds."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -64,17 +66,63 @@ def test_softmax(m, n, dt, online):
 
 @pytest.mark.parametrize("n,dtype,early", [
     (16384, "float32", True), (16384, "bfloat16", True), (32768, "bfloat16", False),
-    (32768, "float32", False), (65536, "float16", False),
+    (32768, "float32", False),
 ])
 def test_rmsnorm_loads_the_weight_early_while_a_thread_holds_few_elements(n, dtype, early):
-    """Past EARLY_WEIGHT_MAX elements a thread, the weight is read after the reduction; up to
-    32768 elements a row the kernel then assembles without spills (the early weight spilled
-    at 32768 float32)."""
+    """Past EARLY_WEIGHT_MAX elements a thread, the weight is read after the reduction; the
+    kernel then assembles without spills (the early weight spilled at 32768 float32)."""
     k = RMS.make(n, dtype)
     assert k.name.endswith("_late") is not early
     assert "_late" not in RMS.make(n, dtype, weighted=False).name
-    if n <= 32768:
-        assert k.compile("sm_90a").spill_bytes == 0
+    assert k.compile("sm_90a").spill_bytes == 0
+
+
+@pytest.mark.parametrize("n,dtype,weighted", [
+    (32769, "float32", True), (65536, "float16", True), (65536, "float32", False),
+    (100000, "bfloat16", True), (1 << 20, "float32", True),
+])
+def test_rmsnorm_rows_past_the_registers_are_chunked(n, dtype, weighted):
+    """A row of more than IN_REGISTERS elements a thread is read in chunks, twice, instead of
+    spilling; any length assembles without spills."""
+    k = RMS.make(n, dtype, weighted=weighted)
+    assert k.name.startswith(f"rmsnorm_chunked_{dtype}_{n}_t1024_e16")
+    assert k.compile("sm_90a").spill_bytes == 0
+
+
+def _chunked(n, dtype, V, T, E, weighted=True, weight_dtype=None):
+    from ptxgen.kernels import rmsnorm as op   # the module's own: ptxgen.kernels.rmsnorm
+
+    return sys.modules[op.__module__].chunked(n, dtype, V, T, E, weighted, weight_dtype)
+
+
+@pytest.mark.parametrize("m,n,V,T,E", [(2, 1000, 8, 32, 8), (3, 256, 8, 32, 8),
+                                       (1, 1001, 1, 32, 4), (2, 40, 4, 32, 4)])
+def test_rmsnorm_chunked_bfloat16(m, n, V, T, E):
+    """Full chunks, a ragged tail chunk (or none, or only the tail), 16-byte and scalar
+    accesses: within one bfloat16 ulp of float64, as the register-resident form."""
+    rng = np.random.default_rng(n)
+    x = RMS.bf16_bits(rng.standard_normal((m, n)) * 4)
+    w = RMS.bf16_bits(rng.uniform(0.5, 1.5, n))
+    y = np.full((m, n), 0xFFFF, np.uint16)
+    _run(_chunked(n, "bfloat16", V, T, E), [x, w, y], [1e-6], m)
+    assert RMS.bf16_ulps(y, RMS.reference(x, w, 1e-6)).max() <= 1.0
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+def test_rmsnorm_chunked_float32(weighted):
+    """float32 rows (a float16 weight, or none) against float64 within float32 rounding."""
+    rng = np.random.default_rng(3)
+    m, n = 2, 999
+    x = (rng.standard_normal((m, n)) * 4).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, n).astype(np.float16)
+    y = np.full((m, n), np.nan, np.float32)
+    k = _chunked(n, "float32", 1, 32, 8, weighted, "float16")
+    _run(k, [x, w, y] if weighted else [x, y], [1e-6], m)
+    xv = x.astype(np.float64)
+    want = xv / np.sqrt(np.mean(xv * xv, axis=1, keepdims=True) + 1e-6)
+    if weighted:
+        want = want * w.astype(np.float64)
+    assert np.abs(y - want).max() <= 4e-6 * np.abs(want).max()
 
 
 def test_examples_assemble():

@@ -9,14 +9,14 @@
 
 dtypes: float32, bfloat16, float16; weight (N,) of any of them (as torch's rms_norm: an fp32
 weight beside bf16 activations, say) or None; float32 arithmetic, one rounding to x's dtype,
-the output's.  Shapes: any (..., N) with N up to 65536 (a row lives in registers; past 32768
-elements it no longer fits them and spills: torch is faster at 65536, RESULTS.md); empty
-dimensions give an empty result; a 0-d x is refused.
+the output's.  Shapes: any (..., N); empty dimensions give an empty result; a 0-d x is
+refused.
 Also `torch.ops.ptxgen.rmsnorm(x, weight, eps)` (a torch custom op: torch.compile and CUDA
 graphs).  Speed on the H200 (benchmarks/RESULTS-archive.md, session of 2026-12-02): bf16
 8192 x 8192 at 1.50x torch's throughput (3806 GB/s).
 
-One CTA per row.  The row lives in registers: a float32 tile of P >= N elements laid out
+One CTA per row.  Up to IN_REGISTERS elements a thread (32768 a row at 1024 threads) the row
+lives in registers: a float32 tile of P >= N elements laid out
 (R, T, V):(V, 1 @ tid, 1), so thread t holds R vectors of V consecutive elements (16-byte
 loads when N is a multiple of the vector width; a row of other lengths is read element by
 element, which is what its alignment allows).  x is read once and y written once:
@@ -27,8 +27,12 @@ element, which is what its alignment allows).  x is read once and y written once
     mul    xr <- xr * ss[0];  cast wr <- weight;  mul xr <- xr * wr
     cast   y[i, 0:N] <- xr   (cvt.rn.bf16x2.f32 pairs, 16-byte stores)
 
+A longer row would spill, so `chunked` reads it twice in chunks of 16 elements a thread: one
+pass sums the squares, the second reads x again, scales it and writes y.
+
 Kernels are built per (N, dtype, weighted) and cached (`make`).
 """
+import math
 from functools import lru_cache
 
 import ptxgen as pg
@@ -42,7 +46,7 @@ from ._torch import compiling, differentiable, empty_like, into, torch_ops, trac
 M = pg.var("M")
 DTYPES = ("float32", "bfloat16", "float16")
 _BITS = {"float32": 32, "bfloat16": 16, "float16": 16}
-MAX_N = 1024 * 64           # threads x registers per thread (plan's limits)
+IN_REGISTERS = 32           # elements a thread of a register-resident row (more spill)
 # The weight row is loaded before the reduction (overlapping it) while a thread holds at most
 # this many elements of the row; past it the early weight's registers spill (ptxas) and the
 # kernel measured slower than with the weight loaded after (benchmarks/RESULTS.md).
@@ -71,16 +75,19 @@ def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16)
 @lru_cache(maxsize=None)
 def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bool | None = None,
          weighted: bool = True, weight_dtype: str | None = None):
-    """The kernel for rows of n elements; `per_thread` sets the block size (n / per_thread
-    threads), `early_weight` loads the weight row before the reduction (overlapping it;
-    None: while a thread holds at most EARLY_WEIGHT_MAX elements); `weighted=False`: no
-    weight parameter (y = x * rsqrt(mean(x^2) + eps)); `weight_dtype`: the weight's, when
-    not x's."""
+    """The kernel for rows of n elements: in registers when they fit (IN_REGISTERS elements a
+    thread), else in chunks (`chunked`).  `per_thread` sets the block size (n / per_thread
+    threads); `early_weight` loads the weight row before the reduction (overlapping it;
+    None: while a thread holds at most EARLY_WEIGHT_MAX elements; a row in registers only);
+    `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps)); `weight_dtype`:
+    the weight's, when not x's."""
     wdt = weight_dtype or dtype
     for d in (dtype, wdt):
         if d not in _BITS:
             raise ValueError(f"rmsnorm.make: dtype {d!r}; it takes {', '.join(_BITS)}")
-    V, T, R = plan(n, per_thread, bits=_BITS[dtype])
+    V, T, R = plan(n, per_thread, max_per_thread=math.inf, bits=_BITS[dtype])
+    if R * V > IN_REGISTERS:
+        return chunked(n, dtype, V, T, max(V, per_thread // V * V), weighted, weight_dtype)
     P = R * T * V
     if early_weight is None:
         early_weight = R * V <= EARLY_WEIGHT_MAX
@@ -109,6 +116,64 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
             t.mul(xr, xr, wr)
         t.cast(y[row, 0:n], xr)
 
+    name = f"rmsnorm_{dtype}_{n}_t{T}{'_late' if weighted and not early_weight else ''}"
+    return _kernel(body, name, n, dtype, wdt, weighted, T)
+
+
+def chunked(n: int, dtype: str, V: int, T: int, E: int, weighted: bool = True,
+            weight_dtype: str | None = None):
+    """Rows too long for registers, in chunks of C = T * E elements (E a thread, V-vectors)
+    and a ragged tail chunk: one pass sums the squares, a second reads x again, scales it,
+    multiplies the weight in and writes y."""
+    wdt = weight_dtype or dtype
+    C = T * E
+    full, tail = divmod(n, C)
+    lay = TileLayout(S[(E // V, T, V):(V, 1 @ tid, 1)])
+    per_thread = TileLayout(S[(T,):(1 @ tid,)])
+
+    def body(x, weight, y, eps):
+        pg.thread_id(T)
+        row = pg.cta_id()
+        t, one = pg.tile.cta, pg.tile.thread
+        xc = pg.alloc_local((C,), "float32", layout=lay)
+        mine = xc.local()                                   # this thread's E registers
+        acc = pg.alloc_local((T,), "float32", layout=per_thread)    # its sum of squares
+        cs, ss = pg.alloc_local((1,), "float32"), pg.alloc_local((1,), "float32")
+        wc = pg.alloc_local((C,), "float32", layout=lay) if weight is not None else None
+        one.zero(acc.local())
+
+        def fold(c0, w):
+            t.cast(xc, x[row, c0:c0 + w], **({"pad": 0.0} if w != C else {}))
+            one.mul(mine, mine, mine)
+            one.sum(cs, mine)
+            one.add(acc.local(), acc.local(), cs[0])
+
+        def write(c0, w):
+            pad = {"pad": 0.0} if w != C else {}
+            t.cast(xc, x[row, c0:c0 + w], **pad)
+            t.mul(xc, xc, ss[0])
+            if weight is not None:
+                t.cast(wc, weight[c0:c0 + w], **pad)
+                t.mul(xc, xc, wc)
+            t.cast(y[row, c0:c0 + w], xc)
+
+        def over_row(step):
+            for c in pg.serial(full):
+                step(c * C, C)
+            if tail:
+                step(full * C, tail)
+
+        over_row(fold)
+        t.sum(ss, acc)                                      # the row's mean square
+        one.fma(ss, ss, 1.0 / n, eps)
+        one.rsqrt(ss, ss)
+        over_row(write)
+
+    return _kernel(body, f"rmsnorm_chunked_{dtype}_{n}_t{T}_e{E}", n, dtype, wdt, weighted, T)
+
+
+def _kernel(body, name, n, dtype, wdt, weighted, T):
+    """The kernel of `body` with the parameters its form takes."""
     if weighted:
         def rmsnorm(x: pg.Tensor((M, n), dtype), weight: pg.Tensor((n,), wdt),
                     y: pg.Tensor((M, n), dtype), eps: pg.float32):
@@ -117,11 +182,8 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
         def rmsnorm(x: pg.Tensor((M, n), dtype), y: pg.Tensor((M, n), dtype),
                     eps: pg.float32):
             body(x, None, y, eps)
-    late = weighted and not early_weight      # (a kernel without a weight has no timing)
-    name = f"rmsnorm_{dtype}_{n}_t{T}{'_late' if late else ''}" + \
-        ("" if wdt == dtype else f"_w{wdt}")
-    return pg.kernel(rmsnorm, grid=lambda a: (a["M"],), block=(T,),
-                     name=name + ("" if weighted else "_noweight"))
+    name += ("" if wdt == dtype else f"_w{wdt}") + ("" if weighted else "_noweight")
+    return pg.kernel(rmsnorm, grid=lambda a: (a["M"],), block=(T,), name=name)
 
 
 KERNELS = [make(8192), make(1000), make(1001)]
@@ -146,9 +208,6 @@ def rmsnorm_plan(x: Meta, weight: Meta | None = None, out: Meta | None = None) -
             raise ArgumentError(f"rmsnorm: weight must be ({n},) like x's last dimension, "
                                 f"got {weight.shape}")
     direct = out is None or out_tensor("rmsnorm", out, x.shape, x.dtype, x.device)
-    if n > MAX_N:
-        raise ArgumentError(f"rmsnorm: x's rows have {n} elements; a row must fit in one "
-                            f"CTA's registers ({MAX_N} elements at most)")
     rows = numel(x.shape[:-1])
     if rows >= 2 ** 31:
         raise ArgumentError(f"rmsnorm: x has {rows} rows; a launch takes fewer than 2^31 "
