@@ -36,18 +36,21 @@ def test_rmsnorm(m, n):
     assert _ulps(y, ref) <= 1.0
 
 
-@pytest.mark.parametrize("dt", ["float32", "float16"])
-@pytest.mark.parametrize("weighted", [True, False])
-def test_rmsnorm_rows_past_the_registers(dt, weighted):
-    """Rows read in chunks (ptxgen.kernels.rmsnorm.chunked), into a poisoned out: the error
-    against float64 is within 2x torch's."""
+@pytest.mark.parametrize("dt,wdt", [("float32", "float32"), ("float16", "float16"),
+                                    ("bfloat16", "float32"), ("float32", None),
+                                    ("float16", None)])
+def test_rmsnorm_rows_past_the_registers(dt, wdt):
+    """Rows read in chunks (ptxgen.kernels.rmsnorm.chunked), into a poisoned out, with a
+    weight of x's dtype, of float32 beside bfloat16 x, or none: the error against float64 is
+    within 2x torch's."""
     import torch
     from ptxgen.kernels import rmsnorm
     torch.manual_seed(5)
     dtype = getattr(torch, dt)
     n = 70001
+    weighted = wdt is not None
     x = (torch.randn(3, n, device="cuda") * 3).to(dtype)
-    w = (torch.rand(n, device="cuda") + 0.5).to(dtype) if weighted else None
+    w = (torch.rand(n, device="cuda") + 0.5).to(getattr(torch, wdt)) if weighted else None
     out = torch.full_like(x, float("nan"))
     y = rmsnorm(x, w, 1e-6, out=out)
     assert y.data_ptr() == out.data_ptr()
