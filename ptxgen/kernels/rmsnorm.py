@@ -142,14 +142,13 @@ def chunked(n: int, dtype: str, V: int, T: int, E: int, weighted: bool = True,
         wc = pg.alloc_local((C,), "float32", layout=lay) if weight is not None else None
         one.zero(acc.local())
 
-        def fold(c0, w):
-            t.cast(xc, x[row, c0:c0 + w], **({"pad": 0.0} if w != C else {}))
+        def fold(c0, w, pad):
+            t.cast(xc, x[row, c0:c0 + w], **pad)
             one.mul(mine, mine, mine)
             one.sum(cs, mine)
             one.add(acc.local(), acc.local(), cs[0])
 
-        def write(c0, w):
-            pad = {"pad": 0.0} if w != C else {}
+        def write(c0, w, pad):
             t.cast(xc, x[row, c0:c0 + w], **pad)
             t.mul(xc, xc, ss[0])
             if weight is not None:
@@ -157,11 +156,11 @@ def chunked(n: int, dtype: str, V: int, T: int, E: int, weighted: bool = True,
                 t.mul(xc, xc, wc)
             t.cast(y[row, c0:c0 + w], xc)
 
-        def over_row(step):
+        def over_row(step):                    # full chunks, then the tail, zero-padded
             for c in pg.serial(full):
-                step(c * C, C)
+                step(c * C, C, {})
             if tail:
-                step(full * C, tail)
+                step(full * C, tail, {"pad": 0.0})
 
         over_row(fold)
         t.sum(ss, acc)                                      # the row's mean square
