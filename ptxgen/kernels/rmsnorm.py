@@ -32,7 +32,6 @@ pass sums the squares, the second reads x again, scales it and writes y.
 
 Kernels are built per (N, dtype, weighted) and cached (`make`).
 """
-import math
 from functools import lru_cache
 
 import ptxgen as pg
@@ -45,7 +44,6 @@ from ._torch import compiling, differentiable, empty_like, into, torch_ops, trac
 
 M = pg.var("M")
 DTYPES = ("float32", "bfloat16", "float16")
-_BITS = {"float32": 32, "bfloat16": 16, "float16": 16}
 IN_REGISTERS = 32           # elements a thread of a register-resident row (more spill)
 # The weight row is loaded before the reduction (overlapping it) while a thread holds at most
 # this many elements of the row; past it the early weight's registers spill (ptxas) and the
@@ -54,9 +52,11 @@ EARLY_WEIGHT_MAX = 16
 VEC_BYTES = VECTOR_BITS // 8   # the rows' widest vector: their addresses' alignment
 
 
-def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16):
-    """(V, T, R): vector width (16-byte accesses when n allows), threads (about
-    n / per_thread, 32..1024), vectors per thread."""
+def plan(n: int, per_thread: int = 16, bits: int = 16):
+    """(V, T, R) of a row kernel (rmsnorm's and softmax's): vector width (16-byte accesses
+    when n allows), threads (about n / per_thread, 32..1024), vectors per thread.  Past
+    IN_REGISTERS elements a thread (R * V) the row is read in chunks of `chunk(V, per_thread)`
+    elements a thread instead."""
     for name, v in (("n", n), ("per_thread", per_thread)):
         if not is_int(v) or v < 1:
             raise ValueError(f"{name} = {v!r}: a positive int (n elements a row, about "
@@ -66,10 +66,13 @@ def plan(n: int, per_thread: int = 16, max_per_thread: int = 64, bits: int = 16)
     T = 32
     while T < 1024 and T * per_thread < n:
         T *= 2
-    R = -(-n // (T * V))
-    if R * V > max_per_thread:
-        raise ValueError(f"rows of {n} elements do not fit in registers ({R * V} per thread)")
-    return V, T, R
+    return V, T, -(-n // (T * V))
+
+
+def chunk(V: int, per_thread: int) -> int:
+    """Elements a thread of one chunk of a row past the registers: about per_thread, whole
+    V-vectors."""
+    return max(V, per_thread // V * V)
 
 
 @lru_cache(maxsize=None)
@@ -83,11 +86,11 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
     the weight's, when not x's."""
     wdt = weight_dtype or dtype
     for d in (dtype, wdt):
-        if d not in _BITS:
-            raise ValueError(f"rmsnorm.make: dtype {d!r}; it takes {', '.join(_BITS)}")
-    V, T, R = plan(n, per_thread, max_per_thread=math.inf, bits=_BITS[dtype])
+        if d not in DTYPES:
+            raise ValueError(f"rmsnorm.make: dtype {d!r}; it takes {', '.join(DTYPES)}")
+    V, T, R = plan(n, per_thread, bits=pg.dtype(dtype).bits)
     if R * V > IN_REGISTERS:
-        return chunked(n, dtype, V, T, max(V, per_thread // V * V), weighted, weight_dtype)
+        return chunked(n, dtype, V, T, chunk(V, per_thread), weighted, weight_dtype)
     P = R * T * V
     if early_weight is None:
         early_weight = R * V <= EARLY_WEIGHT_MAX

@@ -35,26 +35,24 @@ from ptxgen.layout import S, TileLayout, tid
 from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor,
                       reduced_dim, shares_memory, tensor)
 from ._torch import compiling, differentiable, empty_like, into, torch_ops, traced
-from .rmsnorm import VEC_BYTES
+from .rmsnorm import IN_REGISTERS, VEC_BYTES, chunk
 from .rmsnorm import plan as row_plan
 
 M = pg.var("M")
 LOG2E = 1.4426950408889634
 INF = float("inf")
-IN_REGISTERS = 32          # elements per thread of a register-resident row
 
 
 @lru_cache(maxsize=None)
 def make(n: int, dtype: str = "float32", per_thread: int = 16):
     """The kernel for rows of n elements: in registers when they fit (IN_REGISTERS
     elements per thread at most), else the online two-pass form in chunks."""
-    bits = {"float16": 16, "bfloat16": 16, "float32": 32}.get(dtype)
-    if bits is None:
+    if dtype not in DTYPES:
         raise ValueError(f"softmax.make: dtype {dtype!r}; it takes {', '.join(DTYPES)}")
-    V, T, R = row_plan(n, per_thread, max_per_thread=INF, bits=bits)   # rows of any n
+    V, T, R = row_plan(n, per_thread, bits=pg.dtype(dtype).bits)
     if R * V <= IN_REGISTERS:
         return _in_registers(n, dtype, V, T, R)
-    return _online(n, dtype, V, T, max(V, per_thread // V * V))
+    return _online(n, dtype, V, T, chunk(V, per_thread))
 
 
 def _neg_scaled(one, m):
