@@ -75,11 +75,10 @@ def run_rmsnorm(shapes, results):
         variants = [("ptxgen default", {})]
         for pt in (8, 16, 32):
             for early in (True, False):
-                k = RMS.make(n, "bfloat16", pt, early)
-                if k.name.startswith("rmsnorm_chunked") and not early:
+                chunked = RMS.make(n, "bfloat16", pt, False).name.startswith("rmsnorm_chunked")
+                if chunked and early:
                     continue                 # a chunked row reads the weight in one place
-                label = "chunks" if k.name.startswith("rmsnorm_chunked") else \
-                    "" if early else "late w"
+                label = "chunks" if chunked else "" if early else "late w"
                 variants.append((f"ptxgen per_thread={pt} {label}",
                                  {"per_thread": pt, "early_weight": early}))
         for label, knobs in variants:

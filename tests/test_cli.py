@@ -122,10 +122,10 @@ def test_dump_factory_arguments(tmp_path):
      "ptxgen dump: ptxgen.kernels.attention: dump() raised ValueError: make_attention: D = 80, "
      "dtype = bfloat16; the kernels take D in 64, 128, 192, 256 and dtype in bfloat16, float16"),
     (["ptxgen.kernels.softmax", "--kernel-args", "n=0"],
-     "ptxgen dump: ptxgen.kernels.softmax: dump() raised ValueError: n = 0: a positive int (n "
-     "elements a row, about per_thread of them a thread)"),
+     "ptxgen dump: ptxgen.kernels.softmax: dump(): softmax: n = 0: a positive int (n elements "
+     "a row, about per_thread of them a thread)"),
     (["ptxgen.kernels.rmsnorm", "--kernel-args", "dtype=int8"],
-     "ptxgen dump: ptxgen.kernels.rmsnorm: dump() raised ValueError: rmsnorm.make: dtype "
+     "ptxgen dump: ptxgen.kernels.rmsnorm: dump(): rmsnorm.make: dtype "
      "'int8'; it takes float32, bfloat16, float16"),
     (["ptxgen.kernels.gemm", "--kernel-args", "STAGES=0"],
      "ptxgen dump: ptxgen.kernels.gemm: dump() raised ValueError: make_gemm: STAGES = 0: 1 to 8 "

@@ -89,6 +89,31 @@ def test_rmsnorm_rows_past_the_registers_are_chunked(n, dtype, weighted):
     assert k.compile("sm_90a").spill_bytes == 0
 
 
+@pytest.mark.parametrize("make,args,message", [
+    ("rmsnorm", dict(n=65536, early_weight=True),
+     "rmsnorm: early_weight=True keeps the weight row in registers, but a row of 65536 "
+     "elements at per_thread=16 holds 64 elements a thread, more than IN_REGISTERS = 32, so it "
+     "is read in chunks; leave early_weight unset"),
+    ("rmsnorm", dict(n=512, early_weight="yes"),
+     "rmsnorm: early_weight must be True, False or None, got 'yes'"),
+    ("rmsnorm", dict(n=512, per_thread=0),
+     "rmsnorm: per_thread = 0: a positive int (n elements a row, about per_thread of them a "
+     "thread)"),
+    ("softmax", dict(n=2.0),
+     "softmax: n = 2.0: a positive int (n elements a row, about per_thread of them a thread)"),
+    ("softmax", dict(n=64, dtype="int8"),
+     "softmax.make: dtype 'int8'; it takes float16, bfloat16, float32"),
+])
+def test_row_kernel_options_are_refused_by_name(make, args, message):
+    """An option a row kernel cannot honour is an ArgumentError naming it (the wrappers pass
+    their knobs here), never silently dropped."""
+    from ptxgen.kernels._checks import ArgumentError
+    mod = RMS if make == "rmsnorm" else SM
+    with pytest.raises(ArgumentError) as e:
+        mod.make(**args)
+    assert str(e.value) == message
+
+
 def _chunked(n, dtype, V, T, E, weighted=True, weight_dtype=None):
     from ptxgen.kernels import rmsnorm as op   # the module's own: ptxgen.kernels.rmsnorm
 

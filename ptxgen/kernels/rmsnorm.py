@@ -52,15 +52,15 @@ EARLY_WEIGHT_MAX = 16
 VEC_BYTES = VECTOR_BITS // 8   # the rows' widest vector: their addresses' alignment
 
 
-def plan(n: int, per_thread: int = 16, bits: int = 16):
+def plan(n: int, per_thread: int = 16, bits: int = 16, op: str = "rmsnorm"):
     """(V, T, R) of a row kernel (rmsnorm's and softmax's): vector width (16-byte accesses
     when n allows), threads (about n / per_thread, 32..1024), vectors per thread.  Past
     IN_REGISTERS elements a thread (R * V) the row is read in chunks of `chunk(V, per_thread)`
     elements a thread instead."""
     for name, v in (("n", n), ("per_thread", per_thread)):
         if not is_int(v) or v < 1:
-            raise ValueError(f"{name} = {v!r}: a positive int (n elements a row, about "
-                             f"per_thread of them a thread)")
+            raise ArgumentError(f"{op}: {name} = {v!r}: a positive int (n elements a row, "
+                                f"about per_thread of them a thread)")
     widest = VECTOR_BITS // bits
     V = next(v for v in (widest, 4, 2, 1) if n % v == 0 and v <= widest)
     T = 32
@@ -81,15 +81,25 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
     """The kernel for rows of n elements: in registers when they fit (IN_REGISTERS elements a
     thread), else in chunks (`chunked`).  `per_thread` sets the block size (n / per_thread
     threads); `early_weight` loads the weight row before the reduction (overlapping it;
-    None: while a thread holds at most EARLY_WEIGHT_MAX elements; a row in registers only);
+    None: while a thread holds at most EARLY_WEIGHT_MAX elements; True on a chunked row is
+    refused);
     `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps)); `weight_dtype`:
     the weight's, when not x's."""
     wdt = weight_dtype or dtype
     for d in (dtype, wdt):
         if d not in DTYPES:
-            raise ValueError(f"rmsnorm.make: dtype {d!r}; it takes {', '.join(DTYPES)}")
+            raise ArgumentError(f"rmsnorm.make: dtype {d!r}; it takes {', '.join(DTYPES)}")
+    if early_weight not in (None, True, False):
+        raise ArgumentError(f"rmsnorm: early_weight must be True, False or None, got "
+                            f"{early_weight!r}")
     V, T, R = plan(n, per_thread, bits=pg.dtype(dtype).bits)
     if R * V > IN_REGISTERS:
+        if early_weight:     # the weight chunk is read beside x's in the second pass only
+            raise ArgumentError(
+                f"rmsnorm: early_weight=True keeps the weight row in registers, but a row of "
+                f"{n} elements at per_thread={per_thread} holds {R * V} elements a thread, "
+                f"more than IN_REGISTERS = {IN_REGISTERS}, so it is read in chunks; leave "
+                f"early_weight unset")
         return chunked(n, dtype, V, T, chunk(V, per_thread), weighted, weight_dtype)
     P = R * T * V
     if early_weight is None:

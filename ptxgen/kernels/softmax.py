@@ -48,8 +48,8 @@ def make(n: int, dtype: str = "float32", per_thread: int = 16):
     """The kernel for rows of n elements: in registers when they fit (IN_REGISTERS
     elements per thread at most), else the online two-pass form in chunks."""
     if dtype not in DTYPES:
-        raise ValueError(f"softmax.make: dtype {dtype!r}; it takes {', '.join(DTYPES)}")
-    V, T, R = row_plan(n, per_thread, bits=pg.dtype(dtype).bits)
+        raise ArgumentError(f"softmax.make: dtype {dtype!r}; it takes {', '.join(DTYPES)}")
+    V, T, R = row_plan(n, per_thread, bits=pg.dtype(dtype).bits, op="softmax")
     if R * V <= IN_REGISTERS:
         return _in_registers(n, dtype, V, T, R)
     return _online(n, dtype, V, T, chunk(V, per_thread))
