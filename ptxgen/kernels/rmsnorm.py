@@ -82,9 +82,8 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
     thread), else in chunks (`chunked`).  `per_thread` sets the block size (n / per_thread
     threads); `early_weight` loads the weight row before the reduction (overlapping it;
     None: while a thread holds at most EARLY_WEIGHT_MAX elements; True on a chunked row is
-    refused);
-    `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps)); `weight_dtype`:
-    the weight's, when not x's."""
+    refused); `weighted=False`: no weight parameter (y = x * rsqrt(mean(x^2) + eps));
+    `weight_dtype`: the weight's, when not x's."""
     wdt = weight_dtype or dtype
     for d in (dtype, wdt):
         if d not in DTYPES:
