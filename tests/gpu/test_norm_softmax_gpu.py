@@ -76,6 +76,22 @@ def test_rmsnorm_knobs(per_thread):
         assert _ulps(y, ref) <= 1.0
 
 
+def test_rmsnorm_refuses_knobs_it_cannot_honour():
+    """A knob the kernel for this row cannot honour is refused by name, x left as it was."""
+    import torch
+    import rmsnorm as RMS
+    from ptxgen.kernels._checks import ArgumentError
+    x = torch.randn(2, 65536, device="cuda")
+    w = torch.ones(65536, device="cuda")
+    with pytest.raises(ArgumentError, match=r"^rmsnorm: early_weight=True keeps the weight row "
+                                            r"in registers, but a row of 65536 elements"):
+        RMS.rmsnorm(x, w, 1e-6, early_weight=True)
+    with pytest.raises(ArgumentError, match=r"^rmsnorm: per_thread = 0: a positive int"):
+        RMS.rmsnorm(x, w, 1e-6, per_thread=0)
+    y = RMS.rmsnorm(x, w, 1e-6, early_weight=False)      # what the chunked kernel does
+    assert _ulps(y, torch.nn.functional.rms_norm(x, (65536,), w, 1e-6)) <= 1.0
+
+
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("m,n", SM_SHAPES)
 def test_softmax(m, n, dt):
