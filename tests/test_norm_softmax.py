@@ -107,7 +107,7 @@ def test_rmsnorm_rows_past_the_registers_are_chunked(n, dtype, weighted):
 def test_row_kernel_options_are_refused_by_name(make, args, message):
     """An option a row kernel cannot honour is an ArgumentError naming it (the wrappers pass
     their knobs here), never silently dropped."""
-    from ptxgen.kernels._checks import ArgumentError
+    from ptxgen.kernels import ArgumentError
     mod = RMS if make == "rmsnorm" else SM
     with pytest.raises(ArgumentError) as e:
         mod.make(**args)

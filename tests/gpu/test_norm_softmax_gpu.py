@@ -80,7 +80,7 @@ def test_rmsnorm_refuses_knobs_it_cannot_honour():
     """A knob the kernel for this row cannot honour is refused by name, x left as it was."""
     import torch
     import rmsnorm as RMS
-    from ptxgen.kernels._checks import ArgumentError
+    from ptxgen.kernels import ArgumentError
     x = torch.randn(2, 65536, device="cuda")
     w = torch.ones(65536, device="cuda")
     with pytest.raises(ArgumentError, match=r"^rmsnorm: early_weight=True keeps the weight row "
