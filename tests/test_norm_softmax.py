@@ -89,6 +89,15 @@ def test_rmsnorm_rows_past_the_registers_are_chunked(n, dtype, weighted):
     assert k.compile("sm_90a").spill_bytes == 0
 
 
+@pytest.mark.parametrize("per_thread", [64, 1000])
+def test_row_chunks_stay_within_the_registers_whatever_per_thread(per_thread):
+    """per_thread past IN_REGISTERS sets the block size, not the chunk: a chunk of more
+    elements a thread would spill as a row that long does."""
+    for mod in (RMS, SM):
+        k = mod.make(65536, "float32", per_thread=per_thread)
+        assert k.compile("sm_90a").spill_bytes == 0, k.name
+
+
 @pytest.mark.parametrize("make,args,message", [
     ("rmsnorm", dict(n=65536, early_weight=True),
      "rmsnorm: early_weight=True keeps the weight row in registers, but a row of 65536 "

@@ -71,8 +71,8 @@ def plan(n: int, per_thread: int = 16, bits: int = 16, op: str = "rmsnorm"):
 
 def chunk(V: int, per_thread: int) -> int:
     """Elements a thread of one chunk of a row past the registers: about per_thread, whole
-    V-vectors."""
-    return max(V, per_thread // V * V)
+    V-vectors, at most IN_REGISTERS (a larger chunk spills as a larger row would)."""
+    return max(V, min(per_thread, IN_REGISTERS) // V * V)
 
 
 @lru_cache(maxsize=None)

@@ -76,20 +76,22 @@ def test_rmsnorm_knobs(per_thread):
         assert _ulps(y, ref) <= 1.0
 
 
-def test_rmsnorm_refuses_knobs_it_cannot_honour():
-    """A knob the kernel for this row cannot honour is refused by name, x left as it was."""
+def test_rmsnorm_knobs_on_a_chunked_row():
+    """A knob the kernel for this row cannot honour is refused by name; the ones it can
+    (a late weight, per_thread past the registers: the chunk stays within them) run."""
     import torch
     import rmsnorm as RMS
     from ptxgen.kernels import ArgumentError
     x = torch.randn(2, 65536, device="cuda")
-    w = torch.ones(65536, device="cuda")
+    w = torch.rand(65536, device="cuda") + 0.5
     with pytest.raises(ArgumentError, match=r"^rmsnorm: early_weight=True keeps the weight row "
                                             r"in registers, but a row of 65536 elements"):
         RMS.rmsnorm(x, w, 1e-6, early_weight=True)
     with pytest.raises(ArgumentError, match=r"^rmsnorm: per_thread = 0: a positive int"):
         RMS.rmsnorm(x, w, 1e-6, per_thread=0)
-    y = RMS.rmsnorm(x, w, 1e-6, early_weight=False)      # what the chunked kernel does
-    assert _ulps(y, torch.nn.functional.rms_norm(x, (65536,), w, 1e-6)) <= 1.0
+    want = torch.nn.functional.rms_norm(x, (65536,), w, 1e-6)
+    for knobs in ({"early_weight": False}, {"per_thread": 64}, {"per_thread": 1000}):
+        assert _ulps(RMS.rmsnorm(x, w, 1e-6, **knobs), want) <= 1.0, knobs
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
@@ -105,6 +107,19 @@ def test_softmax(m, n, dt):
     assert (SM.ulps(got, SM.reference(v), dt) / SM.bound(v, dt)).max() <= 1.0
     ref = torch.softmax(x.float(), dim=-1).to(x.dtype)
     assert _ulps(y, ref) <= (1.0 if dt != "float32" else float(SM.bound(v, dt).max()) + 2)
+
+
+@pytest.mark.parametrize("per_thread", [64, 1000])
+def test_softmax_per_thread_past_the_registers(per_thread):
+    """per_thread past IN_REGISTERS: fewer threads, chunks within the registers, the same
+    bound against float64 as the default."""
+    import torch
+    import softmax as SM
+    x = torch.randn(3, 65536, device="cuda") * 3
+    y = SM.softmax(x, per_thread=per_thread)
+    v = x.double().cpu().numpy()
+    assert (SM.ulps(y.cpu().numpy(), SM.reference(v), "float32") /
+            SM.bound(v, "float32")).max() <= 1.0
 
 
 def test_softmax_3d_and_out():
