@@ -78,7 +78,8 @@ def test_rmsnorm_knobs(per_thread):
 
 def test_rmsnorm_knobs_on_a_chunked_row():
     """A knob the kernel for this row cannot honour is refused by name; the ones it can
-    (a late weight, per_thread past the registers: the chunk stays within them) run."""
+    (a late weight, per_thread past the registers: the chunk stays within them) run, within
+    2x torch's error against float64 (float32: another summation order than torch's)."""
     import torch
     import rmsnorm as RMS
     from ptxgen.kernels import ArgumentError
@@ -89,9 +90,12 @@ def test_rmsnorm_knobs_on_a_chunked_row():
         RMS.rmsnorm(x, w, 1e-6, early_weight=True)
     with pytest.raises(ArgumentError, match=r"^rmsnorm: per_thread = 0: a positive int"):
         RMS.rmsnorm(x, w, 1e-6, per_thread=0)
-    want = torch.nn.functional.rms_norm(x, (65536,), w, 1e-6)
+    xd = x.double()
+    want = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+    theirs = (torch.nn.functional.rms_norm(x, (65536,), w, 1e-6).double() - want).abs().max()
     for knobs in ({"early_weight": False}, {"per_thread": 64}, {"per_thread": 1000}):
-        assert _ulps(RMS.rmsnorm(x, w, 1e-6, **knobs), want) <= 1.0, knobs
+        ours = (RMS.rmsnorm(x, w, 1e-6, **knobs).double() - want).abs().max()
+        assert ours <= 2 * theirs + 1e-7, (knobs, ours.item(), theirs.item())
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
