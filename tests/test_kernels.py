@@ -179,6 +179,10 @@ def test_kernel_options_are_checked_by_name():
         known_options("rmsnorm", {"per_thread": 8, "dim": 0}, ("per_thread", "early_weight"))
     assert str(e.value) == "rmsnorm: unknown keyword argument 'dim'; its kernel options are " \
                            "per_thread, early_weight"
+    with pytest.raises(ArgumentError) as e:
+        known_options("softmax", {"per_thread": [8]}, ("per_thread",))
+    assert str(e.value) == "softmax: per_thread = [8]: a kernel option is a plain value (an " \
+                           "int, a bool or None), not a list"
 
 
 # ---- rmsnorm ------------------------------------------------------------------------------

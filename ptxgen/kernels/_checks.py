@@ -103,12 +103,18 @@ def real(op: str, name: str, value) -> float:
 
 
 def known_options(op: str, options: dict, allowed: tuple) -> None:
-    """Keyword options forwarded to a kernel factory: an unknown name is refused by name (not
-    a TypeError from inside the factory)."""
-    for k in options:
+    """Keyword options forwarded to a kernel factory: an unknown name, or a value that cannot
+    key the factory's kernel cache, is refused by name (not a TypeError from inside the
+    factory or its cache); the factory checks the values' rules."""
+    for k, v in options.items():
         if k not in allowed:
             raise ArgumentError(f"{op}: unknown keyword argument {k!r}; its kernel options "
                                 f"are {', '.join(allowed)}")
+        try:
+            hash(v)
+        except TypeError:
+            raise ArgumentError(f"{op}: {k} = {v!r}: a kernel option is a plain value (an "
+                                f"int, a bool or None), not a {type(v).__name__}") from None
 
 
 def reduced_dim(op: str, shape: tuple, dim) -> int:
