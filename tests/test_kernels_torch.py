@@ -323,6 +323,9 @@ def test_softmax_over_any_dim(cpu_as_cuda):
         softmax(x, dim=3)
     with pytest.raises(ArgumentError, match="^softmax: unknown keyword argument 'axis'"):
         softmax(x, axis=0)
+    with pytest.raises(ArgumentError, match=r"^softmax: per_thread = \[8\]: a kernel option is "
+                                            r"a plain value"):
+        softmax(x, per_thread=[8])
 
 
 def test_shares_memory_spans():
