@@ -3,6 +3,7 @@ torch.compile(fullgraph=True) traces the wrappers and pg.torch_op ops over fake 
 (their fake implementations run the wrappers' rules, so a bad argument is refused at trace
 time with the eager message).  Skipped where torch is not installed (CPU CI)."""
 import math
+import sys
 
 import pytest
 
@@ -27,11 +28,16 @@ class Recorder:
 
 def test_ops_are_registered_with_their_schemas():
     ops = torch.ops.ptxgen
-    assert str(ops.softmax.default._schema) == "ptxgen::softmax(Tensor x) -> Tensor"
+    assert str(ops.softmax.default._schema) == \
+        "ptxgen::softmax(Tensor x, SymInt? per_thread=None) -> Tensor"
     assert str(ops.softmax_out.default._schema) == \
-        "ptxgen::softmax_out(Tensor x, Tensor(a1!) out) -> ()"
+        "ptxgen::softmax_out(Tensor x, Tensor(a1!) out, SymInt? per_thread=None) -> ()"
     assert str(ops.rmsnorm.default._schema).startswith(
         "ptxgen::rmsnorm(Tensor x, Tensor? weight=None, float eps=")
+    for name in ("rmsnorm", "rmsnorm_out"):      # the wrappers' kernel options, as gemm's BN
+        assert str(getattr(ops, name).default._schema).endswith(
+            "SymInt? per_thread=None, bool? early_weight=None) -> " +
+            ("Tensor" if name == "rmsnorm" else "()"))
     assert str(ops.gemm.default._schema).startswith(
         "ptxgen::gemm(Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None, "
         "bool fast_accum=False")
@@ -117,6 +123,34 @@ def test_compile_refuses_at_trace_time_with_the_eager_message():
         x = torch.empty((), device="cuda")
         with pytest.raises(Exception, match=r"softmax: x is a 0-d tensor"):
             torch.compile(lambda t: softmax(t), fullgraph=True, backend=Recorder())(x)
+        x = torch.empty(2, 65536, device="cuda")
+        with pytest.raises(Exception, match=r"rmsnorm: early_weight=True keeps the weight row "
+                                            r"in registers, but a row of 65536 elements"):
+            torch.compile(lambda t: rmsnorm(t, None, early_weight=True), fullgraph=True,
+                          backend=Recorder())(x)
+        with pytest.raises(Exception, match=r"softmax: per_thread = 0: a positive int"):
+            torch.compile(lambda t: softmax(t, per_thread=0), fullgraph=True,
+                          backend=Recorder())(x)
+
+
+def test_compile_passes_the_kernel_options_to_the_ops():
+    """per_thread / early_weight reach torch.ops.ptxgen.* as gemm's BN does, not dropped."""
+    def f(x, w, out):
+        rmsnorm(x, w, per_thread=8, early_weight=False, out=out)
+        return softmax(rmsnorm(x, w, 1e-5, per_thread=32), per_thread=64) + out
+
+    rec = Recorder()
+    with FakeTensorMode():
+        x = torch.empty(4, 4096, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(4096, device="cuda", dtype=torch.bfloat16)
+        r = torch.compile(f, fullgraph=True, backend=rec)(x, w, torch.empty_like(x))
+        assert r.shape == (4, 4096)
+    code = rec.code[0]
+    for op in ("torch.ops.ptxgen.rmsnorm_out(l_x_, l_w_, l_out_, eps = 1e-06, per_thread = 8, "
+               "early_weight = False)",
+               "torch.ops.ptxgen.rmsnorm(l_x_, l_w_, eps = 1e-05, per_thread = 32)",
+               "torch.ops.ptxgen.softmax(rmsnorm, per_thread = 64)"):
+        assert op in code, code
 
 
 def test_torch_op_of_a_user_kernel_traces_under_fullgraph():
@@ -384,7 +418,7 @@ def test_overlapping_out_is_computed_aside(cpu_as_cuda, monkeypatch):
     _same(out, want)
 
 
-def test_wrappers_train_through_their_ops(cpu_as_cuda):
+def test_wrappers_train_through_their_ops(cpu_as_cuda, monkeypatch):
     """Inputs that require grad under grad mode go through torch.ops.ptxgen.*, whose autograd
     formulas give torch's gradients; the forward is still the kernel (a stand-in here)."""
     torch.manual_seed(0)
@@ -400,6 +434,20 @@ def test_wrappers_train_through_their_ops(cpu_as_cuda):
     for got, want in zip(grads(lambda a, b: rmsnorm(a, b, 1e-5), x, w, g=g),
                          grads(lambda a, b: rms_ref(a, b, 1e-5), x, w, g=g)):
         torch.testing.assert_close(got, want)
+    for got, want in zip(grads(lambda a, b: rmsnorm(a, b, 1e-5, per_thread=8,   # knobs too
+                                                    early_weight=False), x, w, g=g),
+                         grads(lambda a, b: rms_ref(a, b, 1e-5), x, w, g=g)):
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(grads(lambda t: softmax(t, per_thread=8), x, g=g)[0],
+                               grads(lambda t: torch.softmax(t, -1), x, g=g)[0])
+    asked = []                                     # the knobs reach the op's kernel
+    for mod in (sys.modules["ptxgen.kernels.softmax"], sys.modules["ptxgen.kernels.rmsnorm"]):
+        monkeypatch.setattr(mod, "make", lambda n, dtype, make=mod.make, **kw:
+                            asked.append(kw) or make(n, dtype, **kw))
+    softmax(x.clone().requires_grad_(), per_thread=8).sum().backward()
+    rmsnorm(x.clone().requires_grad_(), w, early_weight=False).sum().backward()
+    assert {"per_thread": 8} in asked
+    assert {"weighted": True, "weight_dtype": "float32", "early_weight": False} in asked
     torch.testing.assert_close(grads(lambda a: rmsnorm(a, None, 1e-5), x, g=g)[0],
                                grads(lambda a: rms_ref(a, None, 1e-5), x, g=g)[0])
     a, b = torch.randn(30, 16).to(torch.bfloat16), torch.randn(24, 16).to(torch.bfloat16)
@@ -436,7 +484,9 @@ def test_opcheck_with_gradients(cpu_as_cuda, attention_stand_in, monkeypatch):
     kv = torch.randn(1, 2, 50, 64).to(bf).requires_grad_()
     ops = torch.ops.ptxgen
     for op, args, kw in ((ops.softmax.default, (x,), {}),
+                         (ops.softmax.default, (x,), {"per_thread": 8}),
                          (ops.rmsnorm.default, (x, w), {"eps": 1e-5}),
+                         (ops.rmsnorm.default, (x, w), {"per_thread": 8, "early_weight": False}),
                          (ops.gemm.default, (a, b), {}),
                          (ops.attention.default, (q, kv, kv), {"causal": True})):
         torch.library.opcheck(op, args, kw, test_utils=(

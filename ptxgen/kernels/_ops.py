@@ -16,7 +16,9 @@ from . import _autograd, _torch
 from ._checks import meta_of
 from .attention import attention, attention_plan
 from .gemm import gemm, gemm_plan
+from .rmsnorm import make as rmsnorm_make
 from .rmsnorm import rmsnorm, rmsnorm_plan
+from .softmax import make as softmax_make
 from .softmax import softmax, softmax_plan
 
 _registered: list = []
@@ -24,6 +26,20 @@ _registered: list = []
 
 def _m(t):
     return None if t is None else meta_of(t)
+
+
+def _knobs(**knobs) -> dict:
+    """The kernel options an op was given (None: the wrapper's default)."""
+    return {k: v for k, v in knobs.items() if v is not None}
+
+
+def _row_kernel(make, x, **knobs):
+    """A fake implementation's check of a row wrapper's kernel options: the kernel they make
+    for x's rows (built on the CPU, cached), or make's refusal naming the option.  A symbolic
+    row length (dynamic shapes) is left to the real implementation, which checks it."""
+    n = x.shape[-1] if x.dim() else 0
+    if knobs and type(n) is int and n and x.numel():
+        make(n, str(x.dtype).rpartition(".")[2], **knobs)
 
 
 def register() -> bool:
@@ -37,41 +53,50 @@ def register() -> bool:
     op, lib, no_grad = torch.library.custom_op, "ptxgen::", torch.no_grad
 
     @op(lib + "softmax", mutates_args=())
-    def softmax_op(x: Tensor) -> Tensor:
+    def softmax_op(x: Tensor, per_thread: Optional[int] = None) -> Tensor:
         with no_grad():
-            return softmax(x)
+            return softmax(x, **_knobs(per_thread=per_thread))
 
     @softmax_op.register_fake
-    def _(x):
+    def _(x, per_thread=None):
         softmax_plan(meta_of(x))
+        _row_kernel(softmax_make, x, **_knobs(per_thread=per_thread))
         return x.new_empty(x.shape)
 
     @op(lib + "softmax_out", mutates_args=("out",))
-    def softmax_out(x: Tensor, out: Tensor) -> None:
-        softmax(x, out=out)
+    def softmax_out(x: Tensor, out: Tensor, per_thread: Optional[int] = None) -> None:
+        softmax(x, out=out, **_knobs(per_thread=per_thread))
 
     @softmax_out.register_fake
-    def _(x, out):
+    def _(x, out, per_thread=None):
         softmax_plan(meta_of(x), meta_of(out))
+        _row_kernel(softmax_make, x, **_knobs(per_thread=per_thread))
 
     @op(lib + "rmsnorm", mutates_args=())
-    def rmsnorm_op(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6) -> Tensor:
+    def rmsnorm_op(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
+                   per_thread: Optional[int] = None,
+                   early_weight: Optional[bool] = None) -> Tensor:
         with no_grad():
-            return rmsnorm(x, weight, eps)
+            return rmsnorm(x, weight, eps,
+                           **_knobs(per_thread=per_thread, early_weight=early_weight))
 
     @rmsnorm_op.register_fake
-    def _(x, weight=None, eps=1e-6):
+    def _(x, weight=None, eps=1e-6, per_thread=None, early_weight=None):
         rmsnorm_plan(meta_of(x), _m(weight))
+        _row_kernel(rmsnorm_make, x, **_knobs(per_thread=per_thread, early_weight=early_weight))
         return x.new_empty(x.shape)
 
     @op(lib + "rmsnorm_out", mutates_args=("out",))
-    def rmsnorm_out(x: Tensor, weight: Optional[Tensor], out: Tensor,
-                    eps: float = 1e-6) -> None:
-        rmsnorm(x, weight, eps, out=out)
+    def rmsnorm_out(x: Tensor, weight: Optional[Tensor], out: Tensor, eps: float = 1e-6,
+                    per_thread: Optional[int] = None,
+                    early_weight: Optional[bool] = None) -> None:
+        rmsnorm(x, weight, eps, out=out,
+                **_knobs(per_thread=per_thread, early_weight=early_weight))
 
     @rmsnorm_out.register_fake
-    def _(x, weight, out, eps=1e-6):
+    def _(x, weight, out, eps=1e-6, per_thread=None, early_weight=None):
         rmsnorm_plan(meta_of(x), _m(weight), meta_of(out))
+        _row_kernel(rmsnorm_make, x, **_knobs(per_thread=per_thread, early_weight=early_weight))
 
     @op(lib + "gemm", mutates_args=())
     def gemm_op(a: Tensor, b: Tensor, scale_a: Optional[Tensor] = None,
@@ -133,18 +158,18 @@ def _register_autograd(softmax_op, rmsnorm_op, gemm_op, attention_op) -> None:
     def save_output(ctx, inputs, output):
         ctx.save_for_backward(output)
 
-    softmax_op.register_autograd(
-        lambda ctx, g: _autograd.softmax_backward(ctx.saved_tensors[0], g),
+    softmax_op.register_autograd(                      # (per_thread: no gradient)
+        lambda ctx, g: (_autograd.softmax_backward(ctx.saved_tensors[0], g), None),
         setup_context=save_output)
 
     def save_rmsnorm(ctx, inputs, output):
-        x, weight, eps = inputs
+        x, weight, eps = inputs[:3]
         ctx.save_for_backward(x, weight)
         ctx.eps = eps
 
-    def rmsnorm_grads(ctx, g):
+    def rmsnorm_grads(ctx, g):                         # (eps and the knobs: no gradient)
         x, weight = ctx.saved_tensors
-        return (*_autograd.rmsnorm_backward(x, weight, ctx.eps, g), None)
+        return (*_autograd.rmsnorm_backward(x, weight, ctx.eps, g), None, None, None)
 
     rmsnorm_op.register_autograd(rmsnorm_grads, setup_context=save_rmsnorm)
 

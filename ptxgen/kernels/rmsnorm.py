@@ -253,11 +253,11 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     device, times weight (N,) of any of those dtypes (or none), in x's dtype as torch gives
     it, into `out` when given (checked: x's shape, dtype and device).  `knobs` go to `make`
     (per_thread=, early_weight=).  Inside torch.compile it is torch.ops.ptxgen.rmsnorm."""
-    if compiling():
-        return traced("rmsnorm", (x, weight), out, eps=eps)
-    eps = real("rmsnorm", "eps", eps)
     if knobs:
         known_options("rmsnorm", knobs, ("per_thread", "early_weight"))
+    if compiling():
+        return traced("rmsnorm", (x, weight), out, eps=eps, **knobs)
+    eps = real("rmsnorm", "eps", eps)
     try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
         key = (x.shape, x.dtype, x.get_device(), x.is_contiguous(),
                None if weight is None else (weight.shape, weight.dtype, weight.get_device(),
@@ -272,7 +272,7 @@ def rmsnorm(x, weight=None, eps=1e-6, out=None, **knobs):
     k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
     if (x.requires_grad or weight is not None and weight.requires_grad) and \
             differentiable("rmsnorm", out):            # autograd records the op
-        return torch_ops().rmsnorm(x, weight, eps)
+        return torch_ops().rmsnorm(x, weight, eps, **knobs)
     if out is not None and (out.data_ptr() % VEC_BYTES or
                             shares_memory(out, (x, weight), in_place=x)):
         direct = False            # vector stores need aligned rows; the inputs stay unwritten

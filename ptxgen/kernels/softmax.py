@@ -210,7 +210,7 @@ def softmax(x, out=None, *, dim=-1, dtype=None, **knobs):
     if knobs:
         known_options("softmax", knobs, ("per_thread",))
     if compiling():
-        return traced("softmax", (x,), out)
+        return traced("softmax", (x,), out, **knobs)
     try:           # the plan's key: everything the rules read (devices by index: -1 = CPU)
         key = (x.shape, x.dtype, x.get_device(), x.is_contiguous(), None if out is None else
                (out.shape, out.dtype, out.get_device(), out.is_contiguous()))
@@ -221,7 +221,7 @@ def softmax(x, out=None, *, dim=-1, dtype=None, **knobs):
         plan = _plan(x, out, key if not knobs else None)
     k, rows, n, direct, flat, grid, run = plan   # grid: the kernels' own (M,), made once
     if x.requires_grad and differentiable("softmax", out):   # autograd records the op
-        return torch_ops().softmax(x)
+        return torch_ops().softmax(x, **knobs)
     if out is not None and (out.data_ptr() % VEC_BYTES or shares_memory(out, (x,), in_place=x)):
         direct = False            # vector stores need aligned rows; x must stay unwritten
     y = out if direct and out is not None else empty_like(x) if flat else x.new_empty(x.shape)
