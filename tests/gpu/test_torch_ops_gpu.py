@@ -49,6 +49,11 @@ _OPCHECK_CASES = {
     "rmsnorm f32 no weight": ("rmsnorm", lambda t: (t["xf"], None), {}),
     "rmsnorm f32 weight": ("rmsnorm", lambda t: (t["x"], t["w"].float()), {}),
     "rmsnorm out": ("rmsnorm_out", lambda t: (t["x"], t["w"], torch.empty_like(t["x"])), {}),
+    "softmax per_thread": ("softmax", lambda t: (t["x"],), {"per_thread": 8}),
+    "rmsnorm knobs": ("rmsnorm", lambda t: (t["x"], t["w"]), {"per_thread": 8,
+                                                                "early_weight": False}),
+    "rmsnorm out knobs": ("rmsnorm_out", lambda t: (t["x"], t["w"], torch.empty_like(t["x"])),
+                          {"per_thread": 32}),
     "gemm bf16": ("gemm", lambda t: (t["a"], t["b"]), {}),
     "gemm fp8": ("gemm", lambda t: (t["a8"], t["b8"], t["s"], t["s"]), {}),
     "gemm block scales": ("gemm", lambda t: (
@@ -62,6 +67,8 @@ _OPCHECK_CASES = {
                                                   torch.empty_like(t["q"])), {}),
     # inputs that require grad: the autograd formulas (kernels/_autograd.py) too
     "softmax grad": ("softmax", lambda t: (t["x"].float().requires_grad_(),), {}),
+    "softmax grad per_thread": ("softmax", lambda t: (t["x"].float().requires_grad_(),),
+                                {"per_thread": 8}),
     "rmsnorm grad": ("rmsnorm", lambda t: (t["x"].float().requires_grad_(),
                                            t["w"].float().requires_grad_()), {}),
     "gemm grad": ("gemm", lambda t: (t["a"].clone().requires_grad_(),
