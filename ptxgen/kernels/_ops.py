@@ -8,7 +8,9 @@ trace time with the eager message; the real implementations are the eager wrappe
 launch on torch's current stream, so CUDA-graph capture records them), run under no_grad: a
 wrapper sends inputs that require grad to these ops, whose autograd formulas (_autograd.py)
 make the backward, so the implementation itself must not do that again.  The _out ops have
-no backward, as torch's out= variants have none.
+no backward, as torch's out= variants have none.  The ops take the wrappers' kernel options
+(gemm's BN / STAGES, the row kernels' per_thread / early_weight), so a tuned call runs the
+same kernel inside torch.compile and under autograd.
 """
 from typing import Optional
 
