@@ -151,6 +151,13 @@ def test_compile_passes_the_kernel_options_to_the_ops():
                "torch.ops.ptxgen.rmsnorm(l_x_, l_w_, eps = 1e-05, per_thread = 32)",
                "torch.ops.ptxgen.softmax(rmsnorm, per_thread = 64)"):
         assert op in code, code
+    rec = Recorder()           # a knob that varies between calls: a SymInt at trace time
+    g = torch.compile(lambda t, pt: softmax(t, per_thread=pt), fullgraph=True, backend=rec,
+                      dynamic=True)
+    with FakeTensorMode():
+        x = torch.empty(4, 4096, device="cuda", dtype=torch.bfloat16)
+        assert g(x, 8).shape == g(x, 16).shape == (4, 4096)
+    assert "torch.ops.ptxgen.softmax(l_t_, per_thread = l_pt_)" in rec.code[-1], rec.code
 
 
 def test_torch_op_of_a_user_kernel_traces_under_fullgraph():

@@ -38,9 +38,11 @@ def _knobs(**knobs) -> dict:
 def _row_kernel(make, x, **knobs):
     """A fake implementation's check of a row wrapper's kernel options: the kernel they make
     for x's rows (built on the CPU, cached), or make's refusal naming the option.  A symbolic
-    row length (dynamic shapes) is left to the real implementation, which checks it."""
+    row length or option (dynamic shapes, a SymInt) is left to the real implementation, which
+    gets plain values and checks them."""
     n = x.shape[-1] if x.dim() else 0
-    if knobs and type(n) is int and n and x.numel():
+    plain = all(type(v) in (int, bool) for v in (n, *knobs.values()))
+    if knobs and plain and n and x.numel():
         make(n, str(x.dtype).rpartition(".")[2], **knobs)
 
 
