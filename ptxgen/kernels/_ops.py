@@ -35,15 +35,14 @@ def _knobs(**knobs) -> dict:
     return {k: v for k, v in knobs.items() if v is not None}
 
 
-def _row_kernel(make, x, **knobs):
-    """A fake implementation's check of a row wrapper's kernel options: the kernel they make
-    for x's rows (built on the CPU, cached), or make's refusal naming the option.  A symbolic
-    row length or option (dynamic shapes, a SymInt) is left to the real implementation, which
-    gets plain values and checks them."""
-    n = x.shape[-1] if x.dim() else 0
-    plain = all(type(v) in (int, bool) for v in (n, *knobs.values()))
-    if knobs and plain and n and x.numel():
-        make(n, str(x.dtype).rpartition(".")[2], **knobs)
+def _row_kernel(make, m, **knobs):
+    """A fake implementation's check of a row wrapper's kernel options, given x's metadata
+    `m` (which the rules have passed): the kernel they make for x's rows (built on the CPU,
+    cached), or make's refusal naming the option.  A symbolic row length or option (dynamic
+    shapes, a SymInt) is left to the real implementation, which gets plain values."""
+    plain = all(type(v) in (int, bool) for v in (*m.shape, *knobs.values()))
+    if knobs and plain and all(m.shape):
+        make(m.shape[-1], m.dtype, **knobs)
 
 
 def register() -> bool:
@@ -63,8 +62,9 @@ def register() -> bool:
 
     @softmax_op.register_fake
     def _(x, per_thread=None):
-        softmax_plan(meta_of(x))
-        _row_kernel(softmax_make, x, **_knobs(per_thread=per_thread))
+        m = meta_of(x)
+        softmax_plan(m)
+        _row_kernel(softmax_make, m, **_knobs(per_thread=per_thread))
         return x.new_empty(x.shape)
 
     @op(lib + "softmax_out", mutates_args=("out",))
@@ -73,8 +73,9 @@ def register() -> bool:
 
     @softmax_out.register_fake
     def _(x, out, per_thread=None):
-        softmax_plan(meta_of(x), meta_of(out))
-        _row_kernel(softmax_make, x, **_knobs(per_thread=per_thread))
+        m = meta_of(x)
+        softmax_plan(m, meta_of(out))
+        _row_kernel(softmax_make, m, **_knobs(per_thread=per_thread))
 
     @op(lib + "rmsnorm", mutates_args=())
     def rmsnorm_op(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
@@ -86,8 +87,9 @@ def register() -> bool:
 
     @rmsnorm_op.register_fake
     def _(x, weight=None, eps=1e-6, per_thread=None, early_weight=None):
-        rmsnorm_plan(meta_of(x), _m(weight))
-        _row_kernel(rmsnorm_make, x, **_knobs(per_thread=per_thread, early_weight=early_weight))
+        m = meta_of(x)
+        rmsnorm_plan(m, _m(weight))
+        _row_kernel(rmsnorm_make, m, **_knobs(per_thread=per_thread, early_weight=early_weight))
         return x.new_empty(x.shape)
 
     @op(lib + "rmsnorm_out", mutates_args=("out",))
@@ -99,8 +101,9 @@ def register() -> bool:
 
     @rmsnorm_out.register_fake
     def _(x, weight, out, eps=1e-6, per_thread=None, early_weight=None):
-        rmsnorm_plan(meta_of(x), _m(weight), meta_of(out))
-        _row_kernel(rmsnorm_make, x, **_knobs(per_thread=per_thread, early_weight=early_weight))
+        m = meta_of(x)
+        rmsnorm_plan(m, _m(weight), meta_of(out))
+        _row_kernel(rmsnorm_make, m, **_knobs(per_thread=per_thread, early_weight=early_weight))
 
     @op(lib + "gemm", mutates_args=())
     def gemm_op(a: Tensor, b: Tensor, scale_a: Optional[Tensor] = None,
