@@ -132,6 +132,17 @@ def make(n: int, dtype: str = "bfloat16", per_thread: int = 16, early_weight: bo
     return _kernel(body, name, n, dtype, wdt, weighted, T)
 
 
+def over_chunks(n: int, C: int, step, pad_value: float) -> None:
+    """Trace step(c0, width, pad) over a row of n elements in chunks of C: the full chunks in
+    a serial loop, then the ragged tail with pad = {"pad": pad_value} (what the tile op puts
+    in the lanes past the row's end)."""
+    full, tail = divmod(n, C)
+    for c in pg.serial(full):
+        step(c * C, C, {})
+    if tail:
+        step(full * C, tail, {"pad": pad_value})
+
+
 def chunked(n: int, dtype: str, V: int, T: int, E: int, weighted: bool = True,
             weight_dtype: str | None = None):
     """Rows too long for registers, in chunks of C = T * E elements (E a thread, V-vectors)
@@ -139,7 +150,6 @@ def chunked(n: int, dtype: str, V: int, T: int, E: int, weighted: bool = True,
     multiplies the weight in and writes y."""
     wdt = weight_dtype or dtype
     C = T * E
-    full, tail = divmod(n, C)
     lay = TileLayout(S[(E // V, T, V):(V, 1 @ tid, 1)])
     per_thread = TileLayout(S[(T,):(1 @ tid,)])
 
@@ -168,17 +178,11 @@ def chunked(n: int, dtype: str, V: int, T: int, E: int, weighted: bool = True,
                 t.mul(xc, xc, wc)
             t.cast(y[row, c0:c0 + w], xc)
 
-        def over_row(step):                    # full chunks, then the tail, zero-padded
-            for c in pg.serial(full):
-                step(c * C, C, {})
-            if tail:
-                step(full * C, tail, {"pad": 0.0})
-
-        over_row(fold)
+        over_chunks(n, C, fold, 0.0)
         t.sum(ss, acc)                                      # the row's mean square
         one.fma(ss, ss, 1.0 / n, eps)
         one.rsqrt(ss, ss)
-        over_row(write)
+        over_chunks(n, C, write, 0.0)
 
     return _kernel(body, f"rmsnorm_chunked_{dtype}_{n}_t{T}_e{E}", n, dtype, wdt, weighted, T)
 

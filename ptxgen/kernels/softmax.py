@@ -35,7 +35,7 @@ from ptxgen.layout import S, TileLayout, tid
 from ._checks import (ArgumentError, Meta, known_options, meta_of, numel, out_tensor,
                       reduced_dim, shares_memory, tensor)
 from ._torch import compiling, differentiable, empty_like, into, torch_ops, traced
-from .rmsnorm import IN_REGISTERS, VEC_BYTES, chunk
+from .rmsnorm import IN_REGISTERS, VEC_BYTES, chunk, over_chunks
 from .rmsnorm import plan as row_plan
 
 M = pg.var("M")
@@ -92,7 +92,6 @@ def _in_registers(n, dtype, V, T, R):
 def _online(n, dtype, V, T, E=16):
     """Chunks of C = T * E elements (E per thread, V-vectors), then the ragged tail chunk."""
     C = T * E
-    full, tail = divmod(n, C)
     lay = TileLayout(S[(E // V, T, V):(V, 1 @ tid, 1)])
     per_thread = TileLayout(S[(T,):(1 @ tid,)])
 
@@ -109,9 +108,9 @@ def _online(n, dtype, V, T, E=16):
         one.fill(mt.local(), -INF)
         one.zero(st.local())
 
-        def update(c0, w):
+        def update(c0, w, pad):
             """Fold x[row, c0:c0+w] into (mt, st)."""
-            t.cast(xc, x[row, c0:c0 + w], **({"pad": -INF} if w != C else {}))
+            t.cast(xc, x[row, c0:c0 + w], **pad)
             one.max(cm, mine)
             one.max(cm, cm, mt.local())                 # the new running max
             one.sub(nm, mt.local(), cm)                 # st *= 2^((m_old - m_new) log2 e)
@@ -125,10 +124,7 @@ def _online(n, dtype, V, T, E=16):
             one.add(st.local(), st.local(), cs[0])
             one.fill(mt.local(), cm[0])
 
-        for c in pg.serial(full):
-            update(c * C, C)
-        if tail:
-            update(full * C, tail)
+        over_chunks(n, C, update, -INF)
         m_all, s_all = pg.alloc_local((1,), "float32"), pg.alloc_local((1,), "float32")
         t.max(m_all, mt)                                # combine the threads' (m_t, s_t)
         one.sub(nm, mt.local(), m_all[0])
@@ -138,18 +134,15 @@ def _online(n, dtype, V, T, E=16):
         one.reciprocal(s_all, s_all)
         hi, lo = _neg_scaled(one, m_all)
 
-        def write(c0, w):
-            t.cast(xc, x[row, c0:c0 + w], **({"pad": -INF} if w != C else {}))
+        def write(c0, w, pad):
+            t.cast(xc, x[row, c0:c0 + w], **pad)
             t.fma(xc, xc, LOG2E, hi[0])
             t.add(xc, xc, lo[0])
             t.exp2(xc, xc)
             t.mul(xc, xc, s_all[0])
             t.cast(y[row, c0:c0 + w], xc)
 
-        for c in pg.serial(full):
-            write(c * C, C)
-        if tail:
-            write(full * C, tail)
+        over_chunks(n, C, write, -INF)
     return softmax
 
 
