@@ -160,6 +160,24 @@ def test_compile_passes_the_kernel_options_to_the_ops():
     assert "torch.ops.ptxgen.softmax(l_t_, per_thread = l_pt_)" in rec.code[-1], rec.code
 
 
+def test_rmsnorm_fake_builds_the_kernel_the_call_will_use(monkeypatch):
+    """With kernel options, the fake checks them by building the kernel: the one of the call's
+    weight (none, or its dtype), asked as the wrapper asks make, so the call finds it cached."""
+    mod = sys.modules["ptxgen.kernels._ops"]
+    asked = []
+    monkeypatch.setattr(mod, "rmsnorm_make", lambda n, dtype, **kw: asked.append((n, dtype, kw)))
+    ops = torch.ops.ptxgen
+    with FakeTensorMode():
+        x = torch.empty(4, 1024, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(1024, device="cuda", dtype=torch.float32)
+        ops.rmsnorm(x, None, per_thread=8)
+        ops.rmsnorm_out(x, w, torch.empty_like(x), early_weight=False)
+    assert asked == [(1024, "bfloat16", {"weighted": False, "weight_dtype": None,
+                                          "per_thread": 8}),
+                     (1024, "bfloat16", {"weighted": True, "weight_dtype": "float32",
+                                          "early_weight": False})]
+
+
 def test_torch_op_of_a_user_kernel_traces_under_fullgraph():
     N = pg.var("N")
 

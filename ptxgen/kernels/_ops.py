@@ -35,14 +35,21 @@ def _knobs(**knobs) -> dict:
     return {k: v for k, v in knobs.items() if v is not None}
 
 
-def _row_kernel(make, m, **knobs):
-    """A fake implementation's check of a row wrapper's kernel options, given x's metadata
-    `m` (which the rules have passed): the kernel they make for x's rows (built on the CPU,
-    cached), or make's refusal naming the option.  A symbolic row length or option (dynamic
+def _row_kernel(make, m, knobs: dict, **kernel):
+    """A fake implementation's check of a row wrapper's kernel options `knobs`, given x's
+    metadata `m` (which the rules have passed): the kernel they make for x's rows (built on
+    the CPU and cached, `kernel` naming it as the wrapper's call does, so the real call finds
+    it), or make's refusal naming the option.  A symbolic row length or option (dynamic
     shapes, a SymInt) is left to the real implementation, which gets plain values."""
     plain = all(type(v) in (int, bool) for v in (*m.shape, *knobs.values()))
     if knobs and plain and all(m.shape):
-        make(m.shape[-1], m.dtype, **knobs)
+        make(m.shape[-1], m.dtype, **kernel, **knobs)
+
+
+def _rmsnorm_kernel(m, wm, per_thread, early_weight):
+    """_row_kernel for rmsnorm: the kernel of its weight's metadata `wm` (none, or its dtype)."""
+    _row_kernel(rmsnorm_make, m, _knobs(per_thread=per_thread, early_weight=early_weight),
+                weighted=wm is not None, weight_dtype=None if wm is None else wm.dtype)
 
 
 def register() -> bool:
@@ -64,7 +71,7 @@ def register() -> bool:
     def _(x, per_thread=None):
         m = meta_of(x)
         softmax_plan(m)
-        _row_kernel(softmax_make, m, **_knobs(per_thread=per_thread))
+        _row_kernel(softmax_make, m, _knobs(per_thread=per_thread))
         return x.new_empty(x.shape)
 
     @op(lib + "softmax_out", mutates_args=("out",))
@@ -75,7 +82,7 @@ def register() -> bool:
     def _(x, out, per_thread=None):
         m = meta_of(x)
         softmax_plan(m, meta_of(out))
-        _row_kernel(softmax_make, m, **_knobs(per_thread=per_thread))
+        _row_kernel(softmax_make, m, _knobs(per_thread=per_thread))
 
     @op(lib + "rmsnorm", mutates_args=())
     def rmsnorm_op(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
@@ -87,9 +94,9 @@ def register() -> bool:
 
     @rmsnorm_op.register_fake
     def _(x, weight=None, eps=1e-6, per_thread=None, early_weight=None):
-        m = meta_of(x)
-        rmsnorm_plan(m, _m(weight))
-        _row_kernel(rmsnorm_make, m, **_knobs(per_thread=per_thread, early_weight=early_weight))
+        m, wm = meta_of(x), _m(weight)
+        rmsnorm_plan(m, wm)
+        _rmsnorm_kernel(m, wm, per_thread, early_weight)
         return x.new_empty(x.shape)
 
     @op(lib + "rmsnorm_out", mutates_args=("out",))
@@ -101,9 +108,9 @@ def register() -> bool:
 
     @rmsnorm_out.register_fake
     def _(x, weight, out, eps=1e-6, per_thread=None, early_weight=None):
-        m = meta_of(x)
-        rmsnorm_plan(m, _m(weight), meta_of(out))
-        _row_kernel(rmsnorm_make, m, **_knobs(per_thread=per_thread, early_weight=early_weight))
+        m, wm = meta_of(x), _m(weight)
+        rmsnorm_plan(m, wm, meta_of(out))
+        _rmsnorm_kernel(m, wm, per_thread, early_weight)
 
     @op(lib + "gemm", mutates_args=())
     def gemm_op(a: Tensor, b: Tensor, scale_a: Optional[Tensor] = None,
