@@ -31,6 +31,24 @@ def test_assembles_without_spills(dt):
     assert "wgmma.wait_group.sync.aligned 1;" in ptx
 
 
+@pytest.mark.parametrize("BN,boxes", [(112, (64, 32, 16)), (160, (64, 64, 32)),
+                                      (208, (64, 64, 64, 16)), (240, (64, 64, 64, 32, 16))])
+def test_tile_widths_past_whole_boxes_store_tail_boxes(BN, boxes):
+    """A BN that is a multiple of 16 but not of 64 stores its last columns in 32- and / or
+    16-column boxes (64- and 32-byte swizzled tiles): one TMA store per box, per consumer,
+    the boxes' widths summing to BN; no spills."""
+    import re
+    k = E.make_gemm("bfloat16", BN=BN, STAGES=4)
+    ptx = "\n".join(ln for ln in k.ptx("sm_90a").splitlines()
+                    if not ln.lstrip().startswith("//"))                  # instructions only
+    stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", ptx)
+    assert len(stores) == len(boxes)
+    assert sum(boxes) == BN
+    assert f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16" in ptx
+    r = k.compile("sm_90a")
+    assert r.spill_bytes == 0 and r.resources["smem_bytes"] <= 227 * 1024
+
+
 def test_promoted_fp8_assembles_without_spills():
     """Two 64 x 128 fp32 tiles (accumulator and partial sum) per consumer thread."""
     k = E.make_gemm("float8_e4m3fn", BN=128, STAGES=5, scaled=True, promote=1)
@@ -66,6 +84,8 @@ def _sim(dt, M, N, K, BN, ctas, promote=0, seed=0, pingpong=False, overlap=False
     ("float8_e4m3fn", 40, 20, 500, 128, 2, 1),  # promoted every K-step, 1 tile per CTA
     ("float8_e4m3fn", 70, 200, 300, 192, 1, 1), # BN 192: one 3-box epilogue pass
     ("float8_e4m3fn", 70, 20, 300, 128, 1, 2),  # promoted after K-steps 2 and 3 (the last)
+    ("bfloat16", 130, 250, 72, 112, 2, 0),      # BN 112: a 64-column box, 32- and 16-column tails
+    ("float16", 70, 230, 72, 208, 1, 0),        # BN 208: three boxes in one pass, a 16 tail
 ])
 def test_sim_matches_numpy(dt, M, N, K, BN, ctas, promote):
     got, want = _sim(dt, M, N, K, BN, ctas, promote)

@@ -146,18 +146,22 @@ def test_choose_config_table(M, N, K, MN, splits):
     (1, 14336, 4096, "bfloat16", "small_m"),
     (128, 131072, 4096, "bfloat16", "small_m"),     # up to 128 tokens whatever the tiles
     # 129-256 tokens: the general kernel's 128-row tiles against 132 SMs
-    (256, 14336, 4096, "bfloat16", "small_m"),      # 224 tiles of 128: 85% of 2 rounds
+    (256, 14336, 4096, "bfloat16", "sm90"),         # 128 tiles of 224: 97% of a round,
+                                                    # 224 columns an SM against 256
+    (192, 14336, 4096, "bfloat16", "small_m"),      # the same tiles, against 192 columns
     (256, 4096, 14336, "bfloat16", "small_m"),      # 64 tiles: 48% of a round
     (256, 8192, 8192, "bfloat16", "sm90"),          # 128 tiles: 97% of a round
     (200, 33792, 4096, "bfloat16", "sm90"),         # 264 tiles of 256: two whole rounds
-    (256, 14336, 4096, "float8_e4m3fn", "small_m"),  # promoted fp8: 128-wide tiles too
+    (256, 14336, 4096, "float8_e4m3fn", "small_m"),  # promoted fp8: 128-wide tiles, 85%
     (257, 4096, 14336, "bfloat16", "sm90"),         # past 256 tokens
+    (256, 0, 4096, "bfloat16", "sm90"),             # no tiles: nothing to fill
 ])
 def test_gemm_routes_by_how_the_general_tiles_fill_the_sms(monkeypatch, M, N, K, dt, path):
     """gemm() takes the decode path up to 128 tokens, and up to 256 where the general
-    kernel's tiles would fill under 90% of their rounds of SMs (the M = 256 rows of
-    benchmarks/RESULTS.md: the decode path won 14336 x 4096 and 4096 x 14336 and lost
-    8192 x 8192 on the H100 and the H200); the refusal names the fill."""
+    kernel's tiles would fill under 90% of their rounds of SMs or give an SM more columns
+    to compute than the decode path's (benchmarks/RESULTS.md, thirty-seventh session: at
+    14336 x 4096 the general kernel's 224-wide tiles beat the decode path at M = 256 and lost
+    at M = 192); the refusal names the fill and both paths' columns."""
     import importlib
     from ptxgen.kernels._checks import Meta
     G = importlib.import_module("ptxgen.kernels.gemm")
@@ -166,10 +170,32 @@ def test_gemm_routes_by_how_the_general_tiles_fill_the_sms(monkeypatch, M, N, K,
     ok, why = G._small_m_accepts(plan, "cuda:0")
     assert ok == (path == "small_m"), why
     if (M, N) == (256, 8192):
-        assert why == ("M = 256 > 128 and the general kernel's 128 tiles fill 97% of 1 "
-                       "round(s) of 132 SMs")
+        assert why == ("M = 256 > 128 and the general kernel's 128 tiles of 128 columns "
+                       "fill 97% of 1 round(s) of 132 SMs, 128 columns an SM where the decode "
+                       "path's take 128")
     if M == 257:
         assert why == "M = 257 > 256: the general kernel's tiles fill the SMs"
+
+
+@pytest.mark.parametrize("M,N,dt,BN", [
+    (8192, 8192, "bfloat16", 256),          # 2048 tiles: 97% of 16 rounds, as before
+    (4096, 14336, "bfloat16", 256),
+    (256, 8192, "bfloat16", 128),           # 128 tiles of 128: 97% of a round
+    (256, 14336, "bfloat16", 224),          # 112 tiles of 256 (85%) -> 128 of 224
+    (512, 14336, "bfloat16", 224),          # 224 of 256 in 2 rounds (85%) -> 256 of 224
+    (1024, 14336, "bfloat16", 176),         # 5 rounds of 176 columns < 4 rounds of 224
+    (256, 14336, "float8_e4m3fn", 128),     # promoted fp8 keeps its overlapped 128
+    (0, 5, "bfloat16", 128),                # an empty result: no tiles, nothing idle
+])
+def test_general_tile_width_fits_the_rounds_of_sms(M, N, dt, BN):
+    """The general kernel's BN: 256 or 128 where their tiles fill >= 90% of their rounds of
+    SMs, else the multiple of 16 from 128 up with the least rounds x BN (a CTA's work)."""
+    import importlib
+    from ptxgen.kernels._checks import Meta
+    G = importlib.import_module("ptxgen.kernels.gemm")
+    plan = G.gemm_plan(Meta((M, 4096), dt, "cuda:0"), Meta((N, 4096), dt, "cuda:0"))
+    assert G._general_bn(plan, 132) == BN
+    assert G._general_bn(plan._replace(BN=80), 132) == 80      # a forced width stays
 
 
 def test_choose_config_rows():
@@ -205,6 +231,8 @@ def test_bad_forced_config(cfg, msg):
     ("bfloat16", 64, 8, True), ("bfloat16", 128, 6, True), ("bfloat16", 128, 7, False),
     ("float8_e4m3fn", 192, 4, True), ("float8_e4m3fn", 192, 5, False),
     ("float16", 256, 4, True), ("float16", 256, 5, False),
+    ("bfloat16", 224, 4, True), ("bfloat16", 224, 5, False),    # one box a pass, a tail box
+    ("bfloat16", 112, 6, True), ("bfloat16", 112, 7, False),
 ])
 def test_gemm_forced_stages_fit_shared_memory(monkeypatch, dt, BN, STAGES, fits):
     """A forced STAGES that the tile's ring and epilogue boxes do not fit in 227 KiB is

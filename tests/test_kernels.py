@@ -288,8 +288,11 @@ def test_gemm_refusals_name_the_argument(args, msg):
 
 def test_gemm_knob_refusals():
     a = T((8, 64))
-    with pytest.raises(ArgumentError, match=r"^gemm: BN = 96: a multiple of 64 up to 256"):
-        gemm_plan(a, a, BN=96)
+    with pytest.raises(ArgumentError, match=r"^gemm: BN = 100: a multiple of 16 from 64 to 256"):
+        gemm_plan(a, a, BN=100)
+    with pytest.raises(ArgumentError, match=r"^gemm: BN = 48: a multiple of 16 from 64 to 256"):
+        gemm_plan(a, a, BN=48)
+    assert gemm_plan(a, a, BN=112).BN == 112
     f8 = T((8, 64), "float8_e4m3fn")
     with pytest.raises(ArgumentError, match=r"^gemm: BN = 256: .*192 for float8 without "):
         gemm_plan(f8, f8, BN=256)
@@ -297,7 +300,7 @@ def test_gemm_knob_refusals():
     with pytest.raises(ArgumentError, match=r"^gemm: STAGES = 0: 1 to 8 ring stages"):
         gemm_plan(a, a, STAGES=0)
     for bn in ("128", 128.0, True):      # only an int (not a str's % formatting, a float)
-        with pytest.raises(ArgumentError, match=rf"^gemm: BN = {bn!r}: a multiple of 64"):
+        with pytest.raises(ArgumentError, match=rf"^gemm: BN = {bn!r}: a multiple of 16"):
             gemm_plan(a, a, BN=bn)
     with pytest.raises(ArgumentError, match=r"^gemm: STAGES = '4': 1 to 8 ring stages"):
         gemm_plan(a, a, STAGES="4")

@@ -17,6 +17,13 @@ CTA_SMEM = SMEM_LIMITS[90][1]   # an sm_90 CTA's dynamic shared memory (the targ
 SMEM_RESERVE = 1024      # what a ring's barriers may take
 
 
+def epilogue_tails(BN: int) -> tuple:
+    """The store boxes past a BN-wide tile's whole 64-column boxes (BN a multiple of 16): a
+    32- and / or a 16-column one, each with the 64- or 32-byte swizzle its rows span.  They
+    let BN take any multiple of 16, so a tile count can be fitted to the SMs."""
+    return tuple(w for w in (32, 16) if BN % 64 & w)
+
+
 def ring_stages_fit(stage_bytes: int, epilogue_bytes: int) -> int:
     """How many ring stages of `stage_bytes` an sm_90 CTA's shared memory holds beside
     `epilogue_bytes` of epilogue staging and SMEM_RESERVE."""
@@ -97,6 +104,7 @@ class Persistent(NamedTuple):
     As: object           # the ring's A tiles, [2 * stage + half] (64 x BK each)
     Bs: object           # the ring's B tiles, [stage] (BN x BK)
     Cs: object           # the epilogue tiles, [CB * consumer + box] (64 x 64 of out_dt)
+    Ts: tuple            # the tail boxes' tiles, [consumer] (64 x w), w in epilogue_tails
     pipe: object         # the ring's pg.Pipeline
     mine: object         # this CTA's tile count
     nk: object           # K-steps per tile
@@ -104,7 +112,7 @@ class Persistent(NamedTuple):
 
 
 def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
-                     cluster=1, extra=None) -> Persistent:
+                     cluster=1, extra=None, LT=()) -> Persistent:
     """The start of a persistent Hopper GEMM, up to its consumers: 384 threads, one
     shared-memory pool for the ring (STAGES stages of A 128 x BK and B BN x BK) and the
     epilogue tiles (CB 64 x 64 boxes per consumer warpgroup), the tile schedule, and warpgroup
@@ -115,7 +123,8 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
     rides in each ring stage beside A and B (block scales, say): `extra.alloc(pool)` takes its
     shared memory before the pool is committed, `extra.load(s, m0, n0, k, mbar)` issues its
     TMA loads of stage s (tile origin m0, n0, K-step k) on the stage's full barrier,
-    `extra.arrivals` of them."""
+    `extra.arrivals` of them.  LT: ((w, layout), ...) of the tail boxes (epilogue_tails), a
+    64 x w tile of them per consumer."""
     (M, K), N = A.shape, B.shape[0]
     dtype = A.dtype
     tx = pg.thread_id(384)
@@ -124,6 +133,8 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
     As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
     Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
     Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
+    Ts = tuple(pool.alloc((2, 64, w), out_dt, align=1024, layout=lay, name=f"Ts{w}")
+               for w, lay in LT)
     if extra is not None:
         extra.alloc(pool)
     pipe = pg.Pipeline(pool, stages=STAGES, consumers=2,
@@ -137,7 +148,7 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
         pg.setmaxnreg(40, "dec")
         tma_producer(tx, pipe, mine, nk, tile_origin, A, B, As, Bs, BN, BK, cluster, rank,
                      extra)
-    return Persistent(tx, As, Bs, Cs, pipe, mine, nk, tile_origin)
+    return Persistent(tx, As, Bs, Cs, Ts, pipe, mine, nk, tile_origin)
 
 
 def issue_wgmma(cons, d, a_of, b_of, accumulate=False, rank=None):
@@ -301,18 +312,29 @@ def cta_end(cluster):
         pg.cluster_sync()
 
 
-def store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread):
+def store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread, Ts=()):
     """The epilogue of consumer warpgroup c: its 64 rows x `boxes` 64-column boxes of acc,
     cast to D's dtype through Cs[c * CB ..] (CB boxes per pass) and stored with TMA at rows
-    m0 + 64 c, columns n0.. (clipped at the matrix edge).  Each pass first waits until the
-    previous stores have read Cs."""
-    for h in range(boxes // CB):
+    m0 + 64 c, columns n0.. (clipped at the matrix edge), then the tail boxes (Ts, the tiles
+    of epilogue_tails' widths) in the last pass.  Each pass first waits until the previous
+    stores have read Cs and Ts."""
+    passes = boxes // CB
+    for h in range(passes):
+        tails = []
+        if h == passes - 1:              # the columns past the whole boxes, 32 and / or 16
+            col = boxes * 64
+            for T in Ts:
+                w = T.shape[2]
+                tails.append((T, col, w))
+                col += w
         with pg.if_(first_thread):
             pg.tile.thread.async_wait(0, read=True, kind="bulk")
         pg.named_barrier(4 + c, 128)
         for j in range(CB):
             col = (h * CB + j) * 64
             pg.tile.warpgroup.cast(Cs[c * CB + j, 0:64, 0:64], acc[0:64, col:col + 64])
+        for T, col, w in tails:
+            pg.tile.warpgroup.cast(T[c, 0:64, 0:w], acc[0:64, col:col + w])
         pg.ptx.fence.proxy_async()
         pg.named_barrier(4 + c, 128)
         with pg.if_(first_thread):
@@ -321,4 +343,7 @@ def store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread):
                 pg.tile.thread.copy_async(
                     D[m0 + 64 * c:m0 + 64 * c + 64, n0 + col:n0 + col + 64],
                     Cs[c * CB + j:c * CB + j + 1, 0:64, 0:64])
+            for T, col, w in tails:
+                pg.tile.thread.copy_async(
+                    D[m0 + 64 * c:m0 + 64 * c + 64, n0 + col:n0 + col + w], T[c:c + 1, 0:64, 0:w])
             pg.tile.thread.async_commit(kind="bulk")

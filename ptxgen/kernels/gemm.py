@@ -28,6 +28,9 @@ The kernel (one CTA per SM, 384 threads, every CTA walks the output tiles t = ct
                     128B-swizzled shared tile (per 64 x 128 half), fence the async proxy, and
                     one thread stores it with TMA (clipped at the matrix edge).
 Ring and tiles come from one SMEMPool: STAGES x (A 16 KiB + B 32 KiB) + 2 x 16 KiB epilogue.
+BN may be any multiple of 16 from 64 to 256: the columns past the 64-wide store boxes go out
+in a 32- and / or a 16-column box (64- / 32-byte swizzled tiles), so a tile width can be
+chosen to fill the SMs' rounds (224-wide tiles make 128 of N = 14336 for 132 SMs).
 Tiles are visited in groups of GROUP_M tile rows (the same B columns stay in L2).  A tile
 at the edge is zero-filled by TMA on load and clipped on store, so any M, N work; K only
 needs a row pitch that is a multiple of 16 bytes (TMA's rule).
@@ -41,29 +44,18 @@ from ptxgen.target import TMA_ALIGN
 
 from . import _torch
 from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, check_cluster_pair,  # noqa: F401
-                         consumer_end, cta_end, persistent_setup, ring_stages_fit, store_tile,
-                         wgmma_consumer)
+                         consumer_end, cta_end, epilogue_tails, persistent_setup,
+                         store_tile, wgmma_consumer)
 from ._checks import (ArgumentError, Meta, is_int, meta_of, numel, out_shape, out_tensor,
                       same_device, shares_memory, tensor)
 from ._torch import compiling, sm_count, traced
 from .gemm_blockscaled import BK as BK_SCALE
 from .gemm_blockscaled import SB_COLS, launch_default
+from ._gemm_tiles import (WAVE_FILL, decode_columns, epilogue_boxes, fill, general_bn,
+                          max_stages, tiles)
 from .gemm_small_m import decode_launch, store_back, store_target
 
 _IN = {"bfloat16": "bfloat16", "float16": "float16", "float8_e4m3fn": "bfloat16"}
-
-
-def epilogue_boxes(BN: int) -> int:
-    """64 x 64 output boxes a consumer stages per epilogue pass (two passes' worth of shared
-    memory: one fills while the other's TMA store drains)."""
-    boxes = BN // 64
-    return boxes if boxes <= 3 else 2
-
-
-def max_stages(BN: int) -> int:
-    """The deepest ring a BN-wide tile fits in a CTA's shared memory beside its epilogue
-    boxes (a stage: 128 rows of A and BN of B, 128 bytes each; the boxes: 16-bit)."""
-    return ring_stages_fit((BM + BN) * 128, 2 * epilogue_boxes(BN) * 64 * 64 * 2)
 
 
 def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promote=0,
@@ -97,17 +89,20 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     ND = pg.var("ND")                         # D's row length: N, or N padded to 8 (TMA pitch)
     LA = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # [2 * stage + half]
     LB = canonical_layout(BN, BK, dtype, stages=STAGES)
-    if BN % 64 or not 64 <= BN <= 256:
-        raise ValueError(f"BN = {BN}: a multiple of 64 up to 256 (64-column store boxes)")
+    if BN % 16 or not 64 <= BN <= 256:
+        raise ValueError(f"BN = {BN}: a multiple of 16 from 64 to 256 (64-column store boxes, "
+                         f"then 32- and 16-column ones)")
     boxes = BN // 64                          # 64-column TMA store boxes per warpgroup
     CB = epilogue_boxes(BN)                   # boxes per epilogue pass (shared: CB x 8 KiB)
     LC = canonical_layout(64, 64, out_dt, stages=2 * CB)
+    LT = tuple((w, canonical_layout(64, w, out_dt, swizzle=f"{2 * w}B", stages=2))
+               for w in epilogue_tails(BN))   # the tail boxes' tiles (16-bit: 2w-byte rows)
 
     def gemm(A: pg.Tensor((M, K), dtype), B: pg.Tensor((N, K), dtype),
              D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor((1,), pg.float32),
              SB: pg.Tensor((1,), pg.float32)):
-        tx, As, Bs, Cs, pipe, mine, nk, tile_origin = persistent_setup(
-            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC, cluster)
+        tx, As, Bs, Cs, Ts, pipe, mine, nk, tile_origin = persistent_setup(
+            A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC, cluster, LT=LT)
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")
             acc, first_thread, mma_tile = wgmma_consumer(
@@ -117,7 +112,7 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
             for i in pg.serial(mine):
                 m0, n0 = tile_origin(i)
                 mma_tile(nk)
-                store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread)
+                store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread, Ts)
             consumer_end(c, pingpong, first_thread)
         cta_end(cluster)
 
@@ -189,10 +184,10 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
         raise ArgumentError("gemm: block scales are applied per 128-wide K step in fp32 by "
                             "gemm_blockscaled's kernel, which takes no fast_accum, BN or "
                             "STAGES (drop them; make_blockscaled builds other configurations)")
-    if BN is not None and (not is_int(BN) or BN % 64 or not 64 <= BN <= 256 or
+    if BN is not None and (not is_int(BN) or BN % 16 or not 64 <= BN <= 256 or
                            scaled and not fast_accum and BN > 192):
-        raise ArgumentError(f"gemm: BN = {BN!r}: a multiple of 64 up to 256 (192 for float8 "
-                            f"without fast_accum: two fp32 tiles must fit the registers)")
+        raise ArgumentError(f"gemm: BN = {BN!r}: a multiple of 16 from 64 to 256 (192 for "
+                            f"float8 without fast_accum: two fp32 tiles must fit the registers)")
     if STAGES is not None and (not is_int(STAGES) or not 1 <= STAGES <= 8):
         raise ArgumentError(f"gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
     out_dtype = "bfloat16" if scaled else a.dtype
@@ -271,12 +266,11 @@ def _unit_scale(device: int):
 
 
 def _general_bn(plan: GemmPlan, sms: int) -> int:
-    """The general kernel's tile width: the forced one, else 256 where 256-wide tiles fill the
-    SMs (bf16 / fp16, fp8 with fast_accum), else 128."""
+    """The general kernel's tile width: the forced one, else general_bn's for the shape."""
     if plan.BN is not None:
         return plan.BN
-    promote = plan.dtype.startswith("float8") and not plan.fast_accum
-    return 256 if not promote and -(-plan.M // BM) * -(-plan.N // 256) >= sms else 128
+    return general_bn(plan.M, plan.N, plan.dtype.startswith("float8") and not plan.fast_accum,
+                      sms)
 
 
 def _sm90_kernel(plan: GemmPlan, device):
@@ -288,7 +282,7 @@ def _sm90_kernel(plan: GemmPlan, device):
     scaled = plan.dtype.startswith("float8")
     promote = 1 if scaled and not plan.fast_accum else 0
     BN = _general_bn(plan, sms)
-    STAGES = plan.STAGES or (4 if BN >= 192 else 5)
+    STAGES = plan.STAGES or min(4 if BN >= 192 else 5, max_stages(BN))
     if STAGES > max_stages(BN):
         raise ArgumentError(f"gemm: STAGES = {STAGES} with BN = {BN}: the ring ({STAGES} x "
                             f"{(BM + BN) * 128} bytes) and the epilogue tiles need more than "
@@ -334,12 +328,13 @@ def _run_blockscaled(plan: GemmPlan, prepared, a, b, scale_a, scale_b, out):
 SMALL_M = 128    # up to here the decode path beats the general kernel on every measured
                  # (N, K) of benchmarks/RESULTS.md's decode series
 SMALL_M_MAX = 256   # up to here it does where the general kernel's tiles fill its rounds
-WAVE_FILL = 0.9     # poorly: below this share (tiles / (rounds x SMs); RESULTS.md, M = 256)
+                    # poorly (below WAVE_FILL) or give an SM more columns (decode_columns)
 
 
 def _small_m_accepts(plan: GemmPlan, device):
-    """The rules on the plan alone first; the general kernel's wave fill (which asks the
-    device's SM count) only for a plan that passes them."""
+    """The rules on the plan alone first; the general kernel's wave fill and its work per SM
+    against the decode path's (which ask the device's SM count) only for a plan that passes
+    them."""
     if plan.M > SMALL_M_MAX:
         return False, f"M = {plan.M} > {SMALL_M_MAX}: the general kernel's tiles fill the SMs"
     if plan.fast_accum:
@@ -351,12 +346,17 @@ def _small_m_accepts(plan: GemmPlan, device):
         return False, f"K or N breaks TMA's {TMA_ALIGN}-byte row pitch (the general path pads)"
     if plan.M > SMALL_M:
         sms = sm_count(device)
-        tiles = -(-plan.M // BM) * -(-plan.N // _general_bn(plan, sms))
-        rounds = -(-tiles // sms)
-        fill = tiles / (rounds * sms)
-        if fill >= WAVE_FILL:
-            return False, (f"M = {plan.M} > {SMALL_M} and the general kernel's {tiles} tiles "
-                           f"fill {fill:.0%} of {rounds} round(s) of {sms} SMs")
+        BN = _general_bn(plan, sms)
+        n_tiles = tiles(plan.M, plan.N, BN)
+        if not n_tiles:
+            return False, "an empty result: no tiles for either path"
+        rounds, share = -(-n_tiles // sms), fill(n_tiles, sms)
+        decode = decode_columns(plan.M, plan.N, plan.K, plan.dtype, sms)
+        if share >= WAVE_FILL and rounds * BN <= decode:
+            return False, (f"M = {plan.M} > {SMALL_M} and the general kernel's {n_tiles} tiles "
+                           f"of {BN} columns fill {share:.0%} of {rounds} round(s) of {sms} "
+                           f"SMs, {rounds * BN} columns an SM where the decode path's take "
+                           f"{decode:g}")
     return True, ""
 
 
@@ -426,10 +426,12 @@ def gemm(a, b, out=None, *, scale_a=None, scale_b=None, fast_accum=False, BN=Non
     (M, ceil(K/128)), scale_b (ceil(N/128), ceil(K/128))) go to the block-scaled kernel
     (gemm_blockscaled.py), which takes no fast_accum, BN or STAGES.  `out` (checked: (M, N),
     the result's dtype, a's device) is written and returned.  BN: 256 (128 for promoted fp8),
-    or 128 when wide tiles would leave SMs idle (small M * N); a forced BN / STAGES is checked
-    against the rules.  M <= 128 takes the decode path of gemm_small_m.py (without fast_accum
-    or forced tiles), and so does M <= 256 where the general kernel's tiles would fill under
-    90% of their rounds of SMs (wave quantization, which the decode path's split-K avoids).
+    or 128 when wide tiles would leave SMs idle (small M * N); where those fill under 90% of
+    their rounds of SMs, the multiple of 16 with the least rounds x BN (_general_bn); a
+    forced BN (a multiple of 16 from 64 to 256) / STAGES is checked against the rules.
+    M <= 128 takes the decode path of gemm_small_m.py (without fast_accum or forced tiles),
+    and so does M <= 256 where the general kernel's tiles would fill under 90% of their
+    rounds of SMs or give an SM more columns to compute than the decode path's units.
     Inside torch.compile it is torch.ops.ptxgen.gemm."""
     if compiling():
         if _leading(a):

@@ -129,7 +129,7 @@ def make_blockscaled(STAGES=5, ctas=132, pingpong=False, overlap=False, cluster=
              D: pg.Tensor((M, ND), out_dt), SA: pg.Tensor(sa_shape, "float32"),
              SB: pg.Tensor(sb_shape, "float32")):
         extra = _RingScales(SA, SB, STAGES, blocks) if ring else None
-        tx, As, Bs, Cs, pipe, mine, nk, tile_origin = persistent_setup(
+        tx, As, Bs, Cs, _, pipe, mine, nk, tile_origin = persistent_setup(
             A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC, cluster, extra)
         with pg.warpgroup_role(range(1, 3)) as c:
             pg.setmaxnreg(232, "inc")

@@ -50,7 +50,9 @@ def test_ragged_k_and_bad_inputs(example):
                                  ("float8_e4m3fn", 192, 4, True, 1, "pingpong"),
                                  ("float8_e4m3fn", 128, 5, True, 1, "overlap"),
                                  ("float8_e4m3fn", 192, 4, True, 1, "cluster"),
-                                 ("bfloat16", 256, 4, False, 0, "cluster")])
+                                 ("bfloat16", 256, 4, False, 0, "cluster"),
+                                 ("bfloat16", 224, 4, False, 0), ("float16", 112, 5, False, 0),
+                                 ("bfloat16", 240, 4, False, 0)])
 def test_driver_jit_no_spills(example, cfg):
     """Loaded from PTX (the driver's whole-program JIT keeps setmaxnreg): the entry count is
     168 registers (64 Ki / 384 threads) and nothing is spilled to local memory."""
@@ -61,6 +63,25 @@ def test_driver_jit_no_spills(example, cfg):
     fn = Module.load(ptx=k.ptx("sm_90a"), name=k.name).function(k.name)
     assert fn.attribute("NUM_REGS") == 168
     assert fn.attribute("LOCAL_SIZE_BYTES") == 0
+
+
+@pytest.mark.parametrize("BN", [80, 112, 176, 208, 224, 240])
+def test_tile_widths_past_whole_boxes_are_bit_exact(example, BN):
+    """BN a multiple of 16 but not of 64: the columns past the 64-column store boxes go out
+    in 32- and / or 16-column tail boxes.  Small integers (exact in fp32), so the result is
+    the fp64 product rounded once; ragged shapes, 2000 x 1500 gives CTAs several tiles;
+    outputs poisoned with NaN first."""
+    import torch
+    from ptxgen.kernels import gemm
+    rng = np.random.default_rng(BN)
+    for dt in (torch.bfloat16, torch.float16):
+        for M, N, K in ((300, 1000, 200), (2000, 1500, 64), (130, 3 * BN + 40, 72)):
+            a = torch.tensor(rng.integers(-2, 3, size=(M, K)), device="cuda").to(dt)
+            b = torch.tensor(rng.integers(-2, 3, size=(N, K)), device="cuda").to(dt)
+            out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
+            assert gemm(a, b, out, BN=BN) is out
+            want = (a.double() @ b.double().T).to(dt)
+            assert torch.equal(out.view(torch.int16), want.view(torch.int16)), (dt, M, N, K)
 
 
 def test_pingpong_gives_the_same_bits(example):
