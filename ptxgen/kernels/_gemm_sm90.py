@@ -17,11 +17,16 @@ CTA_SMEM = SMEM_LIMITS[90][1]   # an sm_90 CTA's dynamic shared memory (the targ
 SMEM_RESERVE = 1024      # what a ring's barriers may take
 
 
+TAIL_WIDTHS = (32, 16)   # the epilogue's tail boxes (columns; 64- and 32-byte swizzled rows)
+BN_STEP = TAIL_WIDTHS[-1]   # so the general kernel's tile width is a multiple of this
+
+
 def epilogue_tails(BN: int) -> tuple:
-    """The store boxes past a BN-wide tile's whole 64-column boxes (BN a multiple of 16): a
-    32- and / or a 16-column one, each with the 64- or 32-byte swizzle its rows span.  They
-    let BN take any multiple of 16, so a tile count can be fitted to the SMs."""
-    return tuple(w for w in (32, 16) if BN % 64 & w)
+    """The store boxes past a BN-wide tile's whole 64-column boxes (BN a multiple of
+    BN_STEP): a 32- and / or a 16-column one, each with the 64- or 32-byte swizzle its rows
+    span.  They let BN take any multiple of BN_STEP, so a tile count can be fitted to the
+    SMs."""
+    return tuple(w for w in TAIL_WIDTHS if BN % 64 & w)
 
 
 def ring_stages_fit(stage_bytes: int, epilogue_bytes: int) -> int:

@@ -3,7 +3,7 @@ a BN-wide tile's epilogue takes (so the ring depth it leaves), the BN whose tile
 SMs' rounds fullest, and the work an SM does on the decode path, against which gemm() weighs
 the general kernel for 129-256 tokens.  Integer rules of shapes, checked on the CPU.
 """
-from ._gemm_sm90 import BM, epilogue_tails, ring_stages_fit
+from ._gemm_sm90 import BM, BN_STEP, epilogue_tails, ring_stages_fit
 from ._small_m_kernel import BW
 from .gemm_small_m import choose_config
 
@@ -47,13 +47,13 @@ def fill(n_tiles: int, sms: int) -> float:
 def general_bn(M: int, N: int, promote: bool, sms: int) -> int:
     """The general kernel's tile width: 256 where 256-wide tiles fill the SMs (bf16 / fp16, fp8
     with fast_accum), else 128.  Where that width's tiles fill under WAVE_FILL of their
-    rounds, the multiple of 16 from 128 to 256 (only 128 for promoted fp8, whose overlapped
+    rounds, the multiple of BN_STEP from 128 to 256 (only 128 for promoted fp8, whose overlapped
     partial tiles need it) with the least rounds x width, the time a CTA's rounds take: at
     M = 256, N = 14336, 224-wide tiles make 128 for 132 SMs where 256-wide ones made 112."""
     BN = 256 if not promote and tiles(M, N, 256) >= sms else 128
     if fill(tiles(M, N, BN), sms) >= WAVE_FILL:
         return BN
-    return min(range(128, (128 if promote else 256) + 1, 16),
+    return min(range(128, (128 if promote else 256) + 1, BN_STEP),
                key=lambda w: (-(-tiles(M, N, w) // sms) * w, -w))
 
 

@@ -43,7 +43,7 @@ from ptxgen.primitives.tcgen05 import canonical_layout
 from ptxgen.target import TMA_ALIGN
 
 from . import _torch
-from ._gemm_sm90 import (BM, CTA_SMEM, GROUP_M, check_cluster_pair,  # noqa: F401
+from ._gemm_sm90 import (BM, BN_STEP, CTA_SMEM, GROUP_M, check_cluster_pair,  # noqa: F401
                          consumer_end, cta_end, epilogue_tails, persistent_setup,
                          store_tile, wgmma_consumer)
 from ._checks import (ArgumentError, Meta, is_int, meta_of, numel, out_shape, out_tensor,
@@ -89,9 +89,9 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     ND = pg.var("ND")                         # D's row length: N, or N padded to 8 (TMA pitch)
     LA = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # [2 * stage + half]
     LB = canonical_layout(BN, BK, dtype, stages=STAGES)
-    if BN % 16 or not 64 <= BN <= 256:
-        raise ValueError(f"BN = {BN}: a multiple of 16 from 64 to 256 (64-column store boxes, "
-                         f"then 32- and 16-column ones)")
+    if BN % BN_STEP or not 64 <= BN <= 256:
+        raise ValueError(f"BN = {BN}: a multiple of {BN_STEP} from 64 to 256 (64-column store "
+                         f"boxes, then 32- and 16-column ones)")
     boxes = BN // 64                          # 64-column TMA store boxes per warpgroup
     CB = epilogue_boxes(BN)                   # boxes per epilogue pass (shared: CB x 8 KiB)
     LC = canonical_layout(64, 64, out_dt, stages=2 * CB)
@@ -184,10 +184,11 @@ def gemm_plan(a: Meta, b: Meta, scale_a: Meta | None = None, scale_b: Meta | Non
         raise ArgumentError("gemm: block scales are applied per 128-wide K step in fp32 by "
                             "gemm_blockscaled's kernel, which takes no fast_accum, BN or "
                             "STAGES (drop them; make_blockscaled builds other configurations)")
-    if BN is not None and (not is_int(BN) or BN % 16 or not 64 <= BN <= 256 or
+    if BN is not None and (not is_int(BN) or BN % BN_STEP or not 64 <= BN <= 256 or
                            scaled and not fast_accum and BN > 192):
-        raise ArgumentError(f"gemm: BN = {BN!r}: a multiple of 16 from 64 to 256 (192 for "
-                            f"float8 without fast_accum: two fp32 tiles must fit the registers)")
+        raise ArgumentError(f"gemm: BN = {BN!r}: a multiple of {BN_STEP} from 64 to 256 (192 "
+                            f"for float8 without fast_accum: two fp32 tiles must fit the "
+                            f"registers)")
     if STAGES is not None and (not is_int(STAGES) or not 1 <= STAGES <= 8):
         raise ArgumentError(f"gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
     out_dtype = "bfloat16" if scaled else a.dtype
