@@ -49,6 +49,16 @@ def test_tile_widths_past_whole_boxes_store_tail_boxes(BN, boxes):
     assert r.spill_bytes == 0 and r.resources["smem_bytes"] <= 227 * 1024
 
 
+@pytest.mark.parametrize("BN", [100, 48, 272, "128"])
+def test_tile_width_refusal_names_the_rule(BN):
+    """A BN off the 16-column grid (or not an int) is refused by name before any layout is
+    made (it used to surface as the B tile's layout error)."""
+    with pytest.raises(ValueError) as e:
+        E.make_gemm("bfloat16", BN=BN)
+    assert str(e.value) == (f"BN = {BN!r}: a multiple of 16 from 64 to 256 (64-column store "
+                            f"boxes, then 32- and 16-column ones)")
+
+
 def test_promoted_fp8_assembles_without_spills():
     """Two 64 x 128 fp32 tiles (accumulator and partial sum) per consumer thread."""
     k = E.make_gemm("float8_e4m3fn", BN=128, STAGES=5, scaled=True, promote=1)

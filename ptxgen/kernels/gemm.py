@@ -75,6 +75,9 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     if not is_int(STAGES) or not 1 <= STAGES <= 8:
         raise ValueError(f"make_gemm: STAGES = {STAGES!r}: 1 to 8 ring stages")
     out_dt = _IN[dtype]
+    if not is_int(BN) or BN % BN_STEP or not 64 <= BN <= 256:
+        raise ValueError(f"BN = {BN!r}: a multiple of {BN_STEP} from 64 to 256 (64-column store "
+                         f"boxes, then 32- and 16-column ones)")
     if promote and BN > 192:
         raise ValueError(f"promote={promote} keeps two 64 x BN fp32 tiles: BN <= 192 fits the "
                          f"consumers' 232 registers, BN = {BN} does not")
@@ -89,9 +92,6 @@ def make_gemm(dtype="bfloat16", BN=256, STAGES=4, ctas=132, scaled=False, promot
     ND = pg.var("ND")                         # D's row length: N, or N padded to 8 (TMA pitch)
     LA = canonical_layout(64, BK, dtype, stages=2 * STAGES)   # [2 * stage + half]
     LB = canonical_layout(BN, BK, dtype, stages=STAGES)
-    if BN % BN_STEP or not 64 <= BN <= 256:
-        raise ValueError(f"BN = {BN}: a multiple of {BN_STEP} from 64 to 256 (64-column store "
-                         f"boxes, then 32- and 16-column ones)")
     boxes = BN // 64                          # 64-column TMA store boxes per warpgroup
     CB = epilogue_boxes(BN)                   # boxes per epilogue pass (shared: CB x 8 KiB)
     LC = canonical_layout(64, 64, out_dt, stages=2 * CB)
