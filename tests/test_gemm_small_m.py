@@ -159,9 +159,9 @@ def test_choose_config_table(M, N, K, MN, splits):
 def test_gemm_routes_by_how_the_general_tiles_fill_the_sms(monkeypatch, M, N, K, dt, path):
     """gemm() takes the decode path up to 128 tokens, and up to 256 where the general
     kernel's tiles would fill under 90% of their rounds of SMs or give an SM more columns
-    to compute than the decode path's (benchmarks/RESULTS.md, thirty-seventh session: at
-    14336 x 4096 the general kernel's 224-wide tiles beat the decode path at M = 256 and lost
-    at M = 192); the refusal names the fill and both paths' columns."""
+    to compute than the decode path's (benchmarks/RESULTS.md, thirty-seventh session, H100:
+    at 14336 x 4096 the general kernel's 224-wide tiles were level with the decode path at
+    M = 256 and 9% slower at M = 192); the refusal names the fill and both paths' columns."""
     import importlib
     from ptxgen.kernels._checks import Meta
     G = importlib.import_module("ptxgen.kernels.gemm")
