@@ -19,6 +19,7 @@ SMEM_RESERVE = 1024      # what a ring's barriers may take
 
 TAIL_WIDTHS = (32, 16)   # the epilogue's tail boxes (columns; 64- and 32-byte swizzled rows)
 BN_STEP = TAIL_WIDTHS[-1]   # so the general kernel's tile width is a multiple of this
+EPILOGUE_ALIGN = 1024    # where the epilogue's tiles start (a swizzle pattern's whole repeat)
 
 
 def epilogue_tails(BN: int) -> tuple:
@@ -137,8 +138,8 @@ def persistent_setup(A, B, out_dt, BN, BK, CB, STAGES, ctas, LA, LB, LC,
     pool = pg.SMEMPool()
     As = pool.alloc((2 * STAGES, 64, BK), dtype, align=1024, layout=LA)
     Bs = pool.alloc((STAGES, BN, BK), dtype, align=1024, layout=LB)
-    Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=1024, layout=LC)
-    Ts = tuple(pool.alloc((2, 64, w), out_dt, align=1024, layout=lay, name=f"Ts{w}")
+    Cs = pool.alloc((2 * CB, 64, 64), out_dt, align=EPILOGUE_ALIGN, layout=LC)
+    Ts = tuple(pool.alloc((2, 64, w), out_dt, align=EPILOGUE_ALIGN, layout=lay, name=f"Ts{w}")
                for w, lay in LT)
     if extra is not None:
         extra.alloc(pool)
@@ -324,14 +325,10 @@ def store_tile(D, Cs, acc, c, m0, n0, boxes, CB, first_thread, Ts=()):
     of epilogue_tails' widths) in the last pass.  Each pass first waits until the previous
     stores have read Cs and Ts."""
     passes = boxes // CB
+    cols = [boxes * 64 + sum(T.shape[2] for T in Ts[:i]) for i in range(len(Ts))]
+    last_tails = [(T, col, T.shape[2]) for T, col in zip(Ts, cols)]   # 32 and / or 16 wide
     for h in range(passes):
-        tails = []
-        if h == passes - 1:              # the columns past the whole boxes, 32 and / or 16
-            col = boxes * 64
-            for T in Ts:
-                w = T.shape[2]
-                tails.append((T, col, w))
-                col += w
+        tails = last_tails if h == passes - 1 else ()
         with pg.if_(first_thread):
             pg.tile.thread.async_wait(0, read=True, kind="bulk")
         pg.named_barrier(4 + c, 128)

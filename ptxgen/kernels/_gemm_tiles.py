@@ -3,9 +3,8 @@ a BN-wide tile's epilogue takes (so the ring depth it leaves), the BN whose tile
 SMs' rounds fullest, and the work an SM does on the decode path, against which gemm() weighs
 the general kernel for 129-256 tokens.  Integer rules of shapes, checked on the CPU.
 """
-from ._gemm_sm90 import BM, BN_STEP, epilogue_tails, ring_stages_fit
-from ._small_m_kernel import BW
-from .gemm_small_m import choose_config
+from ._gemm_sm90 import BM, BN_STEP, EPILOGUE_ALIGN, epilogue_tails, ring_stages_fit
+from .gemm_small_m import choose_config, unit_tiles
 
 RING_MIN = 4        # the ring depth the epilogue's tiles leave room for
 WAVE_FILL = 0.9     # below this share of their rounds of SMs, tiles fill them poorly
@@ -13,8 +12,8 @@ WAVE_FILL = 0.9     # below this share of their rounds of SMs, tiles fill them p
 
 def _epilogue_bytes(BN: int, CB: int) -> int:
     """Shared memory of the epilogue tiles: two consumers' CB 64 x 64 boxes and their tail
-    boxes (16-bit; each tail tile 1024-byte aligned)."""
-    tails = sum(-(-2 * 64 * w * 2 // 1024) * 1024 for w in epilogue_tails(BN))
+    boxes (16-bit; each tail tile EPILOGUE_ALIGN-byte aligned, as persistent_setup places it)."""
+    tails = sum(-(-2 * 64 * w * 2 // EPILOGUE_ALIGN) * EPILOGUE_ALIGN for w in epilogue_tails(BN))
     return 2 * CB * 64 * 64 * 2 + tails
 
 
@@ -62,5 +61,5 @@ def decode_columns(M: int, N: int, K: int, dtype: str, sms: int) -> float:
     unit's tokens over the splits.  Both paths' CTAs are 128 weight rows wide (BW = BM), so
     this against the general kernel's rounds x BN compares their work."""
     cfg = choose_config(M, N, K, dtype, sms)
-    units = -(-N // BW) * -(-M // cfg.MN) * cfg.splits
+    units = unit_tiles(M, N, cfg.MN) * cfg.splits
     return -(-units // sms) * cfg.MN / cfg.splits

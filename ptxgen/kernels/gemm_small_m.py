@@ -90,6 +90,11 @@ def round_mn(M, dtype="bfloat16") -> int:
     return min(cap, -(-per_tile // 64) * 64)
 
 
+def unit_tiles(M, N, MN) -> int:
+    """The decode kernel's output tiles: BW weight rows x MN tokens each."""
+    return -(-N // BW) * -(-M // MN)
+
+
 LAUNCH_BYTES = 8 << 20      # the reduction's extra launch, as bytes streamed meanwhile
 
 
@@ -98,7 +103,7 @@ def best_splits(M, N, K, elem, MN, sms, max_splits=16, min_k_blocks=4) -> int:
     activations once per weight tile, and with S > 1 the fp32 workspace written and read
     back, plus LAUNCH_BYTES for the reduction's launch) over the fraction of the grid's
     rounds that units fill.  Keeps >= min_k_blocks K-blocks per split so the ring streams."""
-    tiles = -(-N // BW) * -(-M // MN)
+    tiles = unit_tiles(M, N, MN)
     nk = -(-K // (128 // elem))
     base = N * K * elem + -(-N // BW) * M * K * elem + M * N * elem
     best, best_t = 1, None
@@ -135,7 +140,7 @@ def choose_config(M, N, K, dtype="bfloat16", sms=132, skip=()):
     """The configuration the heuristic table gives for this shape (see CONFIG_TABLE), leaving
     out the rows named in `skip` (skip=("gemv",): the best wgmma configuration)."""
     MN = round_mn(M, dtype)
-    tiles = -(-N // BW) * -(-M // MN)
+    tiles = unit_tiles(M, N, MN)
     nk = -(-K // (128 // ELEM_BYTES[dtype]))
     for name, applies, why in CONFIG_TABLE:
         if name not in skip and applies(M, N, K, tiles, nk, sms, dtype):
